@@ -1,0 +1,17 @@
+"""PyTorch backend ("caffe2": Caffe2 was merged into PyTorch). Stdlib only at import time."""
+from typing import List
+
+from ..protocol import RunSpec
+
+MODULE = "backends.caffe2_torch"
+
+
+def command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
+    """The command line that runs `spec` in this backend's environment.
+
+    One worker runs as a plain process; N workers through torchrun (DDP), one process each.
+    """
+    if spec.gpus == 1:
+        return [python, "-m", MODULE, spec_path, result_path]
+    return [python, "-m", "torch.distributed.run", "--standalone",
+            "--nproc_per_node", str(spec.gpus), "-m", MODULE, spec_path, result_path]

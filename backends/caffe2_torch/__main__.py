@@ -1,0 +1,13 @@
+"""Entry point: python -m backends.caffe2_torch SPEC_JSON RESULT_JSON"""
+import sys
+
+from ..harness import main
+
+
+def _setup(spec):
+    from .train import setup  # the framework is imported only here, inside its environment
+    return setup(spec)
+
+
+if __name__ == "__main__":
+    sys.exit(main(_setup))

@@ -1,0 +1,156 @@
+"""PyTorch trainer for the harness: model, SGD, precision, DDP over torchrun workers.
+
+Imported only inside the backend's environment (it needs torch).
+"""
+import os
+import platform
+from typing import Any, Dict, Optional
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from ..harness import Trainer
+from ..protocol import RunSpec, Unsupported
+from .resnet50 import ResNet50, trainable_parameters
+
+
+def resolve_precision(precision: str, device: torch.device) -> Optional[torch.dtype]:
+    """Set the TF32 switches for `precision` and return the autocast dtype (None: no autocast)."""
+    tf32 = precision == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
+    if device.type == "cpu" and precision == "tf32":
+        raise Unsupported("tf32 is an NVIDIA tensor-core mode; the CPU has none (use fp32 or bf16)")
+    if device.type == "cuda" and precision == "bf16" and not torch.cuda.is_bf16_supported():
+        raise Unsupported("bf16 needs compute capability 8.0+, this GPU is "
+                          "{}.{}".format(*torch.cuda.get_device_capability(device)))
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
+
+
+def _init_distributed(spec: RunSpec):
+    """Join the torchrun process group if there is one; return (rank, local_rank, world)."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world != spec.gpus:
+        raise RuntimeError("spec asks for {} workers but the launcher started {}".format(
+            spec.gpus, world))
+    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+    if world > 1:
+        dist.init_process_group("nccl" if spec.device == "cuda" else "gloo")
+    return rank, local_rank, world
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+class TorchTrainer(Trainer):
+    def __init__(self, spec: RunSpec):
+        self.spec = spec
+        opts = spec.options
+        self.rank, local_rank, self.world = _init_distributed(spec)
+        if spec.device == "cuda":
+            if not torch.cuda.is_available():
+                raise Unsupported("device cuda asked for, but torch {} sees no GPU".format(
+                    torch.__version__))
+            self.device = torch.device("cuda", local_rank)
+            torch.cuda.set_device(self.device)
+            torch.backends.cudnn.benchmark = True
+        else:
+            self.device = torch.device("cpu")
+            # each worker gets its share of the cores, so N workers do not oversubscribe them
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.world))
+        self.amp_dtype = resolve_precision(spec.precision, self.device)
+        torch.manual_seed(spec.seed)
+        self.channels_last = opts.get("channels_last", spec.device == "cuda")
+        fmt = torch.channels_last if self.channels_last else torch.contiguous_format
+        model = ResNet50(spec.num_classes).to(self.device, memory_format=fmt)
+        self.parameters = trainable_parameters(model)
+        self.distribution = "single"
+        if self.world > 1:
+            self.distribution = "ddp"
+            model = torch.nn.parallel.DistributedDataParallel(
+                model, device_ids=[local_rank] if spec.device == "cuda" else None,
+                broadcast_buffers=False, gradient_as_bucket_view=True)
+        self.model = torch.compile(model) if spec.compile else model
+        self.optimizer_impl = opts.get("optimizer", "fused" if spec.device == "cuda" else "foreach")
+        self.optimizer = torch.optim.SGD(
+            model.parameters(), lr=spec.learning_rate, momentum=spec.momentum,
+            **{self.optimizer_impl: True})
+        self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
+        # the synthetic batch lives on the device once, as tf_cnn_benchmarks does
+        g = torch.Generator(device="cpu").manual_seed(spec.seed + self.rank)
+        images = torch.randn(spec.batch_size, 3, spec.image_size, spec.image_size, generator=g)
+        labels = torch.randint(0, spec.num_classes, (spec.batch_size,), generator=g)
+        self.images = images.to(self.device, memory_format=fmt)
+        self.labels = labels.to(self.device)
+        self._loss = None
+
+    def step(self) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
+                            enabled=self.amp_dtype is not None):
+            loss = F.cross_entropy(self.model(self.images), self.labels)
+        if self.scaler is not None:
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            loss.backward()
+            self.optimizer.step()
+        self._loss = loss.detach()
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def barrier(self) -> None:
+        if self.world > 1:
+            dist.barrier()
+
+    def loss(self) -> float:
+        return float(self._loss) if self._loss is not None else float("nan")
+
+    def describe(self) -> Dict[str, Any]:
+        cuda = self.device.type == "cuda"
+        settings = {
+            "trainable_parameters": self.parameters,
+            "channels_last": self.channels_last,
+            "compile": self.spec.compile,
+            "optimizer": "sgd-momentum-" + self.optimizer_impl,
+            "autocast_dtype": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else None,
+            "grad_scaler": self.scaler is not None,
+            "allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+            "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+            "num_threads": torch.get_num_threads(),
+        }
+        if cuda:
+            settings.update(cuda_version=torch.version.cuda,
+                            cudnn_version=torch.backends.cudnn.version(),
+                            cudnn_benchmark=torch.backends.cudnn.benchmark)
+        elif self.spec.precision == "fp16":
+            settings["note"] = "fp16 autocast on CPU: runs, but CPUs have no fp16 tensor cores"
+        if self.world > 1:
+            settings["process_group"] = dist.get_backend()
+        return {
+            "framework_version": "torch " + torch.__version__,
+            "device_name": torch.cuda.get_device_name(self.device) if cuda else _cpu_name(),
+            "settings": settings,
+        }
+
+    def close(self) -> None:
+        if self.world > 1 and dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def setup(spec: RunSpec) -> TorchTrainer:
+    return TorchTrainer(spec)

@@ -1,0 +1,198 @@
+"""The one timing loop every framework uses: seed, warm-up, timed windows, result file.
+
+Standard library only, Python >= 3.8. A backend supplies `setup(spec) -> Trainer`; the harness
+owns everything a reader of the numbers must be able to trust: what is timed, how it is synced,
+how the global figure is computed, and that a failure becomes a recorded result.
+"""
+import datetime
+import math
+import os
+import platform
+import random
+import socket
+import statistics
+import sys
+import time
+import traceback
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from .protocol import RunResult, RunSpec, Unsupported, read_spec, write_result
+
+ENV_KEYS = ("NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "COMPARE_IMAGE",
+            "COMPARE_EXECUTOR", "COMPARE_ENV")
+
+
+class Trainer:
+    """What a backend hands the harness. Override step/sync; the rest has safe defaults."""
+
+    rank = 0  # rank 0 measures and writes the result
+    distribution = "single"  # ddp | horovod | mirrored | kvstore | single
+
+    def step(self) -> None:
+        """One full training step (forward, backward, update). Must not sync the host."""
+        raise NotImplementedError
+
+    def sync(self) -> None:
+        """Block until all queued device work is done."""
+
+    def barrier(self) -> None:
+        """Block until every worker reaches this point (no-op for one process)."""
+
+    def loss(self) -> float:
+        """Loss of the last step, as a float (may sync)."""
+        return float("nan")
+
+    def describe(self) -> Dict[str, Any]:
+        """framework_version, device_name and settings (what was switched on) for the record."""
+        return {}
+
+    def close(self) -> None:
+        """Release the process group or framework state."""
+
+
+def median(xs: Sequence[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def uncertainty(xs: Sequence[float]) -> float:
+    """Standard error of the mean: std / sqrt(n), as tf_cnn_benchmarks prints it."""
+    if len(xs) < 2:
+        return 0.0
+    return statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+def jitter(xs: Sequence[float]) -> float:
+    """1.4826 * median absolute deviation: a robust spread, as tf_cnn_benchmarks prints it."""
+    if not xs:
+        return 0.0
+    m = statistics.median(xs)
+    return 1.4826 * statistics.median([abs(x - m) for x in xs])
+
+
+def window_sizes(steps: int, windows: int) -> List[int]:
+    """Split `steps` timed steps into at most `windows` windows of near-equal size."""
+    n = max(1, min(windows, steps))
+    base, extra = divmod(steps, n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def measure(trainer: Trainer, spec: RunSpec) -> Dict[str, Any]:
+    """Warm up, then time the windows. Returns the measured fields of a RunResult."""
+    for _ in range(spec.warmup_steps):
+        trainer.step()
+    first_loss = trainer.loss() if spec.warmup_steps else None
+    trainer.sync()
+    trainer.barrier()
+    window_times = []
+    sizes = window_sizes(spec.steps, spec.windows)
+    t_start = time.perf_counter()
+    for size in sizes:
+        trainer.sync()
+        t0 = time.perf_counter()
+        for _ in range(size):
+            trainer.step()
+        trainer.sync()
+        window_times.append(time.perf_counter() - t0)
+    trainer.barrier()
+    wall = time.perf_counter() - t_start
+    final_loss = trainer.loss()
+    global_batch = spec.global_batch
+    per_window = [global_batch * n / t for n, t in zip(sizes, window_times)]
+    return {
+        "images_per_sec": global_batch * spec.steps / wall,
+        "window_images_per_sec": per_window,
+        "median_images_per_sec": median(per_window),
+        "uncertainty": uncertainty(per_window),
+        "jitter": jitter(per_window),
+        "step_time_ms": 1000.0 * wall / spec.steps,
+        "timed_steps": spec.steps,
+        "wall_time_s": wall,
+        "global_batch": global_batch,
+        "first_loss": _finite(first_loss),
+        "final_loss": _finite(final_loss),
+    }
+
+
+def _finite(x: Optional[float]) -> Optional[float]:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def env_rank() -> int:
+    """This process's rank from whichever launcher started it (torchrun, horovodrun, mpirun)."""
+    for key in ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if key in os.environ:
+            return int(os.environ[key])
+    return 0
+
+
+def environment() -> Dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": socket.gethostname(),
+        "cpu_count": os.cpu_count(),
+        "env": {k: os.environ[k] for k in ENV_KEYS if k in os.environ},
+    }
+
+
+def is_oom(exc: BaseException) -> bool:
+    name = type(exc).__name__
+    text = str(exc).lower()
+    return (isinstance(exc, MemoryError) or "OutOfMemory" in name or "ResourceExhausted" in name
+            or "out of memory" in text or "failed to allocate" in text)
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer]) -> RunResult:
+    """Set up the trainer, measure it, and (on rank 0) write the result. Never raises."""
+    started = _now()
+    random.seed(spec.seed)
+    trainer = None  # type: Optional[Trainer]
+    fields = {}  # type: Dict[str, Any]
+    status, reason = "ok", None
+    try:
+        spec.validate()
+        trainer = setup(spec)
+        fields.update(measure(trainer, spec))
+    except Unsupported as exc:
+        status, reason = "unsupported", str(exc)
+    except Exception as exc:  # the framework's failure is a result, not a crash of the sweep
+        traceback.print_exc()
+        status = "oom" if is_oom(exc) else "failed"
+        reason = "{}: {}".format(type(exc).__name__, str(exc).strip()[-2000:])
+    described = {}  # type: Dict[str, Any]
+    if trainer is not None:
+        try:
+            described = trainer.describe()
+        except Exception as exc:  # a failing describe must not lose the measurement
+            described = {"settings": {"describe_error": repr(exc)}}
+    result = RunResult(
+        run_id=spec.run_id, status=status, spec=spec.to_dict(), reason=reason,
+        world_size=spec.gpus,
+        distribution=getattr(trainer, "distribution", None),
+        framework_version=described.get("framework_version"),
+        device_name=described.get("device_name"),
+        settings=described.get("settings", {}),
+        environment=environment(), started_at=started, finished_at=_now(), **fields)
+    rank = trainer.rank if trainer is not None else env_rank()
+    if rank == 0:
+        write_result(result_path, result)
+    if trainer is not None:
+        try:
+            trainer.close()
+        except Exception:
+            traceback.print_exc()
+    return result
+
+
+def main(setup: Callable[[RunSpec], Trainer], argv: Optional[List[str]] = None) -> int:
+    """Entry point of `python -m backends.X SPEC_JSON RESULT_JSON`."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        sys.stderr.write("usage: python -m backends.<backend> SPEC_JSON RESULT_JSON\n")
+        return 2
+    result = run(read_spec(argv[0]), argv[1], setup)
+    return 0 if result.status in ("ok", "unsupported", "skipped") else 1

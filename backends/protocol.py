@@ -1,0 +1,184 @@
+"""The contract between the host (`compare/`) and a backend running in its own environment.
+
+Standard library only, Python >= 3.8: this module is imported inside foreign containers.
+A RunSpec goes in as a JSON file; a RunResult comes out as a JSON file, written atomically.
+"""
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Dict, List, Optional
+
+SCHEMA_VERSION = 1
+
+STATUSES = ("ok", "failed", "oom", "timeout", "unsupported", "skipped")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+DEVICES = ("cpu", "cuda")
+
+
+class SchemaError(ValueError):
+    """A spec or result file that is not ours, is corrupt, or has another schema version."""
+
+
+class Unsupported(Exception):
+    """Raised by a backend when the device or framework cannot run what the spec asks for.
+
+    The harness records it as status `unsupported` with this message as the reason.
+    """
+
+
+@dataclass
+class RunSpec:
+    """One cell of the benchmark matrix: what a backend must train and measure."""
+
+    framework: str  # registry name, e.g. "caffe2"
+    backend: str  # python package under backends/, e.g. "caffe2_torch"
+    gpus: int = 1  # workers: GPUs on cuda, processes (or contexts) on cpu
+    device: str = "cpu"  # "cpu" or "cuda"
+    precision: str = "fp32"  # one of PRECISIONS
+    batch_size: int = 32  # per worker
+    image_size: int = 224
+    num_classes: int = 1000
+    model: str = "resnet50"
+    data: str = "synthetic"
+    warmup_steps: int = 10
+    steps: int = 50  # timed steps, split into `windows` windows
+    windows: int = 5
+    repeat: int = 0  # index of this repeat of the cell
+    seed: int = 1234
+    compile: bool = False
+    learning_rate: float = 0.01
+    momentum: float = 0.9
+    options: Dict[str, Any] = field(default_factory=dict)  # backend-specific switches
+
+    @property
+    def run_id(self) -> str:
+        return "{}-{}-{}{}-b{}-s{}-r{}".format(
+            self.framework, self.precision, "g" if self.device == "cuda" else "w",
+            self.gpus, self.batch_size, self.image_size, self.repeat)
+
+    @property
+    def global_batch(self) -> int:
+        return self.batch_size * self.gpus
+
+    def validate(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise SchemaError("precision {!r}; valid: {}".format(self.precision, ", ".join(PRECISIONS)))
+        if self.device not in DEVICES:
+            raise SchemaError("device {!r}; valid: {}".format(self.device, ", ".join(DEVICES)))
+        for name in ("gpus", "batch_size", "steps", "windows"):
+            if getattr(self, name) < 1:
+                raise SchemaError("{} must be >= 1, got {}".format(name, getattr(self, name)))
+        if self.image_size < 32:
+            raise SchemaError("image_size must be >= 32, got {}".format(self.image_size))
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["schema_version"] = SCHEMA_VERSION
+        d["run_id"] = self.run_id
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "RunSpec":
+        _check_version(d, "spec")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+@dataclass
+class RunResult:
+    """What one run measured, or why it measured nothing. One flat record per run."""
+
+    run_id: str
+    status: str
+    spec: Dict[str, Any]
+    reason: Optional[str] = None  # why not ok: error text, unsupported reason
+    images_per_sec: Optional[float] = None  # global: global batch * timed steps / timed wall time
+    window_images_per_sec: List[float] = field(default_factory=list)
+    median_images_per_sec: Optional[float] = None
+    uncertainty: Optional[float] = None  # std / sqrt(n) of the window figures
+    jitter: Optional[float] = None  # 1.4826 * MAD of the window figures
+    step_time_ms: Optional[float] = None
+    timed_steps: Optional[int] = None
+    wall_time_s: Optional[float] = None
+    global_batch: Optional[int] = None
+    world_size: Optional[int] = None
+    first_loss: Optional[float] = None
+    final_loss: Optional[float] = None
+    distribution: Optional[str] = None  # ddp | horovod | mirrored | kvstore | single
+    framework_version: Optional[str] = None
+    device_name: Optional[str] = None
+    settings: Dict[str, Any] = field(default_factory=dict)  # what the backend switched on
+    environment: Dict[str, Any] = field(default_factory=dict)  # python, host, versions, image
+    started_at: Optional[str] = None
+    finished_at: Optional[str] = None
+    stderr_tail: Optional[str] = None  # filled by the executor when a run fails
+    schema_version: int = SCHEMA_VERSION
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise SchemaError("status {!r}; valid: {}".format(self.status, ", ".join(STATUSES)))
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "RunResult":
+        _check_version(d, "result")
+        known = {f.name for f in fields(cls)}
+        try:
+            return cls(**{k: v for k, v in d.items() if k in known})
+        except TypeError as exc:
+            raise SchemaError("result is missing fields: {}".format(exc))
+
+
+def _check_version(d: Any, what: str) -> None:
+    if not isinstance(d, dict):
+        raise SchemaError("{} is not a JSON object".format(what))
+    version = d.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise SchemaError("{} has schema_version {!r}; this compare reads version {}".format(
+            what, version, SCHEMA_VERSION))
+
+
+def write_json_atomic(path: str, data: Dict[str, Any]) -> None:
+    """Write to a temp file in the same folder, then rename: readers never see half a file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _read(path: str) -> Dict[str, Any]:
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except ValueError as exc:
+        raise SchemaError("{}: not valid JSON ({})".format(path, exc))
+
+
+def read_spec(path: str) -> RunSpec:
+    return RunSpec.from_dict(_read(path))
+
+
+def write_spec(path: str, spec: RunSpec) -> None:
+    write_json_atomic(path, spec.to_dict())
+
+
+def read_result(path: str) -> RunResult:
+    try:
+        return RunResult.from_dict(_read(path))
+    except SchemaError as exc:
+        raise SchemaError("{}: {}".format(path, exc)) if path not in str(exc) else exc
+
+
+def write_result(path: str, result: RunResult) -> None:
+    write_json_atomic(path, result.to_dict())

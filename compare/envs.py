@@ -1,0 +1,130 @@
+"""Managed per-backend virtual environments: the embedded default where no container engine exists.
+
+Each backend has a pinned requirements file per variant (`requirements/<backend>-<cpu|cuda>.txt`)
+and optionally a setup script (`requirements/<backend>.setup.sh`, e.g. building Horovod) run
+once inside the new environment. An environment is created on first use under the cache folder,
+named by the hash of those files, and reused afterwards.
+"""
+import fcntl
+import hashlib
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Optional
+
+from .errors import UserError
+from .frameworks import Framework
+
+REQUIREMENTS = Path(__file__).parent / "requirements"
+READY = ".compare-ready.json"
+
+
+@dataclass
+class Interpreter:
+    """The python that runs a backend, and where it came from (recorded in every result)."""
+
+    python: str
+    source: str  # "--python", "current", "managed"
+    env_dir: Optional[str] = None
+
+
+class EnvError(Exception):
+    """An environment could not be created; the runs of that framework are recorded as failed."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("COMPARE_CACHE", Path.home() / ".cache" / "compare"))
+
+
+def requirements_file(fw: Framework, variant: str) -> Path:
+    return REQUIREMENTS / "{}-{}.txt".format(fw.backend, variant)
+
+
+def setup_script(fw: Framework) -> Path:
+    return REQUIREMENTS / "{}.setup.sh".format(fw.backend)
+
+
+def env_dir(fw: Framework, variant: str) -> Path:
+    h = hashlib.sha256()
+    for path in (requirements_file(fw, variant), setup_script(fw)):
+        if path.exists():
+            h.update(path.read_bytes())
+    h.update(sys.version.split()[0].encode())
+    return cache_dir() / "envs" / "{}-{}-{}".format(fw.backend, variant, h.hexdigest()[:12])
+
+
+def env_python(path: Path) -> Path:
+    return path / "bin" / "python"
+
+
+def existing(fw: Framework, variant: str) -> Optional[Path]:
+    d = env_dir(fw, variant)
+    return d if (d / READY).exists() else None
+
+
+def parse_overrides(items) -> Dict[str, str]:
+    """['caffe2=/usr/bin/python3'] -> {'caffe2': '/usr/bin/python3'} (framework names resolved)."""
+    from .frameworks import get
+    out = {}
+    for item in items or []:
+        name, sep, path = item.partition("=")
+        if not sep or not path:
+            raise UserError("--python {!r}: expected FRAMEWORK=PATH, e.g. caffe2=/usr/bin/python3"
+                            .format(item))
+        if not Path(path).exists():
+            raise UserError("--python {!r}: no interpreter at {}".format(item, path))
+        out[get(name).name] = path
+    return out
+
+
+def resolve(fw: Framework, variant: str, overrides: Dict[str, str],
+            log: Callable[[str], None] = lambda s: None) -> Interpreter:
+    """--python FRAMEWORK=PATH, else this interpreter if it has the framework, else a managed env."""
+    if fw.name in overrides:
+        return Interpreter(overrides[fw.name], "--python")
+    if os.environ.get("COMPARE_NO_CURRENT") != "1" and importlib.util.find_spec(fw.import_name):
+        return Interpreter(sys.executable, "current")
+    path = ensure(fw, variant, log)
+    return Interpreter(str(env_python(path)), "managed", str(path))
+
+
+def ensure(fw: Framework, variant: str, log: Callable[[str], None] = lambda s: None) -> Path:
+    """Create the managed environment once (under a lock); return its folder."""
+    req = requirements_file(fw, variant)
+    if not req.exists():
+        raise EnvError("no pinned requirements for {} on {} ({} is missing)".format(
+            fw.name, variant, req.name))
+    path = env_dir(fw, variant)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(str(path) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (path / READY).exists():
+            return path
+        log("creating the {} environment in {} (once; reused afterwards)".format(fw.name, path))
+        started = time.time()
+        logfile = Path(str(path) + ".log")
+        with open(logfile, "w") as out:
+            steps = [[sys.executable, "-m", "venv", "--clear", str(path)],
+                     [str(env_python(path)), "-m", "pip", "install", "-r", str(req)]]
+            if setup_script(fw).exists():
+                steps.append(["bash", str(setup_script(fw))])
+            env = dict(os.environ, VIRTUAL_ENV=str(path),
+                       PATH="{}:{}".format(path / "bin", os.environ.get("PATH", "")))
+            env.pop("PYTHONPATH", None)
+            for cmd in steps:
+                out.write("$ {}\n".format(" ".join(cmd)))
+                out.flush()
+                rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+                if rc != 0:
+                    raise EnvError("creating the {} environment failed at `{}` (exit {}); see {}"
+                                   .format(fw.name, " ".join(cmd[:4]), rc, logfile))
+        info = {"framework": fw.name, "variant": variant, "requirements": req.read_text(),
+                "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "seconds": round(time.time() - started, 1)}
+        (path / READY).write_text(json.dumps(info, indent=2))
+        return path
