@@ -1,0 +1,82 @@
+"""ResNet-50 v1.5 as a Gluon HybridBlock: stride on the 3x3 conv, no conv biases, 1000 classes.
+
+The same network as backends/caffe2_torch/resnet50.py: 25,557,032 trainable parameters. Gluon also
+lists the 53,120 BN running statistics as parameters (grad_req 'null'); `trainable_parameters`
+leaves them out, as torchvision's count does.
+"""
+import math
+
+import mxnet as mx
+from mxnet.gluon import nn
+
+BN_MOMENTUM = 0.9  # Gluon convention: decay of the running statistics (= PyTorch momentum 0.1)
+BN_EPSILON = 1e-5
+STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
+EXPANSION = 4
+# kaiming_normal_(mode="fan_out", nonlinearity="relu"), as the PyTorch model initialises convs
+CONV_INIT = mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
+
+
+def _conv(in_channels: int, channels: int, kernel: int, stride: int = 1,
+          padding: int = 0) -> nn.Conv2D:
+    # in_channels given, so every shape is known before the first batch (no deferred init)
+    return nn.Conv2D(channels, kernel, strides=stride, padding=padding, use_bias=False,
+                     in_channels=in_channels, weight_initializer=CONV_INIT)
+
+
+def _bn(channels: int, zero_init: bool = False) -> nn.BatchNorm:
+    # last BN of each residual branch starts at zero: the block starts as identity
+    return nn.BatchNorm(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, in_channels=channels,
+                        gamma_initializer="zeros" if zero_init else "ones")
+
+
+class Bottleneck(nn.HybridBlock):
+    def __init__(self, in_channels: int, width: int, stride: int, **kwargs):
+        super().__init__(**kwargs)
+        out_channels = width * EXPANSION
+        with self.name_scope():
+            self.body = nn.HybridSequential(prefix="")
+            self.body.add(_conv(in_channels, width, 1), _bn(width), nn.Activation("relu"),
+                          _conv(width, width, 3, stride, 1), _bn(width),  # v1.5: stride here
+                          nn.Activation("relu"),
+                          _conv(width, out_channels, 1), _bn(out_channels, zero_init=True))
+            self.downsample = None
+            if stride != 1 or in_channels != out_channels:
+                self.downsample = nn.HybridSequential(prefix="")
+                self.downsample.add(_conv(in_channels, out_channels, 1, stride), _bn(out_channels))
+
+    def hybrid_forward(self, F, x):
+        identity = x if self.downsample is None else self.downsample(x)
+        return F.Activation(self.body(x) + identity, act_type="relu")
+
+
+class ResNet50(nn.HybridBlock):
+    def __init__(self, num_classes: int = 1000, **kwargs):
+        super().__init__(**kwargs)
+        with self.name_scope():
+            self.features = nn.HybridSequential(prefix="")
+            self.features.add(_conv(3, 64, 7, 2, 3), _bn(64), nn.Activation("relu"),
+                              nn.MaxPool2D(3, 2, 1))
+            in_channels = 64
+            for width, blocks, stride in STAGES:
+                for i in range(blocks):
+                    self.features.add(Bottleneck(in_channels, width, stride if i == 0 else 1))
+                    in_channels = width * EXPANSION
+            self.features.add(nn.GlobalAvgPool2D())
+            # PyTorch's nn.Linear default: uniform(+-1/sqrt(fan_in)) for weight and bias
+            bound = 1.0 / math.sqrt(in_channels)
+            self.fc = nn.Dense(num_classes, in_units=in_channels,
+                               weight_initializer=mx.init.Uniform(bound),
+                               bias_initializer=mx.init.Uniform(bound))
+
+    def hybrid_forward(self, F, x):
+        return self.fc(self.features(x))
+
+
+def trainable_parameters(net: nn.Block) -> int:
+    """Count parameters that receive gradients (the BN running statistics have grad_req 'null')."""
+    total = 0
+    for param in net.collect_params().values():
+        if param.grad_req != "null":
+            total += int(math.prod(param.shape))
+    return total

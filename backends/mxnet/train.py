@@ -1,0 +1,221 @@
+"""MXNet trainer for the harness: Gluon ResNet-50, SGD, precision, kvstore or Horovod over contexts.
+
+Imported only inside the backend's environment (it needs mxnet 1.9.x and numpy < 1.24).
+One process drives N contexts (mx.gpu(i), or mx.cpu(i) on CPU-only machines) through a kvstore
+`device`, as the Dell study ran MXNet; under a Horovod launcher each process drives one context.
+"""
+import os
+import platform
+from typing import Any, Dict, List, Optional
+
+import mxnet as mx
+import numpy as np
+from mxnet import autograd, gluon
+
+from ..harness import Trainer
+from ..protocol import RunSpec, Unsupported
+from .resnet50 import ResNet50, trainable_parameters
+
+KVSTORE = "device"  # what the Dell study ran: reduce on the GPUs, no parameter server
+FP16_LOSS_SCALE = 128.0  # static, as NVIDIA's MXNet ResNet-50 example: no host sync per step
+
+
+def _horovod():
+    """horovod.mxnet when this process was started by a Horovod/MPI launcher, else None."""
+    if not any(k in os.environ for k in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")):
+        return None
+    try:
+        import horovod.mxnet as hvd
+    except ImportError:
+        return None
+    hvd.init()
+    return hvd
+
+
+def _contexts(spec: RunSpec, hvd) -> List[mx.Context]:
+    """The contexts this process drives: one per worker, or its own one under Horovod."""
+    if spec.device == "cuda":
+        have = mx.context.num_gpus()
+        if have < (1 if hvd else spec.gpus):
+            raise Unsupported("spec asks for {} GPUs, mxnet {} sees {}".format(
+                spec.gpus, mx.__version__, have))
+        if hvd:
+            return [mx.gpu(hvd.local_rank())]
+        return [mx.gpu(i) for i in range(spec.gpus)]
+    return [mx.cpu(0)] if hvd else [mx.cpu(i) for i in range(spec.gpus)]
+
+
+def _low_dtype(name: str):
+    """The dtype object amp_cast takes: numpy has float16, only MXNet's AMP knows bfloat16."""
+    if name == "bfloat16":
+        from mxnet.contrib.amp.amp import bfloat16
+        return bfloat16
+    return name
+
+
+def _probe(ctx: mx.Context, dtype: str) -> None:
+    """Run one tiny dense op in `dtype` on `ctx`; MXNet's own error becomes an Unsupported."""
+    try:
+        x = mx.nd.amp_cast(mx.nd.ones((2, 8), ctx=ctx), dtype=_low_dtype(dtype))
+        w = mx.nd.amp_cast(mx.nd.ones((4, 8), ctx=ctx), dtype=_low_dtype(dtype))
+        mx.nd.FullyConnected(x, w, no_bias=True, num_hidden=4).wait_to_read()
+    except mx.base.MXNetError as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        message = next((ln for ln in lines if ln.startswith("MXNetError:")), lines[-1])
+        raise Unsupported("{} on {}: mxnet {} says: {}".format(
+            dtype, ctx, mx.__version__, message.replace("MXNetError:", "", 1).strip()))
+
+
+def resolve_precision(precision: str, ctx: mx.Context) -> Dict[str, Any]:
+    """Decide how `precision` runs on `ctx`: the cast dtype, AMP, loss scale. One place only."""
+    gpu = ctx.device_type == "gpu"
+    if precision == "tf32":
+        if not gpu:
+            raise Unsupported("tf32 is an NVIDIA tensor-core mode; the CPU has none "
+                              "(use fp32 or bf16)")
+        major = mx.util.get_cuda_compute_capability(ctx) // 10
+        if major < 8:
+            raise Unsupported("tf32 needs compute capability 8.0+ (Ampere), this GPU has {}.x"
+                              .format(major))
+        if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
+            raise Unsupported("tf32 asked for, but NVIDIA_TF32_OVERRIDE=0 switches it off")
+    if precision == "fp32" and gpu and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0":
+        raise RuntimeError("fp32 on a GPU needs NVIDIA_TF32_OVERRIDE=0 set before mxnet loads "
+                           "(cuDNN 8 uses TF32 by default)")
+    if precision == "fp16":
+        _probe(ctx, "float16")
+        return {"dtype": "float16", "amp": None, "loss_scale": FP16_LOSS_SCALE}
+    if precision == "bf16":
+        _probe(ctx, "bfloat16")
+        from mxnet.contrib import amp
+        amp.init(target_dtype="bfloat16")  # before the model is built: it wraps the operators
+        return {"dtype": "float32", "amp": "bfloat16", "loss_scale": 1.0}
+    return {"dtype": "float32", "amp": None, "loss_scale": 1.0}
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
+def _gpu_name(ctx: mx.Context) -> str:
+    """MXNet has no device-name call; the NVIDIA driver lists its GPUs under /proc."""
+    root = "/proc/driver/nvidia/gpus"
+    try:
+        folders = sorted(os.listdir(root))
+        with open(os.path.join(root, folders[ctx.device_id], "information")) as f:
+            for line in f:
+                if line.startswith("Model:"):
+                    return line.split(":", 1)[1].strip()
+    except (OSError, IndexError):
+        pass
+    return "NVIDIA GPU {} (compute capability {})".format(
+        ctx.device_id, mx.util.get_cuda_compute_capability(ctx))
+
+
+class MXNetTrainer(Trainer):
+    def __init__(self, spec: RunSpec):
+        self.spec = spec
+        self.hvd = _horovod()
+        if self.hvd is not None and self.hvd.size() != spec.gpus:
+            raise RuntimeError("spec asks for {} workers but the launcher started {}".format(
+                spec.gpus, self.hvd.size()))
+        self.rank = self.hvd.rank() if self.hvd is not None else 0
+        self.contexts = _contexts(spec, self.hvd)
+        self.precision = resolve_precision(spec.precision, self.contexts[0])
+        mx.random.seed(spec.seed + self.rank)
+        net = ResNet50(spec.num_classes)
+        self.parameters = trainable_parameters(net)
+        net.initialize(ctx=self.contexts)  # initialised once, copied to every context
+        if self.precision["dtype"] == "float16":
+            net.cast("float16")  # Gluon keeps BatchNorm parameters in float32
+        net.hybridize(static_alloc=True, static_shape=True)
+        self.net = net
+        self.trainer = self._make_trainer(net.collect_params())
+        self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
+        # gradients are summed over contexts (and averaged over Horovod workers by its trainer):
+        # rescale by the images this process sees, times the static loss scale
+        self.step_scale = spec.batch_size * len(self.contexts) * self.precision["loss_scale"]
+        self.images, self.labels = self._synthetic_batches()
+        self._losses = []  # type: List[mx.nd.NDArray]
+
+    def _make_trainer(self, params) -> gluon.Trainer:
+        opts = {"learning_rate": self.spec.learning_rate, "momentum": self.spec.momentum,
+                "multi_precision": self.precision["dtype"] == "float16"}
+        if self.hvd is not None:
+            self.distribution = "horovod"
+            self.hvd.broadcast_parameters(params, root_rank=0)
+            return self.hvd.DistributedTrainer(params, "sgd", opts)
+        self.distribution = "kvstore" if len(self.contexts) > 1 else "single"
+        return gluon.Trainer(params, "sgd", opts, kvstore=KVSTORE)
+
+    def _synthetic_batches(self):
+        """One random batch per context, created on that context once (as tf_cnn_benchmarks)."""
+        spec, images, labels = self.spec, [], []
+        shape = (spec.batch_size, 3, spec.image_size, spec.image_size)
+        for ctx in self.contexts:
+            images.append(mx.nd.random.normal(shape=shape, ctx=ctx).astype(self.precision["dtype"]))
+            labels.append(mx.nd.random.randint(0, spec.num_classes, shape=(spec.batch_size,),
+                                               ctx=ctx).astype("float32"))
+        return images, labels
+
+    def step(self) -> None:
+        scale = self.precision["loss_scale"]
+        with autograd.record():
+            losses = []
+            for images, labels in zip(self.images, self.labels):
+                logits = self.net(images)
+                if self.precision["dtype"] != "float32":
+                    logits = logits.astype("float32")  # the loss in float32
+                losses.append(self.loss_fn(logits, labels))
+            scaled = [loss * scale for loss in losses] if scale != 1.0 else losses
+        autograd.backward(scaled)
+        self.trainer.step(self.step_scale)
+        self._losses = losses
+
+    def sync(self) -> None:
+        mx.nd.waitall()
+
+    def barrier(self) -> None:
+        if self.hvd is not None:
+            self.hvd.allreduce(mx.nd.zeros((1,), ctx=self.contexts[0]), name="barrier").wait_to_read()
+
+    def loss(self) -> float:
+        if not self._losses:
+            return float("nan")
+        return sum(float(loss.mean().asscalar()) for loss in self._losses) / len(self._losses)
+
+    def describe(self) -> Dict[str, Any]:
+        features = mx.runtime.Features()
+        gpu = self.contexts[0].device_type == "gpu"
+        settings = {
+            "trainable_parameters": self.parameters,
+            "contexts": [str(ctx) for ctx in self.contexts],
+            "hybridize": "static_alloc, static_shape",
+            "optimizer": "sgd-momentum" + ("-multi_precision" if self.precision["dtype"] == "float16"
+                                           else ""),
+            "dtype": self.precision["dtype"],
+            "amp_target_dtype": self.precision["amp"],
+            "loss_scale": self.precision["loss_scale"] if self.spec.precision == "fp16" else None,
+            "kvstore": KVSTORE if self.distribution == "kvstore" else None,
+            "update_on_kvstore": getattr(self.trainer, "_update_on_kvstore", None),
+            "numpy_version": np.__version__,
+            "features": sorted(f for f in ("MKLDNN", "CUDA", "CUDNN", "NCCL", "TENSORRT")
+                               if features.is_enabled(f)),
+            "nvidia_tf32_override": os.environ.get("NVIDIA_TF32_OVERRIDE"),
+        }
+        return {
+            "framework_version": "mxnet " + mx.__version__,
+            "device_name": _gpu_name(self.contexts[0]) if gpu else _cpu_name(),
+            "settings": settings,
+        }
+
+
+def setup(spec: RunSpec) -> MXNetTrainer:
+    return MXNetTrainer(spec)
