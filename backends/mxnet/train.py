@@ -88,7 +88,9 @@ def resolve_precision(precision: str, ctx: mx.Context) -> Dict[str, Any]:
     if precision == "bf16":
         _probe(ctx, "bfloat16")
         from mxnet.contrib import amp
-        amp.init(target_dtype="bfloat16")  # before the model is built: it wraps the operators
+        # before the model is built: it wraps the operators, so the hybridized graph gets
+        # amp_cast nodes (Symbol.tojson() hides them unless remove_amp_cast=False)
+        amp.init(target_dtype="bfloat16")
         return {"dtype": "float32", "amp": "bfloat16", "loss_scale": 1.0}
     return {"dtype": "float32", "amp": None, "loss_scale": 1.0}
 
@@ -171,8 +173,8 @@ class MXNetTrainer(Trainer):
             losses = []
             for images, labels in zip(self.images, self.labels):
                 logits = self.net(images)
-                if self.precision["dtype"] != "float32":
-                    logits = logits.astype("float32")  # the loss in float32
+                if self.spec.precision in ("fp16", "bf16"):
+                    logits = mx.nd.amp_cast(logits, dtype="float32")  # the loss in float32
                 losses.append(self.loss_fn(logits, labels))
             scaled = [loss * scale for loss in losses] if scale != 1.0 else losses
         autograd.backward(scaled)

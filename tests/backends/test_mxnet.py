@@ -1,0 +1,176 @@
+"""MXNet backend, on the CPU, in its managed environment (mxnet 1.9.1, numpy 1.23; built on first use).
+
+The Gluon model is the PyTorch model's twin (same trainable count, same layers); the loss falls;
+bf16 really runs through AMP casts; 1 and 2 contexts run end to end through command() with the
+kvstore recorded; fp16 and tf32 on the CPU are `unsupported` with the reason; the backend needs
+nothing from the host side.
+"""
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backends import mxnet as mxnet_backend
+from backends.protocol import RunSpec, read_result, write_spec
+from tests.conftest import ROOT, backend_python, run_in_backend
+
+TORCH_TRAINABLE = 25557032
+BN_RUNNING_STATS = 53120
+
+
+def run_backend(tmp_path, timeout=600, **fields):
+    """Write a spec, run the backend's command() in its environment; return (RunResult, proc)."""
+    defaults = dict(framework="mxnet", backend="mxnet", batch_size=4, image_size=32,
+                    warmup_steps=2, steps=4, windows=2)
+    defaults.update(fields)
+    spec = RunSpec(**defaults)
+    spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
+    write_spec(str(spec_path), spec)
+    cmd = mxnet_backend.command(backend_python("mxnet"), spec, str(spec_path), str(result_path))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
+                          cwd=str(tmp_path))
+    assert result_path.exists(), "no result file; exit {}:\n{}".format(
+        proc.returncode, proc.stderr[-4000:])
+    return read_result(str(result_path)), proc
+
+
+def test_trainable_parameters_equal_the_pytorch_model():
+    out = run_in_backend("mxnet", (
+        "import math\n"
+        "from backends.mxnet.resnet50 import ResNet50, trainable_parameters\n"
+        "net = ResNet50(1000)\n"
+        "total = sum(math.prod(p.shape) for p in net.collect_params().values())\n"
+        "print(trainable_parameters(net), total)"))
+    trainable, total = map(int, out.split()[-2:])
+    assert trainable == TORCH_TRAINABLE
+    assert total - trainable == BN_RUNNING_STATS  # Gluon lists the running statistics too
+    pytest.importorskip("torch")  # the dev env has torch: check the twin itself
+    from backends.caffe2_torch.resnet50 import ResNet50, trainable_parameters
+    assert trainable == trainable_parameters(ResNet50(1000))
+
+
+def test_same_layers_as_pytorch_in_order():
+    """Trainable shapes in registration order, and conv strides: v1.5, no biases, same widths."""
+    out = run_in_backend("mxnet", (
+        "import json\n"
+        "from mxnet.gluon import nn\n"
+        "from backends.mxnet.resnet50 import ResNet50\n"
+        "net = ResNet50(1000)\n"
+        "shapes = [list(p.shape) for p in net.collect_params().values() if p.grad_req != 'null']\n"
+        "def convs(block):\n"
+        "    if isinstance(block, nn.Conv2D):\n"
+        "        yield block._kwargs['stride'][0]\n"
+        "    for child in block._children.values():\n"
+        "        yield from convs(child)\n"
+        "print(json.dumps([shapes, list(convs(net))]))"))
+    shapes, strides = json.loads(out.strip().splitlines()[-1])
+    assert len(strides) == 53 and strides.count(2) == 7  # stem + 3 downsamples + 3 3x3 convs
+    pytest.importorskip("torch")
+    import torch
+    from backends.caffe2_torch.resnet50 import ResNet50
+    model = ResNet50(1000)
+    assert shapes == [list(p.shape) for p in model.parameters()]
+    assert strides == [m.stride[0] for m in model.modules() if isinstance(m, torch.nn.Conv2d)]
+
+
+def test_loss_falls_over_20_steps_on_one_fixed_batch():
+    out = run_in_backend("mxnet", (
+        "from backends.protocol import RunSpec\n"
+        "from backends.mxnet.train import setup\n"
+        "t = setup(RunSpec(framework='mxnet', backend='mxnet', batch_size=4, image_size=32))\n"
+        "losses = []\n"
+        "for _ in range(20):\n"
+        "    t.step()\n"
+        "    losses.append(t.loss())\n"
+        "print(losses[0], losses[-1])"))
+    first, last = map(float, out.split()[-2:])
+    assert first > 1.0  # 1000 random classes: the first loss is far from zero
+    assert last < 0.5 * first
+
+
+def test_bf16_runs_through_amp_casts_to_bfloat16():
+    """AMP wraps the operators: the hybridized graph casts conv and dense inputs to bfloat16."""
+    out = run_in_backend("mxnet", (
+        "import mxnet as mx\n"
+        "from backends.protocol import RunSpec\n"
+        "from backends.mxnet.train import setup\n"
+        "t = setup(RunSpec(framework='mxnet', backend='mxnet', precision='bf16', batch_size=2,"
+        " image_size=32))\n"
+        "t.step()\n"
+        "graph = t.net._cached_graph[1].tojson(remove_amp_cast=False)\n"
+        "print(graph.count('\"amp_cast\"'), graph.count('\"bfloat16\"'), t.describe()['settings']"
+        "['amp_target_dtype'], t.net(mx.nd.ones((1, 3, 32, 32))).dtype.names[0])"))
+    casts, bf16_casts, amp, out_dtype = out.split()[-4:]
+    assert int(casts) >= 54 and int(bf16_casts) >= 54  # at least one per conv and the dense
+    assert amp == "bfloat16" and out_dtype == "bfloat16"
+
+
+@pytest.mark.parametrize("contexts", [1, 2])
+def test_entry_point_runs_one_process_over_contexts(tmp_path, contexts):
+    result, proc = run_backend(tmp_path, gpus=contexts, precision="fp32")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert result.status == "ok", result.reason
+    assert mxnet_backend.command("py", RunSpec("mxnet", "mxnet", gpus=contexts), "s", "r") == [
+        "py", "-m", "backends.mxnet", "s", "r"]  # one process, however many contexts
+    assert result.distribution == ("kvstore" if contexts > 1 else "single")
+    assert result.settings["contexts"] == ["cpu({})".format(i) for i in range(contexts)]
+    assert result.settings["kvstore"] == ("device" if contexts > 1 else None)
+    assert result.global_batch == 4 * contexts and result.world_size == contexts
+    assert result.settings["trainable_parameters"] == TORCH_TRAINABLE
+    assert result.images_per_sec > 0 and len(result.window_images_per_sec) == 2
+    assert result.framework_version == "mxnet 1.9.1"
+
+
+def test_fp16_on_cpu_is_unsupported_with_mxnets_reason(tmp_path):
+    result, proc = run_backend(tmp_path, precision="fp16")
+    assert proc.returncode == 0
+    assert result.status == "unsupported"
+    assert "float16" in result.reason and "mxnet 1.9.1 says" in result.reason
+    assert "only supported by CuDNN" in result.reason  # MXNet's own words, not ours
+    assert result.images_per_sec is None
+
+
+def test_tf32_on_cpu_is_unsupported(tmp_path):
+    result, _ = run_backend(tmp_path, precision="tf32")
+    assert result.status == "unsupported"
+    assert "tf32" in result.reason and "CPU" in result.reason
+
+
+def test_environment_has_numpy_1_23_and_the_real_mxnet():
+    out = run_in_backend("mxnet", (
+        "import sys, numpy, mxnet\n"
+        "import backends.mxnet.train\n"
+        "host = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('compare', 'pandas', 'typer', 'rich'))\n"
+        "print(numpy.__version__, mxnet.__version__, mxnet.__file__, host)"))
+    numpy_version, mxnet_version, mxnet_file, host = out.strip().split(" ", 3)
+    assert numpy_version.startswith("1.23.")
+    assert mxnet_version == "1.9.1"
+    assert "site-packages" in mxnet_file  # top-level mxnet, not shadowed by backends/mxnet
+    assert host == "[]"
+
+
+def test_backend_package_is_stdlib_only_and_python38():
+    """__init__ and __main__ import only the standard library and relative modules; 3.8 syntax."""
+    folder = ROOT / "backends" / "mxnet"
+    for path in sorted(folder.glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path), feature_version=(3, 8))
+        if path.name not in ("__init__.py", "__main__.py"):
+            continue
+        for node in tree.body:  # module level only: train.py is imported lazily in a function
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            for name in names:
+                assert name.split(".")[0] in sys.stdlib_module_names, (path.name, name)
+    proc = subprocess.run([sys.executable, "-c", "import sys, backends.mxnet, backends.mxnet.__main__;"
+                           "print('mxnet' in sys.modules)"], capture_output=True, text=True,
+                          cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.stdout.strip() == "False", proc.stderr
