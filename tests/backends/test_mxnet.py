@@ -174,3 +174,32 @@ def test_backend_package_is_stdlib_only_and_python38():
                            "print('mxnet' in sys.modules)"], capture_output=True, text=True,
                           cwd=str(ROOT), env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.stdout.strip() == "False", proc.stderr
+
+
+@pytest.mark.skipif(not (ROOT / "compare" / "cli.py").exists(), reason="compare run not built yet")
+def test_compare_run_sweeps_contexts_and_precisions_and_reports(tmp_path):
+    """The host CLI end to end: 1 and 2 contexts x fp32, bf16, fp16; fp16 is a recorded
+    `unsupported` with MXNet's reason and the sweep goes on past it."""
+    campaign = tmp_path / "campaign"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.run(
+        [sys.executable, "-m", "compare", "run", "--frameworks", "mxnet", "--gpus", "1,2",
+         "--precision", "fp16,fp32,bf16", "--quick", "--batch-size", "4", "--image-size", "32",
+         "--steps", "2", "--warmup", "1", "--windows", "1", "--results", str(campaign)],
+        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=1200)
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = subprocess.run(
+        [sys.executable, "-m", "compare", "report", str(campaign), "--format", "json"],
+        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=300)
+    assert report.returncode == 0, report.stderr[-4000:]
+    rows = json.loads((campaign / "report" / "report.json").read_text())
+    cells = {(r["precision"], r["gpus"]): r for r in rows}
+    assert set(cells) == {(p, n) for p in ("fp16", "fp32", "bf16") for n in (1, 2)}
+    for n in (1, 2):
+        assert cells[("fp16", n)]["status"] == "unsupported"
+        assert "only supported by CuDNN" in cells[("fp16", n)]["reason"]
+        for precision in ("fp32", "bf16"):
+            cell = cells[(precision, n)]
+            assert cell["status"] == "ok", cell["reason"]
+            assert cell["images_per_sec"] > 0
+            assert cell["distribution"] == ("kvstore" if n > 1 else "single")
