@@ -1,0 +1,72 @@
+"""Picks how N TensorFlow workers run, inside the backend's environment. Stdlib only.
+
+options.distribution: "auto" (default: Horovod where horovod.tensorflow is built, else
+MirroredStrategy), "horovod" (Horovod or a recorded `unsupported`), "mirrored".
+Horovod runs as `python -m horovod.runner.launch -np N --gloo python -m backends.tf_horovod ...`
+(the gloo controller: no MPI needed). If the workers die before rank 0 writes the result, this
+process writes a `failed` one, so the host always finds a result file.
+"""
+import glob
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+from typing import List, Optional
+
+from .. import harness
+from ..protocol import RunSpec, SchemaError, Unsupported, read_spec
+
+DISTRIBUTIONS = ("auto", "horovod", "mirrored")
+MODULE = "backends.tf_horovod"
+
+
+def horovod_tensorflow_built() -> bool:
+    """Whether horovod.tensorflow's compiled ops are installed (without importing TF)."""
+    spec = importlib.util.find_spec("horovod")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    return any(glob.glob(os.path.join(d, "tensorflow", "mpi_lib*.so"))
+               for d in spec.submodule_search_locations)
+
+
+def horovod_command(spec: RunSpec, spec_path: str, result_path: str,
+                    python: str = sys.executable) -> List[str]:
+    return [python, "-m", "horovod.runner.launch", "-np", str(spec.gpus), "-H",
+            "localhost:{}".format(spec.gpus), "--gloo",
+            python, "-m", MODULE, spec_path, result_path]
+
+
+def _record(spec: RunSpec, result_path: str, error: Exception) -> int:
+    """Write the result of a run that never got to a trainer (through the harness, as usual)."""
+    def setup(_spec):
+        raise error
+    result = harness.run(spec, result_path, setup)
+    return 0 if result.status in ("ok", "unsupported", "skipped") else 1
+
+
+def launch(spec_path: str, result_path: str) -> Optional[int]:
+    """Run the workers under horovodrun and return the exit code, or None: run here instead."""
+    try:
+        spec = read_spec(spec_path)
+    except (OSError, SchemaError):
+        return None  # the harness reports it
+    choice = spec.options.get("distribution", "auto")
+    if spec.gpus == 1 or choice not in DISTRIBUTIONS or choice == "mirrored":
+        return None  # train.py rejects an unknown choice with the valid ones
+    if not horovod_tensorflow_built():
+        if choice == "horovod":
+            return _record(spec, result_path, Unsupported(
+                "options.distribution=horovod, but horovod.tensorflow is not built in {}".format(
+                    sys.prefix)))
+        os.environ["COMPARE_TF_FALLBACK"] = "horovod.tensorflow not built: MirroredStrategy"
+        return None
+    started = time.time()
+    cmd = horovod_command(spec, spec_path, result_path)
+    sys.stderr.write("compare: {}\n".format(" ".join(cmd)))
+    sys.stderr.flush()
+    code = subprocess.call(cmd)
+    if not os.path.exists(result_path) or os.path.getmtime(result_path) < started - 1:
+        return _record(spec, result_path, RuntimeError(
+            "horovodrun exited {} before rank 0 wrote a result".format(code)))
+    return code
