@@ -1,0 +1,146 @@
+"""The `compare` command line: run, report, list, doctor. One function per command.
+
+Bad input is one line on stderr and exit code 2 (UserError, caught once in main()); a traceback
+only with --debug.
+"""
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+try:  # typer >= 0.2x vendors click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older typer on real click
+    from click.exceptions import UsageError
+
+from .errors import UserError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, help="Benchmark ResNet-50 training across frameworks.")
+list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
+app.add_typer(list_app, name="list")
+STATE = {"debug": False}
+
+
+@app.callback()
+def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")):
+    STATE["debug"] = debug
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write("compare: {}\n".format(msg))
+
+
+@app.command()
+def run(
+    frameworks: str = typer.Option(None, help="Comma list: tf, mxnet, caffe2 (default: all available)."),
+    gpus: str = typer.Option("1", help="Comma list of GPU counts (on CPU: worker processes)."),
+    precision: str = typer.Option("fp32", help="Comma list of fp32, tf32, fp16, bf16."),
+    batch_size: str = typer.Option("32", help="Comma list of per-GPU batch sizes."),
+    device: str = typer.Option("auto", help="auto, cuda or cpu."),
+    image_size: Optional[int] = typer.Option(None, help="Square image side (default 224; --quick 64)."),
+    steps: Optional[int] = typer.Option(None, help="Timed steps (default 50; --quick 10)."),
+    warmup: Optional[int] = typer.Option(None, help="Warm-up steps (default 10; --quick 3)."),
+    windows: int = typer.Option(5, help="Timed steps are split into this many windows."),
+    repeats: int = typer.Option(1, help="Runs per cell."),
+    results: Optional[Path] = typer.Option(None, help="Campaign folder (default results/<time>)."),
+    resume: bool = typer.Option(False, help="Continue the campaign in --results; skip finished cells."),
+    timeout: float = typer.Option(1800, help="Seconds before a run is killed and recorded as timeout."),
+    compile: bool = typer.Option(False, "--compile", help="torch.compile / XLA where the backend has it."),
+    quick: bool = typer.Option(False, help="Small images, few steps: a CPU sweep in minutes."),
+    python: List[str] = typer.Option([], help="FRAMEWORK=PATH: run that backend with this python."),
+    option: List[str] = typer.Option([], help="KEY=VALUE passed to the backends (spec.options)."),
+):
+    """Run the benchmark matrix and record every cell in a campaign folder."""
+    from .runner import RunConfig, execute
+    cfg = RunConfig.parse(frameworks=frameworks, gpus=gpus, precision=precision,
+                          batch_size=batch_size, device=device, image_size=image_size, steps=steps,
+                          warmup=warmup, windows=windows, repeats=repeats, results=results,
+                          resume=resume, timeout=timeout, compile=compile, quick=quick,
+                          python=python, option=option)
+    raise typer.Exit(execute(cfg))
+
+
+@app.command()
+def report(
+    campaign: Path = typer.Argument(..., help="A campaign folder made by `compare run`."),
+    format: str = typer.Option("md", help="Comma list of md, csv, json."),
+    out: Optional[Path] = typer.Option(None, help="Folder for report files (default CAMPAIGN/report)."),
+):
+    """Print the Markdown report of a campaign and write the report files."""
+    from . import report as rep
+    from .store import Campaign
+    formats = rep.parse_formats(format)
+    c = Campaign.open(campaign)
+    results, errors = c.results()
+    for e in errors:
+        _err("warning: " + e)
+    df = rep.cells(results)
+    sys.stdout.write(rep.markdown(df, c.machine))
+    for path in rep.write(df, out or c.root / "report", formats, c.machine):
+        _err("wrote {}".format(path))
+
+
+@list_app.command("frameworks")
+def list_frameworks():
+    """The frameworks, their aliases, backends and availability."""
+    from .frameworks import FRAMEWORKS
+    for fw in FRAMEWORKS:
+        state = "available" if fw.available else fw.unavailable_reason
+        print("{:<8} aliases: {:<32} backend: {:<13} {}".format(
+            fw.name, ", ".join(fw.aliases), fw.backend, state))
+
+
+@app.command()
+def doctor():
+    """What this machine offers: GPUs, CUDA driver, Docker engine, backend environments."""
+    import importlib.util
+    from . import envs, machine
+    from .frameworks import FRAMEWORKS
+    gpus = machine.gpus()
+    print("cpu:     {} ({} cores, {} GiB)".format(machine.cpu_model(), machine.info()["cpu_count"],
+                                                 machine.memory_gib()))
+    print("gpus:    {}".format(", ".join(g["name"] for g in gpus) if gpus else "none (nvidia-smi lists no GPU)"))
+    print("driver:  {}".format(gpus[0]["driver"] if gpus else "none"))
+    print("docker:  {}".format(machine.docker_status()))
+    variant = "cuda" if gpus else "cpu"
+    for fw in FRAMEWORKS:
+        if not fw.available:
+            where = fw.unavailable_reason
+        elif importlib.util.find_spec(fw.import_name):
+            where = "current interpreter ({})".format(sys.executable)
+        else:
+            found = envs.existing(fw, variant)
+            where = "managed env {}".format(found) if found else \
+                "managed env not created yet (made on first run: {})".format(envs.env_dir(fw, variant))
+        print("{:<8} {}".format(fw.name + ":", where))
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    """Console entry point: one line on stderr per error, exit 2 for bad input."""
+    argv = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in argv
+    try:
+        code = app(args=argv, prog_name="compare", standalone_mode=False)
+    except UserError as exc:
+        if debug:
+            raise
+        _err("error: {}".format(exc))
+        sys.exit(exc.exit_code)
+    except UsageError as exc:
+        _err("error: {}".format(exc.format_message().splitlines()[0]))
+        sys.exit(2)
+    except (typer.Abort, KeyboardInterrupt):
+        _err("interrupted; results recorded so far are kept")
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # unexpected: one line unless --debug
+        if debug:
+            raise
+        _err("internal error: {}: {} (rerun with --debug for the traceback)".format(
+            type(exc).__name__, exc))
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

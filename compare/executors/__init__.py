@@ -1,0 +1,1 @@
+"""Executors start a backend in its environment and turn whatever happens into a RunResult."""

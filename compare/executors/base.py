@@ -1,0 +1,52 @@
+"""What every executor shares: reading the backend's result back, or recording why there is none."""
+import datetime
+from pathlib import Path
+from typing import Optional
+
+from backends.protocol import RunResult, RunSpec, SchemaError, read_result
+
+TAIL_CHARS = 4000
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def tail(path: Path, chars: int = TAIL_CHARS) -> str:
+    try:
+        text = Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+    return text[-chars:]
+
+
+def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] = None,
+            started_at: Optional[str] = None) -> RunResult:
+    """A result for a run that produced none of its own (crash, timeout, missing environment)."""
+    return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(), reason=reason,
+                     stderr_tail=stderr_tail or None, started_at=started_at, finished_at=now())
+
+
+def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_file: Path,
+            started_at: str, timed_out: bool, timeout: float) -> RunResult:
+    """Turn a finished process into a result: its own file if it wrote one, else a failure."""
+    stderr_tail = tail(stderr_file)
+    if timed_out:
+        return failure(spec, "timeout", "killed after the {:.0f} s timeout".format(timeout),
+                       stderr_tail, started_at)
+    if result_file.exists():
+        try:
+            result = read_result(str(result_file))
+        except SchemaError as exc:
+            return failure(spec, "failed", "unreadable result file: {}".format(exc),
+                           stderr_tail, started_at)
+        if result.status != "ok":
+            result.stderr_tail = stderr_tail or None
+        return result
+    last = [l for l in stderr_tail.splitlines() if l.strip()]
+    oom = any("out of memory" in l.lower() or "MemoryError" in l for l in last[-20:])
+    if returncode is not None and returncode in (-9, 137) and not last:
+        oom = True  # killed by the kernel's OOM killer leaves no message of its own
+    reason = "exited with code {} and wrote no result{}".format(
+        returncode, (": " + last[-1][-300:]) if last else "")
+    return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)

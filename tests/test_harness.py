@@ -1,0 +1,83 @@
+"""The one timing loop, driven by a stdlib trainer: what is timed, and failures as results."""
+import json
+import time
+
+from backends import harness
+from backends.protocol import RunSpec, Unsupported
+
+
+class SleepTrainer(harness.Trainer):
+    """Each step takes `dt` seconds; loss falls by one per step."""
+
+    def __init__(self, dt):
+        self.dt, self.steps = dt, 0
+
+    def step(self):
+        time.sleep(self.dt)
+        self.steps += 1
+
+    def loss(self):
+        return 100.0 - self.steps
+
+    def describe(self):
+        return {"framework_version": "sleep 1.0", "settings": {"x": 1}}
+
+
+def _spec(**kw):
+    base = dict(framework="caffe2", backend="caffe2_torch", batch_size=10, gpus=2,
+                warmup_steps=2, steps=10, windows=5)
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def test_global_images_per_sec_is_global_batch_times_steps_over_wall(tmp_path):
+    trainer = SleepTrainer(0.01)
+    result = harness.run(_spec(), str(tmp_path / "r.json"), lambda s: trainer)
+    assert result.status == "ok"
+    assert trainer.steps == 12  # 2 warm-up + 10 timed
+    assert result.global_batch == 20
+    assert abs(result.images_per_sec - 20 * 10 / result.wall_time_s) < 1e-9
+    assert 1000 < result.images_per_sec <= 2000  # 20 images per >= 10 ms step
+    assert len(result.window_images_per_sec) == 5
+    assert result.first_loss == 98.0 and result.final_loss == 88.0
+    on_disk = json.loads((tmp_path / "r.json").read_text())
+    assert on_disk["status"] == "ok" and on_disk["settings"] == {"x": 1}
+
+
+def test_windows_split_steps_evenly():
+    assert harness.window_sizes(10, 3) == [4, 3, 3]
+    assert harness.window_sizes(2, 5) == [1, 1]
+
+
+def test_exception_in_framework_is_a_failed_result(tmp_path):
+    def setup(spec):
+        raise RuntimeError("cuDNN exploded")
+    result = harness.run(_spec(), str(tmp_path / "r.json"), setup)
+    assert result.status == "failed"
+    assert result.reason == "RuntimeError: cuDNN exploded"
+    assert json.loads((tmp_path / "r.json").read_text())["status"] == "failed"
+
+
+def test_out_of_memory_is_oom(tmp_path):
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    def setup(spec):
+        raise OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert harness.run(_spec(), str(tmp_path / "r.json"), setup).status == "oom"
+    assert harness.run(_spec(), str(tmp_path / "m.json"),
+                       lambda s: (_ for _ in ()).throw(MemoryError())).status == "oom"
+
+
+def test_unsupported_keeps_its_reason(tmp_path):
+    def setup(spec):
+        raise Unsupported("tf32 is an NVIDIA tensor-core mode")
+    result = harness.run(_spec(precision="tf32"), str(tmp_path / "r.json"), setup)
+    assert (result.status, result.reason) == ("unsupported", "tf32 is an NVIDIA tensor-core mode")
+
+
+def test_only_rank_zero_writes(tmp_path):
+    trainer = SleepTrainer(0.0)
+    trainer.rank = 1
+    harness.run(_spec(), str(tmp_path / "r.json"), lambda s: trainer)
+    assert not (tmp_path / "r.json").exists()
