@@ -80,7 +80,8 @@ class TorchTrainer(Trainer):
             model = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[local_rank] if spec.device == "cuda" else None,
                 broadcast_buffers=False, gradient_as_bucket_view=True)
-        self.model = torch.compile(model) if spec.compile else model
+        self.compile_mode = opts.get("compile_mode", "default")
+        self.model = torch.compile(model, mode=self.compile_mode) if spec.compile else model
         self.optimizer_impl = opts.get("optimizer", "fused" if spec.device == "cuda" else "foreach")
         self.optimizer = torch.optim.SGD(
             model.parameters(), lr=spec.learning_rate, momentum=spec.momentum,
@@ -93,20 +94,52 @@ class TorchTrainer(Trainer):
         self.images = images.to(self.device, memory_format=fmt)
         self.labels = labels.to(self.device)
         self._loss = None
+        self.graph = None
+        self.cuda_graphs = bool(opts.get("cuda_graphs", False))
+        if self.cuda_graphs:
+            self._capture()
 
-    def step(self) -> None:
+    def _eager_step(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
+        # the autocast cache must be off under graph capture (cached casts would be replayed stale)
         with torch.autocast(self.device.type, dtype=self.amp_dtype or torch.float32,
-                            enabled=self.amp_dtype is not None):
+                            enabled=self.amp_dtype is not None, cache_enabled=not self.cuda_graphs):
             loss = F.cross_entropy(self.model(self.images), self.labels)
         if self.scaler is not None:
             self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
+            self.scaler.step(self.optimizer)  # fused SGD takes the scale on-device: no host sync
             self.scaler.update()
         else:
             loss.backward()
             self.optimizer.step()
         self._loss = loss.detach()
+
+    def _capture(self) -> None:
+        """Record one whole step (forward, backward, optimizer) as a CUDA graph, replayed by step().
+
+        Valid because the synthetic batch is static; warm-up steps run first on a side stream
+        so that cuDNN autotuning and the optimizer's lazily created state stay out of the graph.
+        """
+        if self.device.type != "cuda":
+            raise Unsupported("cuda_graphs needs --device cuda")
+        if self.world > 1:
+            raise Unsupported("cuda_graphs is implemented for one GPU; DDP capture is not")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self._eager_step()
+        torch.cuda.current_stream().wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        self.optimizer.zero_grad(set_to_none=True)
+        with torch.cuda.graph(self.graph):
+            self._eager_step()
+
+    def step(self) -> None:
+        if self.graph is not None:
+            self.graph.replay()
+        else:
+            self._eager_step()
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -125,6 +158,8 @@ class TorchTrainer(Trainer):
             "trainable_parameters": self.parameters,
             "channels_last": self.channels_last,
             "compile": self.spec.compile,
+            "compile_mode": self.compile_mode if self.spec.compile else None,
+            "cuda_graphs": self.graph is not None,
             "optimizer": "sgd-momentum-" + self.optimizer_impl,
             "autocast_dtype": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else None,
             "grad_scaler": self.scaler is not None,

@@ -1,0 +1,69 @@
+"""Harness overhead: the same configuration through `compare run` and through bench/bare_loop.py,
+one after the other, alternated; prints the ratio compare / bare (target >= 0.98).
+
+    python bench/harness_overhead.py --device cpu --precision fp32 --batch-size 32 --image-size 64
+    python bench/harness_overhead.py --device cuda --precision fp16 --batch-size 256 --rounds 2
+
+Extra arguments after `--` go to both (e.g. -- --compile). Run on an otherwise idle machine.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def compare_run(a, extra, folder: Path) -> float:
+    cmd = [sys.executable, "-m", "compare", "run", "--frameworks", "caffe2", "--gpus", "1",
+           "--device", a.device, "--precision", a.precision, "--batch-size", str(a.batch_size),
+           "--image-size", str(a.image_size), "--steps", str(a.steps), "--warmup", str(a.warmup),
+           "--results", str(folder)] + extra
+    subprocess.run(cmd, cwd=str(ROOT), check=True, capture_output=True)
+    result = json.loads(next((folder / "results").glob("*.json")).read_text())
+    if result["status"] != "ok":
+        raise SystemExit("compare run: {} {}".format(result["status"], result["reason"]))
+    return result["images_per_sec"]
+
+
+def bare_run(a, extra) -> float:
+    flags = [f.replace("--option", "").strip() for f in extra]
+    bare_extra = ["--compile"] if "--compile" in extra else []
+    if any("cuda_graphs=true" in f for f in flags):
+        bare_extra.append("--cuda-graphs")
+    cmd = [sys.executable, str(ROOT / "bench" / "bare_loop.py"), "--device", a.device,
+           "--precision", a.precision, "--batch-size", str(a.batch_size), "--image-size",
+           str(a.image_size), "--steps", str(a.steps), "--warmup", str(a.warmup)] + bare_extra
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["images_per_sec"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", default="fp32")
+    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--image-size", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=2)
+    a, extra = ap.parse_known_args()
+    extra = [e for e in extra if e != "--"]
+    harness, bare = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(a.rounds):
+            harness.append(compare_run(a, extra, Path(tmp) / "c{}".format(i)))
+            bare.append(bare_run(a, extra))
+            print("round {}: compare {:.2f} img/s, bare loop {:.2f} img/s".format(
+                i + 1, harness[-1], bare[-1]), flush=True)
+    ratio = statistics.median(harness) / statistics.median(bare)
+    print("ratio compare/bare = {:.4f}  (medians: {:.2f} / {:.2f} img/s; {} {} b{} s{})".format(
+        ratio, statistics.median(harness), statistics.median(bare), a.device, a.precision,
+        a.batch_size, a.image_size))
+
+
+if __name__ == "__main__":
+    main()
