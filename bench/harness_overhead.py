@@ -4,7 +4,7 @@ one after the other, alternated; prints the ratio compare / bare (target >= 0.98
     python bench/harness_overhead.py --device cpu --precision fp32 --batch-size 32 --image-size 64
     python bench/harness_overhead.py --device cuda --precision fp16 --batch-size 256 --rounds 2
 
-Extra arguments after `--` go to both (e.g. -- --compile). Run on an otherwise idle machine.
+--compile and --cuda-graphs switch the same thing on in both. Run on an otherwise idle machine.
 """
 import argparse
 import json
@@ -17,11 +17,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def compare_run(a, extra, folder: Path) -> float:
+def compare_run(a, folder: Path) -> float:
     cmd = [sys.executable, "-m", "compare", "run", "--frameworks", "caffe2", "--gpus", "1",
            "--device", a.device, "--precision", a.precision, "--batch-size", str(a.batch_size),
            "--image-size", str(a.image_size), "--steps", str(a.steps), "--warmup", str(a.warmup),
-           "--results", str(folder)] + extra
+           "--results", str(folder)]
+    cmd += (["--compile"] if a.compile else []) + (["--option", "cuda_graphs=true"] if a.cuda_graphs else [])
     subprocess.run(cmd, cwd=str(ROOT), check=True, capture_output=True)
     result = json.loads(next((folder / "results").glob("*.json")).read_text())
     if result["status"] != "ok":
@@ -29,11 +30,8 @@ def compare_run(a, extra, folder: Path) -> float:
     return result["images_per_sec"]
 
 
-def bare_run(a, extra) -> float:
-    flags = [f.replace("--option", "").strip() for f in extra]
-    bare_extra = ["--compile"] if "--compile" in extra else []
-    if any("cuda_graphs=true" in f for f in flags):
-        bare_extra.append("--cuda-graphs")
+def bare_run(a) -> float:
+    bare_extra = (["--compile"] if a.compile else []) + (["--cuda-graphs"] if a.cuda_graphs else [])
     cmd = [sys.executable, str(ROOT / "bench" / "bare_loop.py"), "--device", a.device,
            "--precision", a.precision, "--batch-size", str(a.batch_size), "--image-size",
            str(a.image_size), "--steps", str(a.steps), "--warmup", str(a.warmup)] + bare_extra
@@ -50,13 +48,14 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=2)
-    a, extra = ap.parse_known_args()
-    extra = [e for e in extra if e != "--"]
+    ap.add_argument("--compile", action="store_true")
+    ap.add_argument("--cuda-graphs", action="store_true")
+    a = ap.parse_args()
     harness, bare = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(a.rounds):
-            harness.append(compare_run(a, extra, Path(tmp) / "c{}".format(i)))
-            bare.append(bare_run(a, extra))
+            harness.append(compare_run(a, Path(tmp) / "c{}".format(i)))
+            bare.append(bare_run(a))
             print("round {}: compare {:.2f} img/s, bare loop {:.2f} img/s".format(
                 i + 1, harness[-1], bare[-1]), flush=True)
     ratio = statistics.median(harness) / statistics.median(bare)
