@@ -16,6 +16,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from . import telemetry
 from .protocol import RunResult, RunSpec, Unsupported, read_spec, write_result
 
 ENV_KEYS = ("NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "COMPARE_IMAGE",
@@ -85,6 +86,8 @@ def measure(trainer: Trainer, spec: RunSpec) -> Dict[str, Any]:
     trainer.barrier()
     window_times = []
     sizes = window_sizes(spec.steps, spec.windows)
+    sampler = telemetry.for_spec(spec, trainer.rank)  # GPU power etc.; nulls on CPU
+    sampler.start()
     t_start = time.perf_counter()
     for size in sizes:
         trainer.sync()
@@ -95,6 +98,7 @@ def measure(trainer: Trainer, spec: RunSpec) -> Dict[str, Any]:
         window_times.append(time.perf_counter() - t0)
     trainer.barrier()
     wall = time.perf_counter() - t_start
+    gpu_telemetry = sampler.stop()
     final_loss = trainer.loss()
     global_batch = spec.global_batch
     per_window = [global_batch * n / t for n, t in zip(sizes, window_times)]
@@ -110,6 +114,7 @@ def measure(trainer: Trainer, spec: RunSpec) -> Dict[str, Any]:
         "global_batch": global_batch,
         "first_loss": _finite(first_loss),
         "final_loss": _finite(final_loss),
+        "telemetry": gpu_telemetry,
     }
 
 

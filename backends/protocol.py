@@ -113,6 +113,9 @@ class RunResult:
     started_at: Optional[str] = None
     finished_at: Optional[str] = None
     stderr_tail: Optional[str] = None  # filled by the executor when a run fails
+    # GPU power/util/memory/clocks/temperature over the timed region (backends/telemetry.py);
+    # its figures are null, not zero, where nothing was sampled (CPU, no NVML). {} in old files.
+    telemetry: Dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
