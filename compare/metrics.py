@@ -3,8 +3,11 @@
 speedup(n)          = img/s(n) / img/s(1)     same framework, precision, per-GPU batch, image size
 scaling_efficiency  = speedup(n) / n
 precision_gain      = img/s(fp16 or bf16) / img/s(fp32) - 1   at equal n ("80-90 % faster")
+spread, coefficient_of_variation, mlperf_mean: over the repeats of one cell
+ratio               = a / b   framework vs framework, machine vs machine, measured vs published
 """
-from typing import Optional
+import statistics
+from typing import Optional, Sequence
 
 from backends.harness import jitter, median, uncertainty  # noqa: F401  (one definition, re-exported)
 
@@ -25,3 +28,40 @@ def precision_gain(ips_mixed: Optional[float], ips_fp32: Optional[float]) -> Opt
     if ips_mixed is None or ips_fp32 is None or ips_fp32 <= 0:
         return None
     return ips_mixed / ips_fp32 - 1.0
+
+
+# --- repeats of one cell -------------------------------------------------------------------------
+
+def spread(xs: Sequence[float]) -> Optional[float]:
+    """(max - min) / median: the relative range of the repeats; None for fewer than 2."""
+    if len(xs) < 2:
+        return None
+    return (max(xs) - min(xs)) / statistics.median(xs)
+
+
+def coefficient_of_variation(xs: Sequence[float]) -> Optional[float]:
+    """Sample standard deviation / mean; None for fewer than 2 repeats."""
+    if len(xs) < 2:
+        return None
+    return statistics.stdev(xs) / statistics.fmean(xs)
+
+
+def mlperf_mean(xs: Sequence[float]) -> Optional[float]:
+    """The MLPerf rule for 5 or more runs: drop the fastest and the slowest, mean of the rest."""
+    if len(xs) < 5:
+        return None
+    return statistics.fmean(sorted(xs)[1:-1])
+
+
+# --- ratios between comparable cells ---------------------------------------------------------------
+
+def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    """a / b (framework vs framework, machine vs machine, measured vs published)."""
+    if a is None or b is None or b <= 0:
+        return None
+    return a / b
+
+
+def images_per_watt(ips: Optional[float], watts: Optional[float]) -> Optional[float]:
+    """img/s per W of the job's GPUs (= images per joule); None without a power reading."""
+    return ratio(ips, watts)

@@ -49,3 +49,24 @@ def test_every_published_a6000_speedup_is_reproduced():
             assert abs(ours - float(r["speedup_published"])) <= 0.0015, r
             checked += 1
     assert checked > 100
+
+
+def test_repeat_statistics_of_known_runs():
+    runs = [1250.0, 1290.0, 1300.0, 1330.0, 1400.0]
+    assert metrics.spread(runs) == pytest.approx(150.0 / 1300.0)
+    assert metrics.coefficient_of_variation([9.0, 10.0, 11.0]) == pytest.approx(0.1)
+    assert metrics.spread([5.0]) is None and metrics.coefficient_of_variation([5.0]) is None
+
+
+def test_mlperf_mean_drops_the_fastest_and_the_slowest():
+    assert metrics.mlperf_mean([100.0, 1.0, 10.0, 11.0, 12.0]) == pytest.approx(11.0)
+    assert metrics.mlperf_mean([1.0, 2.0, 3.0, 4.0, 5.0, 600.0]) == pytest.approx(3.5)
+    assert metrics.mlperf_mean([1.0, 2.0, 3.0, 4.0]) is None  # the rule needs 5 runs
+
+
+def test_ratio_and_images_per_watt():
+    # MLPerf v0.5 ResNet-50: V100 3.6x faster than T4
+    assert metrics.ratio(360.0, 100.0) == pytest.approx(3.6)
+    assert metrics.ratio(1.0, None) is None and metrics.ratio(1.0, 0.0) is None
+    assert metrics.images_per_watt(1220.76, 300.0) == pytest.approx(4.0692)
+    assert metrics.images_per_watt(1220.76, None) is None  # no NVML: null, not zero
