@@ -100,6 +100,12 @@ def _open_campaign(cfg: RunConfig):
     config = asdict(cfg)
     if cfg.resume:
         campaign = Campaign.open(Path(cfg.results))
+        recorded = campaign.machine
+        differ = machine.differences(recorded, machine.info()) if recorded else []
+        if differ:  # one campaign, one machine: never mix two machines' figures silently
+            raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
+                            "start a new campaign and use `compare diff`".format(
+                                cfg.results, "; ".join(differ)))
         campaign.resume(config)
         return campaign
     return Campaign.create(Path(cfg.results), config, machine.info())
@@ -134,6 +140,7 @@ def execute(cfg: RunConfig) -> int:
         console.print("warning: " + e)
     df = report.cells(results)
     sys.stdout.write(report.markdown(df, campaign.machine))
-    paths = report.write(df, campaign.root / "report", ["md", "csv", "json"], campaign.machine)
+    paths = report.write(df, campaign.root / "report", ["md", "csv", "json", "html"],
+                         campaign.machine, results)
     console.print("report: {}".format(", ".join(str(p) for p in paths)))
     return 0

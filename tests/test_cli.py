@@ -20,7 +20,7 @@ BAD = [
     (["run", "--device", "tpu"], "compare: error: unknown device 'tpu'; choose from auto, cuda, cpu"),
     (["run", "--resume"], "compare: error: --resume needs --results DIR naming the campaign to continue"),
     (["run", "--python", "caffe2"], "compare: error: --python 'caffe2': expected FRAMEWORK=PATH, e.g. caffe2=/usr/bin/python3"),
-    (["report", "x", "--format", "xml"], "compare: error: unknown format 'xml'; choose from md, csv, json"),
+    (["report", "x", "--format", "xml"], "compare: error: unknown format 'xml'; choose from md, csv, json, html"),
 ]
 
 

@@ -1,0 +1,172 @@
+"""The report's charts, drawn with matplotlib (Agg, no display) from the comparator's cells.
+
+Each chart function takes the cells DataFrame of `report.cells()` and returns a `Chart` (title,
+caption that says how to read it, PNG bytes), or None when the campaign has nothing to draw.
+"""
+import io
+from dataclasses import dataclass
+from typing import List, Optional
+
+import pandas as pd
+
+from . import frameworks
+
+COLORS = {"tf": "#e8710a", "mxnet": "#1a73e8", "caffe2": "#8e24aa"}
+MAX_PANELS = 6
+
+
+@dataclass
+class Chart:
+    title: str
+    caption: str
+    png: bytes
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    _plt().close(fig)
+    return buf.getvalue()
+
+
+def _name(fw: str) -> str:
+    return frameworks.get(fw).display
+
+
+def _unit(df: pd.DataFrame) -> str:
+    return "workers (CPU processes)" if set(df.device) == {"cpu"} else "GPUs"
+
+
+def _ok(df: pd.DataFrame) -> pd.DataFrame:
+    return df[(df.status == "ok") & df.images_per_sec.notna()]
+
+
+def scaling(df: pd.DataFrame) -> Optional[Chart]:
+    """images/sec versus GPU count, one line per framework, dashed: perfect linear scaling."""
+    ok = _ok(df)
+    groups = [(k, g) for k, g in ok.groupby(["precision", "batch_size", "image_size"], sort=False)
+              if g.gpus.nunique() > 1][:MAX_PANELS]
+    if not groups:
+        return None
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 4.2), squeeze=False)
+    for ax, ((precision, batch, image), g) in zip(axes[0], groups):
+        for fw, f in g.groupby("framework", sort=False):
+            f = f.sort_values("gpus")
+            color = COLORS.get(fw)
+            ax.plot(f.gpus, f.images_per_sec, "o-", color=color, label=_name(fw), linewidth=2)
+            one = f[f.gpus == 1]
+            if len(one):
+                base = float(one.images_per_sec.iloc[0])
+                ax.plot(f.gpus, base * f.gpus, "--", color=color, alpha=0.5,
+                        label="{} ideal".format(_name(fw)))
+        ax.set_title("{} · batch {} · {}px".format(precision, batch, image))
+        ax.set_xlabel(_unit(df))
+        ax.set_ylabel("images/sec (whole job)")
+        ax.set_xticks(sorted(g.gpus.unique()))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    return Chart("Throughput versus number of {}".format(_unit(df)),
+                 "Each solid line is one framework; the dashed line of the same colour is perfect "
+                 "scaling (the 1-{} figure times N). The closer a solid line stays to its dashed "
+                 "line, the better the framework scales.".format(
+                     "worker" if set(df.device) == {"cpu"} else "GPU"), _png(fig))
+
+
+def _bars(ax, labels: List[str], series: List[tuple], fmt: str) -> None:
+    """Grouped bars: one group per label, one bar per (name, values, color) in series."""
+    width = 0.8 / max(1, len(series))
+    for i, (name, values, color) in enumerate(series):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(labels))]
+        bars = ax.bar(xs, [v if v is not None else 0 for v in values], width, label=name, color=color)
+        for bar, v in zip(bars, values):
+            if v is not None:
+                ax.annotate(fmt.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=20, ha="right", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def precision_gain(df: pd.DataFrame) -> Optional[Chart]:
+    """Per framework: how much faster fp16/bf16/tf32 is than fp32 at the same N, in %."""
+    g = df[df.precision_gain.notna()]
+    if not len(g):
+        return None
+    plt = _plt()
+    labels = ["{} ×{} b{}".format(p, n, b) for p, n, b in
+              g[["precision", "gpus", "batch_size"]].drop_duplicates().itertuples(index=False)]
+    series = []
+    for fw, f in g.groupby("framework", sort=False):
+        by = {"{} ×{} b{}".format(r.precision, r.gpus, r.batch_size): 100 * r.precision_gain
+              for r in f.itertuples()}
+        series.append((_name(fw), [by.get(lab) for lab in labels], COLORS.get(fw)))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels) + 3), 4))
+    _bars(ax, labels, series, "{:+.0f}%")
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_ylabel("% faster than fp32")
+    return Chart("Mixed-precision gain over true FP32",
+                 "Bar height = img/s at that precision ÷ img/s at fp32 − 1, same framework, batch "
+                 "and N. +85 % reads \"85 % faster than FP32\". A missing bar: no comparable fp32 "
+                 "cell.", _png(fig))
+
+
+def framework_bars(df: pd.DataFrame) -> Optional[Chart]:
+    """images/sec of each framework side by side at equal precision, batch, image size and N."""
+    ok = _ok(df)
+    if ok.framework.nunique() < 2:
+        return None
+    plt = _plt()
+    keys = ok[["precision", "batch_size", "image_size", "gpus"]].drop_duplicates()
+    labels = ["{} b{} {}px ×{}".format(*k) for k in keys.itertuples(index=False)]
+    series = []
+    for fw, f in ok.groupby("framework", sort=False):
+        by = {"{} b{} {}px ×{}".format(r.precision, r.batch_size, r.image_size, r.gpus):
+              r.images_per_sec for r in f.itertuples()}
+        series.append((_name(fw), [by.get(lab) for lab in labels], COLORS.get(fw)))
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(labels) + 3), 4.2))
+    _bars(ax, labels, series, "{:.0f}")
+    ax.set_ylabel("images/sec (whole job)")
+    return Chart("Framework versus framework",
+                 "Each group is one setting (precision, per-GPU batch, image size, N); the taller "
+                 "bar is the faster framework there. Missing bar: that framework has no figure.",
+                 _png(fig))
+
+
+def energy(df: pd.DataFrame) -> Optional[Chart]:
+    """img/s per W, where NVML measured power."""
+    ok = _ok(df)
+    ok = ok[ok.images_per_watt.notna()]
+    if not len(ok):
+        return None
+    plt = _plt()
+    labels = ["{} b{} ×{}".format(*k) for k in
+              ok[["precision", "batch_size", "gpus"]].drop_duplicates().itertuples(index=False)]
+    series = []
+    for fw, f in ok.groupby("framework", sort=False):
+        by = {"{} b{} ×{}".format(r.precision, r.batch_size, r.gpus): r.images_per_watt
+              for r in f.itertuples()}
+        series.append((_name(fw), [by.get(lab) for lab in labels], COLORS.get(fw)))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels) + 3), 4))
+    _bars(ax, labels, series, "{:.2f}")
+    ax.set_ylabel("images/sec per watt")
+    return Chart("Energy efficiency",
+                 "Images per second per watt drawn by the job's GPUs (NVML, averaged over the timed "
+                 "region) = images per joule. Higher is better.", _png(fig))
+
+
+def all_charts(df: pd.DataFrame) -> List[Chart]:
+    out = []
+    for draw in (scaling, precision_gain, framework_bars, energy):
+        chart = draw(df)
+        if chart is not None:
+            out.append(chart)
+    return out

@@ -1,0 +1,120 @@
+"""Published figures to hold a campaign against: the source studies, and the user's own CSVs.
+
+Built in: compare/references/*.csv. The user's: any CSV path, or CSVs dropped into
+$COMPARE_CACHE/references/ (default ~/.cache/compare/references/). Columns: `precision` and `gpus`
+(required), `images_per_sec` and/or `speedup_published` (at least one), and optionally `framework`
+(a name or alias; absent = any framework), `batch_size`, `image_size`, `model` (rows of other models
+are ignored), `gpu`/`system` (shown). Matching ignores a column the reference does not have.
+"""
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pandas as pd
+
+from . import envs, frameworks, metrics
+from .errors import UserError
+
+BUILTIN = Path(__file__).resolve().parent / "references"
+REQUIRED = ("precision", "gpus")
+FIGURES = ("images_per_sec", "speedup_published")
+OPTIONAL_KEYS = ("framework", "batch_size", "image_size")
+
+
+def user_dir() -> Path:
+    return envs.cache_dir() / "references"
+
+
+def available() -> Dict[str, Path]:
+    """name -> CSV path: the built-in references, then the user's (a built-in name wins)."""
+    out = {p.stem: p for p in sorted(BUILTIN.glob("*.csv"))}
+    if user_dir().is_dir():
+        for p in sorted(user_dir().glob("*.csv")):
+            out.setdefault(p.stem, p)
+    return out
+
+
+def resolve(name_or_path: str) -> Path:
+    refs = available()
+    if name_or_path in refs:
+        return refs[name_or_path]
+    path = Path(name_or_path).expanduser()
+    if path.is_file():
+        return path
+    raise UserError("unknown reference {!r}; choose from {}, or give the path of a CSV file".format(
+        name_or_path, ", ".join(refs)))
+
+
+def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
+    """(name, rows) of a reference, checked and normalised (framework names canonical)."""
+    path = resolve(name_or_path)
+    try:
+        df = pd.read_csv(path)
+    except (ValueError, OSError) as exc:
+        raise UserError("reference {}: not a readable CSV ({})".format(path, exc)) from None
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing or not any(c in df.columns for c in FIGURES):
+        raise UserError("reference {}: needs columns {} and one of {}; it has {}".format(
+            path, ", ".join(REQUIRED), ", ".join(FIGURES), ", ".join(df.columns)))
+    if "model" in df.columns:
+        df = df[df.model.astype(str).str.lower().str.replace("-", "") == "resnet50"]
+    if "framework" in df.columns:
+        df = df.assign(framework=[frameworks.get(str(f)).name for f in df.framework])
+    return path.stem, df.reset_index(drop=True)
+
+
+def describe(name: str, df: pd.DataFrame) -> str:
+    where = sorted(set(df.gpu)) if "gpu" in df.columns else ["?"]
+    figures = [c for c in FIGURES if c in df.columns]
+    return "{:<32} {:>4} ResNet-50 rows  gpu: {:<12} figures: {}".format(
+        name, len(df), ", ".join(map(str, where)), ", ".join(figures))
+
+
+def _matches(ref: pd.DataFrame, cell: pd.Series) -> pd.DataFrame:
+    m = (ref.precision == cell.precision) & (ref.gpus.astype(int) == int(cell.gpus))
+    for key in OPTIONAL_KEYS:
+        if key in ref.columns:
+            m &= ref[key] == cell[key]
+    return ref[m]
+
+
+def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
+    """Each measured cell beside the published figure(s) it matches, with measured ÷ published."""
+    rows = []
+    for _, c in cells.iterrows():
+        found = _matches(ref, c)
+        for _, p in (found.iterrows() if len(found) else [(None, None)]):
+            pub_ips = None if p is None else p.get("images_per_sec")
+            pub_sp = None if p is None else p.get("speedup_published")
+            pub_ips = None if pub_ips is None or pd.isna(pub_ips) else float(pub_ips)
+            pub_sp = None if pub_sp is None or pd.isna(pub_sp) else float(pub_sp)
+            rows.append({"framework": c.framework, "precision": c.precision,
+                         "batch_size": c.batch_size, "image_size": c.image_size, "gpus": c.gpus,
+                         "status": c.status, "images_per_sec": c.images_per_sec,
+                         "published_images_per_sec": pub_ips,
+                         "ratio": metrics.ratio(c.images_per_sec, pub_ips),
+                         "speedup": c.speedup, "published_speedup": pub_sp,
+                         "speedup_ratio": metrics.ratio(c.speedup, pub_sp),
+                         "reference_gpu": None if p is None else p.get("gpu")})
+    return pd.DataFrame(rows).astype(object).where(lambda d: d.notna(), None)
+
+
+def markdown(name: str, table: pd.DataFrame) -> str:
+    def num(x, fmt):
+        return fmt.format(x) if x is not None else "—"
+    gpu = sorted({str(g) for g in table.reference_gpu if g is not None})
+    out = ["## Measured versus published: {}{}".format(name, " ({})".format(", ".join(gpu)) if gpu else ""),
+           "", "| framework | precision | batch | N | img/s | published | ratio | speedup | "
+           "published speedup | ratio |", "|" + "---|" * 10]
+    for _, r in table.iterrows():
+        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            frameworks.get(r.framework).display, r.precision, r.batch_size, r.gpus,
+            num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
+            num(r.published_images_per_sec, "{:.2f}"), num(r.ratio, "{:.2f}×"),
+            num(r.speedup, "{:.3f}"), num(r.published_speedup, "{:.3f}"),
+            num(r.speedup_ratio, "{:.2f}×")))
+    matched = int(sum(1 for _, r in table.iterrows()
+                      if r.published_images_per_sec is not None or r.published_speedup is not None))
+    out += ["", "ratio = measured ÷ published. {} of {} measured cells have a published figure "
+            "(matched on precision and N, and on framework, batch and image size where the "
+            "reference has them).".format(matched, len(table)), ""]
+    return "\n".join(out)

@@ -1,0 +1,82 @@
+"""`compare diff`: machine versus machine on comparable cells; the rest listed with the reason."""
+import json
+
+import pytest
+
+from backends.protocol import write_json_atomic
+from compare import diff, report
+from compare.cli import main
+from compare.store import Campaign
+from tests.report_fixtures import MACHINE, result
+
+T4 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"}])
+V100 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla V100-PCIE-32GB", "driver": "418.67"}])
+
+
+def _side_a():
+    return [result("caffe2", "fp32", 1, 100.0, device_name="Tesla T4"),
+            result("caffe2", "fp16", 1, 200.0, device_name="Tesla T4"),
+            result("mxnet", "fp32", 1, 90.0, device_name="Tesla T4"),
+            result("tf", "fp32", 1, status="oom", reason="ResourceExhaustedError: OOM"),
+            result("caffe2", "bf16", 1, 150.0, device_name="Tesla T4")]
+
+
+def _side_b():
+    return [result("caffe2", "fp32", 1, 360.0), result("caffe2", "fp16", 1, 440.0),
+            result("tf", "fp32", 1, 300.0), result("mxnet", "fp16", 1, 500.0),
+            result("caffe2", "bf16", 1, 390.0, batch=256)]
+
+
+def test_ratios_on_comparable_cells_and_reasons_for_the_rest():
+    d = diff.diff(report.cells(_side_a()), report.cells(_side_b()))
+    by = {(r.framework, r.precision): r for _, r in d.iterrows()}
+    assert len(d) == 6  # 5 cells in A, plus mxnet fp16 only in B: nothing dropped
+    assert by[("caffe2", "fp32")].ratio == pytest.approx(3.6)
+    assert by[("caffe2", "fp16")].ratio == pytest.approx(2.2)
+    assert by[("mxnet", "fp32")].why == "missing in B"
+    assert by[("mxnet", "fp16")].why == "missing in A"
+    assert by[("tf", "fp32")].why == "A: oom (ResourceExhaustedError: OOM)"
+    assert by[("tf", "fp32")].ratio is None
+    assert diff.summary(d, "T4", "V100") == ("V100 runs at 2.20–3.60× the speed of T4 over 3 "
+                                             "comparable cells (median 2.60×); 3 cells not "
+                                             "comparable (listed below).")
+
+
+def test_different_settings_are_not_comparable():
+    a = report.cells([result("caffe2", "fp32", 1, 100.0)])
+    spec_b = result("caffe2", "fp32", 1, 150.0)
+    spec_b.spec["compile"] = True
+    d = diff.diff(a, report.cells([spec_b]))
+    assert not d.comparable.iloc[0] and d.why.iloc[0] == "settings differ: compile False vs True"
+
+
+def _campaign(root, machine, results):
+    c = Campaign.create(root, {"test": True}, machine)
+    for r in results:
+        c.save_result(r)
+    return root
+
+
+def test_compare_diff_command(tmp_path, capsys):
+    a = _campaign(tmp_path / "t4", T4, _side_a())
+    b = _campaign(tmp_path / "v100", V100, _side_b())
+    with pytest.raises(SystemExit) as e:
+        main(["diff", str(a), str(b), "--out", str(tmp_path / "d")])
+    out, err = capsys.readouterr()
+    assert e.value.code == 0, err
+    assert "runs at 2.20–3.60× the speed of A ({}, 1× Tesla T4)".format(a) in out
+    assert "Machines differ in: gpus: ['Tesla T4'] vs ['Tesla V100-PCIE-32GB']" in out
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 100.00 | 360.00 | 3.60× |" in out
+    assert "- mxnet fp16 b256 224px ×1: missing in A" in out
+    rows = json.loads((tmp_path / "d" / "diff.json").read_text())
+    assert sum(1 for r in rows if r["comparable"]) == 3 and len(rows) == 6
+
+
+def test_resume_on_another_machine_is_refused(tmp_path, capsys):
+    root = _campaign(tmp_path / "c", V100, [])
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--device", "cpu", "--frameworks", "caffe2", "--resume", "--results", str(root)])
+    _, err = capsys.readouterr()
+    assert e.value.code == 2
+    assert err.startswith("compare: error: --resume {}: the campaign was recorded on another "
+                          "machine (".format(root)) and "compare diff" in err

@@ -1,0 +1,81 @@
+"""The HTML report, rendered in headless Chromium: the charts are there and decode to images."""
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from compare import charts, html, report
+from tests.report_fixtures import MACHINE, fixed_results, result
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--virtual-time-budget=5000"]
+# appended only to the test's copy: reports what the browser decoded, into the DOM Chromium dumps
+PROBE = """<script>window.addEventListener('load', function () {
+  var out = Array.from(document.images).map(function (i) {
+    return {alt: i.alt, w: i.naturalWidth, h: i.naturalHeight}; });
+  var pre = document.createElement('pre'); pre.id = 'probe';
+  pre.textContent = JSON.stringify(out); document.body.appendChild(pre); });</script>"""
+
+
+def _chromium(args, cwd):
+    with tempfile.TemporaryDirectory() as profile:
+        proc = subprocess.run([CHROMIUM] + FLAGS + ["--user-data-dir=" + profile] + args,
+                              capture_output=True, text=True, timeout=180, cwd=str(cwd))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    out = tmp_path_factory.mktemp("html")
+    paths = report.write(report.cells(fixed_results()), out, ["html"], MACHINE)
+    assert paths == [out / "report.html"]
+    return out / "report.html"
+
+
+def test_page_is_self_contained(page):
+    text = page.read_text()
+    assert not re.search(r"""(src|href)=["']?(https?:|//|file:)""", text)
+    assert text.count('src="data:image/png;base64,') == 4
+    assert "TensorFlow (+Horovod) (fp16) on 8 GPUs is 7.22× as fast as on one: 90% scaling" in text
+    assert "PyTorch (Caffe2): fp16 is 132 % faster than fp32." in text
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/test installs it)")
+def test_chromium_renders_every_chart(page, tmp_path):
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", PROBE + "</body>"))
+    dom = _chromium(["--dump-dom", probe.as_uri()], tmp_path)
+    decoded = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1)
+                         .replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">"))
+    titles = [c["alt"] for c in decoded]
+    assert titles == ["Throughput versus number of GPUs", "Mixed-precision gain over true FP32",
+                      "Framework versus framework", "Energy efficiency"]
+    for chart in decoded:
+        assert chart["w"] > 300 and chart["h"] > 200, chart  # a real picture, not a broken icon
+    assert dom.count("<table>") == 6
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/test installs it)")
+def test_screenshot_shows_the_charts(page, tmp_path):
+    from PIL import Image
+    shot = tmp_path / "shot.png"
+    _chromium(["--window-size=1280,2600", "--screenshot=" + str(shot), page.as_uri()], tmp_path)
+    img = Image.open(shot).convert("RGB")
+    assert img.size == (1280, 2600)
+    pixels = np.asarray(img).astype(int)
+    orange = int((np.abs(pixels - [0xe8, 0x71, 0x0a]).max(axis=2) < 24).sum())
+    assert orange > 20000, "TensorFlow's bars and lines are not on the screenshot"
+
+
+def test_nothing_to_draw_gives_no_chart():
+    one = report.cells([result("tf", "fp32", 1, 500.0)])  # one cell, no power reading
+    assert charts.all_charts(one) == []
+    assert "data:image/png" not in html.page(one)

@@ -1,0 +1,87 @@
+"""Published references: listing, measured beside published with the ratio, the user's own CSVs."""
+import pytest
+
+from compare import references, report
+from compare.cli import main
+from compare.errors import UserError
+from tests.report_fixtures import fixed_results, result
+
+
+def _main(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out, err = capsys.readouterr()
+    return e.value.code, out, err
+
+
+def test_list_references(capsys):
+    code, out, _ = _main(["list", "references"], capsys)
+    assert code == 0
+    assert out.splitlines()[0].split()[:2] == ["a6000_tf_cnn_benchmarks", "36"]
+    assert "r740_v100_resnet50_speedup" in out
+
+
+def test_measured_beside_published():
+    _, ref = references.load("a6000_tf_cnn_benchmarks")
+    table = references.compare(report.cells(fixed_results()), ref)
+    tf8 = table[(table.framework == "tf") & (table.precision == "fp16") & (table.gpus == 8)].iloc[0]
+    assert tf8.published_images_per_sec == 8816.47 and tf8.ratio == pytest.approx(1.0)
+    assert tf8.published_speedup == 7.222 and tf8.speedup_ratio == pytest.approx(1.0, abs=1e-4)
+    c2 = table[(table.framework == "caffe2") & (table.precision == "fp16") & (table.gpus == 1)].iloc[0]
+    assert c2.ratio == pytest.approx(1300.0 / 1220.76)
+    text = references.markdown("a6000_tf_cnn_benchmarks", table)
+    assert "| TensorFlow (+Horovod) | fp16 | 256 | 8 | 8816.47 | 8816.47 | 1.00× | 7.222 | 7.222 | 1.00× |" in text
+
+
+def test_speedup_only_reference_matches_on_framework():
+    _, ref = references.load("r740_v100_resnet50_speedup")
+    assert set(ref.framework) == {"caffe2", "mxnet", "tf"}  # tf_horovod read as the alias of tf
+    # R740, 3x V100: Caffe2 2.61x (FP32); Horovod+TF 2.12x (FP32)
+    runs = [result("caffe2", "fp32", 1, 100.0), result("caffe2", "fp32", 3, 261.0),
+            result("tf", "fp32", 1, 100.0), result("tf", "fp32", 3, 250.0)]
+    table = references.compare(report.cells(runs), ref)
+    three = {r.framework: r for _, r in table[table.gpus == 3].iterrows()}
+    assert three["caffe2"].published_speedup == 2.61
+    assert three["caffe2"].speedup_ratio == pytest.approx(1.0)
+    assert three["tf"].speedup_ratio == pytest.approx(2.5 / 2.12)
+    assert table[table.gpus == 1].published_speedup.tolist() == [None, None]
+
+
+def test_user_reference_csv(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path))
+    (tmp_path / "references").mkdir()
+    (tmp_path / "references" / "my_v100.csv").write_text(
+        "framework,precision,gpus,batch_size,images_per_sec,gpu\npytorch,fp16,2,256,2000,V100\n")
+    assert "my_v100" in references.available()
+    _, ref = references.load("my_v100")
+    table = references.compare(report.cells(fixed_results()), ref)
+    hit = table[table.published_images_per_sec.notna()]
+    assert list(zip(hit.framework, hit.gpus)) == [("caffe2", 2)]
+    assert hit.ratio.iloc[0] == pytest.approx(2450.0 / 2000.0)
+
+
+def test_bad_references_name_the_fix(tmp_path):
+    with pytest.raises(UserError, match="unknown reference 'nope'; choose from a6000_tf_cnn"):
+        references.load("nope")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("precision,gpus\nfp32,1\n")
+    with pytest.raises(UserError, match="needs columns precision, gpus and one of images_per_sec, "
+                                        "speedup_published"):
+        references.load(str(bad))
+
+
+def test_report_command_with_reference_and_html(tmp_path, capsys):
+    from compare.store import Campaign
+    from tests.report_fixtures import MACHINE
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    for r in fixed_results():
+        c.save_result(r)
+    code, out, err = _main(["report", str(c.root), "--reference", "a6000_tf_cnn_benchmarks",
+                            "--format", "html,md", "--baseline", "pytorch"], capsys)
+    assert code == 0, err
+    assert "## Measured versus published: a6000_tf_cnn_benchmarks (a6000)" in out
+    assert "img/s ÷ img/s of PyTorch (Caffe2)" in out
+    assert "wrote {}".format(c.root / "report" / "report.html") in err
+    assert (c.root / "report" / "report.html").read_text().count("data:image/png;base64,") == 4
+    code, _, err = _main(["report", str(c.root), "--reference", "nope"], capsys)
+    assert code == 2 and err.startswith("compare: error: unknown reference 'nope'; choose from")
