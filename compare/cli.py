@@ -66,21 +66,70 @@ def run(
 @app.command()
 def report(
     campaign: Path = typer.Argument(..., help="A campaign folder made by `compare run`."),
-    format: str = typer.Option("md", help="Comma list of md, csv, json."),
+    format: str = typer.Option("md", help="Comma list of md, csv, json, html."),
     out: Optional[Path] = typer.Option(None, help="Folder for report files (default CAMPAIGN/report)."),
+    reference: List[str] = typer.Option([], help="Published figures to compare with: a name from "
+                                        "`compare list references` or a CSV path."),
+    baseline: Optional[str] = typer.Option(None, help="Framework the others are divided by "
+                                           "(default: the first present of tf, mxnet, caffe2)."),
 ):
     """Print the Markdown report of a campaign and write the report files."""
+    from . import frameworks as fws
+    from . import references
     from . import report as rep
     from .store import Campaign
     formats = rep.parse_formats(format)
+    refs = [references.load(r) for r in reference]
+    base = fws.get(baseline).name if baseline else None
     c = Campaign.open(campaign)
     results, errors = c.results()
     for e in errors:
         _err("warning: " + e)
-    df = rep.cells(results)
+    df = rep.cells(results, baseline=base)
     sys.stdout.write(rep.markdown(df, c.machine))
-    for path in rep.write(df, out or c.root / "report", formats, c.machine):
+    for name, ref in refs:
+        sys.stdout.write("\n" + references.markdown(name, references.compare(df, ref)))
+    for path in rep.write(df, out or c.root / "report", formats, c.machine, results):
         _err("wrote {}".format(path))
+
+
+@app.command("diff")
+def diff_campaigns(
+    campaign_a: Path = typer.Argument(..., help="Campaign A (e.g. the T4 machine)."),
+    campaign_b: Path = typer.Argument(..., help="Campaign B (e.g. the V100 machine): ratios are B ÷ A."),
+    out: Optional[Path] = typer.Option(None, help="Also write diff.md, diff.csv, diff.json here."),
+):
+    """Machine versus machine: B ÷ A on every comparable cell; the others listed with the reason."""
+    from . import diff as d
+    from . import report as rep
+    from .store import Campaign
+    sides = []
+    for path in (campaign_a, campaign_b):
+        c = Campaign.open(path)
+        results, errors = c.results()
+        for e in errors:
+            _err("warning: {}: {}".format(path, e))
+        sides.append((c, rep.cells(results)))
+    (ca, da), (cb, db) = sides
+    table = d.diff(da, db)
+    text = d.markdown(table, ca.machine, cb.machine, str(campaign_a), str(campaign_b))
+    sys.stdout.write(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "diff.md").write_text(text)
+        table.to_csv(out / "diff.csv", index=False)
+        (out / "diff.json").write_text(json.dumps(d.records(table), indent=2) + "\n")
+        _err("wrote {}".format(", ".join(str(out / n) for n in ("diff.md", "diff.csv", "diff.json"))))
+
+
+@list_app.command("references")
+def list_references():
+    """Published figures shipped with compare, and the user's own (CSV files in the cache)."""
+    from . import references
+    for name in references.available():
+        print(references.describe(*references.load(name)))
+    print("add your own: a CSV in {} or `compare report DIR --reference PATH.csv`".format(
+        references.user_dir()))
 
 
 @list_app.command("frameworks")
