@@ -109,7 +109,7 @@ class TFTrainer(Trainer):
         self.gpus = _configure_devices(spec, self.distribution, world, local_rank)
         self.policy = resolve_precision(spec.precision, self.gpus)
         self.data_format = opts.get("data_format", "channels_last")
-        self.xla = bool(opts.get("xla", False))
+        self.xla = bool(opts.get("xla", spec.compile))  # --compile means XLA here
         self.strategy = self._strategy()
         tf.random.set_seed(spec.seed)  # same initial weights everywhere (Horovod broadcasts too)
         with self.strategy.scope():

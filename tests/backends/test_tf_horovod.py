@@ -1,0 +1,200 @@
+"""TensorFlow (+Horovod) backend, on the CPU, in its managed environment (built on first use).
+
+The model is the PyTorch model's twin (same trainable count); the loss falls; fp32 really runs
+with TF32 off; 1 and 2 workers run end to end through the launcher (Horovod over Gloo, and
+MirroredStrategy over logical CPU devices); a TF crash is a recorded `failed` result.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from backends.protocol import RunSpec, read_result, write_spec
+from backends import tf_horovod
+from tests.conftest import ROOT, backend_python, run_in_backend
+
+TORCH_TRAINABLE = 25557032
+BN_RUNNING_STATS = 53120
+
+
+def run_backend(tmp_path, timeout=600, **fields):
+    """Write a spec, run the backend's command() in its environment; return the RunResult."""
+    defaults = dict(framework="tf", backend="tf_horovod", batch_size=4, image_size=32,
+                    warmup_steps=2, steps=4, windows=2)
+    defaults.update(fields)
+    spec = RunSpec(**defaults)
+    spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
+    write_spec(str(spec_path), spec)
+    cmd = tf_horovod.command(backend_python("tf"), spec, str(spec_path), str(result_path))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if spec.precision == "fp32":
+        env["NVIDIA_TF32_OVERRIDE"] = "0"  # as the executor sets it
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
+                          cwd=str(tmp_path))
+    assert result_path.exists(), "no result file; exit {}:\n{}".format(
+        proc.returncode, proc.stderr[-4000:])
+    return read_result(str(result_path)), proc
+
+
+def test_trainable_parameters_equal_the_pytorch_model():
+    out = run_in_backend("tf", (
+        "from backends.tf_horovod.resnet50 import resnet50, trainable_parameters, "
+        "non_trainable_parameters\n"
+        "m = resnet50(1000, 64)\n"
+        "print(trainable_parameters(m), non_trainable_parameters(m))"))
+    trainable, running_stats = map(int, out.split()[-2:])
+    assert trainable == TORCH_TRAINABLE
+    assert running_stats == BN_RUNNING_STATS
+    torch = pytest.importorskip("torch")  # the dev env has torch: check the twin itself
+    from backends.caffe2_torch.resnet50 import ResNet50, trainable_parameters
+    assert trainable == trainable_parameters(ResNet50(1000))
+
+
+def test_same_architecture_as_pytorch_layer_by_layer():
+    """Conv and BN shapes in order: strides on the 3x3 conv (v1.5), no biases, same widths."""
+    out = run_in_backend("tf", (
+        "import json\n"
+        "from backends.tf_horovod.resnet50 import resnet50\n"
+        "m = resnet50(1000, 224)\n"
+        "print(json.dumps([[l.strides[0], l.kernel.shape.as_list()] for l in m.layers "
+        "if l.__class__.__name__ == 'Conv2D' and 'down' not in l.name]))"))
+    keras_convs = json.loads(out.strip().splitlines()[-1])
+    pytest.importorskip("torch")
+    from torch import nn
+    from backends.caffe2_torch.resnet50 import ResNet50
+    torch_convs = [[m.stride[0], [m.kernel_size[0], m.kernel_size[1], m.in_channels,
+                                  m.out_channels]]
+                   for name, m in ResNet50(1000).named_modules()
+                   if isinstance(m, nn.Conv2d) and "downsample" not in name]
+    assert keras_convs == torch_convs
+
+
+def test_loss_falls_on_one_fixed_batch():
+    out = run_in_backend("tf", (
+        "from backends.protocol import RunSpec\n"
+        "from backends.tf_horovod.train import setup\n"
+        "t = setup(RunSpec('tf', 'tf_horovod', batch_size=8, image_size=32, learning_rate=0.05))\n"
+        "losses = []\n"
+        "for _ in range(20):\n"
+        "    t.step(); losses.append(t.loss())\n"
+        "print(t.distribution, losses[0], losses[-1])"))
+    distribution, first, last = out.split()[-3:]
+    assert distribution == "single"
+    assert float(last) < 0.5 * float(first), (first, last)
+
+
+def test_fp32_runs_with_tf32_off(tmp_path):
+    result, _ = run_backend(tmp_path, precision="fp32")
+    assert result.status == "ok", result.reason
+    assert result.settings["tensor_float_32_execution"] is False
+    assert result.settings["policy"] == "float32"
+    assert result.settings["trainable_parameters"] == TORCH_TRAINABLE
+    assert result.environment["env"]["NVIDIA_TF32_OVERRIDE"] == "0"
+    assert result.framework_version.startswith("tensorflow ")
+    assert result.images_per_sec > 0 and result.global_batch == 4
+
+
+def test_tf32_on_cpu_is_unsupported_with_a_reason(tmp_path):
+    result, proc = run_backend(tmp_path, precision="tf32")
+    assert result.status == "unsupported"
+    assert "CPU" in result.reason
+    assert proc.returncode == 0
+
+
+@pytest.mark.parametrize("precision,policy", [("bf16", "mixed_bfloat16"),
+                                              ("fp16", "mixed_float16")])
+def test_mixed_precision_policies(tmp_path, precision, policy):
+    result, _ = run_backend(tmp_path, precision=precision)
+    assert result.status == "ok", result.reason
+    assert result.settings["policy"] == policy
+    assert result.settings["loss_scaling"] is (precision == "fp16")
+    assert ("note" in result.settings) is (precision == "fp16")
+
+
+def test_two_workers_run_under_horovod(tmp_path):
+    result, proc = run_backend(tmp_path, gpus=2)
+    assert result.status == "ok", result.reason
+    assert result.distribution == "horovod"
+    assert result.world_size == 2 and result.global_batch == 8
+    assert result.settings["horovod_version"] == "0.28.1"
+    assert result.settings["horovod_controller"] == "gloo"
+    assert result.settings["allreduce"] == "horovod DistributedGradientTape"
+    # each of the two worker processes gets its share of the cores
+    assert result.settings["intra_op_threads"] == max(1, (os.cpu_count() or 1) // 2)
+    assert "horovod.runner.launch" in proc.stderr
+
+
+def test_two_logical_cpu_devices_under_mirrored_strategy(tmp_path):
+    result, _ = run_backend(tmp_path, gpus=2, options={"distribution": "mirrored"})
+    assert result.status == "ok", result.reason
+    assert result.distribution == "mirrored"
+    assert result.settings["replicas"] == 2
+    assert result.global_batch == 8
+
+
+def test_a_tensorflow_crash_is_a_failed_result(tmp_path):
+    # no classes: TF refuses to draw labels from an empty range, inside the run
+    result, proc = run_backend(tmp_path, num_classes=0)
+    assert result.status == "failed"
+    assert result.reason.startswith("InvalidArgumentError"), result.reason
+    assert "minval < maxval" in result.reason
+    assert proc.returncode == 1
+
+
+def test_an_unknown_distribution_names_the_valid_ones(tmp_path):
+    result, _ = run_backend(tmp_path, gpus=2, options={"distribution": "ring"})
+    assert result.status == "failed"
+    assert "auto, horovod, mirrored" in result.reason
+
+
+def test_tensorflow_out_of_memory_is_classified_as_oom():
+    out = run_in_backend("tf", (
+        "import tensorflow as tf\n"
+        "from backends.harness import is_oom\n"
+        "e = tf.errors.ResourceExhaustedError(None, None, 'OOM when allocating tensor')\n"
+        "print(is_oom(e), is_oom(tf.errors.InvalidArgumentError(None, None, 'bad shape')))"))
+    assert out.split()[-2:] == ["True", "False"]
+
+
+@pytest.mark.skipif(not (ROOT / "compare" / "cli.py").exists(), reason="compare run not built yet")
+def test_compare_run_sweeps_workers_and_precisions_and_reports(tmp_path):
+    """The host CLI end to end: 1 and 2 workers x fp32, bf16; 2 workers run under Horovod."""
+    campaign = tmp_path / "campaign"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.run(
+        [sys.executable, "-m", "compare", "run", "--frameworks", "tf", "--gpus", "1,2",
+         "--precision", "fp32,bf16", "--quick", "--batch-size", "4", "--image-size", "32",
+         "--steps", "2", "--warmup", "1", "--windows", "1", "--results", str(campaign)],
+        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=1500)
+    assert run.returncode == 0, run.stderr[-4000:]
+    report = subprocess.run(
+        [sys.executable, "-m", "compare", "report", str(campaign), "--format", "json"],
+        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=300)
+    assert report.returncode == 0, report.stderr[-4000:]
+    rows = json.loads((campaign / "report" / "report.json").read_text())
+    cells = {(r["precision"], r["gpus"]): r for r in rows}
+    assert set(cells) == {(p, n) for p in ("fp32", "bf16") for n in (1, 2)}
+    for (precision, n), cell in cells.items():
+        assert cell["status"] == "ok", cell["reason"]
+        assert cell["images_per_sec"] > 0
+        assert cell["distribution"] == ("horovod" if n > 1 else "single")
+
+
+@pytest.mark.skipif(not (ROOT / "compare" / "cli.py").exists(), reason="compare run not built yet")
+def test_compare_run_can_force_mirrored_strategy(tmp_path):
+    campaign = tmp_path / "campaign"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    run = subprocess.run(
+        [sys.executable, "-m", "compare", "run", "--frameworks", "tf", "--gpus", "2",
+         "--precision", "fp32", "--quick", "--batch-size", "4", "--image-size", "32",
+         "--steps", "2", "--warmup", "1", "--windows", "1", "--option", "distribution=mirrored",
+         "--results", str(campaign)],
+        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:]
+    results = [read_result(str(p)) for p in (campaign / "results").glob("*.json")]
+    assert len(results) == 1
+    assert results[0].status == "ok", results[0].reason
+    assert results[0].distribution == "mirrored"
+    assert results[0].settings["replicas"] == 2
