@@ -23,8 +23,7 @@ class Framework:
 
 FRAMEWORKS: Tuple[Framework, ...] = (
     Framework("tf", ("tensorflow", "tf_horovod", "horovod"), "tf_horovod",
-              "TensorFlow (+Horovod)", "tensorflow", "nvcr.io/nvidia/tensorflow:24.03-tf2-py3",
-              available=False, unavailable_reason="not yet available (backend tf_horovod is not built)"),
+              "TensorFlow (+Horovod)", "tensorflow", "nvcr.io/nvidia/tensorflow:24.03-tf2-py3"),
     Framework("mxnet", ("mx",), "mxnet", "MXNet", "mxnet", "nvcr.io/nvidia/mxnet:23.09-py3"),
     Framework("caffe2", ("torch", "pytorch", "caffe2_torch"), "caffe2_torch",
               "PyTorch (Caffe2)", "torch", "nvcr.io/nvidia/pytorch:24.03-py3"),
