@@ -21,6 +21,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   rich_markup_mode=None, help="Benchmark ResNet-50 training across frameworks.")
 list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
+from .commands import images as _images  # noqa: E402  (compare images build|list)
+app.add_typer(_images.app, name="images")
 STATE = {"debug": False}
 
 
@@ -52,6 +54,8 @@ def run(
     quick: bool = typer.Option(False, help="Small images, few steps: a CPU sweep in minutes."),
     python: List[str] = typer.Option([], help="FRAMEWORK=PATH: run that backend with this python."),
     option: List[str] = typer.Option([], help="KEY=VALUE passed to the backends (spec.options)."),
+    executor: str = typer.Option("auto", help="auto (docker if an engine answers and the images are "
+                                 "built), local or docker."),
 ):
     """Run the benchmark matrix and record every cell in a campaign folder."""
     from .runner import RunConfig, execute
@@ -59,7 +63,7 @@ def run(
                           batch_size=batch_size, device=device, image_size=image_size, steps=steps,
                           warmup=warmup, windows=windows, repeats=repeats, results=results,
                           resume=resume, timeout=timeout, compile=compile, quick=quick,
-                          python=python, option=option)
+                          python=python, option=option, executor=executor)
     raise typer.Exit(execute(cfg))
 
 
@@ -155,6 +159,9 @@ def doctor():
     print("driver:  {}".format(gpus[0]["driver"] if gpus else "none"))
     print("docker:  {}".format(machine.docker_status()))
     variant = "cuda" if gpus else "cpu"
+    from .executors.docker import choose
+    available = [f for f in FRAMEWORKS if f.available]
+    print("executor: {} (--executor auto: {})".format(*choose("auto", available, variant, {})))
     for fw in FRAMEWORKS:
         if not fw.available:
             where = fw.unavailable_reason

@@ -59,10 +59,12 @@ class RunConfig:
     resume: bool
     timeout: float
     python: Dict[str, str] = field(default_factory=dict)
+    executor: str = "auto"  # auto | local | docker
 
     @classmethod
     def parse(cls, *, frameworks, gpus, precision, batch_size, device, image_size, steps, warmup,
-              windows, repeats, results, resume, timeout, compile, quick, python, option):
+              windows, repeats, results, resume, timeout, compile, quick, python, option,
+              executor="auto"):
         from . import envs
         from .store import default_root
         fw_list = fws.parse(frameworks if frameworks is not None else
@@ -88,7 +90,8 @@ class RunConfig:
             raise UserError("--resume needs --results DIR naming the campaign to continue")
         dev = resolve_device(device, gpu_list, machine.gpus())
         return cls([f.name for f in fw_list], gpu_list, precisions, batches, dev, common, repeats,
-                   str(results or default_root()), resume, timeout, envs.parse_overrides(python))
+                   str(results or default_root()), resume, timeout, envs.parse_overrides(python),
+                   executor)
 
     def matrix(self) -> Matrix:
         return Matrix([fws.get(n) for n in self.frameworks], self.gpus, self.precisions,
@@ -111,20 +114,31 @@ def _open_campaign(cfg: RunConfig):
     return Campaign.create(Path(cfg.results), config, machine.info())
 
 
+def make_executor(cfg: RunConfig, log):
+    """--executor auto|local|docker: docker when an engine answers and the images are built."""
+    from .executors import docker
+    from .executors.local import LocalExecutor
+    name, why = docker.choose(cfg.executor, [fws.get(n) for n in cfg.frameworks], cfg.device,
+                              cfg.python)
+    log("executor: {} ({})".format(name, why))
+    if name == "docker":
+        return docker.DockerExecutor(cfg.device, log=log)
+    return LocalExecutor(cfg.device, cfg.python, log=log)
+
+
 def execute(cfg: RunConfig) -> int:
     """Run every unfinished cell; print the report. Exit 0 even when cells failed (they are results)."""
     from rich.console import Console
     from . import report
     from .executors.base import failure
-    from .executors.local import LocalExecutor
     from .progress import SweepProgress
     console = Console(stderr=True)
+    executor = make_executor(cfg, console.print)
     campaign = _open_campaign(cfg)
     specs = cfg.matrix().specs()
     done = campaign.finished_ids() if cfg.resume else set()
     todo = [s for s in specs if s.run_id not in done]
     console.print("campaign {}: {} cells, {} to run".format(campaign.root, len(specs), len(todo)))
-    executor = LocalExecutor(cfg.device, cfg.python, log=console.print)
     with SweepProgress(console, len(todo)) as progress:
         for spec in todo:
             progress.start(spec)

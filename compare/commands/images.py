@@ -1,0 +1,79 @@
+"""`compare images build`: the backends' container images, through the Docker SDK.
+
+    compare images build --cpu --wheelhouse ~/.cache/compare/wheelhouse --ca-bundle "$PIP_CERT"
+    compare images build --frameworks tf,caffe2          # GPU images on the pinned NGC bases
+    compare images list
+
+An image whose inputs (Dockerfile, backends/, pins) are unchanged is kept, not rebuilt.
+"""
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import UserError
+
+app = typer.Typer(help="Build and list the backends' container images.", no_args_is_help=True)
+
+
+def _frameworks(csv: Optional[str]):
+    from .. import frameworks as fws
+    return fws.parse(csv) if csv else [f for f in fws.FRAMEWORKS if f.available]
+
+
+def _engine():
+    from .. import images
+    c, why = images.engine()
+    if c is None:
+        raise UserError(why + "; start dockerd, or run without containers (--executor local)")
+    return c
+
+
+@app.command()
+def build(
+    frameworks: Optional[str] = typer.Option(None, help="Comma list: tf, mxnet, caffe2 (default: all)."),
+    cpu: bool = typer.Option(False, "--cpu", help="The CPU twins (Dockerfile.cpu): pinned CPU wheels."),
+    base_image: Optional[str] = typer.Option(
+        None, help="BASE_IMAGE build arg (default: the NGC image; --cpu: compare/base:bookworm "
+                   "where it exists, else the Dockerfile's debian:bookworm-slim)."),
+    wheelhouse: Optional[Path] = typer.Option(
+        None, help="Folder of wheels pip installs from, no index (air-gapped; containers/wheelhouse.sh)."),
+    ca_bundle: Optional[Path] = typer.Option(
+        None, help="CA file pip inside trusts (a TLS-intercepting proxy; e.g. $PIP_CERT)."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even when the inputs are unchanged."),
+):
+    """Build each framework's image unless one of the same inputs exists; print name, id, size, time."""
+    from rich.console import Console
+    from .. import images
+    console = Console(stderr=True)
+    fws = _frameworks(frameworks)
+    for path, flag in ((wheelhouse, "--wheelhouse"), (ca_bundle, "--ca-bundle")):
+        if path is not None and not path.exists():
+            raise UserError("{} {}: no such {}".format(flag, path, "folder" if flag == "--wheelhouse" else "file"))
+    c = _engine()
+    variant = "cpu" if cpu else "gpu"
+    failed = 0
+    for fw in fws:
+        try:
+            b = images.build(c, fw, variant, base_image, wheelhouse, ca_bundle, force, console.print)
+        except images.ImageError as exc:
+            failed += 1
+            console.print("{}: build failed:\n{}".format(fw.name, exc), markup=False)
+            continue
+        print("{:<8} {} {} {:.0f} MB {} in {:.1f} s".format(
+            fw.name, b.name, b.image_id[7:19], b.size_mb, "built" if b.built else "up to date",
+            b.seconds))
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command("list")
+def list_images(cpu: bool = typer.Option(False, "--cpu", help="The CPU twins.")):
+    """The image each framework runs with now, and whether it is built."""
+    from .. import images
+    c = _engine()
+    variant = "cpu" if cpu else "gpu"
+    for fw in _frameworks(None):
+        name = images.wanted(fw, variant)
+        img = images.find(c, name)
+        print("{:<8} {} {}".format(fw.name, name, "{} {:.0f} MB".format(
+            img.id[7:19], img.attrs["Size"] / 1e6) if img else "not built"))

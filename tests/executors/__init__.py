@@ -1,0 +1,1 @@
+"""Tests of the executors (tests/executors mirrors compare/executors)."""

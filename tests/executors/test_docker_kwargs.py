@@ -1,0 +1,95 @@
+"""The Docker executor's pure parts: container arguments for 1, 2, 3 GPUs, environment, choice."""
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("docker", reason="the docker package (host extra: pip install -e '.[docker]')")
+
+from backends.protocol import RunSpec
+from compare import frameworks, images
+from compare.errors import UserError
+from compare.executors import docker as dx
+
+
+def _kwargs(spec, ids=None, memlock=-1):
+    return dx.run_kwargs(spec, "sha256:abc", ["python", "-m", "backends.caffe2_torch"],
+                         Path("/tmp/c/specs/x.json"), Path("/tmp/c/work/x"), {"A": "1"}, ids,
+                         "1000:1000", memlock)
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 3])
+def test_gpu_count_goes_to_device_requests(gpus):
+    kw = _kwargs(RunSpec("caffe2", "caffe2_torch", gpus=gpus, device="cuda"))
+    (request,) = kw["device_requests"]
+    assert request["Count"] == gpus and request["Capabilities"] == [["gpu"]]
+    assert not request.get("DeviceIDs")
+
+
+@pytest.mark.parametrize("ids", [["3"], ["0", "2"], ["1", "4", "5"]])
+def test_exact_gpu_ids_go_to_device_requests(ids):
+    kw = _kwargs(RunSpec("tf", "tf_horovod", gpus=len(ids), device="cuda"), ids=ids)
+    (request,) = kw["device_requests"]
+    assert request["DeviceIDs"] == ids and not request.get("Count")
+
+
+def test_ngc_settings_mounts_and_no_privilege():
+    kw = _kwargs(RunSpec("mxnet", "mxnet", gpus=2, device="cuda"))
+    assert (kw["ipc_mode"], kw["shm_size"], kw["privileged"]) == ("host", "1g", False)
+    limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in kw["ulimits"]}
+    assert limits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}
+    assert kw["volumes"]["/tmp/c/specs/x.json"] == {"bind": dx.SPEC_IN, "mode": "ro"}
+    assert kw["volumes"]["/tmp/c/work/x"] == {"bind": dx.OUT_IN, "mode": "rw"}
+    assert kw["user"] == "1000:1000" and kw["image"] == "sha256:abc"
+    assert _kwargs(RunSpec("mxnet", "mxnet"), memlock=8388608)["ulimits"][0]["Soft"] == 8388608
+
+
+def test_cpu_run_asks_for_no_gpu():
+    assert "device_requests" not in _kwargs(RunSpec("caffe2", "caffe2_torch", gpus=2))
+
+
+def test_environment_tf32_off_for_fp32_only_and_no_host_variables(monkeypatch):
+    monkeypatch.setenv("SOME_HOST_SECRET", "x")
+    extra = {"COMPARE_EXECUTOR": "docker", "COMPARE_IMAGE": "sha256:abc"}
+    fp32 = dx.container_env(RunSpec("tf", "tf_horovod", precision="fp32", seed=7), extra)
+    assert fp32["NVIDIA_TF32_OVERRIDE"] == "0" and fp32["PYTHONHASHSEED"] == "7"
+    assert fp32["PYTHONPATH"] == images.CODE_DIR and fp32["COMPARE_IMAGE"] == "sha256:abc"
+    assert "SOME_HOST_SECRET" not in fp32
+    bf16 = dx.container_env(RunSpec("tf", "tf_horovod", precision="bf16"), extra)
+    assert "NVIDIA_TF32_OVERRIDE" not in bf16
+
+
+def test_gpu_ids_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,5")
+    assert dx.gpu_ids(2) == ["2", "3"]
+    assert dx.gpu_ids(4) is None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert dx.gpu_ids(1) is None
+
+
+def test_unknown_executor_is_a_user_error():
+    with pytest.raises(UserError, match="unknown executor 'podman'; choose from auto, local, docker"):
+        dx.choose("podman", [], "cpu", {})
+    assert dx.choose("local", [], "cpu", {}) == ("local", "--executor local")
+
+
+@pytest.mark.parametrize("fw", frameworks.FRAMEWORKS, ids=lambda f: f.name)
+def test_dockerfiles_default_to_the_pinned_ngc_image(fw):
+    text = images.dockerfile(fw, "gpu").read_text()
+    assert "ARG BASE_IMAGE={}\n".format(fw.ngc_image) in text
+    assert "ARG BASE_IMAGE=debian:bookworm-slim\n" in images.dockerfile(fw, "cpu").read_text()
+
+
+def test_a_changed_input_changes_the_tag(tmp_path):
+    fw = frameworks.get("mxnet")
+    files = images.context_files(fw, "cpu")
+    assert set(files) >= {"Dockerfile", "backends/protocol.py", "backends/harness.py",
+                          "build/requirements.txt", "build/install.sh"}
+    assert not any(name.startswith("compare/") for name in files)
+    copy = tmp_path / "Dockerfile"
+    copy.write_bytes(files["Dockerfile"].read_bytes())
+    before = images.inputs_hash(dict(files, Dockerfile=copy))
+    assert before == images.inputs_hash(files)
+    copy.write_text(copy.read_text() + "# changed\n")
+    assert images.inputs_hash(dict(files, Dockerfile=copy)) != before
+    assert "build/setup.sh" in images.context_files(frameworks.get("tf"), "cpu")
+
