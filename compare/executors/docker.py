@@ -128,6 +128,7 @@ class DockerExecutor:
                                    "HOME": "/tmp"})
         kwargs = run_kwargs(spec, image.id, command, spec_path, work, env, gpu_ids(spec.gpus),
                             "{}:{}".format(os.getuid(), os.getgid()), self.memlock)
+        kwargs["labels"]["org.compare.campaign"] = str(campaign.root.resolve())
         try:
             container = self._start(kwargs)
         except docker.errors.DockerException as exc:

@@ -1,0 +1,114 @@
+"""Runs through a real Docker engine with the CPU images (`compare images build --cpu`).
+
+scripts/test starts the engine and builds the images, and sets COMPARE_REQUIRE_DOCKER=1: there a
+missing engine or image fails these tests. Elsewhere they are skipped with the reason.
+"""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backends.protocol import RunSpec
+from compare import frameworks, images
+from compare.store import Campaign
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "1",
+        "--windows", "2", "--device", "cpu"]
+PINS = {"tf": "2.15.1", "mxnet": "1.9.1", "caffe2": "2.13.0"}  # compare/requirements/*-cpu.txt
+
+
+@pytest.fixture(scope="module")
+def engine():
+    c, why = images.engine()
+    missing = images.missing(c, list(frameworks.FRAMEWORKS), "cpu") if c else []
+    problem = why or (missing and "images not built: {} (compare images build --cpu)".format(
+        ", ".join(missing)))
+    if problem:
+        if os.environ.get("COMPARE_REQUIRE_DOCKER") == "1":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return c
+
+
+def _compare(args, env=None):
+    proc = subprocess.run([sys.executable, "-m", "compare"] + args, cwd=str(ROOT), text=True,
+                          capture_output=True, env=dict(os.environ, **(env or {})), timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def _results(campaign):
+    return {p.stem: json.loads(p.read_text()) for p in (campaign / "results").glob("*.json")}
+
+
+def _leftover_containers(c, campaign):
+    label = "org.compare.campaign={}".format(Path(campaign).resolve())
+    return c.containers.list(all=True, filters={"label": label})
+
+
+def test_three_frameworks_one_and_two_workers_fp32_bf16_in_containers(engine, tmp_path):
+    campaign = tmp_path / "c"
+    proc = _compare(["run", "--frameworks", "tf,mxnet,caffe2", "--executor", "docker", "--gpus", "1,2",
+                     "--precision", "fp32,bf16", "--quick", "--results", str(campaign)] + TINY)
+    assert "executor: docker (--executor docker)" in proc.stderr
+    results = _results(campaign)
+    assert len(results) == 12
+    for run_id, r in results.items():
+        assert r["status"] in ("ok", "unsupported"), (run_id, r["reason"], r["stderr_tail"])
+        if r["status"] == "unsupported":
+            assert r["reason"]
+            continue
+        fw = frameworks.get(r["spec"]["framework"])
+        image = engine.images.get(images.image_name(fw, "cpu"))
+        assert r["environment"]["image"] == images.image_name(fw, "cpu")
+        assert r["environment"]["image_id"] == image.id
+        assert r["environment"]["env"]["COMPARE_IMAGE"] == image.id  # seen inside the container
+        assert r["environment"]["env"]["COMPARE_EXECUTOR"] == "docker"
+        assert PINS[fw.name] in r["framework_version"], r["framework_version"]
+        assert r["images_per_sec"] > 0 and r["world_size"] == r["spec"]["gpus"]
+        assert (campaign / "logs" / (run_id + ".stderr")).exists()
+    two = results["tf-fp32-w2-b4-s32-r0"]
+    assert two["status"] == "ok" and two["distribution"] == "horovod", two["reason"]
+    assert results["caffe2-fp32-w2-b4-s32-r0"]["distribution"] == "ddp"
+    assert results["tf-fp32-w1-b4-s32-r0"]["environment"]["env"]["NVIDIA_TF32_OVERRIDE"] == "0"
+    assert not _leftover_containers(engine, campaign)
+
+
+def test_missing_image_and_crash_inside_are_recorded_and_the_sweep_goes_on(engine, tmp_path):
+    campaign = tmp_path / "c"
+    # mxnet: an image that does not exist; caffe2: SGD has no such optimizer -> a crash inside
+    _compare(["run", "--frameworks", "mxnet,caffe2", "--executor", "docker", "--precision", "fp32",
+              "--results", str(campaign), "--option", "optimizer=nonexistent"] + TINY,
+             env={"COMPARE_IMAGE_MXNET": "compare/does-not-exist:0"})
+    results = _results(campaign)
+    missing = results["mxnet-fp32-w1-b4-s32-r0"]
+    assert missing["status"] == "failed"
+    assert "compare/does-not-exist:0" in missing["reason"] and "No such image" in missing["reason"]
+    crashed = results["caffe2-fp32-w1-b4-s32-r0"]
+    assert crashed["status"] == "failed", crashed["reason"]
+    assert "nonexistent" in crashed["reason"] and "Traceback" in crashed["stderr_tail"]
+    assert crashed["environment"]["image_id"].startswith("sha256:")
+    assert not _leftover_containers(engine, campaign)
+
+
+def test_a_container_past_its_timeout_is_killed_and_the_next_run_goes_on(engine, tmp_path):
+    from compare.executors.docker import DockerExecutor
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    executor = DockerExecutor("cpu")
+    spec = RunSpec("tf", "tf_horovod", image_size=32, batch_size=4, steps=2, warmup_steps=1, windows=2)
+    slow = executor.run(spec, campaign, timeout=2)  # TensorFlow alone takes longer to import
+    assert (slow.status, slow.reason) == ("timeout", "killed after the 2 s timeout")
+    assert not _leftover_containers(engine, campaign.root)
+    after = executor.run(RunSpec("caffe2", "caffe2_torch", image_size=32, batch_size=4, steps=2,
+                                 warmup_steps=1, windows=2), campaign, timeout=600)
+    assert after.status == "ok", after.reason
+
+
+def test_an_unchanged_image_is_not_rebuilt(engine):
+    proc = _compare(["images", "build", "--cpu", "--frameworks", "caffe2"])
+    name = images.image_name(frameworks.get("caffe2"), "cpu")
+    assert proc.stdout.startswith("caffe2   {} ".format(name)) and "up to date" in proc.stdout
