@@ -113,7 +113,12 @@ def serve(folder: Path) -> Iterator[str]:
     """Serve a wheelhouse folder over HTTP on 127.0.0.1 (builds use host networking): pip's
     --find-links then reads it without the wheels being copied into an image layer."""
     handler = functools.partial(_QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    # a steady port keeps the build arg, hence Docker's layer cache of the pip step, the same
+    port = 30000 + int(hashlib.sha256(str(folder).encode()).hexdigest(), 16) % 10000
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError:  # taken: any free port (the pip step is then rebuilt)
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
