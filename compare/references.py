@@ -7,7 +7,7 @@ $COMPARE_CACHE/references/ (default ~/.cache/compare/references/). Columns: `pre
 are ignored), `gpu`/`system` (shown). Matching ignores a column the reference does not have.
 """
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import pandas as pd
 

@@ -4,7 +4,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
