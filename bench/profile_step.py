@@ -15,10 +15,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from backends.caffe2_torch.train import setup  # noqa: E402
 from backends.protocol import RunSpec  # noqa: E402
 
-KINDS = (("conv/matmul", ("conv", "gemm", "xmma", "cutlass", "sm90", "cudnn", "implicit")),
-         ("batchnorm", ("batch_norm", "bn_", "batchnorm")),
-         ("optimizer", ("sgd", "foreach", "fused")),
-         ("triton (fused elementwise)", ("triton",)),
+KINDS = (("triton (fused BN/ReLU/add)", ("triton",)),  # order matters: first match wins
+         ("batchnorm", ("batch_norm", "batchnorm", "bn_fw", "bn_bw", "bn_")),
+         ("optimizer", ("sgd", "multi_tensor")),
+         ("conv/matmul", ("conv", "gemm", "xmma", "cutlass", "sm90", "implicit", "fprop", "dgrad",
+                          "wgrad")),
          ("elementwise/other", ("",)))
 
 
