@@ -115,15 +115,17 @@ def _open_campaign(cfg: RunConfig):
 
 
 def make_executor(cfg: RunConfig, log):
-    """--executor auto|local|docker: docker when an engine answers and the images are built."""
+    """--executor auto|local|docker: docker when an engine answers and the images are built.
+
+    Returns the executor and one line saying which and why."""
     from .executors import docker
     from .executors.local import LocalExecutor
     name, why = docker.choose(cfg.executor, [fws.get(n) for n in cfg.frameworks], cfg.device,
                               cfg.python)
-    log("executor: {} ({})".format(name, why))
+    description = "executor: {} ({})".format(name, why)
     if name == "docker":
-        return docker.DockerExecutor(cfg.device, log=log)
-    return LocalExecutor(cfg.device, cfg.python, log=log)
+        return docker.DockerExecutor(cfg.device, log=log), description
+    return LocalExecutor(cfg.device, cfg.python, log=log), description
 
 
 def execute(cfg: RunConfig) -> int:
@@ -133,8 +135,9 @@ def execute(cfg: RunConfig) -> int:
     from .executors.base import failure
     from .progress import SweepProgress
     console = Console(stderr=True)
-    executor = make_executor(cfg, console.print)
-    campaign = _open_campaign(cfg)
+    executor, description = make_executor(cfg, console.print)
+    campaign = _open_campaign(cfg)  # bad --results fails here, before anything is printed
+    console.print(description)
     specs = cfg.matrix().specs()
     done = campaign.finished_ids() if cfg.resume else set()
     todo = [s for s in specs if s.run_id not in done]

@@ -12,8 +12,9 @@ import pytest
 from compare.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
+# the managed-environment path (the embedded default without Docker); containers: test_docker.py
 TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--windows", "2",
-        "--device", "cpu"]
+        "--device", "cpu", "--executor", "local"]
 
 
 def _compare(argv, capsys):
