@@ -134,6 +134,43 @@ def test_two_logical_cpu_devices_under_mirrored_strategy(tmp_path):
     assert result.global_batch == 8
 
 
+def test_xla_with_two_workers_averages_with_grouped_allreduce(tmp_path):
+    # the Keras 3 path too: DistributedGradientTape cannot wrap an XLA-compiled tape
+    result, _ = run_backend(tmp_path, gpus=2, options={"xla": True})
+    assert result.status == "ok", result.reason
+    assert result.distribution == "horovod"
+    assert result.settings["xla"] is True
+    assert result.settings["allreduce"] == "horovod grouped_allreduce"
+
+
+def _entry_without_horovod(tmp_path, **fields):
+    """Run the entry point in the env as if horovod.tensorflow were not built there."""
+    spec = RunSpec(framework="tf", backend="tf_horovod", gpus=2, batch_size=4, image_size=32,
+                   warmup_steps=1, steps=2, windows=1, **fields)
+    spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
+    write_spec(str(spec_path), spec)
+    out = run_in_backend("tf", (
+        "from backends.tf_horovod import launch, __main__ as entry\n"
+        "print('built', launch.horovod_tensorflow_built())\n"
+        "launch.horovod_tensorflow_built = lambda: False\n"
+        "print('exit', entry._entry([{!r}, {!r}]))".format(str(spec_path), str(result_path))))
+    assert "built True" in out  # the real check finds the Horovod this env built
+    return read_result(str(result_path))
+
+
+def test_without_horovod_two_workers_fall_back_to_mirrored_and_say_so(tmp_path):
+    result = _entry_without_horovod(tmp_path)
+    assert result.status == "ok", result.reason
+    assert result.distribution == "mirrored"
+    assert "horovod.tensorflow not built" in result.settings["distribution_note"]
+
+
+def test_asking_for_horovod_where_it_is_not_built_is_unsupported(tmp_path):
+    result = _entry_without_horovod(tmp_path, options={"distribution": "horovod"})
+    assert result.status == "unsupported"
+    assert "horovod.tensorflow is not built" in result.reason
+
+
 def test_a_tensorflow_crash_is_a_failed_result(tmp_path):
     # no classes: TF refuses to draw labels from an empty range, inside the run
     result, proc = run_backend(tmp_path, num_classes=0)
