@@ -130,6 +130,18 @@ def env_rank() -> int:
     return 0
 
 
+def cpu_name() -> str:
+    """The CPU's model name, for result.device_name on CPU runs."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "cpu"
+
+
 def environment() -> Dict[str, Any]:
     return {
         "python": platform.python_version(),

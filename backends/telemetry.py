@@ -15,7 +15,6 @@ fake provider; the GPU run uses NVML.
 import os
 import statistics
 import threading
-import time
 from typing import Any, Dict, List, Optional, Sequence
 
 # key -> unit, for one device sample

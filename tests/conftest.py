@@ -30,3 +30,27 @@ def run_in_backend(name: str, code: str, timeout: int = 600) -> str:
 @pytest.fixture
 def in_backend():
     return run_in_backend
+
+
+def run_backend(framework: str, tmp_path, timeout: int = 600, **fields):
+    """Write a spec, run the backend's command() in its environment as the local executor would
+    (same environment variables); return (RunResult, CompletedProcess)."""
+    import importlib
+
+    from backends.protocol import RunSpec, read_result, write_spec
+    from compare import frameworks
+    from compare.executors.local import run_env
+    fw = frameworks.get(framework)
+    defaults = dict(framework=fw.name, backend=fw.backend, batch_size=4, image_size=32,
+                    warmup_steps=2, steps=4, windows=2)
+    defaults.update(fields)
+    spec = RunSpec(**defaults)
+    spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
+    write_spec(str(spec_path), spec)
+    backend = importlib.import_module("backends." + fw.backend)
+    cmd = backend.command(backend_python(fw.name), spec, str(spec_path), str(result_path))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env(spec, ROOT),
+                          timeout=timeout, cwd=str(tmp_path))
+    assert result_path.exists(), "no result file; exit {}:\n{}".format(
+        proc.returncode, proc.stderr[-4000:])
+    return read_result(str(result_path)), proc

@@ -1,5 +1,4 @@
 """The command line: every bad input is one line on stderr and exit code 2."""
-import json
 
 import pytest
 

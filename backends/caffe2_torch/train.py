@@ -3,14 +3,13 @@
 Imported only inside the backend's environment (it needs torch).
 """
 import os
-import platform
 from typing import Any, Dict, Optional
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from ..harness import Trainer
+from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
 from .resnet50 import ResNet50, trainable_parameters
 
@@ -39,17 +38,6 @@ def _init_distributed(spec: RunSpec):
     if world > 1:
         dist.init_process_group("nccl" if spec.device == "cuda" else "gloo")
     return rank, local_rank, world
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 class TorchTrainer(Trainer):
@@ -178,7 +166,7 @@ class TorchTrainer(Trainer):
             settings["process_group"] = dist.get_backend()
         return {
             "framework_version": "torch " + torch.__version__,
-            "device_name": torch.cuda.get_device_name(self.device) if cuda else _cpu_name(),
+            "device_name": torch.cuda.get_device_name(self.device) if cuda else cpu_name(),
             "settings": settings,
         }
 

@@ -5,14 +5,13 @@ One process drives N contexts (mx.gpu(i), or mx.cpu(i) on CPU-only machines) thr
 `device`, as the Dell study ran MXNet; under a Horovod launcher each process drives one context.
 """
 import os
-import platform
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from ..harness import Trainer
+from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
 from .resnet50 import ResNet50, trainable_parameters
 
@@ -93,17 +92,6 @@ def resolve_precision(precision: str, ctx: mx.Context) -> Dict[str, Any]:
         amp.init(target_dtype="bfloat16")
         return {"dtype": "float32", "amp": "bfloat16", "loss_scale": 1.0}
     return {"dtype": "float32", "amp": None, "loss_scale": 1.0}
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 def _gpu_name(ctx: mx.Context) -> str:
@@ -214,7 +202,7 @@ class MXNetTrainer(Trainer):
         }
         return {
             "framework_version": "mxnet " + mx.__version__,
-            "device_name": _gpu_name(self.contexts[0]) if gpu else _cpu_name(),
+            "device_name": _gpu_name(self.contexts[0]) if gpu else cpu_name(),
             "settings": settings,
         }
 

@@ -5,12 +5,11 @@ Imported only inside the backend's environment (it needs tensorflow). Distributi
 process (N logical CPU devices on a CPU), `single` otherwise. See docs/tf_horovod.md.
 """
 import os
-import platform
-from typing import Any, Dict, Optional
+from typing import Any, Dict
 
 import tensorflow as tf
 
-from ..harness import Trainer
+from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
 from .launch import DISTRIBUTIONS
 from .resnet50 import non_trainable_parameters, resnet50, trainable_parameters
@@ -39,17 +38,6 @@ def resolve_precision(precision: str, gpus) -> str:
     policy = POLICIES[precision]
     tf.keras.mixed_precision.set_global_policy(policy)
     return policy
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 def _distribution(spec: RunSpec) -> str:
@@ -209,7 +197,7 @@ class TFTrainer(Trainer):
                 settings["distribution_note"] = os.environ["COMPARE_TF_FALLBACK"]
         if not self.gpus and self.spec.precision == "fp16":
             settings["note"] = "fp16 on CPU: runs, but CPUs have no fp16 tensor cores"
-        name = _cpu_name()
+        name = cpu_name()
         if self.gpus:
             name = tf.config.experimental.get_device_details(self.gpus[0]).get("device_name", "gpu")
             build = tf.sysconfig.get_build_info()

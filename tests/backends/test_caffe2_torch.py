@@ -1,7 +1,5 @@
 """The PyTorch backend, run for real on the CPU in its own environment."""
-import json
-
-from tests.conftest import run_in_backend
+from tests.conftest import run_backend, run_in_backend
 
 RESNET50_TRAINABLE = 25557032  # torchvision's count for resnet50
 RESNET50_BN_RUNNING_STATS = 53120
@@ -35,15 +33,8 @@ print(losses[0], losses[-1])
 
 
 def _run_spec(tmp_path, **kw):
-    spec = dict(schema_version=1, framework="caffe2", backend="caffe2_torch", batch_size=4,
-                image_size=32, warmup_steps=1, steps=2, windows=2)
-    spec.update(kw)
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    run_in_backend("caffe2", "import sys; from backends.caffe2_torch.__main__ import _setup; "
-                   "from backends.harness import main; main(_setup, [sys.argv[1], sys.argv[2]])"
-                   .replace("sys.argv[1]", repr(str(tmp_path / "spec.json")))
-                   .replace("sys.argv[2]", repr(str(tmp_path / "result.json"))))
-    return json.loads((tmp_path / "result.json").read_text())
+    result, _ = run_backend("caffe2", tmp_path, warmup_steps=1, steps=2, **kw)
+    return result.to_dict()
 
 
 def test_fp32_records_tf32_off(tmp_path):

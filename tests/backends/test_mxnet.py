@@ -10,33 +10,21 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from backends import mxnet as mxnet_backend
-from backends.protocol import RunSpec, read_result, write_spec
-from tests.conftest import ROOT, backend_python, run_in_backend
+from backends.protocol import RunSpec
+from tests import conftest
+from tests.conftest import ROOT, run_in_backend
 
 TORCH_TRAINABLE = 25557032
 BN_RUNNING_STATS = 53120
 
 
 def run_backend(tmp_path, timeout=600, **fields):
-    """Write a spec, run the backend's command() in its environment; return (RunResult, proc)."""
-    defaults = dict(framework="mxnet", backend="mxnet", batch_size=4, image_size=32,
-                    warmup_steps=2, steps=4, windows=2)
-    defaults.update(fields)
-    spec = RunSpec(**defaults)
-    spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
-    write_spec(str(spec_path), spec)
-    cmd = mxnet_backend.command(backend_python("mxnet"), spec, str(spec_path), str(result_path))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd=str(tmp_path))
-    assert result_path.exists(), "no result file; exit {}:\n{}".format(
-        proc.returncode, proc.stderr[-4000:])
-    return read_result(str(result_path)), proc
+    """Run one spec of this backend through its command(); return (RunResult, proc)."""
+    return conftest.run_backend("mxnet", tmp_path, timeout, **fields)
 
 
 def test_trainable_parameters_equal_the_pytorch_model():

@@ -12,30 +12,16 @@ import sys
 import pytest
 
 from backends.protocol import RunSpec, read_result, write_spec
-from backends import tf_horovod
-from tests.conftest import ROOT, backend_python, run_in_backend
+from tests import conftest
+from tests.conftest import ROOT, run_in_backend
 
 TORCH_TRAINABLE = 25557032
 BN_RUNNING_STATS = 53120
 
 
 def run_backend(tmp_path, timeout=600, **fields):
-    """Write a spec, run the backend's command() in its environment; return the RunResult."""
-    defaults = dict(framework="tf", backend="tf_horovod", batch_size=4, image_size=32,
-                    warmup_steps=2, steps=4, windows=2)
-    defaults.update(fields)
-    spec = RunSpec(**defaults)
-    spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
-    write_spec(str(spec_path), spec)
-    cmd = tf_horovod.command(backend_python("tf"), spec, str(spec_path), str(result_path))
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    if spec.precision == "fp32":
-        env["NVIDIA_TF32_OVERRIDE"] = "0"  # as the executor sets it
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
-                          cwd=str(tmp_path))
-    assert result_path.exists(), "no result file; exit {}:\n{}".format(
-        proc.returncode, proc.stderr[-4000:])
-    return read_result(str(result_path)), proc
+    """Run one spec of this backend through its command(); return (RunResult, proc)."""
+    return conftest.run_backend("tf", tmp_path, timeout, **fields)
 
 
 def test_trainable_parameters_equal_the_pytorch_model():
@@ -47,7 +33,7 @@ def test_trainable_parameters_equal_the_pytorch_model():
     trainable, running_stats = map(int, out.split()[-2:])
     assert trainable == TORCH_TRAINABLE
     assert running_stats == BN_RUNNING_STATS
-    torch = pytest.importorskip("torch")  # the dev env has torch: check the twin itself
+    pytest.importorskip("torch")  # the dev env has torch: check the twin itself
     from backends.caffe2_torch.resnet50 import ResNet50, trainable_parameters
     assert trainable == trainable_parameters(ResNet50(1000))
 
