@@ -43,7 +43,7 @@ def _check_writable(root: Path) -> None:
 
 class Campaign:
     def __init__(self, root: Path):
-        self.root = Path(root)
+        self.root = Path(root).absolute()  # backends run with another cwd: every path absolute
 
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any]) -> "Campaign":

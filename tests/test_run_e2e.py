@@ -61,9 +61,12 @@ def test_a_crashing_run_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     assert "nonexistent" in crashed["reason"] and "Traceback" in crashed["stderr_tail"]
 
 
-def test_report_skips_a_corrupt_result(tmp_path, capsys):
+def test_report_skips_a_corrupt_result(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a relative --results, as a user types it
     campaign = tmp_path / "c"
-    _compare(["run", "--frameworks", "caffe2", "--results", str(campaign)] + TINY, capsys)
+    _compare(["run", "--frameworks", "caffe2", "--results", "c"] + TINY, capsys)
+    result = json.loads((campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text())
+    assert result["status"] == "ok", result["reason"]
     (campaign / "results" / "broken.json").write_text("{not json")
     out, err = _compare(["report", str(campaign)], capsys)
     assert "compare: warning: skipped corrupt result broken.json" in err
