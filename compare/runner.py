@@ -134,7 +134,7 @@ def execute(cfg: RunConfig) -> int:
     from . import report
     from .executors.base import failure
     from .progress import SweepProgress
-    console = Console(stderr=True)
+    console = Console(stderr=True, markup=False, highlight=False)  # reasons may hold [brackets]
     executor, description = make_executor(cfg, console.print)
     campaign = _open_campaign(cfg)  # bad --results fails here, before anything is printed
     console.print(description)

@@ -45,7 +45,7 @@ def build(
     """Build each framework's image unless one of the same inputs exists; print name, id, size, time."""
     from rich.console import Console
     from .. import images
-    console = Console(stderr=True)
+    console = Console(stderr=True, markup=False, highlight=False)
     fws = _frameworks(frameworks)
     for path, flag in ((wheelhouse, "--wheelhouse"), (ca_bundle, "--ca-bundle")):
         if path is not None and not path.exists():
