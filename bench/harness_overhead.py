@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def compare_run(a, folder: Path) -> float:
     cmd = [sys.executable, "-m", "compare", "run", "--frameworks", "caffe2", "--gpus", "1",
+           "--executor", "local",
            "--device", a.device, "--precision", a.precision, "--batch-size", str(a.batch_size),
            "--image-size", str(a.image_size), "--steps", str(a.steps), "--warmup", str(a.warmup),
            "--results", str(folder)]
@@ -30,9 +31,16 @@ def compare_run(a, folder: Path) -> float:
     return result["images_per_sec"]
 
 
+def torch_python(device: str) -> str:
+    """The interpreter `compare run` uses for PyTorch here: the bare loop must use the same."""
+    sys.path.insert(0, str(ROOT))
+    from compare import envs, frameworks
+    return envs.resolve(frameworks.get("caffe2"), device, {}).python
+
+
 def bare_run(a) -> float:
     bare_extra = (["--compile"] if a.compile else []) + (["--cuda-graphs"] if a.cuda_graphs else [])
-    cmd = [sys.executable, str(ROOT / "bench" / "bare_loop.py"), "--device", a.device,
+    cmd = [torch_python(a.device), str(ROOT / "bench" / "bare_loop.py"), "--device", a.device,
            "--precision", a.precision, "--batch-size", str(a.batch_size), "--image-size",
            str(a.image_size), "--steps", str(a.steps), "--warmup", str(a.warmup)] + bare_extra
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
