@@ -1,4 +1,5 @@
 """Shared fixtures: backend interpreters (managed environments) and a runner for code inside them."""
+import json
 import os
 import subprocess
 import sys
@@ -54,3 +55,28 @@ def run_backend(framework: str, tmp_path, timeout: int = 600, **fields):
     assert result_path.exists(), "no result file; exit {}:\n{}".format(
         proc.returncode, proc.stderr[-4000:])
     return read_result(str(result_path)), proc
+
+
+_TORCH_LAYERS = None
+
+
+def torch_layers() -> dict:
+    """The PyTorch model's layers, read in its own environment (the host test venv has no torch):
+    trainable shapes in order, every conv's stride, and [stride, kernel shape] of the main-path
+    convs (downsample branches left out). The other backends' twins are checked against these."""
+    global _TORCH_LAYERS
+    if _TORCH_LAYERS is None:
+        out = run_in_backend("caffe2", """
+import json
+from torch import nn
+from backends.caffe2_torch.resnet50 import ResNet50
+m = ResNet50(1000)
+convs = [(n, c) for n, c in m.named_modules() if isinstance(c, nn.Conv2d)]
+print(json.dumps({
+    "shapes": [list(p.shape) for p in m.parameters()],
+    "strides": [c.stride[0] for _, c in convs],
+    "main_convs": [[c.stride[0], [c.kernel_size[0], c.kernel_size[1], c.in_channels, c.out_channels]]
+                   for n, c in convs if "downsample" not in n]}))
+""")
+        _TORCH_LAYERS = json.loads(out.strip().splitlines()[-1])
+    return _TORCH_LAYERS

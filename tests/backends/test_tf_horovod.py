@@ -13,7 +13,7 @@ import pytest
 
 from backends.protocol import RunSpec, read_result, write_spec
 from tests import conftest
-from tests.conftest import ROOT, run_in_backend
+from tests.conftest import ROOT, run_in_backend, torch_layers
 
 TORCH_TRAINABLE = 25557032
 BN_RUNNING_STATS = 53120
@@ -33,9 +33,6 @@ def test_trainable_parameters_equal_the_pytorch_model():
     trainable, running_stats = map(int, out.split()[-2:])
     assert trainable == TORCH_TRAINABLE
     assert running_stats == BN_RUNNING_STATS
-    pytest.importorskip("torch")  # the dev env has torch: check the twin itself
-    from backends.caffe2_torch.resnet50 import ResNet50, trainable_parameters
-    assert trainable == trainable_parameters(ResNet50(1000))
 
 
 def test_same_architecture_as_pytorch_layer_by_layer():
@@ -47,14 +44,7 @@ def test_same_architecture_as_pytorch_layer_by_layer():
         "print(json.dumps([[l.strides[0], l.kernel.shape.as_list()] for l in m.layers "
         "if l.__class__.__name__ == 'Conv2D' and 'down' not in l.name]))"))
     keras_convs = json.loads(out.strip().splitlines()[-1])
-    pytest.importorskip("torch")
-    from torch import nn
-    from backends.caffe2_torch.resnet50 import ResNet50
-    torch_convs = [[m.stride[0], [m.kernel_size[0], m.kernel_size[1], m.in_channels,
-                                  m.out_channels]]
-                   for name, m in ResNet50(1000).named_modules()
-                   if isinstance(m, nn.Conv2d) and "downsample" not in name]
-    assert keras_convs == torch_convs
+    assert keras_convs == torch_layers()["main_convs"]
 
 
 def test_loss_falls_on_one_fixed_batch():
