@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+RESNET50_TRAINABLE = 25557032  # torchvision's count for resnet50 (ResNet-50 v1.5, 1000 classes)
+RESNET50_BN_RUNNING_STATS = 53120  # BN running mean/var: not trained, counted by Keras and Gluon
 sys.path.insert(0, str(ROOT))
 
 

@@ -1,8 +1,6 @@
 """The PyTorch backend, run for real on the CPU in its own environment."""
-from tests.conftest import run_backend, run_in_backend
-
-RESNET50_TRAINABLE = 25557032  # torchvision's count for resnet50
-RESNET50_BN_RUNNING_STATS = 53120
+from tests.conftest import (RESNET50_BN_RUNNING_STATS, RESNET50_TRAINABLE, run_backend,
+                            run_in_backend)
 
 
 def test_resnet50_v15_parameter_count():

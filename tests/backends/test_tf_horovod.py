@@ -15,8 +15,8 @@ from backends.protocol import RunSpec, read_result, write_spec
 from tests import conftest
 from tests.conftest import ROOT, run_in_backend, torch_layers
 
-TORCH_TRAINABLE = 25557032
-BN_RUNNING_STATS = 53120
+TORCH_TRAINABLE = conftest.RESNET50_TRAINABLE
+BN_RUNNING_STATS = conftest.RESNET50_BN_RUNNING_STATS
 
 
 def run_backend(tmp_path, timeout=600, **fields):
