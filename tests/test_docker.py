@@ -112,3 +112,22 @@ def test_an_unchanged_image_is_not_rebuilt(engine):
     proc = _compare(["images", "build", "--cpu", "--frameworks", "caffe2"])
     name = images.image_name(frameworks.get("caffe2"), "cpu")
     assert proc.stdout.startswith("caffe2   {} ".format(name)) and "up to date" in proc.stdout
+
+
+def test_containers_left_by_a_killed_sweep_are_removed_before_the_campaign_goes_on(engine, tmp_path):
+    from compare.executors.docker import DockerExecutor
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    image = images.wanted(frameworks.get("caffe2"), "cpu")
+    orphan = engine.containers.run(image, ["sleep", "600"], detach=True, network_mode="host",
+                                   labels={"org.compare.campaign": str(campaign.root.resolve())})
+    try:
+        executor = DockerExecutor("cpu")
+        result = executor.run(RunSpec("caffe2", "caffe2_torch", image_size=32, batch_size=4,
+                                      steps=2, warmup_steps=1, windows=2), campaign, timeout=600)
+        assert result.status == "ok", result.reason
+        assert not _leftover_containers(engine, campaign.root)
+    finally:
+        try:
+            orphan.remove(force=True)
+        except Exception:
+            pass

@@ -104,14 +104,30 @@ class DockerExecutor:
         self.variant = images.variant_of(device)
         self.log = log
         self.memlock = -1  # NGC: unlimited; lowered once if the engine may not lift it
+        self._reaped = set()  # campaigns already cleared of containers left by a killed sweep
 
     def image(self, fw: frameworks.Framework):
         """fw's image object; docker.errors.ImageNotFound (with Docker's message) if missing."""
         return self.client.images.get(images.wanted(fw, self.variant))
 
+    def reap(self, campaign: Campaign) -> int:
+        """Remove this campaign's containers left running by a sweep that was killed (a killed
+        `compare` cannot stop its container): a resumed sweep must not share the machine with
+        them. Returns how many were removed."""
+        label = "org.compare.campaign={}".format(campaign.root.resolve())
+        stale = self.client.containers.list(all=True, filters={"label": label})
+        for container in stale:
+            container.remove(force=True)
+        if stale:
+            self.log("removed {} container(s) left by an earlier, killed sweep".format(len(stale)))
+        return len(stale)
+
     def run(self, spec: RunSpec, campaign: Campaign, timeout: float) -> RunResult:
         import docker
         started = now()
+        if campaign.root not in self._reaped:
+            self._reaped.add(campaign.root)
+            self.reap(campaign)
         fw = frameworks.get(spec.framework)
         name = images.wanted(fw, self.variant)
         try:
