@@ -125,13 +125,8 @@ def framework_bars(df: pd.DataFrame) -> Optional[Chart]:
     if ok.framework.nunique() < 2:
         return None
     plt = _plt()
-    keys = ok[["precision", "batch_size", "image_size", "gpus"]].drop_duplicates()
-    labels = ["{} b{} {}px ×{}".format(*k) for k in keys.itertuples(index=False)]
-    series = []
-    for fw, f in ok.groupby("framework", sort=False):
-        by = {"{} b{} {}px ×{}".format(r.precision, r.batch_size, r.image_size, r.gpus):
-              r.images_per_sec for r in f.itertuples()}
-        series.append((_name(fw), [by.get(lab) for lab in labels], COLORS.get(fw)))
+    labels, series = _grouped(ok, ["precision", "batch_size", "image_size", "gpus"],
+                              "{} b{} {}px ×{}", "images_per_sec")
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(labels) + 3), 4.2))
     _bars(ax, labels, series, "{:.0f}")
     ax.set_ylabel("images/sec (whole job)")
@@ -141,6 +136,17 @@ def framework_bars(df: pd.DataFrame) -> Optional[Chart]:
                  _png(fig))
 
 
+def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str):
+    """Bar groups: one label per distinct `keys` setting, one series per framework (None where
+    that framework has no figure for the setting)."""
+    labels = [fmt.format(*k) for k in ok[keys].drop_duplicates().itertuples(index=False)]
+    series = []
+    for fw, f in ok.groupby("framework", sort=False):
+        by = {fmt.format(*(getattr(r, k) for k in keys)): getattr(r, value) for r in f.itertuples()}
+        series.append((_name(fw), [by.get(lab) for lab in labels], COLORS.get(fw)))
+    return labels, series
+
+
 def energy(df: pd.DataFrame) -> Optional[Chart]:
     """img/s per W, where NVML measured power."""
     ok = _ok(df)
@@ -148,13 +154,8 @@ def energy(df: pd.DataFrame) -> Optional[Chart]:
     if not len(ok):
         return None
     plt = _plt()
-    labels = ["{} b{} ×{}".format(*k) for k in
-              ok[["precision", "batch_size", "gpus"]].drop_duplicates().itertuples(index=False)]
-    series = []
-    for fw, f in ok.groupby("framework", sort=False):
-        by = {"{} b{} ×{}".format(r.precision, r.batch_size, r.gpus): r.images_per_watt
-              for r in f.itertuples()}
-        series.append((_name(fw), [by.get(lab) for lab in labels], COLORS.get(fw)))
+    labels, series = _grouped(ok, ["precision", "batch_size", "gpus"], "{} b{} ×{}",
+                              "images_per_watt")
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels) + 3), 4))
     _bars(ax, labels, series, "{:.2f}")
     ax.set_ylabel("images/sec per watt")
