@@ -82,3 +82,14 @@ print(json.dumps({
 """)
         _TORCH_LAYERS = json.loads(out.strip().splitlines()[-1])
     return _TORCH_LAYERS
+
+
+TINY_RUN = ["--batch-size", "4", "--image-size", "32", "--steps", "2", "--warmup", "1", "--windows", "1"]
+
+
+def run_compare(args, timeout: int = 1500, env=None) -> subprocess.CompletedProcess:
+    """`python -m compare ARGS` from the repo root, as a user types it; asserts exit code 0."""
+    proc = subprocess.run([sys.executable, "-m", "compare"] + list(args), cwd=str(ROOT), text=True,
+                          capture_output=True, env=dict(os.environ, **(env or {})), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc

@@ -5,8 +5,6 @@ missing engine or image fails these tests. Elsewhere they are skipped with the r
 """
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ import pytest
 from backends.protocol import RunSpec
 from compare import frameworks, images
 from compare.store import Campaign
+from tests.conftest import run_compare
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "1",
@@ -35,10 +34,7 @@ def engine():
 
 
 def _compare(args, env=None):
-    proc = subprocess.run([sys.executable, "-m", "compare"] + args, cwd=str(ROOT), text=True,
-                          capture_output=True, env=dict(os.environ, **(env or {})), timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return proc
+    return run_compare(args, timeout=1800, env=env)
 
 
 def _results(campaign):

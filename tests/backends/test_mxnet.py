@@ -16,7 +16,7 @@ import pytest
 from backends import mxnet as mxnet_backend
 from backends.protocol import RunSpec
 from tests import conftest
-from tests.conftest import ROOT, run_in_backend, torch_layers
+from tests.conftest import ROOT, TINY_RUN, run_compare, run_in_backend, torch_layers
 
 TORCH_TRAINABLE = conftest.RESNET50_TRAINABLE
 BN_RUNNING_STATS = conftest.RESNET50_BN_RUNNING_STATS
@@ -158,22 +158,13 @@ def test_backend_package_is_stdlib_only_and_python38():
     assert proc.stdout.strip() == "False", proc.stderr
 
 
-@pytest.mark.skipif(not (ROOT / "compare" / "cli.py").exists(), reason="compare run not built yet")
 def test_compare_run_sweeps_contexts_and_precisions_and_reports(tmp_path):
     """The host CLI end to end: 1 and 2 contexts x fp32, bf16, fp16; fp16 is a recorded
     `unsupported` with MXNet's reason and the sweep goes on past it."""
     campaign = tmp_path / "campaign"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    run = subprocess.run(
-        [sys.executable, "-m", "compare", "run", "--frameworks", "mxnet", "--gpus", "1,2",
-         "--precision", "fp16,fp32,bf16", "--quick", "--batch-size", "4", "--image-size", "32",
-         "--steps", "2", "--warmup", "1", "--windows", "1", "--results", str(campaign)],
-        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=1200)
-    assert run.returncode == 0, run.stderr[-4000:]
-    report = subprocess.run(
-        [sys.executable, "-m", "compare", "report", str(campaign), "--format", "json"],
-        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=300)
-    assert report.returncode == 0, report.stderr[-4000:]
+    run_compare(["run", "--frameworks", "mxnet", "--gpus", "1,2", "--precision", "fp16,fp32,bf16",
+                 "--quick", "--results", str(campaign)] + TINY_RUN, timeout=1200)
+    run_compare(["report", str(campaign), "--format", "json"], timeout=300)
     rows = json.loads((campaign / "report" / "report.json").read_text())
     cells = {(r["precision"], r["gpus"]): r for r in rows}
     assert set(cells) == {(p, n) for p in ("fp16", "fp32", "bf16") for n in (1, 2)}

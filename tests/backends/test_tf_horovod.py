@@ -6,14 +6,12 @@ MirroredStrategy over logical CPU devices); a TF crash is a recorded `failed` re
 """
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from backends.protocol import RunSpec, read_result, write_spec
 from tests import conftest
-from tests.conftest import ROOT, run_in_backend, torch_layers
+from tests.conftest import TINY_RUN, run_compare, run_in_backend, torch_layers
 
 TORCH_TRAINABLE = conftest.RESNET50_TRAINABLE
 BN_RUNNING_STATS = conftest.RESNET50_BN_RUNNING_STATS
@@ -171,21 +169,12 @@ def test_tensorflow_out_of_memory_is_classified_as_oom():
     assert out.split()[-2:] == ["True", "False"]
 
 
-@pytest.mark.skipif(not (ROOT / "compare" / "cli.py").exists(), reason="compare run not built yet")
 def test_compare_run_sweeps_workers_and_precisions_and_reports(tmp_path):
     """The host CLI end to end: 1 and 2 workers x fp32, bf16; 2 workers run under Horovod."""
     campaign = tmp_path / "campaign"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    run = subprocess.run(
-        [sys.executable, "-m", "compare", "run", "--frameworks", "tf", "--gpus", "1,2",
-         "--precision", "fp32,bf16", "--quick", "--batch-size", "4", "--image-size", "32",
-         "--steps", "2", "--warmup", "1", "--windows", "1", "--results", str(campaign)],
-        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=1500)
-    assert run.returncode == 0, run.stderr[-4000:]
-    report = subprocess.run(
-        [sys.executable, "-m", "compare", "report", str(campaign), "--format", "json"],
-        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=300)
-    assert report.returncode == 0, report.stderr[-4000:]
+    run_compare(["run", "--frameworks", "tf", "--gpus", "1,2", "--precision", "fp32,bf16",
+                 "--quick", "--results", str(campaign)] + TINY_RUN)
+    run_compare(["report", str(campaign), "--format", "json"], timeout=300)
     rows = json.loads((campaign / "report" / "report.json").read_text())
     cells = {(r["precision"], r["gpus"]): r for r in rows}
     assert set(cells) == {(p, n) for p in ("fp32", "bf16") for n in (1, 2)}
@@ -195,17 +184,11 @@ def test_compare_run_sweeps_workers_and_precisions_and_reports(tmp_path):
         assert cell["distribution"] == ("horovod" if n > 1 else "single")
 
 
-@pytest.mark.skipif(not (ROOT / "compare" / "cli.py").exists(), reason="compare run not built yet")
 def test_compare_run_can_force_mirrored_strategy(tmp_path):
     campaign = tmp_path / "campaign"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    run = subprocess.run(
-        [sys.executable, "-m", "compare", "run", "--frameworks", "tf", "--gpus", "2",
-         "--precision", "fp32", "--quick", "--batch-size", "4", "--image-size", "32",
-         "--steps", "2", "--warmup", "1", "--windows", "1", "--option", "distribution=mirrored",
-         "--results", str(campaign)],
-        capture_output=True, text=True, env=env, cwd=str(ROOT), timeout=900)
-    assert run.returncode == 0, run.stderr[-4000:]
+    run_compare(["run", "--frameworks", "tf", "--gpus", "2", "--precision", "fp32", "--quick",
+                 "--option", "distribution=mirrored", "--results", str(campaign)] + TINY_RUN,
+                timeout=900)
     results = [read_result(str(p)) for p in (campaign / "results").glob("*.json")]
     assert len(results) == 1
     assert results[0].status == "ok", results[0].reason
