@@ -16,9 +16,19 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from . import options as opts
 from . import telemetry
 from .protocol import RunResult, RunSpec, Unsupported, read_spec, write_result
 
+# every backend accepts these besides its own: they make a run fail on purpose, so that the
+# recording of failures (a crash, one rank dying, a hang) can be tested with real processes
+COMMON_OPTIONS = (
+    opts.Option("fail_at", "str", "testing: raise an error as the backend starts (before the "
+                "framework is imported), once the trainer is set up, or before the timed steps",
+                choices=("start", "setup", "timed")),
+    opts.Option("fail_rank", "int", "testing: with fail_at, only this rank fails (default: all)",
+                minimum=0),
+)
 ENV_KEYS = ("NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "COMPARE_IMAGE",
             "COMPARE_EXECUTOR", "COMPARE_ENV")
 
@@ -77,13 +87,26 @@ def window_sizes(steps: int, windows: int) -> List[int]:
     return [base + (1 if i < extra else 0) for i in range(n)]
 
 
+class InjectedFailure(RuntimeError):
+    """Raised where the spec's options ask for a failure (COMMON_OPTIONS)."""
+
+
+def _inject_failure(spec: RunSpec, phase: str, rank: int) -> None:
+    o = spec.options
+    if o.get("fail_at") == phase and o.get("fail_rank", rank) == rank:
+        raise InjectedFailure("fail_at={} on rank {} (asked for by the spec's options)".format(
+            phase, rank))
+
+
 def measure(trainer: Trainer, spec: RunSpec) -> Dict[str, Any]:
     """Warm up, then time the windows. Returns the measured fields of a RunResult."""
+    _inject_failure(spec, "setup", trainer.rank)
     for _ in range(spec.warmup_steps):
         trainer.step()
     first_loss = trainer.loss() if spec.warmup_steps else None
     trainer.sync()
     trainer.barrier()
+    _inject_failure(spec, "timed", trainer.rank)
     window_times = []
     sizes = window_sizes(spec.steps, spec.windows)
     sampler = telemetry.for_spec(spec, trainer.rank)  # GPU power etc.; nulls on CPU
@@ -163,8 +186,12 @@ def _now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
-def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer]) -> RunResult:
-    """Set up the trainer, measure it, and (on rank 0) write the result. Never raises."""
+def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
+        declared: Sequence[opts.Option] = ()) -> RunResult:
+    """Set up the trainer, measure it, and (on rank 0) write the result. Never raises.
+
+    `declared`: the backend's options; spec.options is checked and typed against them first.
+    """
     started = _now()
     random.seed(spec.seed)
     trainer = None  # type: Optional[Trainer]
@@ -172,10 +199,14 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer]) ->
     status, reason = "ok", None
     try:
         spec.validate()
+        spec.options = opts.parse(tuple(declared) + COMMON_OPTIONS, spec.options, spec.framework)
+        _inject_failure(spec, "start", env_rank())
         trainer = setup(spec)
         fields.update(measure(trainer, spec))
     except Unsupported as exc:
         status, reason = "unsupported", str(exc)
+    except opts.OptionError as exc:
+        status, reason = "failed", "option {}".format(exc)
     except Exception as exc:  # the framework's failure is a result, not a crash of the sweep
         traceback.print_exc()
         status = "oom" if is_oom(exc) else "failed"
@@ -205,11 +236,12 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer]) ->
     return result
 
 
-def main(setup: Callable[[RunSpec], Trainer], argv: Optional[List[str]] = None) -> int:
+def main(setup: Callable[[RunSpec], Trainer], argv: Optional[List[str]] = None,
+         declared: Sequence[opts.Option] = ()) -> int:
     """Entry point of `python -m backends.X SPEC_JSON RESULT_JSON`."""
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
         sys.stderr.write("usage: python -m backends.<backend> SPEC_JSON RESULT_JSON\n")
         return 2
-    result = run(read_spec(argv[0]), argv[1], setup)
+    result = run(read_spec(argv[0]), argv[1], setup, declared)
     return 0 if result.status in ("ok", "unsupported", "skipped") else 1

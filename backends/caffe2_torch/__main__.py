@@ -2,6 +2,7 @@
 import sys
 
 from ..harness import main
+from . import OPTIONS
 
 
 def _setup(spec):
@@ -10,4 +11,4 @@ def _setup(spec):
 
 
 if __name__ == "__main__":
-    sys.exit(main(_setup))
+    sys.exit(main(_setup, declared=OPTIONS))

@@ -9,9 +9,13 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from .. import options, policy
 from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
+from . import OPTIONS
 from .resnet50 import ResNet50, trainable_parameters
+
+SGD_IMPL = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}
 
 
 def resolve_precision(precision: str, device: torch.device) -> Optional[torch.dtype]:
@@ -20,20 +24,15 @@ def resolve_precision(precision: str, device: torch.device) -> Optional[torch.dt
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
     torch.set_float32_matmul_precision("high" if tf32 else "highest")
-    if device.type == "cpu" and precision == "tf32":
-        raise Unsupported("tf32 is an NVIDIA tensor-core mode; the CPU has none (use fp32 or bf16)")
-    if device.type == "cuda" and precision == "bf16" and not torch.cuda.is_bf16_supported():
-        raise Unsupported("bf16 needs compute capability 8.0+, this GPU is "
-                          "{}.{}".format(*torch.cuda.get_device_capability(device)))
+    capability = torch.cuda.get_device_capability(device) if device.type == "cuda" else None
+    policy.check_precision(precision, device.type, capability)
     return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
 
 
 def _init_distributed(spec: RunSpec):
     """Join the torchrun process group if there is one; return (rank, local_rank, world)."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world != spec.gpus:
-        raise RuntimeError("spec asks for {} workers but the launcher started {}".format(
-            spec.gpus, world))
+    policy.check_workers(spec.gpus, world, "torchrun")
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if world > 1:
         dist.init_process_group("nccl" if spec.device == "cuda" else "gloo")
@@ -43,7 +42,9 @@ def _init_distributed(spec: RunSpec):
 class TorchTrainer(Trainer):
     def __init__(self, spec: RunSpec):
         self.spec = spec
-        opts = spec.options
+
+        def opt(key):
+            return options.value(OPTIONS, spec.options, key)
         self.rank, local_rank, self.world = _init_distributed(spec)
         if spec.device == "cuda":
             if not torch.cuda.is_available():
@@ -55,10 +56,12 @@ class TorchTrainer(Trainer):
         else:
             self.device = torch.device("cpu")
             # each worker gets its share of the cores, so N workers do not oversubscribe them
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // self.world))
+            torch.set_num_threads(policy.cpu_threads(self.world))
         self.amp_dtype = resolve_precision(spec.precision, self.device)
         torch.manual_seed(spec.seed)
-        self.channels_last = opts.get("channels_last", spec.device == "cuda")
+        self.channels_last = opt("channels_last")
+        if self.channels_last is None:
+            self.channels_last = spec.device == "cuda"
         fmt = torch.channels_last if self.channels_last else torch.contiguous_format
         model = ResNet50(spec.num_classes).to(self.device, memory_format=fmt)
         self.parameters = trainable_parameters(model)
@@ -68,12 +71,12 @@ class TorchTrainer(Trainer):
             model = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[local_rank] if spec.device == "cuda" else None,
                 broadcast_buffers=False, gradient_as_bucket_view=True)
-        self.compile_mode = opts.get("compile_mode", "default")
+        self.compile_mode = opt("compile_mode")
         self.model = torch.compile(model, mode=self.compile_mode) if spec.compile else model
-        self.optimizer_impl = opts.get("optimizer", "fused" if spec.device == "cuda" else "foreach")
+        self.optimizer_impl = opt("optimizer") or ("fused" if spec.device == "cuda" else "foreach")
         self.optimizer = torch.optim.SGD(
             model.parameters(), lr=spec.learning_rate, momentum=spec.momentum,
-            **{self.optimizer_impl: True})
+            **SGD_IMPL[self.optimizer_impl])
         self.scaler = torch.amp.GradScaler(self.device.type) if spec.precision == "fp16" else None
         # the synthetic batch lives on the device once, as tf_cnn_benchmarks does
         g = torch.Generator(device="cpu").manual_seed(spec.seed + self.rank)
@@ -83,7 +86,7 @@ class TorchTrainer(Trainer):
         self.labels = labels.to(self.device)
         self._loss = None
         self.graph = None
-        self.cuda_graphs = bool(opts.get("cuda_graphs", False))
+        self.cuda_graphs = opt("cuda_graphs")
         if self.cuda_graphs:
             self._capture()
 
@@ -142,20 +145,23 @@ class TorchTrainer(Trainer):
 
     def describe(self) -> Dict[str, Any]:
         cuda = self.device.type == "cuda"
-        settings = {
-            "trainable_parameters": self.parameters,
-            "channels_last": self.channels_last,
-            "compile": self.spec.compile,
-            "compile_mode": self.compile_mode if self.spec.compile else None,
-            "cuda_graphs": self.graph is not None,
-            "optimizer": "sgd-momentum-" + self.optimizer_impl,
-            "autocast_dtype": str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else None,
-            "grad_scaler": self.scaler is not None,
-            "allow_tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
-            "allow_tf32_cudnn": torch.backends.cudnn.allow_tf32,
-            "float32_matmul_precision": torch.get_float32_matmul_precision(),
-            "num_threads": torch.get_num_threads(),
-        }
+        # read back from the tensors, not from the option: what really ran
+        nhwc = self.images.is_contiguous(memory_format=torch.channels_last) and \
+            not self.images.is_contiguous()
+        settings = policy.settings(
+            trainable_parameters=self.parameters, optimizer_impl=self.optimizer_impl,
+            precision=self.spec.precision,
+            loss_scaling="dynamic" if self.scaler is not None else None,
+            tf32=torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
+            layout="NHWC" if nhwc else "NCHW",
+            compiler="torch.compile " + self.compile_mode if self.spec.compile else None,
+            threads=torch.get_num_threads(),
+            channels_last=nhwc,
+            cuda_graphs=self.graph is not None,
+            autocast_dtype=str(self.amp_dtype).replace("torch.", "") if self.amp_dtype else None,
+            allow_tf32_matmul=torch.backends.cuda.matmul.allow_tf32,
+            allow_tf32_cudnn=torch.backends.cudnn.allow_tf32,
+            float32_matmul_precision=torch.get_float32_matmul_precision())
         if cuda:
             settings.update(cuda_version=torch.version.cuda,
                             cudnn_version=torch.backends.cudnn.version(),

@@ -3,6 +3,7 @@ import os
 import sys
 
 from ..harness import main
+from . import OPTIONS
 
 
 def _setup(spec):
@@ -14,4 +15,4 @@ def _setup(spec):
 
 
 if __name__ == "__main__":
-    sys.exit(main(_setup))
+    sys.exit(main(_setup, declared=OPTIONS))

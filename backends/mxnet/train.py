@@ -1,8 +1,8 @@
-"""MXNet trainer for the harness: Gluon ResNet-50, SGD, precision, kvstore or Horovod over contexts.
+"""MXNet trainer for the harness: Gluon ResNet-50, SGD, precision, a kvstore over contexts.
 
 Imported only inside the backend's environment (it needs mxnet 1.9.x and numpy < 1.24).
 One process drives N contexts (mx.gpu(i), or mx.cpu(i) on CPU-only machines) through a kvstore
-`device`, as the Dell study ran MXNet; under a Horovod launcher each process drives one context.
+`device`, as the Dell study ran MXNet.
 """
 import os
 from typing import Any, Dict, List
@@ -11,37 +11,24 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
+from .. import options, policy
 from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
+from . import OPTIONS
 from .resnet50 import ResNet50, trainable_parameters
 
-KVSTORE = "device"  # what the Dell study ran: reduce on the GPUs, no parameter server
 FP16_LOSS_SCALE = 128.0  # static, as NVIDIA's MXNet ResNet-50 example: no host sync per step
 
 
-def _horovod():
-    """horovod.mxnet when this process was started by a Horovod/MPI launcher, else None."""
-    if not any(k in os.environ for k in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")):
-        return None
-    try:
-        import horovod.mxnet as hvd
-    except ImportError:
-        return None
-    hvd.init()
-    return hvd
-
-
-def _contexts(spec: RunSpec, hvd) -> List[mx.Context]:
-    """The contexts this process drives: one per worker, or its own one under Horovod."""
+def _contexts(spec: RunSpec) -> List[mx.Context]:
+    """The contexts this process drives: one per worker."""
     if spec.device == "cuda":
         have = mx.context.num_gpus()
-        if have < (1 if hvd else spec.gpus):
+        if have < spec.gpus:
             raise Unsupported("spec asks for {} GPUs, mxnet {} sees {}".format(
                 spec.gpus, mx.__version__, have))
-        if hvd:
-            return [mx.gpu(hvd.local_rank())]
         return [mx.gpu(i) for i in range(spec.gpus)]
-    return [mx.cpu(0)] if hvd else [mx.cpu(i) for i in range(spec.gpus)]
+    return [mx.cpu(i) for i in range(spec.gpus)]
 
 
 def _low_dtype(name: str):
@@ -68,14 +55,11 @@ def _probe(ctx: mx.Context, dtype: str) -> None:
 def resolve_precision(precision: str, ctx: mx.Context) -> Dict[str, Any]:
     """Decide how `precision` runs on `ctx`: the cast dtype, AMP, loss scale. One place only."""
     gpu = ctx.device_type == "gpu"
+    capability = None
+    if gpu:
+        capability = divmod(mx.util.get_cuda_compute_capability(ctx), 10)
+    policy.check_precision(precision, "cuda" if gpu else "cpu", capability)
     if precision == "tf32":
-        if not gpu:
-            raise Unsupported("tf32 is an NVIDIA tensor-core mode; the CPU has none "
-                              "(use fp32 or bf16)")
-        major = mx.util.get_cuda_compute_capability(ctx) // 10
-        if major < 8:
-            raise Unsupported("tf32 needs compute capability 8.0+ (Ampere), this GPU has {}.x"
-                              .format(major))
         if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
             raise Unsupported("tf32 asked for, but NVIDIA_TF32_OVERRIDE=0 switches it off")
     if precision == "fp32" and gpu and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0":
@@ -112,14 +96,10 @@ def _gpu_name(ctx: mx.Context) -> str:
 class MXNetTrainer(Trainer):
     def __init__(self, spec: RunSpec):
         self.spec = spec
-        self.hvd = _horovod()
-        if self.hvd is not None and self.hvd.size() != spec.gpus:
-            raise RuntimeError("spec asks for {} workers but the launcher started {}".format(
-                spec.gpus, self.hvd.size()))
-        self.rank = self.hvd.rank() if self.hvd is not None else 0
-        self.contexts = _contexts(spec, self.hvd)
+        self.kvstore = options.value(OPTIONS, spec.options, "kvstore")
+        self.contexts = _contexts(spec)
         self.precision = resolve_precision(spec.precision, self.contexts[0])
-        mx.random.seed(spec.seed + self.rank)
+        mx.random.seed(spec.seed)
         net = ResNet50(spec.num_classes)
         self.parameters = trainable_parameters(net)
         net.initialize(ctx=self.contexts)  # initialised once, copied to every context
@@ -129,8 +109,8 @@ class MXNetTrainer(Trainer):
         self.net = net
         self.trainer = self._make_trainer(net.collect_params())
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
-        # gradients are summed over contexts (and averaged over Horovod workers by its trainer):
-        # rescale by the images this process sees, times the static loss scale
+        # gradients are summed over contexts: rescale by the images of all contexts, times the
+        # static loss scale
         self.step_scale = spec.batch_size * len(self.contexts) * self.precision["loss_scale"]
         self.images, self.labels = self._synthetic_batches()
         self._losses = []  # type: List[mx.nd.NDArray]
@@ -138,12 +118,8 @@ class MXNetTrainer(Trainer):
     def _make_trainer(self, params) -> gluon.Trainer:
         opts = {"learning_rate": self.spec.learning_rate, "momentum": self.spec.momentum,
                 "multi_precision": self.precision["dtype"] == "float16"}
-        if self.hvd is not None:
-            self.distribution = "horovod"
-            self.hvd.broadcast_parameters(params, root_rank=0)
-            return self.hvd.DistributedTrainer(params, "sgd", opts)
         self.distribution = "kvstore" if len(self.contexts) > 1 else "single"
-        return gluon.Trainer(params, "sgd", opts, kvstore=KVSTORE)
+        return gluon.Trainer(params, "sgd", opts, kvstore=self.kvstore)
 
     def _synthetic_batches(self):
         """One random batch per context, created on that context once (as tf_cnn_benchmarks)."""
@@ -172,10 +148,6 @@ class MXNetTrainer(Trainer):
     def sync(self) -> None:
         mx.nd.waitall()
 
-    def barrier(self) -> None:
-        if self.hvd is not None:
-            self.hvd.allreduce(mx.nd.zeros((1,), ctx=self.contexts[0]), name="barrier").wait_to_read()
-
     def loss(self) -> float:
         if not self._losses:
             return float("nan")
@@ -184,22 +156,24 @@ class MXNetTrainer(Trainer):
     def describe(self) -> Dict[str, Any]:
         features = mx.runtime.Features()
         gpu = self.contexts[0].device_type == "gpu"
-        settings = {
-            "trainable_parameters": self.parameters,
-            "contexts": [str(ctx) for ctx in self.contexts],
-            "hybridize": "static_alloc, static_shape",
-            "optimizer": "sgd-momentum" + ("-multi_precision" if self.precision["dtype"] == "float16"
-                                           else ""),
-            "dtype": self.precision["dtype"],
-            "amp_target_dtype": self.precision["amp"],
-            "loss_scale": self.precision["loss_scale"] if self.spec.precision == "fp16" else None,
-            "kvstore": KVSTORE if self.distribution == "kvstore" else None,
-            "update_on_kvstore": getattr(self.trainer, "_update_on_kvstore", None),
-            "numpy_version": np.__version__,
-            "features": sorted(f for f in ("MKLDNN", "CUDA", "CUDNN", "NCCL", "TENSORRT")
-                               if features.is_enabled(f)),
-            "nvidia_tf32_override": os.environ.get("NVIDIA_TF32_OVERRIDE"),
-        }
+        fp16 = self.precision["dtype"] == "float16"
+        settings = policy.settings(
+            trainable_parameters=self.parameters,
+            optimizer_impl="gluon" + ("-multi_precision" if fp16 else ""),
+            precision=self.spec.precision,
+            loss_scaling="static {:g}".format(self.precision["loss_scale"]) if fp16 else None,
+            tf32=gpu and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0", layout="NCHW",
+            compiler="hybridize", threads=None,
+            contexts=[str(ctx) for ctx in self.contexts],
+            hybridize="static_alloc, static_shape",
+            dtype=self.precision["dtype"],
+            amp_target_dtype=self.precision["amp"],
+            kvstore=self.kvstore if self.distribution == "kvstore" else None,
+            update_on_kvstore=getattr(self.trainer, "_update_on_kvstore", None),
+            numpy_version=np.__version__,
+            features=sorted(f for f in ("MKLDNN", "CUDA", "CUDNN", "NCCL", "TENSORRT")
+                            if features.is_enabled(f)),
+            nvidia_tf32_override=os.environ.get("NVIDIA_TF32_OVERRIDE"))
         return {
             "framework_version": "mxnet " + mx.__version__,
             "device_name": _gpu_name(self.contexts[0]) if gpu else cpu_name(),

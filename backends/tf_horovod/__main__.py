@@ -7,6 +7,7 @@ import os
 import sys
 
 from ..harness import main
+from . import OPTIONS
 
 
 def _setup(spec):
@@ -20,7 +21,7 @@ def _entry(argv):
         code = launch(argv[0], argv[1])
         if code is not None:
             return code
-    return main(_setup, argv)
+    return main(_setup, argv, declared=OPTIONS)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,9 @@ import sys
 import time
 from typing import List, Optional
 
-from .. import harness
+from .. import harness, options
 from ..protocol import RunSpec, SchemaError, Unsupported, read_spec
-
-DISTRIBUTIONS = ("auto", "horovod", "mirrored")
-MODULE = "backends.tf_horovod"
+from . import DISTRIBUTIONS, MODULE, OPTIONS
 
 
 def horovod_tensorflow_built() -> bool:
@@ -41,7 +39,7 @@ def _record(spec: RunSpec, result_path: str, error: Exception) -> int:
     """Write the result of a run that never got to a trainer (through the harness, as usual)."""
     def setup(_spec):
         raise error
-    result = harness.run(spec, result_path, setup)
+    result = harness.run(spec, result_path, setup, OPTIONS)
     return 0 if result.status in ("ok", "unsupported", "skipped") else 1
 
 
@@ -51,7 +49,7 @@ def launch(spec_path: str, result_path: str) -> Optional[int]:
         spec = read_spec(spec_path)
     except (OSError, SchemaError):
         return None  # the harness reports it
-    choice = spec.options.get("distribution", "auto")
+    choice = options.value(OPTIONS, spec.options, "distribution")
     if spec.gpus == 1 or choice not in DISTRIBUTIONS or choice == "mirrored":
         return None  # train.py rejects an unknown choice with the valid ones
     if not horovod_tensorflow_built():

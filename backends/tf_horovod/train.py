@@ -9,9 +9,10 @@ from typing import Any, Dict
 
 import tensorflow as tf
 
+from .. import options, policy
 from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
-from .launch import DISTRIBUTIONS
+from . import OPTIONS
 from .resnet50 import non_trainable_parameters, resnet50, trainable_parameters
 
 POLICIES = {"fp32": "float32", "tf32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
@@ -25,27 +26,25 @@ def keras_version() -> str:
     return version
 
 
+def opt(spec: RunSpec, key: str):
+    return options.value(OPTIONS, spec.options, key)
+
+
 def resolve_precision(precision: str, gpus) -> str:
     """Set TF32 and the Keras policy for `precision`; return the policy name."""
     tf.config.experimental.enable_tensor_float_32_execution(precision == "tf32")
-    if not gpus and precision == "tf32":
-        raise Unsupported("tf32 is an NVIDIA tensor-core mode; the CPU has none (use fp32 or bf16)")
-    if gpus and precision in ("tf32", "bf16"):
-        cc = tf.config.experimental.get_device_details(gpus[0]).get("compute_capability", (0, 0))
-        if tuple(cc) < (8, 0):
-            raise Unsupported("{} needs compute capability 8.0+, this GPU is {}.{}".format(
-                precision, *cc))
-    policy = POLICIES[precision]
-    tf.keras.mixed_precision.set_global_policy(policy)
-    return policy
+    capability = None
+    if gpus:
+        capability = tuple(tf.config.experimental.get_device_details(gpus[0]).get(
+            "compute_capability", (0, 0)))
+    policy.check_precision(precision, "cuda" if gpus else "cpu", capability)
+    name = POLICIES[precision]
+    tf.keras.mixed_precision.set_global_policy(name)
+    return name
 
 
 def _distribution(spec: RunSpec) -> str:
     """Which kind of run this process is part of (launch.py made the choice)."""
-    choice = spec.options.get("distribution", "auto")
-    if choice not in DISTRIBUTIONS:
-        raise ValueError("options.distribution {!r}; valid: {}".format(
-            choice, ", ".join(DISTRIBUTIONS)))
     if "HOROVOD_RANK" in os.environ:
         return "horovod"
     return "mirrored" if spec.gpus > 1 else "single"
@@ -53,7 +52,6 @@ def _distribution(spec: RunSpec) -> str:
 
 def _configure_devices(spec: RunSpec, distribution: str, world: int, local_rank: int):
     """Threads and device visibility; must run before TF touches a device. Returns GPU list."""
-    opts = spec.options
     if spec.device == "cuda":
         gpus = tf.config.list_physical_devices("GPU")
         if not gpus:
@@ -70,8 +68,8 @@ def _configure_devices(spec: RunSpec, distribution: str, world: int, local_rank:
     tf.config.set_visible_devices([], "GPU")
     # each worker (process or logical device) gets its share of the cores, as the torch backend
     tf.config.threading.set_intra_op_parallelism_threads(
-        int(opts.get("intra_op_threads", max(1, (os.cpu_count() or 1) // world))))
-    tf.config.threading.set_inter_op_parallelism_threads(int(opts.get("inter_op_threads", 2)))
+        opt(spec, "intra_op_threads") or policy.cpu_threads(world))
+    tf.config.threading.set_inter_op_parallelism_threads(opt(spec, "inter_op_threads"))
     if distribution == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
@@ -82,7 +80,6 @@ def _configure_devices(spec: RunSpec, distribution: str, world: int, local_rank:
 class TFTrainer(Trainer):
     def __init__(self, spec: RunSpec):
         self.spec = spec
-        opts = spec.options
         self.distribution = _distribution(spec)
         self.hvd = None
         local_rank, world = 0, spec.gpus
@@ -90,14 +87,13 @@ class TFTrainer(Trainer):
             import horovod.tensorflow as hvd
             hvd.init()
             self.hvd, self.rank, local_rank, world = hvd, hvd.rank(), hvd.local_rank(), hvd.size()
-            if world != spec.gpus:
-                raise RuntimeError("spec asks for {} workers but horovodrun started {}".format(
-                    spec.gpus, world))
+            policy.check_workers(spec.gpus, world, "horovodrun")
         self.world = world
         self.gpus = _configure_devices(spec, self.distribution, world, local_rank)
         self.policy = resolve_precision(spec.precision, self.gpus)
-        self.data_format = opts.get("data_format", "channels_last")
-        self.xla = bool(opts.get("xla", spec.compile))  # --compile means XLA here
+        self.data_format = opt(spec, "data_format")
+        xla = opt(spec, "xla")
+        self.xla = spec.compile if xla is None else xla  # --compile means XLA here
         self.strategy = self._strategy()
         tf.random.set_seed(spec.seed)  # same initial weights everywhere (Horovod broadcasts too)
         with self.strategy.scope():
@@ -173,20 +169,21 @@ class TFTrainer(Trainer):
         return float(self._loss.numpy()) if self._loss is not None else float("nan")
 
     def describe(self) -> Dict[str, Any]:
-        settings = {
-            "trainable_parameters": self.parameters,
-            "non_trainable_parameters": non_trainable_parameters(self.model),
-            "tensor_float_32_execution": tf.config.experimental.tensor_float_32_execution_enabled(),
-            "policy": tf.keras.mixed_precision.global_policy().name,
-            "loss_scaling": self.policy == "mixed_float16",
-            "xla": self.xla,
-            "data_format": self.data_format,
-            "keras_version": keras_version(),
-            "optimizer": "keras SGD momentum",
-            "allreduce": self.allreduce,
-            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_op_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-        }
+        tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+        settings = policy.settings(
+            trainable_parameters=self.parameters, optimizer_impl="keras",
+            precision=self.spec.precision,
+            loss_scaling="dynamic" if self.policy == "mixed_float16" else None, tf32=tf32,
+            layout="NHWC" if self.data_format == "channels_last" else "NCHW",
+            compiler="xla" if self.xla else None,
+            threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
+            non_trainable_parameters=non_trainable_parameters(self.model),
+            tensor_float_32_execution=tf32,
+            policy=tf.keras.mixed_precision.global_policy().name,
+            xla=self.xla, data_format=self.data_format, keras_version=keras_version(),
+            allreduce=self.allreduce,
+            intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
+            inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads())
         if self.hvd is not None:
             import horovod
             settings.update(horovod_version=horovod.__version__, horovod_controller=(
