@@ -68,14 +68,14 @@ def existing(fw: Framework, variant: str) -> Optional[Path]:
 
 
 def parse_overrides(items) -> Dict[str, str]:
-    """['caffe2=/usr/bin/python3'] -> {'caffe2': '/usr/bin/python3'} (framework names resolved)."""
-    from .frameworks import get
+    """['NAME=/usr/bin/python3'] -> {'NAME': '/usr/bin/python3'} (framework names resolved)."""
+    from .frameworks import get, names
     out = {}
     for item in items or []:
         name, sep, path = item.partition("=")
         if not sep or not path:
-            raise UserError("--python {!r}: expected FRAMEWORK=PATH, e.g. caffe2=/usr/bin/python3"
-                            .format(item))
+            raise UserError("--python {!r}: expected FRAMEWORK=PATH, e.g. {}=/usr/bin/python3"
+                            .format(item, names()[0]))
         if not Path(path).exists():
             raise UserError("--python {!r}: no interpreter at {}".format(item, path))
         out[get(name).name] = path

@@ -1,10 +1,15 @@
-"""Registry of frameworks: names and aliases -> backend package, environment, container image.
+"""Registry of frameworks: names and aliases -> backend package, environment, image, colour.
 
-Adding a framework is adding a folder under backends/ and one entry here. The host never imports
-a framework; it only names the backend module that runs inside the framework's environment.
+Adding a framework is a folder `backends/<backend>/` (command(), OPTIONS, the trainer), its pinned
+`compare/requirements/<backend>-<cpu|cuda>.txt`, one `register(...)` below, and its tests.
+Everything else on the host (help texts, chart colours, image names, wheelhouse, doctor, reports)
+is derived from this registry. The host never imports a framework; it only names the backend
+module that runs inside the framework's environment (and imports that module's stdlib-only
+`__init__` for its command line and declared options).
 """
+import importlib
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from .errors import UserError
 
@@ -16,27 +21,59 @@ class Framework:
     backend: str  # package under backends/: python -m backends.<backend> SPEC RESULT
     display: str  # how reports name it
     import_name: str  # module an interpreter must have to run this backend
-    ngc_image: str  # pinned NGC image for GPU machines (containers/<backend>/Dockerfile)
+    ngc_image: str  # pinned NGC image for GPU machines (the BASE_IMAGE of containers/Dockerfile)
+    color: str  # its colour in every chart
+    system_packages: Tuple[str, ...] = ()  # Debian packages its CPU image needs besides Python
     available: bool = True
     unavailable_reason: str = ""
 
+    def module(self):
+        """backends.<backend>: stdlib only at import time (command(), OPTIONS)."""
+        return importlib.import_module("backends." + self.backend)
 
-FRAMEWORKS: Tuple[Framework, ...] = (
-    Framework("tf", ("tensorflow", "tf_horovod", "horovod"), "tf_horovod",
-              "TensorFlow (+Horovod)", "tensorflow", "nvcr.io/nvidia/tensorflow:24.03-tf2-py3"),
-    Framework("mxnet", ("mx",), "mxnet", "MXNet", "mxnet", "nvcr.io/nvidia/mxnet:23.09-py3"),
-    Framework("caffe2", ("torch", "pytorch", "caffe2_torch"), "caffe2_torch",
-              "PyTorch (Caffe2)", "torch", "nvcr.io/nvidia/pytorch:24.03-py3"),
-)
+    def options(self) -> Tuple:
+        """The `--option` keys this backend reads: its own, then those every backend has."""
+        from backends.harness import COMMON_OPTIONS
+        return tuple(getattr(self.module(), "OPTIONS", ())) + COMMON_OPTIONS
 
+
+FRAMEWORKS: List[Framework] = []
 _BY_NAME: Dict[str, Framework] = {}
-for _fw in FRAMEWORKS:
-    for _n in (_fw.name,) + _fw.aliases:
-        _BY_NAME[_n] = _fw
+
+
+def register(fw: Framework) -> Framework:
+    """Add a framework; its name and aliases must be new."""
+    for n in (fw.name,) + fw.aliases:
+        if n in _BY_NAME:
+            raise ValueError("framework name {!r} is registered twice".format(n))
+    FRAMEWORKS.append(fw)
+    for n in (fw.name,) + fw.aliases:
+        _BY_NAME[n] = fw
+    return fw
+
+
+register(Framework("tf", ("tensorflow", "tf_horovod", "horovod"), "tf_horovod",
+                   "TensorFlow (+Horovod)", "tensorflow", "nvcr.io/nvidia/tensorflow:24.03-tf2-py3",
+                   "#e8710a"))
+register(Framework("mxnet", ("mx",), "mxnet", "MXNet", "mxnet", "nvcr.io/nvidia/mxnet:23.09-py3",
+                   "#1a73e8",
+                   # the mxnet wheel links system libraries minimal bases lack
+                   system_packages=("libgomp1", "libquadmath0", "libgfortran5")))
+register(Framework("caffe2", ("torch", "pytorch", "caffe2_torch"), "caffe2_torch",
+                   "PyTorch (Caffe2)", "torch", "nvcr.io/nvidia/pytorch:24.03-py3", "#8e24aa"))
 
 
 def names() -> List[str]:
     return [fw.name for fw in FRAMEWORKS]
+
+
+def choices() -> str:
+    """'tf, mxnet, caffe2': for help texts and error messages."""
+    return ", ".join(names())
+
+
+def available() -> List[Framework]:
+    return [fw for fw in FRAMEWORKS if fw.available]
 
 
 def get(name: str) -> Framework:
@@ -44,18 +81,34 @@ def get(name: str) -> Framework:
     try:
         return _BY_NAME[name.strip().lower()]
     except KeyError:
-        raise UserError("unknown framework {!r}; choose from {}".format(
-            name, ", ".join(names()))) from None
+        raise UserError("unknown framework {!r}; choose from {}".format(name, choices())) from None
 
 
 def parse(csv: str) -> List[Framework]:
     """'tf,torch' -> [tf, caffe2], in the given order, duplicates dropped."""
     items = [s for s in (x.strip() for x in csv.split(",")) if s]
     if not items:
-        raise UserError("--frameworks is empty; choose from {}".format(", ".join(names())))
+        raise UserError("--frameworks is empty; choose from {}".format(choices()))
     out: List[Framework] = []
     for item in items:
         fw = get(item)
         if fw not in out:
             out.append(fw)
     return out
+
+
+def display(name: str) -> str:
+    """How reports name a framework; a result from a framework no longer registered keeps its name."""
+    fw = _BY_NAME.get(str(name).lower())
+    return fw.display if fw else str(name)
+
+
+def color(name: str):
+    """A framework's chart colour (None: matplotlib picks one)."""
+    fw = _BY_NAME.get(str(name).lower())
+    return fw.color if fw else None
+
+
+def order(present: Sequence[str]) -> List[str]:
+    """The names in `present`, in registry order (the report's row and baseline order)."""
+    return [n for n in names() if n in set(present)]

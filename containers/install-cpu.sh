@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# Runs inside `docker build` of every CPU image (containers/<backend>/Dockerfile.cpu), from the
-# build context's build/ folder that `compare images build --cpu` assembles:
+# Runs inside `docker build` of every CPU image (containers/Dockerfile.cpu), from the build
+# context's build/ folder that `compare images build --cpu` assembles:
+#   build/system-packages   Debian packages the framework needs (its registry entry), maybe none
 #   build/requirements.txt  the pinned compare/requirements/<backend>-cpu.txt (managed-env pins)
 #   build/setup.sh          compare/requirements/<backend>.setup.sh where the backend has one
 #   build/ca.crt            --ca-bundle (a TLS-intercepting proxy's CA), empty without
 # pip reads PIP_FIND_LINKS / PIP_NO_INDEX from the build args (--wheelhouse). Leaves /opt/venv.
 set -euo pipefail
 B=/tmp/build
+need=$(cat "$B/system-packages")
 if ! python3 -c "import venv, ensurepip" 2>/dev/null; then  # a base image without Python
+    need="$need python3 python3-venv python3-pip ca-certificates"
+fi
+missing=""
+for pkg in $need; do dpkg -s "$pkg" >/dev/null 2>&1 || missing="$missing $pkg"; done
+if [ -n "$missing" ]; then
     apt-get update
-    apt-get install -y --no-install-recommends python3 python3-venv python3-pip ca-certificates
+    apt-get install -y --no-install-recommends $missing
     rm -rf /var/lib/apt/lists/*
 fi
 if [ -s "$B/ca.crt" ]; then export PIP_CERT="$B/ca.crt"; fi

@@ -16,8 +16,8 @@ DIR="${1:-$CACHE/wheelhouse}"
 PY="${PYTHON:-python3}"
 mkdir -p "$DIR"
 download() { "$PY" -m pip download -q --only-binary :all: -d "$DIR" "$@"; }
-for backend in tf_horovod mxnet caffe2_torch; do
-    download -r "compare/requirements/$backend-cpu.txt"
+for pins in compare/requirements/*-cpu.txt; do  # every framework's CPU pins
+    download -r "$pins"
 done
 download wheel "cmake>=3.13,<4"
 for whl in "$CACHE"/wheels/horovod-*/horovod-*.whl; do

@@ -1,8 +1,8 @@
 """`compare images build`: the backends' container images, through the Docker SDK.
 
     compare images build --cpu --wheelhouse ~/.cache/compare/wheelhouse --ca-bundle "$PIP_CERT"
-    compare images build --frameworks tf,caffe2          # GPU images on the pinned NGC bases
-    compare images list
+    compare images build --frameworks NAME,NAME         # GPU images on the pinned NGC bases
+    compare images list [--cpu]
 
 An image whose inputs (Dockerfile, backends/, pins) are unchanged is kept, not rebuilt.
 """
@@ -11,18 +11,18 @@ from typing import Optional
 
 import typer
 
+from .. import frameworks as fws
 from ..errors import UserError
 
 app = typer.Typer(help="Build and list the backends' container images.", no_args_is_help=True)
 
 
 def _frameworks(csv: Optional[str]):
-    from .. import frameworks as fws
-    return fws.parse(csv) if csv else [f for f in fws.FRAMEWORKS if f.available]
+    return fws.parse(csv) if csv else fws.available()
 
 
 def _engine():
-    from .. import images
+    from ..executors import docker_images as images
     c, why = images.engine()
     if c is None:
         raise UserError(why + "; start dockerd, or run without containers (--executor local)")
@@ -31,7 +31,8 @@ def _engine():
 
 @app.command()
 def build(
-    frameworks: Optional[str] = typer.Option(None, help="Comma list: tf, mxnet, caffe2 (default: all)."),
+    frameworks: Optional[str] = typer.Option(None, help="Comma list of {} (default: all).".format(
+        fws.choices())),
     cpu: bool = typer.Option(False, "--cpu", help="The CPU twins (Dockerfile.cpu): pinned CPU wheels."),
     base_image: Optional[str] = typer.Option(
         None, help="BASE_IMAGE build arg (default: the NGC image; --cpu: compare/base:bookworm "
@@ -44,12 +45,14 @@ def build(
 ):
     """Build each framework's image unless one of the same inputs exists; print name, id, size, time."""
     from rich.console import Console
-    from .. import images
+
+    from ..executors import docker_images as images
     console = Console(stderr=True, markup=False, highlight=False)
     fws = _frameworks(frameworks)
     for path, flag in ((wheelhouse, "--wheelhouse"), (ca_bundle, "--ca-bundle")):
         if path is not None and not path.exists():
-            raise UserError("{} {}: no such {}".format(flag, path, "folder" if flag == "--wheelhouse" else "file"))
+            raise UserError("{} {}: no such {}".format(
+                flag, path, "folder" if flag == "--wheelhouse" else "file"))
     c = _engine()
     variant = "cpu" if cpu else "gpu"
     failed = 0
@@ -68,12 +71,14 @@ def build(
 
 @app.command("list")
 def list_images(cpu: bool = typer.Option(False, "--cpu", help="The CPU twins.")):
-    """The image each framework runs with now, and whether it is built."""
-    from .. import images
-    c = _engine()
+    """The image each framework runs with now, and whether it is built (without an engine: the
+    names its images would have)."""
+    from ..executors import docker_images as images
+    c, why = images.engine()
     variant = "cpu" if cpu else "gpu"
     for fw in _frameworks(None):
         name = images.wanted(fw, variant)
-        img = images.find(c, name)
+        img = images.find(c, name) if c else None
         print("{:<8} {} {}".format(fw.name, name, "{} {:.0f} MB".format(
-            img.id[7:19], img.attrs["Size"] / 1e6) if img else "not built"))
+            img.id[7:19], img.attrs["Size"] / 1e6) if img else "not built" if c else
+            "(no Docker engine answers)"))

@@ -1,7 +1,8 @@
 """What every executor shares: reading the backend's result back, or recording why there is none."""
 import datetime
+import os
 from pathlib import Path
-from typing import Optional
+from typing import Dict, Optional
 
 from backends.protocol import RunResult, RunSpec, SchemaError, read_result
 
@@ -10,6 +11,25 @@ TAIL_CHARS = 4000
 
 def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_env(spec: RunSpec, code_dir: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment a backend process runs with: this one's, plus the run's own variables."""
+    env = dict(os.environ)
+    env.update(own_env(spec, code_dir))
+    if spec.precision != "fp32":
+        env.pop("NVIDIA_TF32_OVERRIDE", None)
+    env.update(extra or {})
+    return env
+
+
+def own_env(spec: RunSpec, code_dir) -> Dict[str, str]:
+    """The variables a run sets whatever runs it: the staged backends on PYTHONPATH, unbuffered
+    output, the seed, and true FP32 (no library may pick TF32 behind our back) for fp32."""
+    env = {"PYTHONPATH": str(code_dir), "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": str(spec.seed)}
+    if spec.precision == "fp32":
+        env["NVIDIA_TF32_OVERRIDE"] = "0"
+    return env
 
 
 def tail(path: Path, chars: int = TAIL_CHARS) -> str:
@@ -43,8 +63,8 @@ def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_
         if result.status != "ok":
             result.stderr_tail = stderr_tail or None
         return result
-    last = [l for l in stderr_tail.splitlines() if l.strip()]
-    oom = any("out of memory" in l.lower() or "MemoryError" in l for l in last[-20:])
+    last = [line for line in stderr_tail.splitlines() if line.strip()]
+    oom = any("out of memory" in line.lower() or "MemoryError" in line for line in last[-20:])
     if returncode is not None and returncode in (-9, 137) and not last:
         oom = True  # killed by the kernel's OOM killer leaves no message of its own
     reason = "exited with code {} and wrote no result{}".format(

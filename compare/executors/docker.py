@@ -1,38 +1,35 @@
 """Docker executor: one container per run, through the Docker SDK (no shell strings).
 
-    compare run --executor docker --frameworks tf,mxnet,caffe2 --gpus 1,2 --quick
+    compare run --executor docker --gpus 1,2 --quick
 
 Each run gets its GPUs (device_requests), NGC's recommended IPC and ulimits, the spec (read-only)
 and a per-run output folder, and runs the backend's own command() with the image's python. The
-image is compare/<backend>:<version>-<cpu|gpu>-<hash> (compare/images.py). A timeout, an OOM
-kill, a missing image or a container that does not start is a recorded result; the sweep goes on.
+image is compare/<backend>:<version>-<cpu|gpu>-<hash> (docker_images.py); a missing one is built
+first, with its progress shown. A timeout, an OOM kill, an image that does not build or a
+container that does not start is a recorded result; the sweep goes on.
 """
 import os
 import resource
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from backends.protocol import RunResult, RunSpec
 
-from .. import frameworks, images
-from ..errors import UserError
-from ..store import Campaign
-from .base import collect, failure, now
-from .local import run_env
+from ..frameworks import Framework, get
+from . import Context, Executor
+from . import docker_images as images
+from .base import collect, failure, now, own_env
 
 SPEC_IN = "/compare/spec.json"  # the spec, mounted read-only
 OUT_IN = "/compare/out"  # the run's output folder (result.json), mounted read-write
 SHM_SIZE = "1g"  # NGC: --shm-size=1g --ulimit memlock=-1 --ulimit stack=67108864
 STACK_BYTES = 64 * 1024 * 1024
-EXECUTORS = ("auto", "local", "docker")
-OWN_ENV = ("PYTHONPATH", "PYTHONUNBUFFERED", "PYTHONHASHSEED", "NVIDIA_TF32_OVERRIDE")
 
 
 def container_env(spec: RunSpec, extra: Dict[str, str]) -> Dict[str, str]:
-    """The run's environment as the local executor decides it (TF32 off for fp32, seed, ...),
-    minus the host's own variables, which have no business inside the image."""
-    env = run_env(spec, Path(images.CODE_DIR), extra)
-    return {k: v for k, v in env.items() if k in OWN_ENV or k in extra}
+    """The run's own variables (TF32 off for fp32, seed, ...) and `extra`; none of the host's,
+    which have no business inside the image."""
+    return dict(own_env(spec, images.CODE_DIR), **extra)
 
 
 def gpu_ids(count: int) -> Optional[List[str]]:
@@ -67,50 +64,67 @@ def run_kwargs(spec: RunSpec, image: str, command: List[str], spec_path: Path, o
     return kwargs
 
 
-def choose(requested: str, fws: List[frameworks.Framework], device: str,
-           overrides: Dict[str, str]) -> Tuple[str, str]:
-    """(executor name, why): docker when an engine answers and the images are built, else local."""
-    if requested not in EXECUTORS:
-        raise UserError("unknown executor {!r}; choose from {}".format(requested, ", ".join(EXECUTORS)))
-    if requested == "local":
-        return "local", "--executor local"
-    client, why = images.engine()
-    if requested == "docker":
-        if client is None:
-            raise UserError("--executor docker: {}; use --executor local".format(why))
-        return "docker", "--executor docker"
-    if overrides:
-        return "local", "--python names interpreters, which run outside containers"
-    if client is None:
-        return "local", why
-    variant = images.variant_of(device)
-    missing = images.missing(client, fws, variant)
-    if missing:
-        return "local", "the Docker engine answers but {} not built (compare images build{})".format(
-            ", ".join(missing) + (" is" if len(missing) == 1 else " are"),
-            " --cpu" if variant == "cpu" else "")
-    return "docker", "the Docker engine answers and the {} images are built".format(variant)
-
-
 def _message(exc: BaseException) -> str:
     return str(getattr(exc, "explanation", None) or exc).strip()
 
 
-class DockerExecutor:
+class DockerExecutor(Executor):
     name = "docker"
 
-    def __init__(self, device: str, log: Callable[[str], None] = lambda s: None):
+    @classmethod
+    def available(cls, ctx: Context) -> Tuple[bool, str]:
+        """An engine must answer. `auto` also wants every image built already (a build can take
+        minutes); `--executor docker` builds the missing ones itself."""
+        if ctx.overrides:
+            return False, "--python names interpreters, which run outside containers"
+        client, why = images.engine()
+        if client is None:
+            return False, why
+        variant = images.variant_of(ctx.device)
+        missing = images.missing(client, ctx.frameworks, variant)
+        if not missing:
+            return True, "the Docker engine answers and the {} images are built".format(variant)
+        names = ", ".join(missing) + (" is" if len(missing) == 1 else " are")
+        if ctx.requested == cls.name:
+            return True, "the Docker engine answers; {} not built yet and will be built first".format(
+                names)
+        return False, "the Docker engine answers but {} not built (compare images build{})".format(
+            names, " --cpu" if variant == "cpu" else "")
+
+    def __init__(self, ctx: Context):
+        super().__init__(ctx)
         self.client = images.client()
-        self.variant = images.variant_of(device)
-        self.log = log
+        self.variant = images.variant_of(ctx.device)
+        self.log = ctx.log
         self.memlock = -1  # NGC: unlimited; lowered once if the engine may not lift it
         self._reaped = set()  # campaigns already cleared of containers left by a killed sweep
+        self._build_errors: Dict[str, str] = {}  # framework -> why its image did not build
 
-    def image(self, fw: frameworks.Framework):
-        """fw's image object; docker.errors.ImageNotFound (with Docker's message) if missing."""
-        return self.client.images.get(images.wanted(fw, self.variant))
+    def image(self, fw: Framework):
+        """fw's image object, built first where it is missing (and not named by
+        COMPARE_IMAGE_<FRAMEWORK>); docker.errors.DockerException or images.ImageError if none."""
+        import docker
+        name = images.wanted(fw, self.variant)
+        try:
+            return self.client.images.get(name)
+        except docker.errors.ImageNotFound:
+            if name != images.image_name(fw, self.variant):
+                raise  # the user named an image: never build something else in its place
+        if fw.name in self._build_errors:
+            raise images.ImageError(self._build_errors[fw.name])
+        self.log("image {} is not built: building it now".format(name))
+        ca = os.environ.get("PIP_CERT")
+        try:
+            built = images.build(self.client, fw, self.variant,
+                                 ca_bundle=Path(ca) if ca and Path(ca).is_file() else None,
+                                 log=self.log)
+        except images.ImageError as exc:
+            self._build_errors[fw.name] = "image {} did not build: {}".format(name, exc)
+            raise images.ImageError(self._build_errors[fw.name]) from None
+        self.log("built {} in {:.0f} s".format(name, built.seconds))
+        return self.client.images.get(name)
 
-    def reap(self, campaign: Campaign) -> int:
+    def reap(self, campaign) -> int:
         """Remove this campaign's containers left running by a sweep that was killed (a killed
         `compare` cannot stop its container): a resumed sweep must not share the machine with
         them. Returns how many were removed."""
@@ -122,24 +136,25 @@ class DockerExecutor:
             self.log("removed {} container(s) left by an earlier, killed sweep".format(len(stale)))
         return len(stale)
 
-    def run(self, spec: RunSpec, campaign: Campaign, timeout: float) -> RunResult:
+    def run(self, spec: RunSpec, campaign, timeout: float) -> RunResult:
         import docker
         started = now()
         if campaign.root not in self._reaped:
             self._reaped.add(campaign.root)
             self.reap(campaign)
-        fw = frameworks.get(spec.framework)
+        fw = get(spec.framework)
         name = images.wanted(fw, self.variant)
         try:
             image = self.image(fw)
+        except images.ImageError as exc:
+            return failure(spec, "failed", str(exc), started_at=started)
         except docker.errors.DockerException as exc:
-            return failure(spec, "failed", "image {}: {} (build it: compare images build{})".format(
-                name, _message(exc), " --cpu" if self.variant == "cpu" else ""), started_at=started)
+            return failure(spec, "failed", "image {}: {}".format(name, _message(exc)),
+                           started_at=started)
         spec_path = campaign.save_spec(spec)
         work = campaign.work_dir(spec.run_id)
         python = image.labels.get("org.compare.python", "python")
-        backend = __import__("backends." + fw.backend, fromlist=["command"])
-        command = backend.command(python, spec, SPEC_IN, OUT_IN + "/result.json")
+        command = fw.module().command(python, spec, SPEC_IN, OUT_IN + "/result.json")
         env = container_env(spec, {"COMPARE_EXECUTOR": self.name, "COMPARE_IMAGE": image.id,
                                    "HOME": "/tmp"})
         kwargs = run_kwargs(spec, image.id, command, spec_path, work, env, gpu_ids(spec.gpus),
@@ -198,7 +213,7 @@ class DockerExecutor:
         container.reload()
         return rc, timed_out, bool(container.attrs.get("State", {}).get("OOMKilled"))
 
-    def _save_logs(self, container, campaign: Campaign, run_id: str) -> Path:
+    def _save_logs(self, container, campaign, run_id: str) -> Path:
         out_path, err_path = campaign.log_paths(run_id)
         out_path.write_bytes(container.logs(stdout=True, stderr=False))
         err_path.write_bytes(container.logs(stdout=False, stderr=True))

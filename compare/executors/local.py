@@ -8,14 +8,15 @@ import shutil
 import signal
 import subprocess
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Dict, Tuple
 
 import backends
 from backends.protocol import RunResult, RunSpec
 
-from .. import envs, frameworks
-from ..store import Campaign
-from .base import collect, failure, now
+from .. import envs
+from ..frameworks import Framework, get
+from . import Context, Executor
+from .base import collect, failure, now, run_env
 
 
 def stage_backends(dest: Path) -> Path:
@@ -27,35 +28,24 @@ def stage_backends(dest: Path) -> Path:
     return dest
 
 
-def run_env(spec: RunSpec, code_dir: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """The environment a backend process runs with."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(code_dir)
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONHASHSEED"] = str(spec.seed)
-    if spec.precision == "fp32":
-        env["NVIDIA_TF32_OVERRIDE"] = "0"  # true FP32: no library may pick TF32 behind our back
-    else:
-        env.pop("NVIDIA_TF32_OVERRIDE", None)
-    env.update(extra or {})
-    return env
-
-
-class LocalExecutor:
+class LocalExecutor(Executor):
     name = "local"
 
-    def __init__(self, variant: str, overrides: Dict[str, str],
-                 log: Callable[[str], None] = lambda s: None):
-        self.variant = variant
-        self.overrides = overrides
-        self.log = log
+    @classmethod
+    def available(cls, ctx: Context) -> Tuple[bool, str]:
+        return True, "each backend runs here, in its managed environment (or --python)"
+
+    def __init__(self, ctx: Context):
+        super().__init__(ctx)
+        self.variant = ctx.device
         self._interpreters: Dict[str, object] = {}
 
-    def interpreter(self, fw: frameworks.Framework):
+    def interpreter(self, fw: Framework):
         """The interpreter for fw (cached); an envs.EnvError if it cannot be had."""
         if fw.name not in self._interpreters:
             try:
-                self._interpreters[fw.name] = envs.resolve(fw, self.variant, self.overrides, self.log)
+                self._interpreters[fw.name] = envs.resolve(fw, self.variant, self.ctx.overrides,
+                                                           self.ctx.log)
             except envs.EnvError as exc:
                 self._interpreters[fw.name] = exc
         found = self._interpreters[fw.name]
@@ -63,9 +53,9 @@ class LocalExecutor:
             raise found
         return found
 
-    def run(self, spec: RunSpec, campaign: Campaign, timeout: float) -> RunResult:
+    def run(self, spec: RunSpec, campaign, timeout: float) -> RunResult:
         started = now()
-        fw = frameworks.get(spec.framework)
+        fw = get(spec.framework)
         try:
             interp = self.interpreter(fw)
         except envs.EnvError as exc:
@@ -74,8 +64,7 @@ class LocalExecutor:
         spec_path = campaign.save_spec(spec)
         work = campaign.work_dir(spec.run_id)
         result_file = work / "result.json"
-        backend = __import__("backends." + fw.backend, fromlist=["command"])
-        cmd = backend.command(interp.python, spec, str(spec_path), str(result_file))
+        cmd = fw.module().command(interp.python, spec, str(spec_path), str(result_file))
         env = run_env(spec, code_dir, {"COMPARE_EXECUTOR": self.name,
                                        "COMPARE_ENV": interp.env_dir or interp.source})
         out_path, err_path = campaign.log_paths(spec.run_id)
