@@ -15,20 +15,23 @@ try:  # typer >= 0.2x vendors click
 except ImportError:  # pragma: no cover - older typer on real click
     from click.exceptions import UsageError
 
+from . import executors
+from . import frameworks as fws
 from .errors import UserError
 
+FRAMEWORKS_HELP = "Comma list of {} (aliases: `compare list frameworks`).".format(fws.choices())
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, help="Benchmark ResNet-50 training across frameworks.")
 list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 from .commands import images as _images  # noqa: E402  (compare images build|list)
+
 app.add_typer(_images.app, name="images")
-STATE = {"debug": False}
 
 
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")):
-    STATE["debug"] = debug
+    """(--debug is read by main() before the command line is parsed.)"""
 
 
 def _err(msg: str) -> None:
@@ -37,7 +40,7 @@ def _err(msg: str) -> None:
 
 @app.command()
 def run(
-    frameworks: str = typer.Option(None, help="Comma list: tf, mxnet, caffe2 (default: all available)."),
+    frameworks: str = typer.Option(None, help=FRAMEWORKS_HELP + " Default: all available."),
     gpus: str = typer.Option("1", help="Comma list of GPU counts (on CPU: worker processes)."),
     precision: str = typer.Option("fp32", help="Comma list of fp32, tf32, fp16, bf16."),
     batch_size: str = typer.Option("32", help="Comma list of per-GPU batch sizes."),
@@ -50,12 +53,14 @@ def run(
     results: Optional[Path] = typer.Option(None, help="Campaign folder (default results/<time>)."),
     resume: bool = typer.Option(False, help="Continue the campaign in --results; skip finished cells."),
     timeout: float = typer.Option(1800, help="Seconds before a run is killed and recorded as timeout."),
-    compile: bool = typer.Option(False, "--compile", help="torch.compile / XLA where the backend has it."),
+    compile: bool = typer.Option(False, "--compile", help="Compile the step where the backend can "
+                                 "(`compare list options` says how each does)."),
     quick: bool = typer.Option(False, help="Small images, few steps: a CPU sweep in minutes."),
     python: List[str] = typer.Option([], help="FRAMEWORK=PATH: run that backend with this python."),
-    option: List[str] = typer.Option([], help="KEY=VALUE passed to the backends (spec.options)."),
-    executor: str = typer.Option("auto", help="auto (docker if an engine answers and the images are "
-                                 "built), local or docker."),
+    option: List[str] = typer.Option([], help="KEY=VALUE (or FRAMEWORK.KEY=VALUE) switch of the "
+                                     "backends, checked against `compare list options`."),
+    executor: str = typer.Option("auto", help="auto or one of {} (`compare doctor` says which "
+                                 "can run here).".format(", ".join(executors.names()))),
 ):
     """Run the benchmark matrix and record every cell in a campaign folder."""
     from .runner import RunConfig, execute
@@ -75,25 +80,22 @@ def report(
     reference: List[str] = typer.Option([], help="Published figures to compare with: a name from "
                                         "`compare list references` or a CSV path."),
     baseline: Optional[str] = typer.Option(None, help="Framework the others are divided by "
-                                           "(default: the first present of tf, mxnet, caffe2)."),
+                                           "(default: the first present, in the order of {}).".format(
+                                               fws.choices())),
 ):
     """Print the Markdown report of a campaign and write the report files."""
-    from . import frameworks as fws
-    from . import references
-    from . import report as rep
+    from .reporting import references, write_report
+    from .reporting import report as rep
     from .store import Campaign
     formats = rep.parse_formats(format)
     refs = [references.load(r) for r in reference]
     base = fws.get(baseline).name if baseline else None
     c = Campaign.open(campaign)
-    results, errors = c.results()
-    for e in errors:
-        _err("warning: " + e)
-    df = rep.cells(results, baseline=base)
-    sys.stdout.write(rep.markdown(df, c.machine))
-    for name, ref in refs:
-        sys.stdout.write("\n" + references.markdown(name, references.compare(df, ref)))
-    for path in rep.write(df, out or c.root / "report", formats, c.machine, results):
+    text, paths, warnings = write_report(c, out or c.root / "report", formats, refs, base)
+    for w in warnings:
+        _err("warning: " + w)
+    sys.stdout.write(text)
+    for path in paths:
         _err("wrote {}".format(path))
 
 
@@ -104,8 +106,8 @@ def diff_campaigns(
     out: Optional[Path] = typer.Option(None, help="Also write diff.md, diff.csv, diff.json here."),
 ):
     """Machine versus machine: B ÷ A on every comparable cell; the others listed with the reason."""
-    from . import diff as d
-    from . import report as rep
+    from .reporting import diff as d
+    from .reporting import report as rep
     from .store import Campaign
     sides = []
     for path in (campaign_a, campaign_b):
@@ -129,7 +131,7 @@ def diff_campaigns(
 @list_app.command("references")
 def list_references():
     """Published figures shipped with compare, and the user's own (CSV files in the cache)."""
-    from . import references
+    from .reporting import references
     for name in references.available():
         print(references.describe(*references.load(name)))
     print("add your own: a CSV in {} or `compare report DIR --reference PATH.csv`".format(
@@ -139,38 +141,55 @@ def list_references():
 @list_app.command("frameworks")
 def list_frameworks():
     """The frameworks, their aliases, backends and availability."""
-    from .frameworks import FRAMEWORKS
-    for fw in FRAMEWORKS:
+    for fw in fws.FRAMEWORKS:
         state = "available" if fw.available else fw.unavailable_reason
         print("{:<8} aliases: {:<32} backend: {:<13} {}".format(
             fw.name, ", ".join(fw.aliases), fw.backend, state))
 
 
+@list_app.command("options")
+def list_options(framework: Optional[str] = typer.Argument(
+        None, help="One framework (default: all).")):
+    """The --option keys each backend reads: type or values, default, what it does."""
+    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    for i, fw in enumerate(chosen):
+        print("{}{} ({}): --option KEY=VALUE or {}.KEY=VALUE".format(
+            "\n" if i else "", fw.name, fw.display, fw.name))
+        for opt in fw.options():
+            print("  " + opt.describe())
+
+
 @app.command()
 def doctor():
-    """What this machine offers: GPUs, CUDA driver, Docker engine, backend environments."""
+    """What this machine offers: GPUs, CUDA driver, executors, backend environments."""
     import importlib.util
+
     from . import envs, machine
-    from .frameworks import FRAMEWORKS
     gpus = machine.gpus()
     print("cpu:     {} ({} cores, {} GiB)".format(machine.cpu_model(), machine.info()["cpu_count"],
                                                  machine.memory_gib()))
-    print("gpus:    {}".format(", ".join(g["name"] for g in gpus) if gpus else "none (nvidia-smi lists no GPU)"))
+    print("gpus:    {}".format(", ".join(g["name"] for g in gpus) if gpus else
+                               "none (nvidia-smi lists no GPU)"))
     print("driver:  {}".format(gpus[0]["driver"] if gpus else "none"))
-    print("docker:  {}".format(machine.docker_status()))
-    variant = "cuda" if gpus else "cpu"
-    from .executors.docker import choose
-    available = [f for f in FRAMEWORKS if f.available]
-    print("executor: {} (--executor auto: {})".format(*choose("auto", available, variant, {})))
-    for fw in FRAMEWORKS:
+    device = "cuda" if gpus else "cpu"
+    ctx = executors.Context(fws.available(), device)
+    for name, ok, why in executors.status(ctx):
+        print("{:<17}{}: {}".format("executor " + name + ":", "available" if ok else "not available",
+                                    why))
+    try:
+        cls, why = executors.choose(executors.AUTO, ctx)
+        print("executor: {} (--executor auto: {})".format(cls.name, why))
+    except UserError as exc:
+        print("executor: none ({})".format(exc))
+    for fw in fws.FRAMEWORKS:
         if not fw.available:
             where = fw.unavailable_reason
         elif importlib.util.find_spec(fw.import_name):
             where = "current interpreter ({})".format(sys.executable)
         else:
-            found = envs.existing(fw, variant)
+            found = envs.existing(fw, device)
             where = "managed env {}".format(found) if found else \
-                "managed env not created yet (made on first run: {})".format(envs.env_dir(fw, variant))
+                "managed env not created yet (made on first run: {})".format(envs.env_dir(fw, device))
         print("{:<8} {}".format(fw.name + ":", where))
 
 

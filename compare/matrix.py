@@ -49,6 +49,7 @@ class Matrix:
     repeats: int = 1
     device: str = "cpu"
     common: Dict[str, Any] = field(default_factory=dict)  # image_size, steps, warmup_steps, ...
+    options: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # framework -> its options
 
     def specs(self) -> List[RunSpec]:
         """Every cell, in sweep order: framework, precision, batch, gpus, repeat."""
@@ -61,5 +62,6 @@ class Matrix:
                             out.append(RunSpec(
                                 framework=fw.name, backend=fw.backend, gpus=gpus,
                                 device=self.device, precision=precision, batch_size=batch,
-                                repeat=repeat, **self.common))
+                                repeat=repeat, options=dict(self.options.get(fw.name, {})),
+                                **self.common))
         return out

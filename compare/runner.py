@@ -2,14 +2,15 @@
 
 Every cell ends as a recorded result, whatever happens to it; the sweep goes on.
 """
-import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
 
+from backends.options import OptionError
+
+from . import executors
 from . import frameworks as fws
-from . import machine
 from .errors import UserError
 from .matrix import QUICK, Matrix, parse_ints, parse_precisions
 
@@ -17,32 +18,53 @@ DEFAULTS = {"image_size": 224, "steps": 50, "warmup_steps": 10}
 DEVICES = ("auto", "cuda", "cpu")
 
 
-def _parse_options(items: List[str]) -> Dict[str, Any]:
-    out = {}
+def parse_options(items: List[str], frameworks: List[fws.Framework]) -> Dict[str, Dict[str, Any]]:
+    """['channels_last=false', 'tf.xla=true'] -> {framework: {key: typed value}}.
+
+    A plain KEY goes to every framework of the run that declares it (and must be declared by one);
+    FRAMEWORK.KEY to that framework only. Values are checked against the declaration.
+    """
+    out: Dict[str, Dict[str, Any]] = {fw.name: {} for fw in frameworks}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UserError("--option {!r}: expected KEY=VALUE, e.g. channels_last=true".format(item))
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
+        scope, dot, bare = key.rpartition(".")
+        targets = frameworks
+        if dot:
+            fw = fws.get(scope)
+            if fw not in frameworks:
+                raise UserError("--option {}: {} is not in this run's --frameworks ({})".format(
+                    item, fw.name, ", ".join(f.name for f in frameworks)))
+            targets, key = [fw], bare
+        takers = [fw for fw in targets if key in {o.key for o in fw.options()}]
+        if not takers:
+            valid = "; ".join("{}: {}".format(fw.name, ", ".join(sorted(o.key for o in fw.options())))
+                              for fw in targets)
+            raise UserError("--option {}: unknown key {!r} for {}; valid keys: {}".format(
+                item, key, ", ".join(fw.name for fw in targets), valid))
+        for fw in takers:
+            declared = {o.key: o for o in fw.options()}
+            try:
+                out[fw.name][key] = declared[key].parse(value)
+            except OptionError as exc:
+                raise UserError("--option {}".format(exc)) from None
     return out
 
 
-def resolve_device(device: str, gpus: List[int], machine_gpus: List[Dict]) -> str:
+def resolve_device(device: str, gpus: List[int], machine_gpus: List[Dict], where: str) -> str:
     if device not in DEVICES:
         raise UserError("unknown device {!r}; choose from {}".format(device, ", ".join(DEVICES)))
     if device == "auto":
         device = "cuda" if machine_gpus else "cpu"
     if device == "cuda":
         if not machine_gpus:
-            raise UserError("--device cuda: no NVIDIA GPU found (nvidia-smi lists none); "
-                            "use --device cpu")
+            raise UserError("--device cuda: no NVIDIA GPU found {} (nvidia-smi lists none); "
+                            "use --device cpu".format(where))
         if max(gpus) > len(machine_gpus):
-            raise UserError("--gpus {}: this machine has {} GPU{}; give counts from 1 to {}".format(
-                max(gpus), len(machine_gpus), "s" if len(machine_gpus) > 1 else "",
-                len(machine_gpus)))
+            raise UserError("--gpus {}: {} has {} GPU{}; give counts from 1 to {}".format(
+                max(gpus), where.replace("on ", "", 1), len(machine_gpus),
+                "s" if len(machine_gpus) > 1 else "", len(machine_gpus)))
     return device
 
 
@@ -59,7 +81,8 @@ class RunConfig:
     resume: bool
     timeout: float
     python: Dict[str, str] = field(default_factory=dict)
-    executor: str = "auto"  # auto | local | docker
+    executor: str = "auto"  # auto or a name in executors.EXECUTORS
+    options: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # framework -> typed options
 
     @classmethod
     def parse(cls, *, frameworks, gpus, precision, batch_size, device, image_size, steps, warmup,
@@ -67,13 +90,11 @@ class RunConfig:
               executor="auto"):
         from . import envs
         from .store import default_root
-        fw_list = fws.parse(frameworks if frameworks is not None else
-                            ",".join(f.name for f in fws.FRAMEWORKS if f.available))
+        fw_list = fws.parse(frameworks) if frameworks is not None else fws.available()
         gpu_list = parse_ints(gpus, "--gpus")
         precisions = parse_precisions(precision)
         batches = parse_ints(batch_size, "--batch-size")
-        common = dict(DEFAULTS, **(QUICK if quick else {}), windows=windows, compile=compile,
-                      options=_parse_options(option))
+        common = dict(DEFAULTS, **(QUICK if quick else {}), windows=windows, compile=compile)
         for key, value in (("image_size", image_size), ("steps", steps), ("warmup_steps", warmup)):
             if value is not None:
                 common[key] = value
@@ -88,76 +109,83 @@ class RunConfig:
             raise UserError("--timeout {}: must be > 0 seconds".format(timeout))
         if resume and results is None:
             raise UserError("--resume needs --results DIR naming the campaign to continue")
-        dev = resolve_device(device, gpu_list, machine.gpus())
+        options = parse_options(list(option), fw_list)
+        executors.load(executor) if executor != executors.AUTO else None  # a bad name fails here
+        overrides = envs.parse_overrides(python)
+        dev = resolve_device(device, gpu_list, _machine_gpus(executor, fw_list, overrides),
+                             "on this machine" if executors.remote(executor) is None else
+                             "on the {} nodes".format(executor))
         return cls([f.name for f in fw_list], gpu_list, precisions, batches, dev, common, repeats,
-                   str(results or default_root()), resume, timeout, envs.parse_overrides(python),
-                   executor)
+                   str(results or default_root()), resume, timeout, overrides, executor, options)
 
     def matrix(self) -> Matrix:
         return Matrix([fws.get(n) for n in self.frameworks], self.gpus, self.precisions,
-                      self.batch_sizes, self.repeats, self.device, self.common)
+                      self.batch_sizes, self.repeats, self.device, self.common, self.options)
+
+    def context(self, log) -> executors.Context:
+        return executors.Context([fws.get(n) for n in self.frameworks], self.device, self.python,
+                                 log=log)
 
 
-def _open_campaign(cfg: RunConfig):
+def _machine_gpus(executor: str, fw_list, overrides) -> List[Dict[str, Any]]:
+    """The GPUs of where the runs execute: this machine's, or the executor's nodes'."""
+    remote = executors.remote(executor)
+    if remote is None:
+        from . import machine
+        return machine.gpus()
+    return remote.machine(executors.Context(fw_list, "auto", overrides)).get("gpus", [])
+
+
+def _open_campaign(cfg: RunConfig, machine_record: Dict[str, Any]):
+    from . import machine
     from .store import Campaign
     config = asdict(cfg)
     if cfg.resume:
         campaign = Campaign.open(Path(cfg.results))
         recorded = campaign.machine
-        differ = machine.differences(recorded, machine.info()) if recorded else []
+        differ = machine.differences(recorded, machine_record) if recorded else []
         if differ:  # one campaign, one machine: never mix two machines' figures silently
             raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
                             "start a new campaign and use `compare diff`".format(
                                 cfg.results, "; ".join(differ)))
         campaign.resume(config)
         return campaign
-    return Campaign.create(Path(cfg.results), config, machine.info())
-
-
-def make_executor(cfg: RunConfig, log):
-    """--executor auto|local|docker: docker when an engine answers and the images are built.
-
-    Returns the executor and one line saying which and why."""
-    from .executors import docker
-    from .executors.local import LocalExecutor
-    name, why = docker.choose(cfg.executor, [fws.get(n) for n in cfg.frameworks], cfg.device,
-                              cfg.python)
-    description = "executor: {} ({})".format(name, why)
-    if name == "docker":
-        return docker.DockerExecutor(cfg.device, log=log), description
-    return LocalExecutor(cfg.device, cfg.python, log=log), description
+    return Campaign.create(Path(cfg.results), config, machine_record)
 
 
 def execute(cfg: RunConfig) -> int:
     """Run every unfinished cell; print the report. Exit 0 even when cells failed (they are results)."""
     from rich.console import Console
-    from . import report
+
     from .executors.base import failure
     from .progress import SweepProgress
+    from .reporting import write_report
     console = Console(stderr=True, markup=False, highlight=False)  # reasons may hold [brackets]
-    executor, description = make_executor(cfg, console.print)
-    campaign = _open_campaign(cfg)  # bad --results fails here, before anything is printed
-    console.print(description)
+    ctx = cfg.context(console.print)
+    cls, why = executors.choose(cfg.executor, ctx)
+    campaign = _open_campaign(cfg, cls.machine(ctx))  # bad --results fails before anything runs
+    console.print("executor: {} ({})".format(cls.name, why))
+    executor = cls(ctx)
     specs = cfg.matrix().specs()
     done = campaign.finished_ids() if cfg.resume else set()
     todo = [s for s in specs if s.run_id not in done]
     console.print("campaign {}: {} cells, {} to run".format(campaign.root, len(specs), len(todo)))
-    with SweepProgress(console, len(todo)) as progress:
-        for spec in todo:
-            progress.start(spec)
-            fw = fws.get(spec.framework)
-            if not fw.available:
-                result = failure(spec, "skipped", "{}: {}".format(fw.name, fw.unavailable_reason))
-            else:
-                result = executor.run(spec, campaign, cfg.timeout)
-            campaign.save_result(result)
-            progress.done(result)
-    results, errors = campaign.results()
-    for e in errors:
-        console.print("warning: " + e)
-    df = report.cells(results)
-    sys.stdout.write(report.markdown(df, campaign.machine))
-    paths = report.write(df, campaign.root / "report", ["md", "csv", "json", "html"],
-                         campaign.machine, results)
+    try:
+        with SweepProgress(console, len(todo)) as progress:
+            for spec in todo:
+                progress.start(spec)
+                fw = fws.get(spec.framework)
+                if not fw.available:
+                    result = failure(spec, "skipped", "{}: {}".format(fw.name, fw.unavailable_reason))
+                else:
+                    result = executor.run(spec, campaign, cfg.timeout)
+                campaign.save_result(result)
+                progress.done(result)
+    finally:
+        executor.close()
+    text, paths, warnings = write_report(campaign, campaign.root / "report")
+    for w in warnings:
+        console.print("warning: " + w)
+    sys.stdout.write(text)
     console.print("report: {}".format(", ".join(str(p) for p in paths)))
     return 0

@@ -14,8 +14,15 @@ import shutil
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from backends.protocol import (RunResult, RunSpec, SchemaError, read_result, write_json_atomic,
-                               write_result, write_spec)
+from backends.protocol import (
+    RunResult,
+    RunSpec,
+    SchemaError,
+    read_result,
+    write_json_atomic,
+    write_result,
+    write_spec,
+)
 
 from .errors import UserError
 

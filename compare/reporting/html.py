@@ -10,7 +10,8 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
-from . import charts, frameworks
+from .. import frameworks
+from . import charts
 from .report import markdown
 
 STYLE = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;
@@ -22,7 +23,7 @@ td:first-child,th:first-child{text-align:left}.findings li{margin:.3em 0}"""
 
 
 def _name(fw: str) -> str:
-    return frameworks.get(fw).display
+    return frameworks.display(fw)
 
 
 def findings(df: pd.DataFrame) -> List[str]:

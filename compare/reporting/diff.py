@@ -10,7 +10,8 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
-from . import frameworks, machine, metrics
+from .. import frameworks, machine
+from . import metrics
 
 MATCH = ["framework", "precision", "batch_size", "image_size", "gpus"]
 SETTINGS = ["model", "data", "compile", "options"]
@@ -90,7 +91,7 @@ def markdown(d: pd.DataFrame, machine_a: Dict, machine_b: Dict, name_a: str, nam
                 "|---|---|---|---|---|---|---|---|"]
         for _, r in ok.iterrows():
             out.append("| {} | {} | {} | {} | {} | {:.2f} | {:.2f} | {:.2f}× |".format(
-                frameworks.get(r.framework).display, r.precision, r.batch_size, r.image_size,
+                frameworks.display(r.framework), r.precision, r.batch_size, r.image_size,
                 r.gpus, r.images_per_sec_a, r.images_per_sec_b, r.ratio))
         out.append("")
     bad = d[~d.comparable.astype(bool)]

@@ -9,9 +9,8 @@ from typing import List, Optional
 
 import pandas as pd
 
-from . import frameworks
+from .. import frameworks
 
-COLORS = {"tf": "#e8710a", "mxnet": "#1a73e8", "caffe2": "#8e24aa"}
 MAX_PANELS = 6
 
 
@@ -37,7 +36,7 @@ def _png(fig) -> bytes:
 
 
 def _name(fw: str) -> str:
-    return frameworks.get(fw).display
+    return frameworks.display(fw)
 
 
 def _unit(df: pd.DataFrame) -> str:
@@ -60,7 +59,7 @@ def scaling(df: pd.DataFrame) -> Optional[Chart]:
     for ax, ((precision, batch, image), g) in zip(axes[0], groups):
         for fw, f in g.groupby("framework", sort=False):
             f = f.sort_values("gpus")
-            color = COLORS.get(fw)
+            color = frameworks.color(fw)
             ax.plot(f.gpus, f.images_per_sec, "o-", color=color, label=_name(fw), linewidth=2)
             one = f[f.gpus == 1]
             if len(one):
@@ -108,7 +107,7 @@ def precision_gain(df: pd.DataFrame) -> Optional[Chart]:
     for fw, f in g.groupby("framework", sort=False):
         by = {"{} ×{} b{}".format(r.precision, r.gpus, r.batch_size): 100 * r.precision_gain
               for r in f.itertuples()}
-        series.append((_name(fw), [by.get(lab) for lab in labels], COLORS.get(fw)))
+        series.append((_name(fw), [by.get(lab) for lab in labels], frameworks.color(fw)))
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels) + 3), 4))
     _bars(ax, labels, series, "{:+.0f}%")
     ax.axhline(0, color="black", linewidth=0.8)
@@ -143,7 +142,7 @@ def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str):
     series = []
     for fw, f in ok.groupby("framework", sort=False):
         by = {fmt.format(*(getattr(r, k) for k in keys)): getattr(r, value) for r in f.itertuples()}
-        series.append((_name(fw), [by.get(lab) for lab in labels], COLORS.get(fw)))
+        series.append((_name(fw), [by.get(lab) for lab in labels], frameworks.color(fw)))
     return labels, series
 
 

@@ -11,10 +11,11 @@ from typing import Dict, Tuple
 
 import pandas as pd
 
-from . import envs, frameworks, metrics
-from .errors import UserError
+from .. import envs, frameworks
+from ..errors import UserError
+from . import metrics
 
-BUILTIN = Path(__file__).resolve().parent / "references"
+BUILTIN = Path(__file__).resolve().parent.parent / "references"
 REQUIRED = ("precision", "gpus")
 FIGURES = ("images_per_sec", "speedup_published")
 OPTIONAL_KEYS = ("framework", "batch_size", "image_size")
@@ -107,7 +108,7 @@ def markdown(name: str, table: pd.DataFrame) -> str:
            "published speedup | ratio |", "|" + "---|" * 10]
     for _, r in table.iterrows():
         out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-            frameworks.get(r.framework).display, r.precision, r.batch_size, r.gpus,
+            frameworks.display(r.framework), r.precision, r.batch_size, r.gpus,
             num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
             num(r.published_images_per_sec, "{:.2f}"), num(r.ratio, "{:.2f}×"),
             num(r.speedup, "{:.3f}"), num(r.published_speedup, "{:.3f}"),

@@ -13,8 +13,9 @@ import pandas as pd
 
 from backends.protocol import RunResult
 
-from . import frameworks, metrics
-from .errors import UserError
+from .. import frameworks
+from ..errors import UserError
+from . import metrics
 
 FORMATS = ("md", "csv", "json", "html")
 GROUP = ["framework", "precision", "batch_size", "image_size", "device"]
@@ -93,7 +94,7 @@ def cells(results: Sequence[RunResult], baseline: Optional[str] = None) -> pd.Da
     per_run = runs(results)
     df = pd.DataFrame([_cell(k, g) for k, g in per_run.groupby(KEY, sort=False)])
     ips = {tuple(r[c] for c in KEY): r["images_per_sec"] for _, r in df.iterrows()}
-    present = [f.name for f in frameworks.FRAMEWORKS if f.name in set(df.framework)]
+    present = frameworks.order(set(df.framework))
     base_fw = baseline or (present[0] if present else None)
     sp, eff, gain, vs = [], [], [], []
     for _, r in df.iterrows():
@@ -128,7 +129,7 @@ def _pivot(df: pd.DataFrame, value, columns_label: str) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, g in df.groupby(keys, sort=False):
         by_n = {r["gpus"]: r for _, r in g.iterrows()}
-        row = [frameworks.get(key[0]).display, key[1], str(key[2]), str(key[3])]
+        row = [frameworks.display(key[0]), key[1], str(key[2]), str(key[3])]
         row += [value(by_n[n]) if n in by_n else "" for n in gpus]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -163,7 +164,7 @@ def markdown(df: pd.DataFrame, machine: Optional[Dict] = None) -> str:
     others = df[df.framework != base]
     if len(others) and base is not None:
         out += ["## Framework vs framework (img/s ÷ img/s of {}, same precision, batch, N)".format(
-            frameworks.get(base).display), "",
+            frameworks.display(base)), "",
                 _pivot(others, lambda r: _num(r["framework_ratio"], "{:.2f}×"), unit), ""]
     out += _repeats_section(df) + _energy_section(df, unit) + _failures_section(df)
     out += provenance(df, machine)
@@ -182,7 +183,7 @@ def _repeats_section(df: pd.DataFrame) -> List[str]:
              "| MLPerf mean |", "|" + "---|" * 11]
     for _, r in rep.iterrows():
         lines.append("| {} | {} | {} | {} | {} | {} | {:.2f} | {:.2f}–{:.2f} | {} | {} | {} |".format(
-            frameworks.get(r.framework).display, r.precision, r.batch_size, r.image_size, r.gpus,
+            frameworks.display(r.framework), r.precision, r.batch_size, r.image_size, r.gpus,
             r.repeats, r.images_per_sec, r.ips_min, r.ips_max, _num(r.spread, "{:.1%}"),
             _num(r.cv, "{:.1%}"), _num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"))
     return lines + ["", "spread = (max − min) ÷ median; CV = standard deviation ÷ mean; MLPerf "
@@ -214,11 +215,11 @@ def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> List[str]:
     """Machine and software lines; a warning when one campaign holds runs on different devices."""
     out = []
     if machine:
-        from .machine import describe
+        from ..machine import describe
         out += ["Machine: " + describe(machine), ""]
     software = df[df.framework_version.notna()].drop_duplicates(["framework", "framework_version"])
     if len(software):
-        out += ["Software: " + "; ".join("{} = {}".format(frameworks.get(r.framework).display,
+        out += ["Software: " + "; ".join("{} = {}".format(frameworks.display(r.framework),
                                                           r.framework_version)
                                          for _, r in software.iterrows()), ""]
     for device, g in df[df.device_name.notna()].groupby("device"):
@@ -234,14 +235,14 @@ def _num(x, fmt: str) -> str:
 
 
 def write(df: pd.DataFrame, out_dir: Path, formats: Sequence[str], machine: Optional[Dict],
-          results: Sequence[RunResult] = ()) -> List[Path]:
+          results: Sequence[RunResult] = (), markdown_text: Optional[str] = None) -> List[Path]:
     """report.md / .csv / .json (one record per cell) / .html; runs.csv: one row per run."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     for fmt in formats:
         path = out_dir / "report.{}".format(fmt)
         if fmt == "md":
-            path.write_text(markdown(df, machine))
+            path.write_text(markdown_text if markdown_text is not None else markdown(df, machine))
         elif fmt == "csv":
             df.to_csv(path, index=False)
             if results:
