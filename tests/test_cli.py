@@ -2,7 +2,7 @@
 
 import pytest
 
-from compare.cli import main
+from tests.helpers import main_exit
 
 BAD = [
     (["run", "--frameworks", "tf,foo"], "compare: error: unknown framework 'foo'; choose from tf, mxnet, caffe2"),
@@ -18,21 +18,16 @@ BAD = [
     (["run", "--image-size", "16"], "compare: error: --image-size 16: must be >= 32 (ResNet-50 downsamples 32x)"),
     (["run", "--device", "tpu"], "compare: error: unknown device 'tpu'; choose from auto, cuda, cpu"),
     (["run", "--resume"], "compare: error: --resume needs --results DIR naming the campaign to continue"),
-    (["run", "--python", "caffe2"], "compare: error: --python 'caffe2': expected FRAMEWORK=PATH, e.g. caffe2=/usr/bin/python3"),
+    (["run", "--python", "caffe2"], "compare: error: --python 'caffe2': expected FRAMEWORK=PATH, e.g. tf=/usr/bin/python3"),
     (["report", "x", "--format", "xml"], "compare: error: unknown format 'xml'; choose from md, csv, json, html"),
 ]
 
 
-def _main(argv, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        main(argv)
-    out, err = capsys.readouterr()
-    return exit_info.value.code, out, err
 
 
 @pytest.mark.parametrize("argv,message", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
-    code, out, err = _main(argv, capsys)
+    code, out, err = main_exit(argv, capsys)
     assert code == 2
     assert err == message + "\n"
 
@@ -40,42 +35,42 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
 def test_more_gpus_than_the_machine_has(monkeypatch, capsys):
     from compare import machine
     monkeypatch.setattr(machine, "gpus", lambda: [{"index": 0, "name": "H200"}])
-    code, _, err = _main(["run", "--device", "cuda", "--gpus", "1,2"], capsys)
+    code, _, err = main_exit(["run", "--device", "cuda", "--gpus", "1,2"], capsys)
     assert (code, err) == (2, "compare: error: --gpus 2: this machine has 1 GPU; give counts from 1 to 1\n")
 
 
 def test_cuda_without_a_gpu(monkeypatch, capsys):
     from compare import machine
     monkeypatch.setattr(machine, "gpus", lambda: [])
-    code, _, err = _main(["run", "--device", "cuda"], capsys)
-    assert (code, err) == (2, "compare: error: --device cuda: no NVIDIA GPU found (nvidia-smi lists none); use --device cpu\n")
+    code, _, err = main_exit(["run", "--device", "cuda"], capsys)
+    assert (code, err) == (2, "compare: error: --device cuda: no NVIDIA GPU found on this machine (nvidia-smi lists none); use --device cpu\n")
 
 
 def test_results_is_a_file(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("x")
-    code, _, err = _main(["run", "--device", "cpu", "--results", str(f)], capsys)
+    code, _, err = main_exit(["run", "--device", "cpu", "--results", str(f)], capsys)
     assert (code, err) == (2, "compare: error: --results {0}: is a file, not a folder; give a folder path\n".format(f))
 
 
 def test_results_not_writable(capsys):
-    code, _, err = _main(["run", "--device", "cpu", "--results", "/proc/1/campaign"], capsys)
+    code, _, err = main_exit(["run", "--device", "cpu", "--results", "/proc/1/campaign"], capsys)
     assert (code, err) == (2, "compare: error: --results /proc/1/campaign: /proc/1 is not writable; give a folder you can write\n")
 
 
 def test_resume_on_a_folder_that_is_not_a_campaign(tmp_path, capsys):
-    code, _, err = _main(["run", "--device", "cpu", "--resume", "--results", str(tmp_path)], capsys)
+    code, _, err = main_exit(["run", "--device", "cpu", "--resume", "--results", str(tmp_path)], capsys)
     assert code == 2
     assert err == "compare: error: {}: not a campaign folder (no campaign.json); give a folder made by `compare run`\n".format(tmp_path)
 
 
 def test_unknown_option_is_one_line(capsys):
-    code, _, err = _main(["run", "--bogus"], capsys)
+    code, _, err = main_exit(["run", "--bogus"], capsys)
     assert code == 2 and err.startswith("compare: error: No such option: --bogus") and err.count("\n") == 1
 
 
 def test_list_frameworks(capsys):
-    code, out, _ = _main(["list", "frameworks"], capsys)
+    code, out, _ = main_exit(["list", "frameworks"], capsys)
     assert code == 0
     names = [line.split()[0] for line in out.splitlines()]
     assert names == ["tf", "mxnet", "caffe2"]

@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from compare import diff, report
 from compare.cli import main
+from compare.reporting import diff, report
 from compare.store import Campaign
-from tests.report_fixtures import MACHINE, result
+from tests.helpers import MACHINE, result
 
 T4 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"}])
 V100 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla V100-PCIE-32GB", "driver": "418.67"}])

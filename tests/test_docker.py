@@ -10,9 +10,12 @@ from pathlib import Path
 import pytest
 
 from backends.protocol import RunSpec
-from compare import frameworks, images
+from compare import frameworks
+from compare.executors import docker_images as images
 from compare.store import Campaign
-from tests.conftest import run_compare
+from tests.helpers import run_compare
+
+pytestmark = pytest.mark.docker  # a real Docker engine and the CPU images
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "1",
@@ -76,9 +79,9 @@ def test_three_frameworks_one_and_two_workers_fp32_bf16_in_containers(engine, tm
 
 def test_missing_image_and_crash_inside_are_recorded_and_the_sweep_goes_on(engine, tmp_path):
     campaign = tmp_path / "c"
-    # mxnet: an image that does not exist; caffe2: SGD has no such optimizer -> a crash inside
+    # mxnet: an image that does not exist; caffe2: fail_at=setup -> a crash inside
     _compare(["run", "--frameworks", "mxnet,caffe2", "--executor", "docker", "--precision", "fp32",
-              "--results", str(campaign), "--option", "optimizer=nonexistent"] + TINY,
+              "--results", str(campaign), "--option", "caffe2.fail_at=setup"] + TINY,
              env={"COMPARE_IMAGE_MXNET": "compare/does-not-exist:0"})
     results = _results(campaign)
     missing = results["mxnet-fp32-w1-b4-s32-r0"]
@@ -86,7 +89,7 @@ def test_missing_image_and_crash_inside_are_recorded_and_the_sweep_goes_on(engin
     assert "compare/does-not-exist:0" in missing["reason"] and "No such image" in missing["reason"]
     crashed = results["caffe2-fp32-w1-b4-s32-r0"]
     assert crashed["status"] == "failed", crashed["reason"]
-    assert "nonexistent" in crashed["reason"] and "Traceback" in crashed["stderr_tail"]
+    assert "InjectedFailure: fail_at=setup on rank 0" in crashed["reason"] and "Traceback" in crashed["stderr_tail"]
     assert crashed["environment"]["image_id"].startswith("sha256:")
     assert not _leftover_containers(engine, campaign)
 

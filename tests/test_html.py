@@ -8,8 +8,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from compare import charts, html, report
-from tests.report_fixtures import MACHINE, fixed_results, result
+from compare.reporting import charts, html, report
+from tests.helpers import MACHINE, fixed_results, result
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

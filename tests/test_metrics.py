@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from compare import metrics
+from compare.reporting import metrics
 
 REFERENCES = Path(__file__).resolve().parent.parent / "compare" / "references"
 

@@ -3,8 +3,16 @@ import json
 
 import pytest
 
-from backends.protocol import (SCHEMA_VERSION, RunResult, RunSpec, SchemaError, read_result,
-                               read_spec, write_result, write_spec)
+from backends.protocol import (
+    SCHEMA_VERSION,
+    RunResult,
+    RunSpec,
+    SchemaError,
+    read_result,
+    read_spec,
+    write_result,
+    write_spec,
+)
 
 
 def test_spec_round_trip_and_run_id(tmp_path):

@@ -1,21 +1,13 @@
 """Published references: listing, measured beside published with the ratio, the user's own CSVs."""
 import pytest
 
-from compare import references, report
-from compare.cli import main
 from compare.errors import UserError
-from tests.report_fixtures import fixed_results, result
-
-
-def _main(argv, capsys):
-    with pytest.raises(SystemExit) as e:
-        main(argv)
-    out, err = capsys.readouterr()
-    return e.value.code, out, err
+from compare.reporting import references, report
+from tests.helpers import fixed_results, main_exit, result
 
 
 def test_list_references(capsys):
-    code, out, _ = _main(["list", "references"], capsys)
+    code, out, _ = main_exit(["list", "references"], capsys)
     assert code == 0
     assert out.splitlines()[0].split()[:2] == ["a6000_tf_cnn_benchmarks", "36"]
     assert "r740_v100_resnet50_speedup" in out
@@ -72,16 +64,16 @@ def test_bad_references_name_the_fix(tmp_path):
 
 def test_report_command_with_reference_and_html(tmp_path, capsys):
     from compare.store import Campaign
-    from tests.report_fixtures import MACHINE
+    from tests.helpers import MACHINE
     c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
     for r in fixed_results():
         c.save_result(r)
-    code, out, err = _main(["report", str(c.root), "--reference", "a6000_tf_cnn_benchmarks",
+    code, out, err = main_exit(["report", str(c.root), "--reference", "a6000_tf_cnn_benchmarks",
                             "--format", "html,md", "--baseline", "pytorch"], capsys)
     assert code == 0, err
     assert "## Measured versus published: a6000_tf_cnn_benchmarks (a6000)" in out
     assert "img/s ÷ img/s of PyTorch (Caffe2)" in out
     assert "wrote {}".format(c.root / "report" / "report.html") in err
     assert (c.root / "report" / "report.html").read_text().count("data:image/png;base64,") == 4
-    code, _, err = _main(["report", str(c.root), "--reference", "nope"], capsys)
+    code, _, err = main_exit(["report", str(c.root), "--reference", "nope"], capsys)
     assert code == 2 and err.startswith("compare: error: unknown reference 'nope'; choose from")

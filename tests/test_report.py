@@ -5,8 +5,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from compare import report
-from tests.report_fixtures import A6000, MACHINE, fixed_results, result
+from compare.reporting import report
+from tests.helpers import A6000, MACHINE, fixed_results, result
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "report_fixed.md"
 

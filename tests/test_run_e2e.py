@@ -11,6 +11,8 @@ import pytest
 
 from compare.cli import main
 
+pytestmark = pytest.mark.backend  # a real framework in its environment
+
 ROOT = Path(__file__).resolve().parent.parent
 # the managed-environment path (the embedded default without Docker); containers: test_docker.py
 TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--windows", "2",
@@ -51,14 +53,14 @@ def test_one_and_two_workers_fp32_and_bf16(tmp_path, capsys):
 
 def test_a_crashing_run_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     campaign = tmp_path / "c"
-    # tf32 cannot run on a CPU (unsupported); an optimizer switch SGD lacks -> a crash inside the backend
+    # tf32 cannot run on a CPU (unsupported); fail_at=setup -> a crash inside the backend
     _compare(["run", "--frameworks", "caffe2", "--precision", "tf32,fp32", "--results", str(campaign),
-              "--option", "optimizer=nonexistent"] + TINY, capsys)
+              "--option", "caffe2.fail_at=setup"] + TINY, capsys)
     results = {p.stem: json.loads(p.read_text()) for p in (campaign / "results").glob("*.json")}
     assert results["caffe2-tf32-w1-b4-s32-r0"]["status"] == "unsupported"
     crashed = results["caffe2-fp32-w1-b4-s32-r0"]
     assert crashed["status"] == "failed"
-    assert "nonexistent" in crashed["reason"] and "Traceback" in crashed["stderr_tail"]
+    assert "InjectedFailure: fail_at=setup on rank 0" in crashed["reason"] and "Traceback" in crashed["stderr_tail"]
 
 
 def test_report_skips_a_corrupt_result(tmp_path, capsys, monkeypatch):

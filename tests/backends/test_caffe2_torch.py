@@ -1,6 +1,18 @@
 """The PyTorch backend, run for real on the CPU in its own environment."""
-from tests.conftest import (RESNET50_BN_RUNNING_STATS, RESNET50_TRAINABLE, run_backend,
-                            run_in_backend)
+import json
+
+import pytest
+
+from tests.helpers import (
+    RESNET50_BN_RUNNING_STATS,
+    RESNET50_TRAINABLE,
+    TINY_RUN,
+    run_backend,
+    run_compare,
+    run_in_backend,
+)
+
+pytestmark = pytest.mark.backend  # a real framework in its environment
 
 
 def test_resnet50_v15_parameter_count():
@@ -53,5 +65,20 @@ def test_tf32_on_cpu_is_unsupported_with_reason(tmp_path):
 def test_compile_and_channels_last_switches_run_on_cpu(tmp_path):
     r = _run_spec(tmp_path, precision="bf16", compile=True, options={"channels_last": True})
     assert r["status"] == "ok", r.get("reason")
-    assert (r["settings"]["compile"], r["settings"]["channels_last"]) == (True, True)
+    assert (r["settings"]["compiler"], r["settings"]["channels_last"]) == ("torch.compile default", True)
+    assert r["settings"]["layout"] == "NHWC"
     assert r["settings"]["autocast_dtype"] == "bfloat16"
+
+
+@pytest.mark.parametrize("given,expected", [("false", False), ("yes", True)])
+def test_channels_last_option_is_recorded_typed_and_really_switches_the_layout(tmp_path, given, expected):
+    campaign = tmp_path / "c"
+    run_compare(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor", "local",
+                 "--precision", "fp32", "--option", "channels_last=" + given,
+                 "--results", str(campaign)] + TINY_RUN)
+    r = json.loads((campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text())
+    assert r["status"] == "ok", r["reason"]
+    assert r["spec"]["options"] == {"channels_last": expected}  # a bool, not the string typed
+    # read back from the batch tensor's memory format inside the backend
+    assert (r["settings"]["channels_last"], r["settings"]["layout"]) == \
+        (expected, "NHWC" if expected else "NCHW")

@@ -15,16 +15,18 @@ import pytest
 
 from backends import mxnet as mxnet_backend
 from backends.protocol import RunSpec
-from tests import conftest
-from tests.conftest import ROOT, TINY_RUN, run_compare, run_in_backend, torch_layers
+from tests import helpers
+from tests.helpers import ROOT, TINY_RUN, run_compare, run_in_backend, torch_layers
 
-TORCH_TRAINABLE = conftest.RESNET50_TRAINABLE
-BN_RUNNING_STATS = conftest.RESNET50_BN_RUNNING_STATS
+pytestmark = pytest.mark.backend  # a real framework in its environment
+
+TORCH_TRAINABLE = helpers.RESNET50_TRAINABLE
+BN_RUNNING_STATS = helpers.RESNET50_BN_RUNNING_STATS
 
 
 def run_backend(tmp_path, timeout=600, **fields):
     """Run one spec of this backend through its command(); return (RunResult, proc)."""
-    return conftest.run_backend("mxnet", tmp_path, timeout, **fields)
+    return helpers.run_backend("mxnet", tmp_path, timeout, **fields)
 
 
 def test_trainable_parameters_equal_the_pytorch_model():

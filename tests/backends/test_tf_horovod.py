@@ -10,16 +10,18 @@ import os
 import pytest
 
 from backends.protocol import RunSpec, read_result, write_spec
-from tests import conftest
-from tests.conftest import TINY_RUN, run_compare, run_in_backend, torch_layers
+from tests import helpers
+from tests.helpers import TINY_RUN, run_compare, run_in_backend, torch_layers
 
-TORCH_TRAINABLE = conftest.RESNET50_TRAINABLE
-BN_RUNNING_STATS = conftest.RESNET50_BN_RUNNING_STATS
+pytestmark = pytest.mark.backend  # a real framework in its environment
+
+TORCH_TRAINABLE = helpers.RESNET50_TRAINABLE
+BN_RUNNING_STATS = helpers.RESNET50_BN_RUNNING_STATS
 
 
 def run_backend(tmp_path, timeout=600, **fields):
     """Run one spec of this backend through its command(); return (RunResult, proc)."""
-    return conftest.run_backend("tf", tmp_path, timeout, **fields)
+    return helpers.run_backend("tf", tmp_path, timeout, **fields)
 
 
 def test_trainable_parameters_equal_the_pytorch_model():
@@ -83,7 +85,7 @@ def test_mixed_precision_policies(tmp_path, precision, policy):
     result, _ = run_backend(tmp_path, precision=precision)
     assert result.status == "ok", result.reason
     assert result.settings["policy"] == policy
-    assert result.settings["loss_scaling"] is (precision == "fp16")
+    assert result.settings["loss_scaling"] == ("dynamic" if precision == "fp16" else None)
     assert ("note" in result.settings) is (precision == "fp16")
 
 

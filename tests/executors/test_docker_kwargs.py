@@ -6,9 +6,9 @@ import pytest
 pytest.importorskip("docker", reason="the docker package (host extra: pip install -e '.[docker]')")
 
 from backends.protocol import RunSpec
-from compare import frameworks, images
-from compare.errors import UserError
+from compare import frameworks
 from compare.executors import docker as dx
+from compare.executors import docker_images as images
 
 
 def _kwargs(spec, ids=None, memlock=-1):
@@ -66,17 +66,19 @@ def test_gpu_ids_follow_cuda_visible_devices(monkeypatch):
     assert dx.gpu_ids(1) is None
 
 
-def test_unknown_executor_is_a_user_error():
-    with pytest.raises(UserError, match="unknown executor 'podman'; choose from auto, local, docker"):
-        dx.choose("podman", [], "cpu", {})
-    assert dx.choose("local", [], "cpu", {}) == ("local", "--executor local")
-
-
 @pytest.mark.parametrize("fw", frameworks.FRAMEWORKS, ids=lambda f: f.name)
-def test_dockerfiles_default_to_the_pinned_ngc_image(fw):
-    text = images.dockerfile(fw, "gpu").read_text()
-    assert "ARG BASE_IMAGE={}\n".format(fw.ngc_image) in text
+def test_gpu_images_build_on_the_pinned_ngc_image(fw):
+    assert images.default_base(None, fw, "gpu") == fw.ngc_image
+    assert images.context_files(fw, "gpu")["build/base-image"] == fw.ngc_image.encode()
+    assert "ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n" in images.dockerfile(fw, "gpu").read_text()
     assert "ARG BASE_IMAGE=debian:bookworm-slim\n" in images.dockerfile(fw, "cpu").read_text()
+
+
+def test_one_generic_dockerfile_serves_every_framework():
+    assert {images.dockerfile(fw, "cpu") for fw in frameworks.FRAMEWORKS} == \
+        {images.CONTAINERS / "Dockerfile.cpu"}
+    mxnet = images.context_files(frameworks.get("mxnet"), "cpu")
+    assert mxnet["build/system-packages"] == b"libgomp1 libquadmath0 libgfortran5"
 
 
 def test_a_changed_input_changes_the_tag(tmp_path):
@@ -85,11 +87,8 @@ def test_a_changed_input_changes_the_tag(tmp_path):
     assert set(files) >= {"Dockerfile", "backends/protocol.py", "backends/harness.py",
                           "build/requirements.txt", "build/install.sh"}
     assert not any(name.startswith("compare/") for name in files)
-    copy = tmp_path / "Dockerfile"
-    copy.write_bytes(files["Dockerfile"].read_bytes())
-    before = images.inputs_hash(dict(files, Dockerfile=copy))
-    assert before == images.inputs_hash(files)
-    copy.write_text(copy.read_text() + "# changed\n")
-    assert images.inputs_hash(dict(files, Dockerfile=copy)) != before
+    before = images.inputs_hash(files)
+    changed = dict(files, Dockerfile=files["Dockerfile"] + b"# changed\n")
+    assert images.inputs_hash(changed) != before
     assert "build/setup.sh" in images.context_files(frameworks.get("tf"), "cpu")
 

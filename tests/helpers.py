@@ -1,0 +1,140 @@
+"""Test helpers, in one module: backend interpreters and runners, the CLI as a user types it,
+and a fixed set of RunResults for the report tests."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from backends.protocol import RunResult, RunSpec
+
+ROOT = Path(__file__).resolve().parent.parent
+RESNET50_TRAINABLE = 25557032  # torchvision's count for resnet50 (ResNet-50 v1.5, 1000 classes)
+RESNET50_BN_RUNNING_STATS = 53120  # BN running mean/var: not trained, counted by Keras and Gluon
+
+
+def backend_python(name: str) -> str:
+    """The interpreter `compare run` would use for framework `name` on this CPU machine."""
+    from compare import envs, frameworks
+    return envs.resolve(frameworks.get(name), "cpu", {}).python
+
+
+def run_in_backend(name: str, code: str, timeout: int = 600) -> str:
+    """Run `code` with the backend's interpreter, `backends` importable; return its stdout."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run([backend_python(name), "-c", code], capture_output=True, text=True,
+                          env=env, timeout=timeout, cwd=str(ROOT))
+    if proc.returncode != 0:
+        raise AssertionError("backend code failed (exit {}):\n{}".format(
+            proc.returncode, proc.stderr[-4000:]))
+    return proc.stdout
+
+
+def run_backend(framework: str, tmp_path, timeout: int = 600, **fields):
+    """Write a spec, run the backend's command() in its environment as the local executor would
+    (same environment variables); return (RunResult, CompletedProcess)."""
+    import importlib
+
+    from backends.protocol import RunSpec, read_result, write_spec
+    from compare import frameworks
+    from compare.executors.base import run_env
+    fw = frameworks.get(framework)
+    defaults = dict(framework=fw.name, backend=fw.backend, batch_size=4, image_size=32,
+                    warmup_steps=2, steps=4, windows=2)
+    defaults.update(fields)
+    spec = RunSpec(**defaults)
+    spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
+    write_spec(str(spec_path), spec)
+    backend = importlib.import_module("backends." + fw.backend)
+    cmd = backend.command(backend_python(fw.name), spec, str(spec_path), str(result_path))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env(spec, ROOT),
+                          timeout=timeout, cwd=str(tmp_path))
+    assert result_path.exists(), "no result file; exit {}:\n{}".format(
+        proc.returncode, proc.stderr[-4000:])
+    return read_result(str(result_path)), proc
+
+
+_TORCH_LAYERS = None
+
+
+def torch_layers() -> dict:
+    """The PyTorch model's layers, read in its own environment (the host test venv has no torch):
+    trainable shapes in order, every conv's stride, and [stride, kernel shape] of the main-path
+    convs (downsample branches left out). The other backends' twins are checked against these."""
+    global _TORCH_LAYERS
+    if _TORCH_LAYERS is None:
+        out = run_in_backend("caffe2", """
+import json
+from torch import nn
+from backends.caffe2_torch.resnet50 import ResNet50
+m = ResNet50(1000)
+convs = [(n, c) for n, c in m.named_modules() if isinstance(c, nn.Conv2d)]
+print(json.dumps({
+    "shapes": [list(p.shape) for p in m.parameters()],
+    "strides": [c.stride[0] for _, c in convs],
+    "main_convs": [[c.stride[0], [c.kernel_size[0], c.kernel_size[1], c.in_channels, c.out_channels]]
+                   for n, c in convs if "downsample" not in n]}))
+""")
+        _TORCH_LAYERS = json.loads(out.strip().splitlines()[-1])
+    return _TORCH_LAYERS
+
+
+TINY_RUN = ["--batch-size", "4", "--image-size", "32", "--steps", "2", "--warmup", "1", "--windows", "1"]
+
+
+def run_compare(args, timeout: int = 1500, env=None) -> subprocess.CompletedProcess:
+    """`python -m compare ARGS` from the repo root, as a user types it; asserts exit code 0."""
+    proc = subprocess.run([sys.executable, "-m", "compare"] + list(args), cwd=str(ROOT), text=True,
+                          capture_output=True, env=dict(os.environ, **(env or {})), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def main_exit(argv, capsys):
+    """compare.cli.main(argv) in this process: (exit code, stdout, stderr)."""
+    import pytest
+
+    from compare.cli import main
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    out, err = capsys.readouterr()
+    return exit_info.value.code, out, err
+
+
+# --- a fixed set of RunResults (no training): the A6000 seed figures for TensorFlow, plus PyTorch
+# repeats, an out-of-memory cell and a failed MXNet cell (report, HTML, diff, references tests)
+# tf_cnn_benchmarks on 1/2/4/8x RTX A6000, resnet50, batch 256 (compare/references/)
+A6000 = {"fp16": {1: 1220.76, 2: 2382.99, 4: 4634.09, 8: 8816.47},
+         "fp32": {1: 520.85, 2: 1036.15, 4: 2042.98, 8: 3980.10}}
+MACHINE = {"hostname": "lab1", "cpu_model": "AMD EPYC 7543", "cpu_count": 64, "memory_gib": 503.7,
+           "gpus": [{"index": i, "name": "NVIDIA RTX A6000", "driver": "535.54"} for i in range(8)],
+           "cuda_driver_version": "12.2", "compare_version": "0.1.0",
+           "git": {"commit": "0123456789abcdef", "dirty": False}}
+
+
+def result(framework, precision, gpus, ips=None, repeat=0, status="ok", reason=None, watts=None,
+           device="cuda", batch=256, device_name="NVIDIA RTX A6000", version=None):
+    spec = RunSpec(framework=framework, backend={"tf": "tf_horovod", "caffe2": "caffe2_torch"}.get(
+        framework, framework), gpus=gpus, device=device, precision=precision, batch_size=batch,
+        repeat=repeat)
+    telemetry = {"source": "nvml", "samples": 20, "power_avg_w": watts, "util_avg_pct": 97.0,
+                 "mem_used_max_mib": 40000.0, "sm_clock_avg_mhz": 1800.0, "temp_max_c": 80.0}
+    ok = status == "ok"
+    return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(), reason=reason,
+                     images_per_sec=ips if ok else None, median_images_per_sec=ips if ok else None,
+                     uncertainty=0.5 if ok else None, jitter=1.0 if ok else None,
+                     distribution="horovod" if framework == "tf" else "ddp",
+                     device_name=device_name,
+                     framework_version=version or {"tf": "tensorflow 2.15.1", "caffe2": "torch 2.3.1",
+                                                   "mxnet": "mxnet 1.9.1"}[framework],
+                     telemetry=telemetry if watts is not None else {})
+
+
+def fixed_results():
+    out = [result("tf", p, n, ips, watts=290.0 * n) for p, row in A6000.items() for n, ips in row.items()]
+    out += [result("caffe2", "fp16", 1, ips, repeat=i, watts=280.0)
+            for i, ips in enumerate([1250.0, 1290.0, 1300.0, 1330.0, 1400.0])]
+    out += [result("caffe2", "fp16", 2, 2450.0, watts=570.0), result("caffe2", "fp32", 1, 560.0),
+            result("caffe2", "fp32", 2, status="oom", reason="CUDA out of memory. Tried to allocate 2 GiB"),
+            result("mxnet", "fp32", 1, status="failed", reason="MXNetError: cudnn failed\nline 2")]
+    return out
