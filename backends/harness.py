@@ -219,7 +219,7 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
             described = {"settings": {"describe_error": repr(exc)}}
     result = RunResult(
         run_id=spec.run_id, status=status, spec=spec.to_dict(), reason=reason,
-        world_size=spec.gpus,
+        world_size=spec.world_size,
         distribution=getattr(trainer, "distribution", None),
         framework_version=described.get("framework_version"),
         device_name=described.get("device_name"),

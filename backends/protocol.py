@@ -33,7 +33,8 @@ class RunSpec:
 
     framework: str  # registry name, e.g. "caffe2"
     backend: str  # python package under backends/, e.g. "caffe2_torch"
-    gpus: int = 1  # workers: GPUs on cuda, processes (or contexts) on cpu
+    gpus: int = 1  # workers per node: GPUs on cuda, processes (or contexts) on cpu
+    nodes: int = 1  # machines (a Slurm allocation); world = gpus * nodes
     device: str = "cpu"  # "cpu" or "cuda"
     precision: str = "fp32"  # one of PRECISIONS
     batch_size: int = 32  # per worker
@@ -53,20 +54,26 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return "{}-{}-{}{}-b{}-s{}-r{}".format(
-            self.framework, self.precision, "g" if self.device == "cuda" else "w",
-            self.gpus, self.batch_size, self.image_size, self.repeat)
+        return "{}-{}-{}{}{}-b{}-s{}-r{}".format(
+            self.framework, self.precision, "n{}x".format(self.nodes) if self.nodes > 1 else "",
+            "g" if self.device == "cuda" else "w", self.gpus, self.batch_size, self.image_size,
+            self.repeat)
+
+    @property
+    def world_size(self) -> int:
+        """Workers in the whole job: per node times nodes."""
+        return self.gpus * self.nodes
 
     @property
     def global_batch(self) -> int:
-        return self.batch_size * self.gpus
+        return self.batch_size * self.world_size
 
     def validate(self) -> None:
         if self.precision not in PRECISIONS:
             raise SchemaError("precision {!r}; valid: {}".format(self.precision, ", ".join(PRECISIONS)))
         if self.device not in DEVICES:
             raise SchemaError("device {!r}; valid: {}".format(self.device, ", ".join(DEVICES)))
-        for name in ("gpus", "batch_size", "steps", "windows"):
+        for name in ("gpus", "nodes", "batch_size", "steps", "windows"):
             if getattr(self, name) < 1:
                 raise SchemaError("{} must be >= 1, got {}".format(name, getattr(self, name)))
         if self.image_size < 32:

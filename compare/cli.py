@@ -41,7 +41,8 @@ def _err(msg: str) -> None:
 @app.command()
 def run(
     frameworks: str = typer.Option(None, help=FRAMEWORKS_HELP + " Default: all available."),
-    gpus: str = typer.Option("1", help="Comma list of GPU counts (on CPU: worker processes)."),
+    gpus: str = typer.Option("1", help="Comma list of GPU counts per node (on CPU: worker processes)."),
+    nodes: str = typer.Option("1", help="Comma list of node counts (an executor of a cluster)."),
     precision: str = typer.Option("fp32", help="Comma list of fp32, tf32, fp16, bf16."),
     batch_size: str = typer.Option("32", help="Comma list of per-GPU batch sizes."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
@@ -68,7 +69,7 @@ def run(
                           batch_size=batch_size, device=device, image_size=image_size, steps=steps,
                           warmup=warmup, windows=windows, repeats=repeats, results=results,
                           resume=resume, timeout=timeout, compile=compile, quick=quick,
-                          python=python, option=option, executor=executor)
+                          python=python, option=option, executor=executor, nodes=nodes)
     raise typer.Exit(execute(cfg))
 
 

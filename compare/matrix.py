@@ -1,4 +1,5 @@
-"""The benchmark matrix: frameworks x gpus x precisions x batch sizes x repeats -> RunSpecs."""
+"""The benchmark matrix: frameworks x precisions x batch sizes x nodes x gpus x repeats -> RunSpecs."""
+import itertools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Sequence
 
@@ -50,18 +51,13 @@ class Matrix:
     device: str = "cpu"
     common: Dict[str, Any] = field(default_factory=dict)  # image_size, steps, warmup_steps, ...
     options: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # framework -> its options
+    nodes: Sequence[int] = (1,)  # machines per job (GPUs per node: `gpus`)
 
     def specs(self) -> List[RunSpec]:
-        """Every cell, in sweep order: framework, precision, batch, gpus, repeat."""
-        out = []
-        for fw in self.frameworks:
-            for precision in self.precisions:
-                for batch in self.batch_sizes:
-                    for gpus in self.gpus:
-                        for repeat in range(self.repeats):
-                            out.append(RunSpec(
-                                framework=fw.name, backend=fw.backend, gpus=gpus,
-                                device=self.device, precision=precision, batch_size=batch,
-                                repeat=repeat, options=dict(self.options.get(fw.name, {})),
-                                **self.common))
-        return out
+        """Every cell, in sweep order: framework, precision, batch, nodes, gpus, repeat."""
+        return [RunSpec(framework=fw.name, backend=fw.backend, nodes=nodes, gpus=gpus,
+                        device=self.device, precision=precision, batch_size=batch, repeat=repeat,
+                        options=dict(self.options.get(fw.name, {})), **self.common)
+                for fw, precision, batch, nodes, gpus, repeat in itertools.product(
+                    self.frameworks, self.precisions, self.batch_sizes, self.nodes, self.gpus,
+                    range(self.repeats))]

@@ -83,15 +83,17 @@ class RunConfig:
     python: Dict[str, str] = field(default_factory=dict)
     executor: str = "auto"  # auto or a name in executors.EXECUTORS
     options: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # framework -> typed options
+    nodes: List[int] = field(default_factory=lambda: [1])  # machines per job (Slurm)
 
     @classmethod
     def parse(cls, *, frameworks, gpus, precision, batch_size, device, image_size, steps, warmup,
               windows, repeats, results, resume, timeout, compile, quick, python, option,
-              executor="auto"):
+              executor="auto", nodes="1"):
         from . import envs
         from .store import default_root
         fw_list = fws.parse(frameworks) if frameworks is not None else fws.available()
         gpu_list = parse_ints(gpus, "--gpus")
+        node_list = parse_ints(nodes, "--nodes")
         precisions = parse_precisions(precision)
         batches = parse_ints(batch_size, "--batch-size")
         common = dict(DEFAULTS, **(QUICK if quick else {}), windows=windows, compile=compile)
@@ -116,11 +118,13 @@ class RunConfig:
                              "on this machine" if executors.remote(executor) is None else
                              "on the {} nodes".format(executor))
         return cls([f.name for f in fw_list], gpu_list, precisions, batches, dev, common, repeats,
-                   str(results or default_root()), resume, timeout, overrides, executor, options)
+                   str(results or default_root()), resume, timeout, overrides, executor, options,
+                   node_list)
 
     def matrix(self) -> Matrix:
         return Matrix([fws.get(n) for n in self.frameworks], self.gpus, self.precisions,
-                      self.batch_sizes, self.repeats, self.device, self.common, self.options)
+                      self.batch_sizes, self.repeats, self.device, self.common, self.options,
+                      self.nodes)
 
     def context(self, log) -> executors.Context:
         return executors.Context([fws.get(n) for n in self.frameworks], self.device, self.python,
@@ -163,6 +167,10 @@ def execute(cfg: RunConfig) -> int:
     console = Console(stderr=True, markup=False, highlight=False)  # reasons may hold [brackets]
     ctx = cfg.context(console.print)
     cls, why = executors.choose(cfg.executor, ctx)
+    if max(cfg.nodes) > 1 and not cls.multi_node:
+        raise UserError("--nodes {}: the {} executor runs on one machine; more nodes need an "
+                        "executor of a cluster ({})".format(max(cfg.nodes), cls.name, ", ".join(
+                            n for n in executors.names() if executors.load(n).multi_node) or "none"))
     campaign = _open_campaign(cfg, cls.machine(ctx))  # bad --results fails before anything runs
     console.print("executor: {} ({})".format(cls.name, why))
     executor = cls(ctx)

@@ -42,6 +42,7 @@ class Executor:
     # where runs execute: "host" (this machine; its machine record is the campaign's) or "job"
     # (elsewhere: the machine record and the device check come from there, via machine())
     runs_on: ClassVar[str] = "host"
+    multi_node: ClassVar[bool] = False  # can a job span several machines (--nodes > 1)
 
     @classmethod
     def available(cls, ctx: Context) -> Tuple[bool, str]:
