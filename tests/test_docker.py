@@ -5,12 +5,14 @@ missing engine or image fails these tests. Elsewhere they are skipped with the r
 """
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from backends.protocol import RunSpec
-from compare import frameworks
+from compare import executors, frameworks
 from compare.executors import docker_images as images
 from compare.store import Campaign
 from tests.helpers import run_compare
@@ -97,7 +99,7 @@ def test_missing_image_and_crash_inside_are_recorded_and_the_sweep_goes_on(engin
 def test_a_container_past_its_timeout_is_killed_and_the_next_run_goes_on(engine, tmp_path):
     from compare.executors.docker import DockerExecutor
     campaign = Campaign.create(tmp_path / "c", {}, {})
-    executor = DockerExecutor("cpu")
+    executor = DockerExecutor(executors.Context([], "cpu"))
     spec = RunSpec("tf", "tf_horovod", image_size=32, batch_size=4, steps=2, warmup_steps=1, windows=2)
     slow = executor.run(spec, campaign, timeout=2)  # TensorFlow alone takes longer to import
     assert (slow.status, slow.reason) == ("timeout", "killed after the 2 s timeout")
@@ -120,7 +122,7 @@ def test_containers_left_by_a_killed_sweep_are_removed_before_the_campaign_goes_
     orphan = engine.containers.run(image, ["sleep", "600"], detach=True, network_mode="host",
                                    labels={"org.compare.campaign": str(campaign.root.resolve())})
     try:
-        executor = DockerExecutor("cpu")
+        executor = DockerExecutor(executors.Context([], "cpu"))
         result = executor.run(RunSpec("caffe2", "caffe2_torch", image_size=32, batch_size=4,
                                       steps=2, warmup_steps=1, windows=2), campaign, timeout=600)
         assert result.status == "ok", result.reason
@@ -130,3 +132,25 @@ def test_containers_left_by_a_killed_sweep_are_removed_before_the_campaign_goes_
             orphan.remove(force=True)
         except Exception:
             pass
+
+
+def test_docker_executor_builds_a_missing_image_itself_and_runs(engine, tmp_path):
+    from tests.test_seams import _copy
+    repo = _copy(tmp_path)
+    init = repo / "backends" / "caffe2_torch" / "__init__.py"
+    init.write_text(init.read_text() + "# a changed input: a new image tag\n")
+    campaign = tmp_path / "c"
+    proc = subprocess.run([sys.executable, "-m", "compare", "run", "--frameworks", "caffe2",
+                           "--executor", "docker", "--precision", "fp32", "--results",
+                           str(campaign)] + TINY, cwd=str(repo), env=dict(os.environ, PYTHONPATH=str(repo)),
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = _results(campaign)["caffe2-fp32-w1-b4-s32-r0"]
+    name = result["environment"]["image"]
+    try:
+        assert "image {} is not built: building it now".format(name) in proc.stderr
+        assert "Step 1/" in proc.stderr and "built {} in ".format(name) in proc.stderr
+        assert result["status"] == "ok", result["reason"]
+        assert name != images.image_name(frameworks.get("caffe2"), "cpu")  # not the tree's own image
+    finally:
+        engine.images.remove(name, force=True)
