@@ -4,9 +4,8 @@ import json
 import pytest
 
 from compare.cli import main
-from compare.reporting import diff, report
-from compare.store import Campaign
-from tests.helpers import MACHINE, result
+from compare.reporting import comparator, diff
+from tests.helpers import MACHINE, result, save_campaign
 
 T4 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"}])
 V100 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla V100-PCIE-32GB", "driver": "418.67"}])
@@ -24,7 +23,7 @@ def _side_b():
             result("caffe2", "bf16", 1, 390.0, batch=256)]
 
 def test_ratios_on_comparable_cells_and_reasons_for_the_rest():
-    d = diff.diff(report.cells(_side_a()), report.cells(_side_b()))
+    d = diff.diff(comparator.cells(_side_a()), comparator.cells(_side_b()))
     by = {(r.framework, r.precision): r for _, r in d.iterrows()}
     assert len(d) == 6  # 5 cells in A, plus mxnet fp16 only in B: nothing dropped
     assert by[("caffe2", "fp32")].ratio == pytest.approx(3.6)
@@ -38,17 +37,14 @@ def test_ratios_on_comparable_cells_and_reasons_for_the_rest():
                                              "comparable (listed below).")
 
 def test_different_settings_are_not_comparable():
-    a = report.cells([result("caffe2", "fp32", 1, 100.0)])
+    a = comparator.cells([result("caffe2", "fp32", 1, 100.0)])
     spec_b = result("caffe2", "fp32", 1, 150.0)
     spec_b.spec["compile"] = True
-    d = diff.diff(a, report.cells([spec_b]))
+    d = diff.diff(a, comparator.cells([spec_b]))
     assert not d.comparable.iloc[0] and d.why.iloc[0] == "settings differ: compile False vs True"
 
 def _campaign(root, machine, results):
-    c = Campaign.create(root, {"test": True}, machine)
-    for r in results:
-        c.save_result(r)
-    return root
+    return save_campaign(root, results, machine)
 
 def test_compare_diff_command(tmp_path, capsys):
     a = _campaign(tmp_path / "t4", T4, _side_a())
@@ -59,8 +55,9 @@ def test_compare_diff_command(tmp_path, capsys):
     assert e.value.code == 0, err
     assert "runs at 2.20–3.60× the speed of A ({}, 1× Tesla T4)".format(a) in out
     assert "Machines differ in: gpus: ['Tesla T4'] vs ['Tesla V100-PCIE-32GB']" in out
-    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 100.00 | 360.00 | 3.60× |" in out
-    assert "- mxnet fp16 b256 224px ×1: missing in A" in out
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 100.00 | 360.00 | 3.60× ±0.04 | better |" in out
+    assert "| MXNet | fp16 | 256 | 224 | 1 | missing in A |" in out
+    assert out.rstrip().splitlines()[-1] == "Cells: 3 better, 0 worse, 0 within noise, 3 not comparable."
     rows = json.loads((tmp_path / "d" / "diff.json").read_text())
     assert sum(1 for r in rows if r["comparable"]) == 3 and len(rows) == 6
 
