@@ -25,7 +25,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 from .commands import images as _images  # noqa: E402  (compare images build|list)
-from .commands import reporting as _reporting  # noqa: E402  (report, diff, list references)
+from .commands import reporting as _reporting  # noqa: E402  (report, diff, history, check)
 
 app.add_typer(_images.app, name="images")
 
@@ -74,7 +74,7 @@ def run(
     raise typer.Exit(execute(cfg))
 
 
-_reporting.register(app, list_app)  # report, diff, list references
+_reporting.register(app, list_app)  # report, diff, history, check, list references
 
 
 @list_app.command("frameworks")

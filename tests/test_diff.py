@@ -5,7 +5,7 @@ import pytest
 
 from compare.cli import main
 from compare.reporting import comparator, diff
-from tests.helpers import MACHINE, result, save_campaign
+from tests.helpers import MACHINE, main_exit, result, save_campaign, scaled, windowed
 
 T4 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"}])
 V100 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla V100-PCIE-32GB", "driver": "418.67"}])
@@ -70,3 +70,40 @@ def test_resume_on_another_machine_is_refused(tmp_path, capsys):
     line = err.splitlines()[-1]  # earlier lines may say which executor was picked
     assert line.startswith("compare: error: --resume {}: the campaign was recorded on another "
                            "machine (".format(root)) and "compare diff" in line
+
+
+# five windows a run, about 1 % apart: what a GPU run's windows look like
+WINDOWS = [990.0, 1005.0, 1000.0, 1012.0, 996.0]
+
+
+def _cells_with_windows():
+    return [windowed(fw, p, n, [w * k for w in WINDOWS])
+            for fw, k in (("tf", 1.0), ("caffe2", 1.1)) for p in ("fp32", "bf16") for n in (1, 2)]
+
+
+def test_a_campaign_against_its_own_copy_is_within_noise_everywhere(tmp_path, capsys):
+    a = save_campaign(tmp_path / "a", _cells_with_windows())
+    b = save_campaign(tmp_path / "b", _cells_with_windows())
+    code, out, err = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0, err
+    assert out.count("| within noise |") == 8
+    assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 0 worse, 8 within noise, 0 not comparable."
+
+
+def test_one_cell_at_80_percent_is_worse_the_rest_within_noise(tmp_path, capsys):
+    runs = _cells_with_windows()
+    slower = [scaled(r, 0.8) if r.run_id == "caffe2-bf16-g2-b256-s224-r0" else r for r in runs]
+    a, b = save_campaign(tmp_path / "a", runs), save_campaign(tmp_path / "b", slower)
+    code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0
+    assert "| PyTorch (Caffe2) | bf16 | 256 | 224 | 2 | 1100.66 | 880.53 | 0.80× ±0.01 | worse |" in out
+    assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 1 worse, 7 within noise, 0 not comparable."
+    d = diff.diff(comparator.cells(runs), comparator.cells(slower))
+    assert d[d.state == "worse"].ratio.tolist() == [pytest.approx(0.8)]
+
+
+def test_a_cell_without_an_interval_is_not_comparable():
+    one_window = [windowed("tf", "fp32", 1, [100.0], device="cpu")]
+    d = diff.diff(comparator.cells(one_window), comparator.cells(one_window))
+    assert (d.state.iloc[0], d.why.iloc[0]) == ("not comparable", "no interval: a side has one run with one "
+                                                "timed window")

@@ -1,7 +1,9 @@
-"""The report commands: `compare report`, `diff` and `list references`.
+"""The report commands: `compare report`, `diff`, `history`, `check` and `list references`.
 
     compare report results/2026-11-30 --format md,html --reference a6000_tf_cnn_benchmarks
     compare diff results/t4 results/v100 --out diff/
+    compare history results/                       # every campaign in the folder, oldest first
+    compare check results/new-box --reference my_v100.csv --tolerance 5%
 
 One function per command; compare/cli.py joins them with register(). Heavy imports (pandas,
 matplotlib) happen inside the commands.
@@ -78,6 +80,50 @@ def diff(
         _err("wrote {}".format(", ".join(str(out / n) for n in ("diff.md", "diff.csv", "diff.json"))))
 
 
+def history(
+    campaigns: List[Path] = typer.Argument(..., help="Campaign folders, or one folder holding them."),
+    out: Optional[Path] = typer.Option(None, help="Also write history.md, history.csv and "
+                                       "history.html (a chart per cell) here."),
+):
+    """Each cell's figure over time (date, commit, versions), regressions flagged."""
+    from ..reporting import charts, html, tables
+    from ..reporting import history as hist
+    h = hist.history(hist.campaigns(campaigns))
+    parts = hist.sections(h)
+    text = tables.markdown([s for _, secs in parts for s in secs])
+    sys.stdout.write(text)
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "history.md").write_text(text)
+    h.to_csv(out / "history.csv", index=False)
+    body = []
+    for key, secs in parts:
+        chart = charts.history(h[[tuple(r) == key for r in h[hist.KEY].itertuples(index=False)]],
+                               hist.title(key)) if key else None
+        body += ([html.figure(chart)] if chart else []) + [tables.html_fragment(secs)]
+    (out / "history.html").write_text(html.document("compare history", body))
+    _err("wrote {}".format(", ".join(str(out / n) for n in ("history.md", "history.csv", "history.html"))))
+
+
+def check(
+    campaign: Path = typer.Argument(..., help="A campaign folder made by `compare run`."),
+    reference: str = typer.Option(..., help="A name from `compare list references` or a CSV path."),
+    tolerance: str = typer.Option("5%", help="How far below the reference a figure may be (5% or "
+                                  "0.05); a reference's own `tolerance` column wins."),
+):
+    """Exit 0 when every comparable cell is at or above reference × (1 − tolerance), else exit 1
+    listing the cells that fall short."""
+    from ..reporting import check as chk
+    from ..reporting import references, tables
+    tol = references.parse_tolerance(tolerance)
+    name, ref = references.load(reference)
+    _, cells = _cells(campaign)
+    secs, passed = chk.sections(chk.check(cells, ref, name, tol), name)
+    sys.stdout.write(tables.markdown(secs))
+    raise typer.Exit(0 if passed else 1)
+
+
 def list_references():
     """Published figures shipped with compare, and the user's own (CSV files in the cache)."""
     from ..reporting import references
@@ -91,4 +137,6 @@ def register(app: typer.Typer, list_app: typer.Typer) -> None:
     """Join the report commands to the `compare` app and its `list` sub-app."""
     app.command()(report)
     app.command("diff")(diff)
+    app.command()(history)
+    app.command()(check)
     list_app.command("references")(list_references)
