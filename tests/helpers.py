@@ -141,10 +141,6 @@ def fixed_results():
 
 
 # --- results with timed windows (the intervals of report, diff, history and check tests) ---------
-CPU_MACHINE = {"hostname": "ci", "cpu_model": "Intel Xeon", "cpu_count": 2, "memory_gib": 7.8,
-               "gpus": [], "compare_version": "0.1.0", "git": {"commit": "fedcba9876543210", "dirty": False}}
-
-
 def windowed(framework, precision, gpus, windows, repeat=0, device="cuda", nodes=1, batch=256,
              image=224, layout=None):
     """An ok result as the harness writes it: the run's figure is the mean of its window figures."""
