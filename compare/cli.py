@@ -1,9 +1,9 @@
-"""The `compare` command line: run, report, list, doctor. One function per command.
+"""The `compare` command line: run, list, doctor here; report, diff, history and check in
+commands/reporting.py, images in commands/images.py. One function per command.
 
 Bad input is one line on stderr and exit code 2 (UserError, caught once in main()); a traceback
 only with --debug.
 """
-import json
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -25,6 +25,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 from .commands import images as _images  # noqa: E402  (compare images build|list)
+from .commands import reporting as _reporting  # noqa: E402  (report, diff, history, check)
 
 app.add_typer(_images.app, name="images")
 
@@ -73,70 +74,7 @@ def run(
     raise typer.Exit(execute(cfg))
 
 
-@app.command()
-def report(
-    campaign: Path = typer.Argument(..., help="A campaign folder made by `compare run`."),
-    format: str = typer.Option("md", help="Comma list of md, csv, json, html."),
-    out: Optional[Path] = typer.Option(None, help="Folder for report files (default CAMPAIGN/report)."),
-    reference: List[str] = typer.Option([], help="Published figures to compare with: a name from "
-                                        "`compare list references` or a CSV path."),
-    baseline: Optional[str] = typer.Option(None, help="Framework the others are divided by "
-                                           "(default: the first present, in the order of {}).".format(
-                                               fws.choices())),
-):
-    """Print the Markdown report of a campaign and write the report files."""
-    from .reporting import references, write_report
-    from .reporting import report as rep
-    from .store import Campaign
-    formats = rep.parse_formats(format)
-    refs = [references.load(r) for r in reference]
-    base = fws.get(baseline).name if baseline else None
-    c = Campaign.open(campaign)
-    text, paths, warnings = write_report(c, out or c.root / "report", formats, refs, base)
-    for w in warnings:
-        _err("warning: " + w)
-    sys.stdout.write(text)
-    for path in paths:
-        _err("wrote {}".format(path))
-
-
-@app.command("diff")
-def diff_campaigns(
-    campaign_a: Path = typer.Argument(..., help="Campaign A (e.g. the T4 machine)."),
-    campaign_b: Path = typer.Argument(..., help="Campaign B (e.g. the V100 machine): ratios are B ÷ A."),
-    out: Optional[Path] = typer.Option(None, help="Also write diff.md, diff.csv, diff.json here."),
-):
-    """Machine versus machine: B ÷ A on every comparable cell; the others listed with the reason."""
-    from .reporting import diff as d
-    from .reporting import report as rep
-    from .store import Campaign
-    sides = []
-    for path in (campaign_a, campaign_b):
-        c = Campaign.open(path)
-        results, errors = c.results()
-        for e in errors:
-            _err("warning: {}: {}".format(path, e))
-        sides.append((c, rep.cells(results)))
-    (ca, da), (cb, db) = sides
-    table = d.diff(da, db)
-    text = d.markdown(table, ca.machine, cb.machine, str(campaign_a), str(campaign_b))
-    sys.stdout.write(text)
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "diff.md").write_text(text)
-        table.to_csv(out / "diff.csv", index=False)
-        (out / "diff.json").write_text(json.dumps(d.records(table), indent=2) + "\n")
-        _err("wrote {}".format(", ".join(str(out / n) for n in ("diff.md", "diff.csv", "diff.json"))))
-
-
-@list_app.command("references")
-def list_references():
-    """Published figures shipped with compare, and the user's own (CSV files in the cache)."""
-    from .reporting import references
-    for name in references.available():
-        print(references.describe(*references.load(name)))
-    print("add your own: a CSV in {} or `compare report DIR --reference PATH.csv`".format(
-        references.user_dir()))
+_reporting.register(app, list_app)  # report, diff, history, check, list references
 
 
 @list_app.command("frameworks")

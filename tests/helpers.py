@@ -138,3 +138,43 @@ def fixed_results():
             result("caffe2", "fp32", 2, status="oom", reason="CUDA out of memory. Tried to allocate 2 GiB"),
             result("mxnet", "fp32", 1, status="failed", reason="MXNetError: cudnn failed\nline 2")]
     return out
+
+
+# --- results with timed windows (the intervals of report, diff, history and check tests) ---------
+def windowed(framework, precision, gpus, windows, repeat=0, device="cuda", nodes=1, batch=256,
+             image=224, layout=None):
+    """An ok result as the harness writes it: the run's figure is the mean of its window figures."""
+    import statistics
+    spec = RunSpec(framework=framework, backend={"tf": "tf_horovod", "caffe2": "caffe2_torch"}.get(
+        framework, framework), gpus=gpus, nodes=nodes, device=device, precision=precision,
+        batch_size=batch, image_size=image, repeat=repeat)
+    ws = [float(w) for w in windows]
+    return RunResult(run_id=spec.run_id, status="ok", spec=spec.to_dict(), images_per_sec=statistics.fmean(ws),
+                     window_images_per_sec=ws, median_images_per_sec=statistics.median(ws),
+                     uncertainty=statistics.stdev(ws) / len(ws) ** 0.5 if len(ws) > 1 else 0.0,
+                     distribution="ddp", device_name="cpu" if device == "cpu" else "NVIDIA H200",
+                     framework_version={"tf": "tensorflow 2.15.1", "caffe2": "torch 2.3.1",
+                                        "mxnet": "mxnet 1.9.1"}[framework],
+                     settings={"layout": layout} if layout else {})
+
+
+def scaled(r, factor):
+    """A copy of result r whose windows (and so its figures) are `factor` times as fast."""
+    import copy
+    out = copy.deepcopy(r)
+    out.window_images_per_sec = [w * factor for w in r.window_images_per_sec]
+    for name in ("images_per_sec", "median_images_per_sec", "uncertainty"):
+        setattr(out, name, getattr(r, name) * factor)
+    return out
+
+
+def save_campaign(root, results, machine=None, created_at=None):
+    """A campaign folder holding `results` (created_at: the ISO time campaign.json records)."""
+    from backends.protocol import write_json_atomic
+    from compare.store import CAMPAIGN_FILE, Campaign
+    c = Campaign.create(root, {"test": True}, machine if machine is not None else MACHINE)
+    for r in results:
+        c.save_result(r)
+    if created_at:
+        write_json_atomic(str(c.root / CAMPAIGN_FILE), dict(c.meta, created_at=created_at))
+    return c.root

@@ -4,9 +4,8 @@ import json
 import pytest
 
 from compare.cli import main
-from compare.reporting import diff, report
-from compare.store import Campaign
-from tests.helpers import MACHINE, result
+from compare.reporting import comparator, diff
+from tests.helpers import MACHINE, main_exit, result, save_campaign, scaled, windowed
 
 T4 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"}])
 V100 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla V100-PCIE-32GB", "driver": "418.67"}])
@@ -24,7 +23,7 @@ def _side_b():
             result("caffe2", "bf16", 1, 390.0, batch=256)]
 
 def test_ratios_on_comparable_cells_and_reasons_for_the_rest():
-    d = diff.diff(report.cells(_side_a()), report.cells(_side_b()))
+    d = diff.diff(comparator.cells(_side_a()), comparator.cells(_side_b()))
     by = {(r.framework, r.precision): r for _, r in d.iterrows()}
     assert len(d) == 6  # 5 cells in A, plus mxnet fp16 only in B: nothing dropped
     assert by[("caffe2", "fp32")].ratio == pytest.approx(3.6)
@@ -38,17 +37,14 @@ def test_ratios_on_comparable_cells_and_reasons_for_the_rest():
                                              "comparable (listed below).")
 
 def test_different_settings_are_not_comparable():
-    a = report.cells([result("caffe2", "fp32", 1, 100.0)])
+    a = comparator.cells([result("caffe2", "fp32", 1, 100.0)])
     spec_b = result("caffe2", "fp32", 1, 150.0)
     spec_b.spec["compile"] = True
-    d = diff.diff(a, report.cells([spec_b]))
+    d = diff.diff(a, comparator.cells([spec_b]))
     assert not d.comparable.iloc[0] and d.why.iloc[0] == "settings differ: compile False vs True"
 
 def _campaign(root, machine, results):
-    c = Campaign.create(root, {"test": True}, machine)
-    for r in results:
-        c.save_result(r)
-    return root
+    return save_campaign(root, results, machine)
 
 def test_compare_diff_command(tmp_path, capsys):
     a = _campaign(tmp_path / "t4", T4, _side_a())
@@ -59,8 +55,9 @@ def test_compare_diff_command(tmp_path, capsys):
     assert e.value.code == 0, err
     assert "runs at 2.20–3.60× the speed of A ({}, 1× Tesla T4)".format(a) in out
     assert "Machines differ in: gpus: ['Tesla T4'] vs ['Tesla V100-PCIE-32GB']" in out
-    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 100.00 | 360.00 | 3.60× |" in out
-    assert "- mxnet fp16 b256 224px ×1: missing in A" in out
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 100.00 | 360.00 | 3.60× ±0.04 | better |" in out
+    assert "| MXNet | fp16 | 256 | 224 | 1 | missing in A |" in out
+    assert out.rstrip().splitlines()[-1] == "Cells: 3 better, 0 worse, 0 within noise, 3 not comparable."
     rows = json.loads((tmp_path / "d" / "diff.json").read_text())
     assert sum(1 for r in rows if r["comparable"]) == 3 and len(rows) == 6
 
@@ -73,3 +70,40 @@ def test_resume_on_another_machine_is_refused(tmp_path, capsys):
     line = err.splitlines()[-1]  # earlier lines may say which executor was picked
     assert line.startswith("compare: error: --resume {}: the campaign was recorded on another "
                            "machine (".format(root)) and "compare diff" in line
+
+
+# five windows a run, about 1 % apart: what a GPU run's windows look like
+WINDOWS = [990.0, 1005.0, 1000.0, 1012.0, 996.0]
+
+
+def _cells_with_windows():
+    return [windowed(fw, p, n, [w * k for w in WINDOWS])
+            for fw, k in (("tf", 1.0), ("caffe2", 1.1)) for p in ("fp32", "bf16") for n in (1, 2)]
+
+
+def test_a_campaign_against_its_own_copy_is_within_noise_everywhere(tmp_path, capsys):
+    a = save_campaign(tmp_path / "a", _cells_with_windows())
+    b = save_campaign(tmp_path / "b", _cells_with_windows())
+    code, out, err = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0, err
+    assert out.count("| within noise |") == 8
+    assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 0 worse, 8 within noise, 0 not comparable."
+
+
+def test_one_cell_at_80_percent_is_worse_the_rest_within_noise(tmp_path, capsys):
+    runs = _cells_with_windows()
+    slower = [scaled(r, 0.8) if r.run_id == "caffe2-bf16-g2-b256-s224-r0" else r for r in runs]
+    a, b = save_campaign(tmp_path / "a", runs), save_campaign(tmp_path / "b", slower)
+    code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0
+    assert "| PyTorch (Caffe2) | bf16 | 256 | 224 | 2 | 1100.66 | 880.53 | 0.80× ±0.01 | worse |" in out
+    assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 1 worse, 7 within noise, 0 not comparable."
+    d = diff.diff(comparator.cells(runs), comparator.cells(slower))
+    assert d[d.state == "worse"].ratio.tolist() == [pytest.approx(0.8)]
+
+
+def test_a_cell_without_an_interval_is_not_comparable():
+    one_window = [windowed("tf", "fp32", 1, [100.0], device="cpu")]
+    d = diff.diff(comparator.cells(one_window), comparator.cells(one_window))
+    assert (d.state.iloc[0], d.why.iloc[0]) == ("not comparable", "no interval: a side has one run with one "
+                                                "timed window")

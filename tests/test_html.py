@@ -8,7 +8,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from compare.reporting import charts, html, report
+from compare.reporting import charts, comparator, html, report, write_files
 from tests.helpers import MACHINE, fixed_results, result
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
@@ -34,7 +34,7 @@ def _chromium(args, cwd):
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
     out = tmp_path_factory.mktemp("html")
-    paths = report.write(report.cells(fixed_results()), out, ["html"], MACHINE)
+    _, paths = write_files(comparator.cells(fixed_results()), out, ["html"], MACHINE)
     assert paths == [out / "report.html"]
     return out / "report.html"
 
@@ -43,8 +43,11 @@ def test_page_is_self_contained(page):
     text = page.read_text()
     assert not re.search(r"""(src|href)=["']?(https?:|//|file:)""", text)
     assert text.count('src="data:image/png;base64,') == 4
-    assert "TensorFlow (+Horovod) (fp16) on 8 GPUs is 7.22× as fast as on one: 90% scaling" in text
-    assert "PyTorch (Caffe2): fp16 is 132 % faster than fp32." in text
+    assert "TensorFlow (+Horovod) (fp16) on 8 GPUs is 7.22× as fast as on one GPU (±0.01): 90% scaling" in text
+    assert "PyTorch (Caffe2): fp16 is 132 % faster than fp32 (±15 %)." in text
+    # the findings come first, then the charts, then the same tables as report.md
+    assert text.index("What the numbers say") < text.index("data:image/png") < text.index("<h1>Tables</h1>")
+    assert "<td>2382.99 (1.952 ±0.002)</td>" in text
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/test installs it)")
@@ -59,7 +62,7 @@ def test_chromium_renders_every_chart(page, tmp_path):
                       "Framework versus framework", "Energy efficiency"]
     for chart in decoded:
         assert chart["w"] > 300 and chart["h"] > 200, chart  # a real picture, not a broken icon
-    assert dom.count("<table>") == 6
+    assert dom.count("<table>") == 7  # as report.md: 6 tables + the cells without a figure
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (scripts/test installs it)")
@@ -75,6 +78,6 @@ def test_screenshot_shows_the_charts(page, tmp_path):
 
 
 def test_nothing_to_draw_gives_no_chart():
-    one = report.cells([result("tf", "fp32", 1, 500.0)])  # one cell, no power reading
+    one = comparator.cells([result("tf", "fp32", 1, 500.0)])  # one cell, no power reading
     assert charts.all_charts(one) == []
-    assert "data:image/png" not in html.page(one)
+    assert "data:image/png" not in html.page(one, report.build(one))

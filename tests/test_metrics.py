@@ -70,3 +70,35 @@ def test_ratio_and_images_per_watt():
     assert metrics.ratio(1.0, None) is None and metrics.ratio(1.0, 0.0) is None
     assert metrics.images_per_watt(1220.76, 300.0) == pytest.approx(4.0692)
     assert metrics.images_per_watt(1220.76, None) is None  # no NVML: null, not zero
+
+
+# --- intervals: the uncertainty of a cell and of a ratio (compare/reporting/intervals.py) -----------
+
+def test_t_quantiles():
+    from compare.reporting.intervals import t975
+    assert t975(1) == 12.706 and t975(4) == 2.776 and t975(4.9) == 2.776  # fractional dof: round down
+    assert t975(60) == pytest.approx(2.000, abs=1e-3) and t975(None) == pytest.approx(1.96, abs=1e-3)
+
+
+def test_cell_estimate_from_windows_and_from_repeats():
+    from compare.reporting import intervals
+    one = intervals.cell([100.0], [[98.0, 100.0, 102.0]])
+    assert one.rel_se == pytest.approx(2.0 / 3 ** 0.5 / 100.0) and one.dof == 2
+    assert one.half_width() == pytest.approx(4.303 * 2.0 / 3 ** 0.5)
+    assert intervals.cell([100.0], [[100.0]]).rel_se is None  # one run, one window: unknown
+    # repeats that disagree more than their windows: the spread of the repeats decides
+    three = intervals.cell([90.0, 100.0, 110.0], [[89.9, 90.1], [99.9, 100.1], [109.9, 110.1]])
+    assert three.value == 100.0 and three.dof == 2
+    assert three.rel_se == pytest.approx(10.0 / 3 ** 0.5 / 100.0 * (3.141592653589793 / 2) ** 0.5)
+
+
+def test_ratio_interval_and_states():
+    from compare.reporting import intervals
+    a, b = intervals.Estimate(200.0, 0.01, None), intervals.Estimate(100.0, 0.01, None)
+    r = intervals.ratio(a, b)
+    assert r.value == 2.0 and r.rel_se == pytest.approx(2 ** 0.5 * 0.01)
+    assert r.half_width() == pytest.approx(1.959964 * 2 ** 0.5 * 0.01 * 2.0)
+    assert intervals.state(1.05, 0.04) == "better" and intervals.state(0.95, 0.04) == "worse"
+    assert intervals.state(1.03, 0.04) == "within noise" and intervals.state(1.0, None) == "not comparable"
+    assert intervals.state(0.30, 0.05, null=0.0) == "better"  # a precision gain against no gain
+    assert intervals.pm(1.952, 0.0021, "{:.3f}") == "1.952 ±0.002" and intervals.pm(1.5, None) == "1.50 ±?"

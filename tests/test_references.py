@@ -2,7 +2,7 @@
 import pytest
 
 from compare.errors import UserError
-from compare.reporting import references, report
+from compare.reporting import comparator, references, tables
 from tests.helpers import fixed_results, main_exit, result
 
 
@@ -15,14 +15,15 @@ def test_list_references(capsys):
 
 def test_measured_beside_published():
     _, ref = references.load("a6000_tf_cnn_benchmarks")
-    table = references.compare(report.cells(fixed_results()), ref)
+    table = references.compare(comparator.cells(fixed_results()), ref)
     tf8 = table[(table.framework == "tf") & (table.precision == "fp16") & (table.gpus == 8)].iloc[0]
     assert tf8.published_images_per_sec == 8816.47 and tf8.ratio == pytest.approx(1.0)
     assert tf8.published_speedup == 7.222 and tf8.speedup_ratio == pytest.approx(1.0, abs=1e-4)
     c2 = table[(table.framework == "caffe2") & (table.precision == "fp16") & (table.gpus == 1)].iloc[0]
     assert c2.ratio == pytest.approx(1300.0 / 1220.76)
-    text = references.markdown("a6000_tf_cnn_benchmarks", table)
-    assert "| TensorFlow (+Horovod) | fp16 | 256 | 8 | 8816.47 | 8816.47 | 1.00× | 7.222 | 7.222 | 1.00× |" in text
+    text = tables.markdown([references.table("a6000_tf_cnn_benchmarks", table)])
+    assert "| TensorFlow (+Horovod) | fp16 | 256 | 8 | 8816.47 | 8816.47 | 1.00× ±0.00 | 7.222 | 7.222 | " \
+           "1.00× ±0.00 |" in text
 
 
 def test_speedup_only_reference_matches_on_framework():
@@ -31,7 +32,7 @@ def test_speedup_only_reference_matches_on_framework():
     # R740, 3x V100: Caffe2 2.61x (FP32); Horovod+TF 2.12x (FP32)
     runs = [result("caffe2", "fp32", 1, 100.0), result("caffe2", "fp32", 3, 261.0),
             result("tf", "fp32", 1, 100.0), result("tf", "fp32", 3, 250.0)]
-    table = references.compare(report.cells(runs), ref)
+    table = references.compare(comparator.cells(runs), ref)
     three = {r.framework: r for _, r in table[table.gpus == 3].iterrows()}
     assert three["caffe2"].published_speedup == 2.61
     assert three["caffe2"].speedup_ratio == pytest.approx(1.0)
@@ -46,7 +47,7 @@ def test_user_reference_csv(tmp_path, monkeypatch):
         "framework,precision,gpus,batch_size,images_per_sec,gpu\npytorch,fp16,2,256,2000,V100\n")
     assert "my_v100" in references.available()
     _, ref = references.load("my_v100")
-    table = references.compare(report.cells(fixed_results()), ref)
+    table = references.compare(comparator.cells(fixed_results()), ref)
     hit = table[table.published_images_per_sec.notna()]
     assert list(zip(hit.framework, hit.gpus)) == [("caffe2", 2)]
     assert hit.ratio.iloc[0] == pytest.approx(2450.0 / 2000.0)

@@ -5,15 +5,19 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from compare.reporting import report
-from tests.helpers import A6000, MACHINE, fixed_results, result
+from compare.reporting import comparator, report, tables, write_files
+from tests.helpers import A6000, MACHINE, fixed_results, result, windowed
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "report_fixed.md"
 
 
 @pytest.fixture(scope="module")
 def df():
-    return report.cells(fixed_results())
+    return comparator.cells(fixed_results())
+
+
+def _markdown(df, machine=None):
+    return tables.markdown(report.build(df, machine).sections())
 
 
 def _cell(df, framework, precision, gpus):
@@ -23,13 +27,13 @@ def _cell(df, framework, precision, gpus):
 
 
 def test_markdown_matches_the_golden_file(df):
-    assert report.markdown(df, MACHINE) == GOLDEN.read_text()
+    assert _markdown(df, MACHINE) == GOLDEN.read_text()
 
 
 def test_seed_row_reads_as_published(df):
-    # 1220.76 | 2382.99 (1.952) | 4634.09 (3.796) | 8816.47 (7.222)
-    assert "| TensorFlow (+Horovod) | fp16 | 256 | 224 | 1220.76 | 2382.99 (1.952) | 4634.09 (3.796) " \
-           "| 8816.47 (7.222) |" in report.markdown(df)
+    # 1220.76 | 2382.99 (1.952) | 4634.09 (3.796) | 8816.47 (7.222); ± from the recorded std/sqrt(n)
+    assert "| TensorFlow (+Horovod) | fp16 | 256 | 224 | 1220.76 | 2382.99 (1.952 ±0.002) | " \
+           "4634.09 (3.796 ±0.003) | 8816.47 (7.222 ±0.006) |" in _markdown(df)
 
 
 def test_repeats_median_spread_cv_and_mlperf_mean(df):
@@ -44,7 +48,7 @@ def test_repeats_median_spread_cv_and_mlperf_mean(df):
 
 
 def test_window_statistics_and_telemetry_are_in_the_json_records(df, tmp_path):
-    report.write(df, tmp_path, ["json", "csv"], MACHINE, fixed_results())
+    write_files(df, tmp_path, ["json", "csv"], MACHINE, fixed_results())
     records = json.loads((tmp_path / "report.json").read_text())
     tf8 = next(r for r in records if (r["framework"], r["precision"], r["gpus"]) == ("tf", "fp16", 8))
     assert (tf8["uncertainty"], tf8["jitter"]) == (0.5, 1.0)
@@ -62,7 +66,7 @@ def test_framework_ratio_at_equal_settings(df):
     assert _cell(df, "caffe2", "fp16", 2).framework_ratio == pytest.approx(2450.0 / 2382.99)
     assert _cell(df, "caffe2", "fp32", 2).framework_ratio is None  # oom: not divided
     assert _cell(df, "tf", "fp32", 4).framework_ratio == 1.0
-    other = report.cells(fixed_results(), baseline="caffe2")
+    other = comparator.cells(fixed_results(), baseline="caffe2")
     assert _cell(other, "tf", "fp32", 1).framework_ratio == pytest.approx(520.85 / 560.0)
 
 
@@ -75,6 +79,75 @@ def test_speedup_efficiency_and_gain(df):
 
 def test_runs_on_different_devices_in_one_campaign_are_flagged():
     mixed = [result("tf", "fp32", 1, 500.0), result("tf", "fp32", 2, 900.0, device_name="Tesla T4")]
-    text = report.markdown(report.cells(mixed))
+    text = _markdown(comparator.cells(mixed))
     assert "**Warning: this campaign holds cuda runs on different devices: NVIDIA RTX A6000, " \
-           "Tesla T4." in text
+           "Tesla T4. Compare them only knowingly.**" in text
+
+
+def test_every_ratio_carries_its_propagated_interval(df):
+    c = _cell(df, "tf", "fp16", 8)
+    # fixture results carry no windows: their recorded std/sqrt(n) (0.5 img/s), normal quantile
+    u = ((0.5 / 8816.47) ** 2 + (0.5 / 1220.76) ** 2) ** 0.5
+    assert c.speedup_ci95 == pytest.approx(1.959964 * u * 8816.47 / 1220.76)
+    assert c.scaling_efficiency_ci95 == pytest.approx(c.speedup_ci95 / 8)
+    one = _cell(df, "tf", "fp16", 1)
+    assert (one.speedup, one.speedup_ci95) == (1.0, 0.0)  # the 1-GPU cell against itself
+    repeated = _cell(df, "caffe2", "fp16", 1)  # 5 repeats: their spread, not the windows, decides
+    runs = [1250.0, 1290.0, 1300.0, 1330.0, 1400.0]
+    se = pd.Series(runs).std() / 5 ** 0.5 / pd.Series(runs).mean() * (3.141592653589793 / 2) ** 0.5
+    assert repeated.images_per_sec_ci95 == pytest.approx(2.776 * se * 1300.0)
+
+
+def _nodes_results():
+    # one node x 1 GPU, one node x 4 GPUs, two nodes x 4 GPUs; tight windows
+    return [windowed("tf", "fp32", 1, [99.0, 100.0, 101.0]),
+            windowed("tf", "fp32", 4, [379.0, 380.0, 381.0]),
+            windowed("tf", "fp32", 4, [719.0, 720.0, 721.0], nodes=2)]
+
+
+def test_nodes_columns_speedups_and_efficiency_per_gpu():
+    cells = comparator.cells(_nodes_results())
+    two = cells[cells.nodes == 2].iloc[0]
+    assert two.world_size == 8
+    assert two.speedup == pytest.approx(7.2)  # versus the 1-GPU cell of the row
+    assert two.speedup_one_node == pytest.approx(720.0 / 380.0)  # versus 1 node x 4 GPUs
+    assert two.scaling_efficiency == pytest.approx(0.9)  # per GPU of the whole job
+    assert cells[cells.nodes == 1].speedup_one_node.tolist() == [None, None]
+    text = _markdown(cells)
+    assert "| framework | precision | batch | image | 1 node × 1 GPU | 1 node × 4 GPUs | 2 nodes × 4 GPUs |" in text
+    # 3 windows, std 1: u = 0.577 % and 0.152 %; Welch dof 2.3 -> t(2) = 4.303; 4.303 x 0.597 % x 3.8
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | 224 | 100.00 | 380.00 (3.800 ±0.098) | 720.00 (7.200 ±0.181) |" in text
+    assert "## Speedup vs one node (img/s ÷ img/s of 1 node, same GPUs per node)" in text
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | 224 | 1.895 ±0.010 |" in text
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | 224 | 0.950 ±0.024 | 0.900 ±0.023 |" in text
+    assert "on 2 nodes × 4 GPUs is 7.20× as fast as on one GPU (±0.18): 90% scaling efficiency." in text
+
+
+def test_one_node_everywhere_keeps_the_plain_gpu_labels(df):
+    assert "| framework | precision | batch | image | 1 GPU | 2 GPUs | 4 GPUs | 8 GPUs |" in _markdown(df)
+    assert "Speedup vs one node" not in _markdown(df)
+
+
+def test_layout_is_recorded_and_shown_where_it_varies(tmp_path):
+    runs = [windowed("tf", "fp32", 1, [99.0, 101.0], layout="NHWC"),
+            windowed("caffe2", "fp32", 1, [89.0, 91.0], layout="NCHW")]
+    write_files(comparator.cells(runs), tmp_path, ["json", "csv", "md"], MACHINE, runs)
+    records = json.loads((tmp_path / "report.json").read_text())
+    assert [(r["framework"], r["layout"]) for r in records] == [("tf", "NHWC"), ("caffe2", "NCHW")]
+    assert pd.read_csv(tmp_path / "report.csv").layout.tolist() == ["NHWC", "NCHW"]
+    text = (tmp_path / "report.md").read_text()
+    assert "| framework | precision | batch | image | layout | 1 GPU |" in text
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | NCHW | 90.00 |" in text
+    same = _markdown(comparator.cells(runs[:1]))
+    assert "| layout |" not in same and "Layout: NHWC in every cell." in same
+
+
+def test_each_table_is_also_written_as_shown_to_csv(df, tmp_path):
+    _, paths = write_files(df, tmp_path, ["csv"], MACHINE, fixed_results())
+    assert tmp_path / "tables" in paths
+    shown = pd.read_csv(tmp_path / "tables" / "images_sec.csv", dtype=str)
+    assert list(shown.columns) == ["framework", "precision", "batch", "image", "1 GPU", "2 GPUs",
+                                   "4 GPUs", "8 GPUs"]
+    assert shown.iloc[0]["2 GPUs"] == "2382.99 (1.952 ±0.002)"
+    failed = pd.read_csv(tmp_path / "tables" / "cells_without_a_figure.csv")
+    assert failed.status.tolist() == ["oom", "failed"]

@@ -1,11 +1,67 @@
-"""Reports of a campaign: the comparator (report.cells), its tables and charts, diff, references.
+"""Reports of a campaign: the comparator (comparator.cells), the report's table models and their
+renderers, charts, diff, history, references and the check against them.
 
-`write_report` is the one writer `compare run` and `compare report` share.
+`write_report` is the one writer `compare run` and `compare report` share: every section (the
+`--reference` ones included) is built once and rendered to report.md, report.html and CSV.
 """
+import json
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..errors import UserError
 
 FORMATS = ("md", "csv", "json", "html")
+
+
+def parse_formats(csv: str) -> List[str]:
+    items = [s.strip().lower() for s in csv.split(",") if s.strip()]
+    if not items:
+        raise UserError("--format is empty; choose from {}".format(", ".join(FORMATS)))
+    for f in items:
+        if f not in FORMATS:
+            raise UserError("unknown format {!r}; choose from {}".format(f, ", ".join(FORMATS)))
+    return items
+
+
+def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dict],
+                results: Sequence = (), references: Sequence[Tuple[str, object]] = ()
+                ) -> Tuple[str, List[Path]]:
+    """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
+    as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
+    from . import html, report, tables
+    from . import references as refs
+    from .comparator import runs
+    rep = report.build(df, machine)
+    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
+    text = tables.markdown(rep.sections())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for fmt in formats:
+        path = out_dir / "report.{}".format(fmt)
+        if fmt == "md":
+            path.write_text(text)
+        elif fmt == "csv":
+            df.to_csv(path, index=False)
+            written += _csv_extras(out_dir, rep, results, runs, tables)
+        elif fmt == "html":
+            path.write_text(html.page(df, rep))
+        else:
+            path.write_text(json.dumps(df.to_dict(orient="records"), indent=2, default=str) + "\n")
+        written.append(path)
+    return text, written
+
+
+def _csv_extras(out_dir: Path, rep, results, runs, tables) -> List[Path]:
+    out = []
+    if results:
+        runs(results).to_csv(out_dir / "runs.csv", index=False)
+        out.append(out_dir / "runs.csv")
+    folder = out_dir / "tables"
+    folder.mkdir(exist_ok=True)
+    for t in rep.tables:
+        if isinstance(t, tables.Table):
+            (folder / (t.csv_name() + ".csv")).write_text(tables.to_csv(t))
+    return out + [folder]
 
 
 def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
@@ -13,12 +69,8 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
                  baseline: Optional[str] = None) -> Tuple[str, List[Path], List[str]]:
     """Read the campaign's results, write the report files; return (Markdown text, paths written,
     warnings about result files that could not be read)."""
-    from . import references as refs
-    from .report import cells, markdown, write
+    from .comparator import cells
     results, warnings = campaign.results()
     df = cells(results, baseline=baseline)
-    text = markdown(df, campaign.machine)
-    for name, ref in references:
-        text += "\n" + refs.markdown(name, refs.compare(df, ref))
-    paths = write(df, Path(out_dir), formats, campaign.machine, results, markdown_text=text)
+    text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references)
     return text, paths, warnings

@@ -1,7 +1,8 @@
 """The report's charts, drawn with matplotlib (Agg, no display) from the comparator's cells.
 
-Each chart function takes the cells DataFrame of `report.cells()` and returns a `Chart` (title,
-caption that says how to read it, PNG bytes), or None when the campaign has nothing to draw.
+Each chart function takes the cells DataFrame of `comparator.cells()` (or, for `history`, the rows
+of `history.history()`) and returns a `Chart` (title, caption that says how to read it, PNG bytes),
+or None when there is nothing to draw.
 """
 import io
 from dataclasses import dataclass
@@ -48,28 +49,29 @@ def _ok(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def scaling(df: pd.DataFrame) -> Optional[Chart]:
-    """images/sec versus GPU count, one line per framework, dashed: perfect linear scaling."""
+    """images/sec versus the job's GPU count (nodes × GPUs per node), one line per framework,
+    dashed: perfect linear scaling."""
     ok = _ok(df)
     groups = [(k, g) for k, g in ok.groupby(["precision", "batch_size", "image_size"], sort=False)
-              if g.gpus.nunique() > 1][:MAX_PANELS]
+              if g.world_size.nunique() > 1][:MAX_PANELS]
     if not groups:
         return None
     plt = _plt()
     fig, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 4.2), squeeze=False)
     for ax, ((precision, batch, image), g) in zip(axes[0], groups):
         for fw, f in g.groupby("framework", sort=False):
-            f = f.sort_values("gpus")
+            f = f.sort_values(["world_size", "nodes"]).drop_duplicates("world_size")
             color = frameworks.color(fw)
-            ax.plot(f.gpus, f.images_per_sec, "o-", color=color, label=_name(fw), linewidth=2)
-            one = f[f.gpus == 1]
+            ax.plot(f.world_size, f.images_per_sec, "o-", color=color, label=_name(fw), linewidth=2)
+            one = f[f.world_size == 1]
             if len(one):
                 base = float(one.images_per_sec.iloc[0])
-                ax.plot(f.gpus, base * f.gpus, "--", color=color, alpha=0.5,
+                ax.plot(f.world_size, base * f.world_size, "--", color=color, alpha=0.5,
                         label="{} ideal".format(_name(fw)))
         ax.set_title("{} · batch {} · {}px".format(precision, batch, image))
         ax.set_xlabel(_unit(df))
         ax.set_ylabel("images/sec (whole job)")
-        ax.set_xticks(sorted(g.gpus.unique()))
+        ax.set_xticks(sorted(g.world_size.unique()))
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return Chart("Throughput versus number of {}".format(_unit(df)),
@@ -161,6 +163,29 @@ def energy(df: pd.DataFrame) -> Optional[Chart]:
     return Chart("Energy efficiency",
                  "Images per second per watt drawn by the job's GPUs (NVML, averaged over the timed "
                  "region) = images per joule. Higher is better.", _png(fig))
+
+
+def history(h: pd.DataFrame, title: str) -> Optional[Chart]:
+    """One cell over time: img/s with its 95 % interval per campaign, regressions in red."""
+    ok = h[h.images_per_sec.notna()]
+    if len(ok) < 2:
+        return None
+    plt = _plt()
+    xs = list(range(len(ok)))
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(ok) + 3), 3.6))
+    ax.errorbar(xs, ok.images_per_sec.astype(float), yerr=[v or 0.0 for v in ok.images_per_sec_ci95],
+                fmt="o-", color=frameworks.color(ok.framework.iloc[0]), capsize=3)
+    bad = [(x, y) for x, y, flag in zip(xs, ok.images_per_sec, ok.regression) if flag]
+    if bad:
+        ax.plot([x for x, _ in bad], [y for _, y in bad], "v", color="#d93025", markersize=11,
+                label="regression")
+        ax.legend(fontsize=8)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(["{}\n{}".format(d[:10], c[:7]) for d, c in zip(ok.date, ok.commit)], fontsize=7)
+    ax.set_ylabel("images/sec (whole job)")
+    ax.grid(alpha=0.3)
+    return Chart(title, "Each point is one campaign (date, commit), with its 95 % interval; a red "
+                 "triangle marks a figure worse than the one before beyond noise.", _png(fig))
 
 
 def all_charts(df: pd.DataFrame) -> List[Chart]:

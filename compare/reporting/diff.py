@@ -1,8 +1,10 @@
 """`compare diff A B`: machine versus machine (or before versus after) on comparable cells.
 
-Cells match on framework, precision, per-GPU batch, image size and GPU count. A cell is compared
-only when both sides have a figure and ran the same model, data, compile switch and options;
-every other cell is listed with the reason, never dropped.
+Cells match on framework, precision, per-GPU batch, image size, nodes and GPUs per node. A cell is
+compared only when both sides have a figure and ran the same model, data, compile switch and
+options; every other cell is listed with the reason, never dropped. Each compared cell gets B ÷ A
+with its 95 % interval and a state: better (B faster), worse, within noise (intervals.py), or not
+comparable; the output ends with the count of each.
 """
 import json
 import statistics
@@ -11,20 +13,24 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from .. import frameworks, machine
-from . import metrics
+from . import findings, intervals
+from .comparator import estimate
+from .intervals import pm
+from .tables import Section, Table, Text
 
-MATCH = ["framework", "precision", "batch_size", "image_size", "gpus"]
+MATCH = ["framework", "precision", "batch_size", "image_size", "nodes", "gpus"]
 SETTINGS = ["model", "data", "compile", "options"]
 COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "ratio",
-                   "comparable", "why"]
+                   "ratio_ci95", "state", "comparable", "why"]
 
 
-def _why_not(a: Optional[pd.Series], b: Optional[pd.Series]) -> Optional[str]:
+def why_not(a: Optional[pd.Series], b: Optional[pd.Series], names=("A", "B")) -> Optional[str]:
+    """Why two cell records cannot be divided (None: they can)."""
     if a is None:
-        return "missing in A"
+        return "missing in {}".format(names[0])
     if b is None:
-        return "missing in B"
-    for side, r in (("A", a), ("B", b)):
+        return "missing in {}".format(names[1])
+    for side, r in zip(names, (a, b)):
         if r["status"] != "ok" or r["images_per_sec"] is None:
             return "{}: {}{}".format(side, r["status"], " ({})".format(
                 str(r["reason"]).splitlines()[0][:120]) if r["reason"] else "")
@@ -34,25 +40,33 @@ def _why_not(a: Optional[pd.Series], b: Optional[pd.Series]) -> Optional[str]:
     return None
 
 
+def versus(a: Optional[pd.Series], b: Optional[pd.Series], names=("A", "B")) -> Dict:
+    """B ÷ A of two cell records: ratio, half width of its interval, state and why not."""
+    why = why_not(a, b, names)
+    r = None if why else intervals.ratio(estimate(b), estimate(a))
+    hw = r.half_width() if r else None
+    if r is not None and hw is None:
+        why = "no interval: a side has one run with one timed window"
+    return {"ratio": r.value if r else None, "ratio_ci95": hw, "why": why,
+            "state": intervals.NOT_COMPARABLE if why else intervals.state(r.value, hw),
+            "comparable": why is None}
+
+
 def _index(df: pd.DataFrame) -> Dict[tuple, pd.Series]:
     return {tuple(r[c] for c in MATCH): r for _, r in df.iterrows()}
 
 
 def diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """One row per cell of A or B: both figures, B ÷ A where comparable, else why not."""
+    """One row per cell of A or B: both figures, B ÷ A with its interval and state, else why not."""
     ia, ib = _index(a), _index(b)
-    keys = list(ia) + [k for k in ib if k not in ia]
     rows = []
-    for key in keys:
+    for key in list(ia) + [k for k in ib if k not in ia]:
         ra, rb = ia.get(key), ib.get(key)
-        why = _why_not(ra, rb)
-        rows.append(dict(zip(MATCH, key),
-                         device_a=None if ra is None else ra["device"],
+        rows.append(dict(zip(MATCH, key), device_a=None if ra is None else ra["device"],
                          device_b=None if rb is None else rb["device"],
                          images_per_sec_a=None if ra is None else ra["images_per_sec"],
                          images_per_sec_b=None if rb is None else rb["images_per_sec"],
-                         ratio=None if why else metrics.ratio(rb["images_per_sec"], ra["images_per_sec"]),
-                         comparable=why is None, why=why))
+                         **versus(ra, rb)))
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
     return d.where(d.notna(), None)
 
@@ -76,32 +90,47 @@ def summary(d: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> str:
         label_b, span, label_a, len(ratios), "s" if len(ratios) != 1 else "", mid, tail)
 
 
-def markdown(d: pd.DataFrame, machine_a: Dict, machine_b: Dict, name_a: str, name_b: str) -> str:
+def counts(states) -> str:
+    """'Cells: 1 better, 0 worse, 5 within noise, 3 not comparable.'"""
+    states = list(states)
+    return "Cells: " + ", ".join("{} {}".format(states.count(s), s) for s in intervals.STATES) + "."
+
+
+def _n(r) -> str:
+    return str(r.gpus) if int(r.nodes) == 1 else "{}×{}".format(r.nodes, r.gpus)
+
+
+def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict, machine_b: Dict,
+             name_a: str, name_b: str) -> List[Section]:
+    """The diff as table models: summary and machines, the compared cells, the rest, the counts."""
     label_a = "A ({}, {})".format(name_a, _gpu_label(machine_a))
     label_b = "B ({}, {})".format(name_b, _gpu_label(machine_b))
-    out = ["## {} versus {}".format(label_b, label_a), "", summary(d, label_a, label_b), "",
-           "- A: " + (machine.describe(machine_a) if machine_a else "no machine record"),
-           "- B: " + (machine.describe(machine_b) if machine_b else "no machine record")]
     differ = machine.differences(machine_a, machine_b)
-    out += ["- Machines differ in: " + "; ".join(differ) if differ else
-            "- Same machine fingerprint (CPU, GPUs, driver): a before/after comparison.", ""]
+    head = Text("{} versus {}".format(label_b, label_a), [summary(d, label_a, label_b)])
+    lines = ["A: " + (machine.describe(machine_a) if machine_a else "no machine record"),
+             "B: " + (machine.describe(machine_b) if machine_b else "no machine record"),
+             "Machines differ in: " + "; ".join(differ) if differ else
+             "Same machine fingerprint (CPU, GPUs, driver): a before/after comparison."]
+    if any(findings.smoke(r) for df in (a, b) for _, r in df[df.status == "ok"].iterrows()):
+        lines.append("Single runs on a CPU: their intervals only count the noise inside one run, so "
+                     "a state from them is a hint, not a finding (use --repeats 3 or more).")
+    out: List[Section] = [head, Text("", lines, bullets=True)]
     ok = d[d.comparable.astype(bool)]
     if len(ok):
-        out += ["| framework | precision | batch | image | N | A img/s | B img/s | B ÷ A |",
-                "|---|---|---|---|---|---|---|---|"]
-        for _, r in ok.iterrows():
-            out.append("| {} | {} | {} | {} | {} | {:.2f} | {:.2f} | {:.2f}× |".format(
-                frameworks.display(r.framework), r.precision, r.batch_size, r.image_size,
-                r.gpus, r.images_per_sec_a, r.images_per_sec_b, r.ratio))
-        out.append("")
+        out.append(Table("", ["framework", "precision", "batch", "image", "N", "A img/s", "B img/s",
+                              "B ÷ A", "state"],
+                         [[frameworks.display(r.framework), r.precision, str(r.batch_size),
+                           str(r.image_size), _n(r), "{:.2f}".format(r.images_per_sec_a),
+                           "{:.2f}".format(r.images_per_sec_b),
+                           pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}"), r.state]
+                          for _, r in ok.iterrows()], name="diff"))
     bad = d[~d.comparable.astype(bool)]
     if len(bad):
-        out += ["## Not comparable", ""]
-        for _, r in bad.iterrows():
-            out.append("- {} {} b{} {}px ×{}: {}".format(r.framework, r.precision, r.batch_size,
-                                                         r.image_size, r.gpus, r.why))
-        out.append("")
-    return "\n".join(out)
+        out.append(Table("Not comparable", ["framework", "precision", "batch", "image", "N", "why"],
+                         [[frameworks.display(r.framework), r.precision, str(r.batch_size),
+                           str(r.image_size), _n(r), r.why] for _, r in bad.iterrows()],
+                         name="not_comparable"))
+    return out + [Text("", [counts(d.state)])]
 
 
 def records(d: pd.DataFrame) -> List[Dict]:

@@ -3,8 +3,10 @@
 Built in: compare/references/*.csv. The user's: any CSV path, or CSVs dropped into
 $COMPARE_CACHE/references/ (default ~/.cache/compare/references/). Columns: `precision` and `gpus`
 (required), `images_per_sec` and/or `speedup_published` (at least one), and optionally `framework`
-(a name or alias; absent = any framework), `batch_size`, `image_size`, `model` (rows of other models
-are ignored), `gpu`/`system` (shown). Matching ignores a column the reference does not have.
+(a name or alias; absent = any framework), `batch_size`, `image_size`, `nodes` (absent = one node;
+`gpus` is per node), `model` (rows of other models are ignored), `gpu`/`system` (shown), and
+`tolerance` (`5%` or `0.05`: how far below the figure `compare check` still passes). Matching
+ignores a column the reference does not have.
 """
 from pathlib import Path
 from typing import Dict, Tuple
@@ -13,12 +15,26 @@ import pandas as pd
 
 from .. import envs, frameworks
 from ..errors import UserError
-from . import metrics
+from .intervals import pm
+from .tables import Table
 
 BUILTIN = Path(__file__).resolve().parent.parent / "references"
 REQUIRED = ("precision", "gpus")
 FIGURES = ("images_per_sec", "speedup_published")
 OPTIONAL_KEYS = ("framework", "batch_size", "image_size")
+
+
+def parse_tolerance(text, where: str = "--tolerance") -> float:
+    """'5%' or '0.05' -> 0.05; anything else (or 100 % and more) is a UserError."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value < 1 or value != value:
+        raise UserError("{} {!r}: give a percentage from 0% to under 100% (e.g. 5%) or a fraction "
+                        "(e.g. 0.05)".format(where, raw))
+    return value
 
 
 def user_dir() -> Path:
@@ -60,6 +76,10 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
         df = df[df.model.astype(str).str.lower().str.replace("-", "") == "resnet50"]
     if "framework" in df.columns:
         df = df.assign(framework=[frameworks.get(str(f)).name for f in df.framework])
+    if "tolerance" in df.columns:
+        df = df.assign(tolerance=[None if pd.isna(t) else parse_tolerance(t, "reference {}: tolerance"
+                                                                          .format(path.name))
+                                  for t in df.tolerance])
     return path.stem, df.reset_index(drop=True)
 
 
@@ -72,50 +92,66 @@ def describe(name: str, df: pd.DataFrame) -> str:
 
 def _matches(ref: pd.DataFrame, cell: pd.Series) -> pd.DataFrame:
     m = (ref.precision == cell.precision) & (ref.gpus.astype(int) == int(cell.gpus))
+    m &= (ref.nodes.astype(int) == int(cell.nodes)) if "nodes" in ref.columns else int(cell.nodes) == 1
     for key in OPTIONAL_KEYS:
         if key in ref.columns:
             m &= ref[key] == cell[key]
     return ref[m]
 
 
+def _figure(p, column: str):
+    x = None if p is None else p.get(column)
+    return None if x is None or pd.isna(x) else float(x)
+
+
+def _versus(measured, half_width, published):
+    """(measured ÷ published, its half width): a published figure carries no spread."""
+    if measured is None or published is None or published <= 0:
+        return None, None
+    return measured / published, None if half_width is None else half_width / published
+
+
 def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
-    """Each measured cell beside the published figure(s) it matches, with measured ÷ published."""
+    """Each measured cell beside the published figure(s) it matches, with measured ÷ published
+    and the half width of its 95 % interval."""
     rows = []
     for _, c in cells.iterrows():
         found = _matches(ref, c)
         for _, p in (found.iterrows() if len(found) else [(None, None)]):
-            pub_ips = None if p is None else p.get("images_per_sec")
-            pub_sp = None if p is None else p.get("speedup_published")
-            pub_ips = None if pub_ips is None or pd.isna(pub_ips) else float(pub_ips)
-            pub_sp = None if pub_sp is None or pd.isna(pub_sp) else float(pub_sp)
+            pub_ips, pub_sp = _figure(p, "images_per_sec"), _figure(p, "speedup_published")
+            r, r_hw = _versus(c.images_per_sec, c.images_per_sec_ci95, pub_ips)
+            s, s_hw = _versus(c.speedup, c.speedup_ci95, pub_sp)
             rows.append({"framework": c.framework, "precision": c.precision,
-                         "batch_size": c.batch_size, "image_size": c.image_size, "gpus": c.gpus,
-                         "status": c.status, "images_per_sec": c.images_per_sec,
-                         "published_images_per_sec": pub_ips,
-                         "ratio": metrics.ratio(c.images_per_sec, pub_ips),
+                         "batch_size": c.batch_size, "image_size": c.image_size, "nodes": c.nodes,
+                         "gpus": c.gpus, "status": c.status, "reason": c.reason,
+                         "images_per_sec": c.images_per_sec, "published_images_per_sec": pub_ips,
+                         "ratio": r, "ratio_ci95": r_hw,
                          "speedup": c.speedup, "published_speedup": pub_sp,
-                         "speedup_ratio": metrics.ratio(c.speedup, pub_sp),
+                         "speedup_ratio": s, "speedup_ratio_ci95": s_hw,
+                         "tolerance": _figure(p, "tolerance"),
                          "reference_gpu": None if p is None else p.get("gpu")})
     return pd.DataFrame(rows).astype(object).where(lambda d: d.notna(), None)
 
 
-def markdown(name: str, table: pd.DataFrame) -> str:
+def table(name: str, compared: pd.DataFrame) -> Table:
+    """The report section 'Measured versus published'."""
     def num(x, fmt):
         return fmt.format(x) if x is not None else "—"
-    gpu = sorted({str(g) for g in table.reference_gpu if g is not None})
-    out = ["## Measured versus published: {}{}".format(name, " ({})".format(", ".join(gpu)) if gpu else ""),
-           "", "| framework | precision | batch | N | img/s | published | ratio | speedup | "
-           "published speedup | ratio |", "|" + "---|" * 10]
-    for _, r in table.iterrows():
-        out.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
-            frameworks.display(r.framework), r.precision, r.batch_size, r.gpus,
-            num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
-            num(r.published_images_per_sec, "{:.2f}"), num(r.ratio, "{:.2f}×"),
-            num(r.speedup, "{:.3f}"), num(r.published_speedup, "{:.3f}"),
-            num(r.speedup_ratio, "{:.2f}×")))
-    matched = int(sum(1 for _, r in table.iterrows()
+    gpu = sorted({str(g) for g in compared.reference_gpu if g is not None})
+    rows = [[frameworks.display(r.framework), r.precision, str(r.batch_size), str(r.gpus),
+             num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
+             num(r.published_images_per_sec, "{:.2f}"),
+             pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"), num(r.speedup, "{:.3f}"),
+             num(r.published_speedup, "{:.3f}"),
+             pm(r.speedup_ratio, r.speedup_ratio_ci95, "{:.2f}×", "{:.2f}", missing="—")]
+            for _, r in compared.iterrows()]
+    matched = int(sum(1 for _, r in compared.iterrows()
                       if r.published_images_per_sec is not None or r.published_speedup is not None))
-    out += ["", "ratio = measured ÷ published. {} of {} measured cells have a published figure "
-            "(matched on precision and N, and on framework, batch and image size where the "
-            "reference has them).".format(matched, len(table)), ""]
-    return "\n".join(out)
+    where = " ({})".format(", ".join(gpu)) if gpu else ""
+    return Table("Measured versus published: {}{}".format(name, where),
+                 ["framework", "precision", "batch", "N", "img/s", "published", "ratio", "speedup",
+                  "published speedup", "ratio"], rows,
+                 ["ratio = measured ÷ published (± from the measured side; a published figure has "
+                  "no spread). {} of {} measured cells have a published figure (matched on "
+                  "precision and N, and on framework, batch and image size where the reference has "
+                  "them).".format(matched, len(compared))], name="reference_" + name)

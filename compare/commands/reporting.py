@@ -1,0 +1,142 @@
+"""The report commands: `compare report`, `diff`, `history`, `check` and `list references`.
+
+    compare report results/2026-11-30 --format md,html --reference a6000_tf_cnn_benchmarks
+    compare diff results/t4 results/v100 --out diff/
+    compare history results/                       # every campaign in the folder, oldest first
+    compare check results/new-box --reference my_v100.csv --tolerance 5%
+
+One function per command; compare/cli.py joins them with register(). Heavy imports (pandas,
+matplotlib) happen inside the commands.
+"""
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .. import frameworks as fws
+
+
+def _err(msg: str) -> None:
+    sys.stderr.write("compare: {}\n".format(msg))
+
+
+def _cells(path: Path):
+    """(campaign, its cells) with one warning line per unreadable result."""
+    from ..reporting.comparator import cells
+    from ..store import Campaign
+    c = Campaign.open(path)
+    results, errors = c.results()
+    for e in errors:
+        _err("warning: {}: {}".format(path, e))
+    return c, cells(results)
+
+
+def report(
+    campaign: Path = typer.Argument(..., help="A campaign folder made by `compare run`."),
+    format: str = typer.Option("md", help="Comma list of md, csv, json, html."),
+    out: Optional[Path] = typer.Option(None, help="Folder for report files (default CAMPAIGN/report)."),
+    reference: List[str] = typer.Option([], help="Published figures to compare with: a name from "
+                                        "`compare list references` or a CSV path."),
+    baseline: Optional[str] = typer.Option(None, help="Framework the others are divided by "
+                                           "(default: the first present, in the order of {}).".format(
+                                               fws.choices())),
+):
+    """Print the Markdown report of a campaign and write the report files."""
+    from ..reporting import parse_formats, references, write_report
+    from ..store import Campaign
+    formats = parse_formats(format)
+    refs = [references.load(r) for r in reference]
+    base = fws.get(baseline).name if baseline else None
+    c = Campaign.open(campaign)
+    text, paths, warnings = write_report(c, out or c.root / "report", formats, refs, base)
+    for w in warnings:
+        _err("warning: " + w)
+    sys.stdout.write(text)
+    for path in paths:
+        _err("wrote {}".format(path))
+
+
+def diff(
+    campaign_a: Path = typer.Argument(..., help="Campaign A (e.g. the T4 machine)."),
+    campaign_b: Path = typer.Argument(..., help="Campaign B (e.g. the V100 machine): ratios are B ÷ A."),
+    out: Optional[Path] = typer.Option(None, help="Also write diff.md, diff.csv, diff.json here."),
+):
+    """Machine versus machine: B ÷ A on every comparable cell, better / worse / within noise; the
+    others listed with the reason."""
+    from ..reporting import diff as d
+    from ..reporting import tables
+    (ca, da), (cb, db) = _cells(campaign_a), _cells(campaign_b)
+    table = d.diff(da, db)
+    text = tables.markdown(d.sections(table, da, db, ca.machine, cb.machine, str(campaign_a),
+                                      str(campaign_b)))
+    sys.stdout.write(text)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "diff.md").write_text(text)
+        table.to_csv(out / "diff.csv", index=False)
+        (out / "diff.json").write_text(json.dumps(d.records(table), indent=2) + "\n")
+        _err("wrote {}".format(", ".join(str(out / n) for n in ("diff.md", "diff.csv", "diff.json"))))
+
+
+def history(
+    campaigns: List[Path] = typer.Argument(..., help="Campaign folders, or one folder holding them."),
+    out: Optional[Path] = typer.Option(None, help="Also write history.md, history.csv and "
+                                       "history.html (a chart per cell) here."),
+):
+    """Each cell's figure over time (date, commit, versions), regressions flagged."""
+    from ..reporting import charts, html, tables
+    from ..reporting import history as hist
+    h = hist.history(hist.campaigns(campaigns))
+    parts = hist.sections(h)
+    text = tables.markdown([s for _, secs in parts for s in secs])
+    sys.stdout.write(text)
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "history.md").write_text(text)
+    h.to_csv(out / "history.csv", index=False)
+    body = []
+    for key, secs in parts:
+        chart = charts.history(h[[tuple(r) == key for r in h[hist.KEY].itertuples(index=False)]],
+                               hist.title(key)) if key else None
+        body += ([html.figure(chart)] if chart else []) + [tables.html_fragment(secs)]
+    (out / "history.html").write_text(html.document("compare history", body))
+    _err("wrote {}".format(", ".join(str(out / n) for n in ("history.md", "history.csv", "history.html"))))
+
+
+def check(
+    campaign: Path = typer.Argument(..., help="A campaign folder made by `compare run`."),
+    reference: str = typer.Option(..., help="A name from `compare list references` or a CSV path."),
+    tolerance: str = typer.Option("5%", help="How far below the reference a figure may be (5% or "
+                                  "0.05); a reference's own `tolerance` column wins."),
+):
+    """Exit 0 when every comparable cell is at or above reference × (1 − tolerance), else exit 1
+    listing the cells that fall short."""
+    from ..reporting import check as chk
+    from ..reporting import references, tables
+    tol = references.parse_tolerance(tolerance)
+    name, ref = references.load(reference)
+    _, cells = _cells(campaign)
+    secs, passed = chk.sections(chk.check(cells, ref, name, tol), name)
+    sys.stdout.write(tables.markdown(secs))
+    raise typer.Exit(0 if passed else 1)
+
+
+def list_references():
+    """Published figures shipped with compare, and the user's own (CSV files in the cache)."""
+    from ..reporting import references
+    for name in references.available():
+        print(references.describe(*references.load(name)))
+    print("add your own: a CSV in {} or `compare report DIR --reference PATH.csv`".format(
+        references.user_dir()))
+
+
+def register(app: typer.Typer, list_app: typer.Typer) -> None:
+    """Join the report commands to the `compare` app and its `list` sub-app."""
+    app.command()(report)
+    app.command("diff")(diff)
+    app.command()(history)
+    app.command()(check)
+    list_app.command("references")(list_references)

@@ -1,0 +1,148 @@
+"""The comparator: results -> one record per run -> one record per cell, with every ratio and its
+interval (intervals.py).
+
+A cell is framework x precision x per-GPU batch x image size x device x nodes x GPUs per node; its
+figure is the median over ok repeats. Speedup (versus the 1-GPU cell, and versus one node with the
+same GPUs per node), scaling efficiency (speedup / world size) and precision gain are computed only
+between comparable cells (same everything but the one axis), never across a failed cell.
+"""
+import json
+import statistics
+from typing import Dict, List, Optional, Sequence
+
+import pandas as pd
+
+from backends.protocol import RunResult
+
+from .. import frameworks
+from . import intervals, metrics
+
+GROUP = ["framework", "precision", "batch_size", "image_size", "device"]
+KEY = GROUP + ["nodes", "gpus"]
+MIXED = ("fp16", "bf16", "tf32")
+TELEMETRY = ("power_avg_w", "util_avg_pct", "mem_used_max_mib", "sm_clock_avg_mhz", "temp_max_c")
+RATIOS = ("speedup", "speedup_one_node", "scaling_efficiency", "precision_gain", "framework_ratio")
+COLUMNS = KEY + ["world_size", "layout", "status", "repeats", "images_per_sec",
+                 "images_per_sec_ci95", "images_per_sec_rel_se", "images_per_sec_dof", "ips_min",
+                 "ips_max", "spread", "cv", "mlperf_mean", "uncertainty", "jitter",
+                 *[c for r in RATIOS for c in (r, r + "_ci95")], "ratio_baseline", "images_per_watt",
+                 *TELEMETRY, "device_name", "framework_version", "distribution", "model", "data",
+                 "compile", "options", "reason"]
+
+
+def run_record(r: RunResult) -> Dict:
+    """One flat record per run: the cell's key, the figures, window statistics, telemetry."""
+    s, ok, tel = r.spec, r.status == "ok", r.telemetry or {}
+    row = {"run_id": r.run_id, "framework": s.get("framework"), "precision": s.get("precision"),
+           "batch_size": s.get("batch_size"), "image_size": s.get("image_size"),
+           "device": s.get("device"), "nodes": s.get("nodes", 1), "gpus": s.get("gpus"),
+           "repeat": s.get("repeat", 0), "status": r.status,
+           "images_per_sec": r.images_per_sec if ok else None,
+           "median_window_images_per_sec": r.median_images_per_sec if ok else None,
+           "uncertainty": r.uncertainty if ok else None, "jitter": r.jitter if ok else None,
+           "windows": json.dumps(r.window_images_per_sec or []) if ok else None,
+           "layout": (r.settings or {}).get("layout"),
+           "distribution": r.distribution, "reason": r.reason, "device_name": r.device_name,
+           "framework_version": r.framework_version, "model": s.get("model"),
+           "data": s.get("data"), "compile": s.get("compile"),
+           "options": json.dumps(s.get("options") or {}, sort_keys=True),
+           "telemetry_samples": tel.get("samples"), "started_at": r.started_at}
+    row.update({k: tel.get(k) if ok else None for k in TELEMETRY})
+    return row
+
+
+def runs(results: Sequence[RunResult]) -> pd.DataFrame:
+    """The per-run table (report/runs.csv): every repeat, not just the cell medians."""
+    return pd.DataFrame([run_record(r) for r in results])
+
+
+def _median(values) -> Optional[float]:
+    xs = [float(x) for x in values if x is not None and x == x]
+    return float(statistics.median(xs)) if xs else None
+
+
+def _cell(key, g: pd.DataFrame) -> Dict:
+    ok = g[g.status == "ok"]
+    ips = [float(x) for x in ok.images_per_sec]
+    last = (ok if len(ok) else g).iloc[-1]
+    est = intervals.cell(ips, [json.loads(w) for w in ok.windows], list(ok.uncertainty))
+    cell = dict(zip(KEY, key), status="ok" if ips else g.status.iloc[-1], repeats=len(ips),
+                images_per_sec=est.value if est else None,
+                images_per_sec_ci95=est.half_width() if est else None,
+                images_per_sec_rel_se=est.rel_se if est else None,
+                images_per_sec_dof=est.dof if est else None,
+                ips_min=min(ips) if ips else None, ips_max=max(ips) if ips else None,
+                spread=metrics.spread(ips), cv=metrics.coefficient_of_variation(ips),
+                mlperf_mean=metrics.mlperf_mean(ips), uncertainty=_median(ok.uncertainty),
+                jitter=_median(ok.jitter), reason=None if ips else last.reason)
+    cell["world_size"] = int(cell["nodes"]) * int(cell["gpus"])
+    layouts = sorted({str(x) for x in g.layout if x is not None and x == x})
+    cell["layout"] = "/".join(layouts) or None
+    for col in ("device_name", "framework_version", "distribution", "model", "data", "compile",
+                "options"):
+        cell[col] = last[col]
+    for col in TELEMETRY:
+        cell[col] = _median(ok[col])
+    cell["images_per_watt"] = metrics.images_per_watt(cell["images_per_sec"], cell["power_avg_w"])
+    return cell
+
+
+def estimate(row) -> Optional[intervals.Estimate]:
+    """The estimate of a cell record (None without a figure)."""
+    if row is None or row["images_per_sec"] is None or row["images_per_sec"] != row["images_per_sec"]:
+        return None
+    rel, dof = row["images_per_sec_rel_se"], row["images_per_sec_dof"]
+    return intervals.Estimate(float(row["images_per_sec"]), None if rel is None or rel != rel else rel,
+                              None if dof is None or dof != dof else dof)
+
+
+def _ratio_columns(df: pd.DataFrame, base_fw: Optional[str]) -> Dict[str, List]:
+    """Every ratio of every cell, with the half width of its 95 % interval."""
+    rows = {tuple(r[c] for c in KEY): r for _, r in df.iterrows()}
+    out: Dict[str, List] = {c: [] for r in RATIOS for c in (r, r + "_ci95")}
+
+    def put(name: str, est: Optional[intervals.Estimate], value=lambda v: v, per: int = 1) -> None:
+        hw = est.half_width() if est else None  # efficiency and gain keep the ratio's interval
+        out[name].append(value(est.value) if est else None)
+        out[name + "_ci95"].append(hw / per if hw is not None else None)
+
+    for key, r in rows.items():
+        group, nodes, gpus = key[:len(GROUP)], int(r["nodes"]), int(r["gpus"])
+        here = estimate(r)
+        speedup = _versus(here, key, group + (1, 1), rows)
+        put("speedup", speedup)
+        put("speedup_one_node", _versus(here, key, group + (1, gpus), rows) if nodes > 1 else None)
+        put("scaling_efficiency", speedup, lambda v: metrics.scaling_efficiency(v, nodes * gpus),
+            per=nodes * gpus)
+        mixed = r["precision"] in MIXED
+        put("precision_gain", _versus(here, key, (r["framework"], "fp32") + key[2:], rows)
+            if mixed else None, lambda v: v - 1.0)
+        put("framework_ratio", _versus(here, key, (base_fw,) + key[1:], rows) if base_fw else None)
+    return out
+
+
+def _versus(here, key, other_key, rows) -> Optional[intervals.Estimate]:
+    """here / the cell at other_key; exactly 1 (no interval) when it is the same cell."""
+    if here is None:
+        return None
+    if tuple(other_key) == tuple(key):
+        return intervals.Estimate(1.0, 0.0)
+    return intervals.ratio(here, estimate(rows.get(tuple(other_key))))
+
+
+def cells(results: Sequence[RunResult], baseline: Optional[str] = None) -> pd.DataFrame:
+    """One record per cell: median img/s over ok repeats with its interval, the spread of the
+    repeats, speedup, scaling efficiency, precision gain, ratio to the baseline framework at equal
+    settings (each with the half width of its 95 % interval), img/s per W."""
+    if not results:
+        return pd.DataFrame(columns=COLUMNS)
+    per_run = runs(results)
+    df = pd.DataFrame([_cell(k, g) for k, g in per_run.groupby(KEY, sort=False)])
+    df = df.astype(object).where(df.notna(), None)
+    present = frameworks.order(set(df.framework))
+    base_fw = baseline or (present[0] if present else None)
+    for name, values in _ratio_columns(df, base_fw).items():
+        df[name] = values
+    df["ratio_baseline"] = base_fw
+    df = df.astype(object).where(df.notna(), None)
+    return df[COLUMNS]

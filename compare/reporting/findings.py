@@ -1,0 +1,155 @@
+"""The report in sentences ("What the numbers say"), claiming only what the intervals support.
+
+A difference is stated only where its 95 % interval excludes "no difference"; otherwise the
+sentence says "within noise (±x %)". Cells that are single runs on a CPU are smoke numbers: the
+windows of one run do not see how much a shared CPU moves between runs, so no ranking is drawn
+from them.
+"""
+from typing import List
+
+import pandas as pd
+
+from .. import frameworks
+from . import intervals
+from .comparator import estimate
+from .tables import Text
+
+SMOKE = ("Smoke numbers, not a ranking: every cell is a single run on a CPU, where figures move "
+         "between runs by more than the noise inside one run shows. Rerun with --repeats 3 or more "
+         "to compare.")
+
+
+def smoke(row) -> bool:
+    """One run on a CPU: its windows cannot tell how much the next run would differ."""
+    return row["device"] == "cpu" and int(row["repeats"] or 0) < 2
+
+
+def _name(fw: str) -> str:
+    return frameworks.display(fw)
+
+
+def _span(values, fmt: str) -> str:
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else "{}–{}".format(
+        fmt.format(lo), fmt.format(hi).lstrip("+"))
+
+
+def _noise(rows: pd.DataFrame, value: str, relative: bool = True) -> str:
+    """'±x %': the widest interval among rows, relative to the figure (ratios) or in points (gains)."""
+    widths = [r[value + "_ci95"] / (r[value] if relative else 1.0) for _, r in rows.iterrows()]
+    return pct(max(widths))
+
+
+def pct(fraction: float) -> str:
+    """'±7.1 %', '±0.48 %', '±15 %': two significant figures, never a bare '±0 %'."""
+    p = 100 * fraction
+    return "±{:.2g} %".format(p) if p < 10 else "±{:.0f} %".format(p)
+
+
+def _states(rows: pd.DataFrame, value: str, null: float = 1.0) -> pd.Series:
+    return pd.Series([intervals.state(r[value], r[value + "_ci95"], null) for _, r in rows.iterrows()],
+                     index=rows.index, dtype=object)
+
+
+def _fastest(ok: pd.DataFrame, lay) -> List[str]:
+    if not len(ok):
+        return []
+    ranked = ok.sort_values("images_per_sec", ascending=False)
+    top = ranked.iloc[0]
+    text = "Fastest: {} at {}, batch {}, on {}: {} images/sec".format(
+        _name(top.framework), top.precision, top.batch_size, lay.label(top.nodes, top.gpus),
+        intervals.pm(top.images_per_sec, top.images_per_sec_ci95, "{:.1f}"))
+    if len(ranked) > 1:
+        second = ranked.iloc[1]
+        r = intervals.ratio(estimate(top), estimate(second))
+        hw = r.half_width() if r else None
+        if hw is None:
+            return [text + "; no interval tells it from the next cell."]
+        if intervals.state(r.value, hw) == intervals.NOISE:
+            return [text + "; within noise of {} at {}, batch {}, on {} ({}).".format(
+                _name(second.framework), second.precision, second.batch_size,
+                lay.label(second.nodes, second.gpus), pct(hw / r.value))]
+    return [text + "."]
+
+
+def _scaling(ok: pd.DataFrame, lay) -> List[str]:
+    out = []
+    multi = ok[ok.speedup.notna() & ok.speedup_ci95.notna() & (ok.world_size > 1)]
+    for (fw, precision), g in multi.groupby(["framework", "precision"], sort=False):
+        r = g.loc[g.world_size.astype(int).idxmax()]
+        where = "{} ({}) on {}".format(_name(fw), precision, lay.label(r.nodes, r.gpus))
+        if intervals.state(r.speedup, r.speedup_ci95) == intervals.NOISE:
+            out.append("{} is within noise of one {} ({}).".format(where, lay.word, _noise(
+                g.loc[[r.name]], "speedup")))
+        else:
+            out.append("{} is {:.2f}× as fast as on one {} (±{:.2f}): {:.0%} scaling efficiency.".format(
+                where, r.speedup, lay.word, r.speedup_ci95, r.scaling_efficiency))
+    return out
+
+
+def _gains(ok: pd.DataFrame) -> List[str]:
+    out = []
+    rows = ok[ok.precision_gain.notna() & ok.precision_gain_ci95.notna()]
+    for (fw, precision), g in rows.groupby(["framework", "precision"], sort=False):
+        states = _states(g, "precision_gain", null=0.0)
+        sig, noise = g[states != intervals.NOISE], g[states == intervals.NOISE]
+        parts = []
+        for word, part in (("faster", sig[sig.precision_gain > 0]), ("slower", sig[sig.precision_gain < 0])):
+            if len(part):
+                parts.append("{} % {} than fp32 ({})".format(_span(
+                    [abs(100 * v) for v in part.precision_gain], "{:.0f}"), word,
+                    _noise(part, "precision_gain", relative=False)))
+        if len(noise):
+            at = " at " + ", ".join("N={}".format(int(n)) for n in noise.world_size) if len(sig) else ""
+            parts.append("within noise of fp32{} ({})".format(at, _noise(noise, "precision_gain", False)))
+        out.append("{}: {} is {}.".format(_name(fw), precision, "; ".join(parts)))
+    return out
+
+
+def _frameworks(ok: pd.DataFrame, base) -> List[str]:
+    out = []
+    rows = ok[ok.framework_ratio.notna() & ok.framework_ratio_ci95.notna() & (ok.framework != base)]
+    for fw, g in rows.groupby("framework", sort=False):
+        states = _states(g, "framework_ratio")
+        if (states == intervals.NOISE).all():
+            out.append("{} and {} are within noise of each other at equal settings ({}).".format(
+                _name(fw), _name(base), _noise(g, "framework_ratio")))
+            continue
+        parts = []
+        for state, word in ((intervals.BETTER, "faster"), (intervals.WORSE, "slower")):
+            part = g[states == state]
+            if len(part):
+                parts.append("{} in {} setting{} ({}×)".format(word, len(part), "s" if len(part) > 1 else "",
+                                                             _span(part.framework_ratio, "{:.2f}")))
+        noise = g[states == intervals.NOISE]
+        if len(noise):
+            parts.append("within noise in {} ({})".format(len(noise), _noise(noise, "framework_ratio")))
+        out.append("{} versus {} at equal settings: {}.".format(_name(fw), _name(base), ", ".join(parts)))
+    return out
+
+
+def _failures(df: pd.DataFrame) -> List[str]:
+    bad = df[df.status != "ok"]
+    if not len(bad):
+        return []
+    return ["{} cell{} without a figure ({}); the reasons are listed below.".format(
+        len(bad), "s" if len(bad) > 1 else "", ", ".join(sorted(set(bad.status))))]
+
+
+def summary(df: pd.DataFrame, lay) -> Text:
+    """'What the numbers say': the fastest cell, scaling, precision gain, framework ratios and
+    failures, each stated only as far as its interval allows."""
+    ok = df[(df.status == "ok") & df.images_per_sec.notna()]
+    is_smoke = pd.Series([smoke(r) for _, r in ok.iterrows()], index=ok.index, dtype=bool)
+    lines = []
+    if len(ok) and is_smoke.all():
+        lines.append(SMOKE)
+    else:
+        if is_smoke.any():
+            lines.append("{} cell{} of single CPU runs left out of the findings: smoke numbers.".format(
+                int(is_smoke.sum()), "s" if is_smoke.sum() > 1 else ""))
+        trusted = ok[~is_smoke]
+        base = df.ratio_baseline.iloc[0]
+        lines += _fastest(trusted, lay) + _scaling(trusted, lay) + _gains(trusted) + \
+            _frameworks(trusted, base)
+    return Text("What the numbers say", lines + _failures(df), bullets=True)

@@ -1,0 +1,118 @@
+"""`compare history CAMPAIGN... | FOLDER`: each cell's figure over time, regressions flagged.
+
+The campaigns are ordered by the time they were created. Each point of a cell is compared with the
+cell's previous point that has a figure (B ÷ A with its interval, diff.versus): "worse" there is a
+regression. A point on another machine, or with other settings, is not comparable to the one
+before it and says why.
+"""
+from pathlib import Path
+from typing import Dict, List, Sequence, Tuple
+
+import pandas as pd
+
+from .. import frameworks, machine
+from ..errors import UserError
+from . import diff, intervals
+from .comparator import KEY, cells
+from .intervals import pm
+from .tables import Section, Table, Text
+
+COLUMNS = KEY + ["date", "commit", "campaign", "framework_version", "status", "images_per_sec",
+                 "images_per_sec_ci95", "ratio", "ratio_ci95", "state", "regression", "why"]
+
+
+def campaigns(paths: Sequence[Path]) -> List:
+    """The campaigns named, or found one level below a folder that is not one itself; oldest first."""
+    from ..store import CAMPAIGN_FILE, Campaign
+    found = []
+    for path in paths:
+        path = Path(path)
+        if (path / CAMPAIGN_FILE).is_file() or not path.is_dir():
+            found.append(Campaign.open(path))  # a bad path: Campaign.open says why
+            continue
+        inside = [Campaign.open(p) for p in sorted(path.iterdir()) if (p / CAMPAIGN_FILE).is_file()]
+        if not inside:
+            raise UserError("{}: neither a campaign nor a folder of campaigns; give campaign folders "
+                            "made by `compare run`, or the folder that holds them".format(path))
+        found += inside
+    return sorted(found, key=lambda c: (c.meta.get("created_at") or "", str(c.root)))
+
+
+def _commit(m: Dict) -> str:
+    git = m.get("git") or {}
+    return (git.get("commit") or "unknown")[:10] + ("+dirty" if git.get("dirty") else "")
+
+
+def points(camps: Sequence) -> List[Tuple[Dict, Dict, pd.DataFrame]]:
+    """(campaign facts, machine record, cells) per campaign; unreadable results are skipped."""
+    out = []
+    for c in camps:
+        results, _ = c.results()
+        m = c.machine
+        facts = {"date": (c.meta.get("created_at") or "")[:19].replace("T", " "),
+                 "commit": _commit(m), "campaign": c.root.name}
+        out.append((facts, m, cells(results)))
+    return out
+
+
+def history(camps: Sequence) -> pd.DataFrame:
+    """One row per cell per campaign, with the ratio to that cell's previous figure and its state."""
+    rows, last = [], {}  # last: cell key -> (cell record, machine record) of its previous figure
+    for facts, m, df in points(camps):
+        for _, r in df.iterrows():
+            key = tuple(r[c] for c in KEY)
+            before = last.get(key)
+            row = dict(zip(KEY, key), **facts, framework_version=r.framework_version, status=r.status,
+                       images_per_sec=r.images_per_sec, images_per_sec_ci95=r.images_per_sec_ci95)
+            if before is None:
+                row.update(ratio=None, ratio_ci95=None, state=None, why="first figure"
+                           if r.status == "ok" else "no figure: {}".format(r.status))
+            else:
+                row.update(diff.versus(before[0], r, ("before", "now")))
+                changed = machine.differences(before[1], m)
+                if changed:
+                    row.update(state=intervals.NOT_COMPARABLE, why="machine changed: " + "; ".join(changed))
+            row["regression"] = row["state"] == intervals.WORSE
+            row.pop("comparable", None)
+            rows.append(row)
+            if r.status == "ok" and r.images_per_sec is not None:
+                last[key] = (r, m)
+    d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
+    return d.where(d.notna(), None)
+
+
+def title(key) -> str:
+    k = dict(zip(KEY, key))
+    n = str(k["gpus"]) if int(k["nodes"]) == 1 else "{}×{}".format(k["nodes"], k["gpus"])
+    return "{} {} b{} {}px ×{} ({})".format(frameworks.display(k["framework"]), k["precision"],
+                                           k["batch_size"], k["image_size"], n, k["device"])
+
+
+def _state(r) -> str:
+    if r.state is None:
+        return r.why
+    if r.state == intervals.NOT_COMPARABLE:
+        return "not comparable: " + r.why
+    return r.state + (" — regression" if r.regression else "")
+
+
+def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
+    """A summary, then per cell (its key, its table) in the order cells first appear."""
+    dates = sorted(set(h.date))
+    bad = h[h.regression.astype(bool)]
+    lines = ["{} campaign{} from {} to {}; {} cell{}.".format(
+        h.campaign.nunique(), "s" if h.campaign.nunique() != 1 else "", dates[0], dates[-1],
+        len(h.groupby(KEY)), "s" if len(h.groupby(KEY)) != 1 else "")]
+    lines += ["Regression: {} at {} ({}): {} of the previous figure.".format(
+        title(tuple(r[c] for c in KEY)), r.campaign, r.commit, pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}"))
+        for _, r in bad.iterrows()] or ["No regression: no cell is worse than its previous figure "
+                                        "beyond noise."]
+    out = [((), [Text("History", lines, bullets=True)])]
+    for key, g in h.groupby(KEY, sort=False):
+        rows = [[r.date, r.commit, r.campaign, r.framework_version or "",
+                 pm(r.images_per_sec, r.images_per_sec_ci95, "{:.2f}") if r.status == "ok" else r.status,
+                 pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing=""), _state(r)]
+                for _, r in g.iterrows()]
+        out.append((key, [Table(title(key), ["date", "commit", "campaign", "version", "img/s",
+                                             "÷ previous", "state"], rows)]))
+    return out

@@ -1,0 +1,97 @@
+"""`compare check`: exit 0 when every comparable cell reaches reference × (1 − tolerance), else 1
+with the cells that fall short; bad input is one line and exit 2."""
+import pytest
+
+from tests.helpers import main_exit, result, save_campaign, windowed
+
+WINDOWS = [990.0, 1005.0, 1000.0, 1012.0, 996.0]  # one run: 1000.6 img/s
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    return save_campaign(tmp_path / "c", [windowed("tf", "fp32", 1, WINDOWS),
+                                          windowed("tf", "fp32", 2, [2 * w for w in WINDOWS]),
+                                          result("tf", "bf16", 1, status="unsupported",
+                                                 reason="bf16 needs compute capability 8.0+")])
+
+
+def _reference(tmp_path, text):
+    path = tmp_path / "ref.csv"
+    path.write_text(text)
+    return str(path)
+
+
+def test_every_cell_at_or_above_the_floor_passes(campaign, tmp_path, capsys):
+    # 2 GPUs: 2001.2 against 2100 x (1 - 5 %) = 1995; bf16 is unsupported: listed, does not decide
+    ref = _reference(tmp_path, "framework,precision,gpus,batch_size,images_per_sec\n"
+                               "tf,fp32,1,256,1000\ntf,fp32,2,256,2100\ntf,bf16,1,256,1500\n")
+    code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 0, err
+    assert "PASS: every comparable cell is at or above the reference less its tolerance. 2 pass, " \
+           "0 fall short, 1 not comparable (of 3 figures" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | 2 | img/s | 2001.20 | 2100.00 | 0.95× ±0.01 | 5% | pass |" in out
+    assert "| TensorFlow (+Horovod) | bf16 | 256 | 1 | img/s | unsupported | 1500.00 | — | 5% | not " \
+           "comparable: unsupported (bf16 needs compute capability 8.0+) |" in out
+
+
+def test_a_cell_below_the_floor_fails_and_is_listed(campaign, tmp_path, capsys):
+    ref = _reference(tmp_path, "framework,precision,gpus,images_per_sec\ntf,fp32,1,1000\ntf,fp32,2,2200\n")
+    code, out, _ = main_exit(["check", str(campaign), "--reference", ref, "--tolerance", "5%"], capsys)
+    assert code == 1
+    assert "FAIL: 1 pass, 1 falls short, 0 not comparable" in out
+    short = out.split("## Cells that fall short")[1]
+    assert short.count("| TensorFlow (+Horovod) |") == 1
+    assert "| 2 | img/s | 2001.20 | 2200.00 | 0.91× ±0.01 | 5% | falls short: below 2090.00 |" in short
+    code, _, _ = main_exit(["check", str(campaign), "--reference", ref, "--tolerance", "10%"], capsys)
+    assert code == 0  # 2200 x 0.9 = 1980
+
+
+def test_a_reference_row_carries_its_own_tolerance(campaign, tmp_path, capsys):
+    ref = _reference(tmp_path, "framework,precision,gpus,images_per_sec,tolerance\ntf,fp32,1,1020,1%\n"
+                               "tf,fp32,2,2040,\n")
+    code, out, _ = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 1  # 1000.6 < 1020 x 0.99; the 2-GPU row has none: --tolerance 5 % -> pass
+    assert "| 1 | img/s | 1000.60 | 1020.00 | 0.98× ±0.01 | 1% | falls short: below 1009.80 |" in out
+    assert "| 2 | img/s | 2001.20 | 2040.00 | 0.98× ±0.01 | 5% | pass |" in out
+
+
+def test_a_failed_cell_with_a_reference_figure_falls_short(tmp_path, capsys):
+    c = save_campaign(tmp_path / "c", [result("tf", "fp32", 1, status="oom", reason="OOM when allocating")])
+    ref = _reference(tmp_path, "precision,gpus,images_per_sec\nfp32,1,500\n")
+    code, out, _ = main_exit(["check", str(c), "--reference", ref], capsys)
+    assert code == 1 and "falls short: no figure: oom (OOM when allocating) |" in out
+
+
+def test_a_speedup_only_reference_checks_the_speedup(tmp_path, capsys):
+    # R740, 3x V100, Horovod+TF fp32: 2.12x published; measured 2.5x
+    c = save_campaign(tmp_path / "c", [windowed("tf", "fp32", 1, [99.0, 100.0, 101.0]),
+                                       windowed("tf", "fp32", 3, [249.0, 250.0, 251.0])])
+    code, out, _ = main_exit(["check", str(c), "--reference", "r740_v100_resnet50_speedup"], capsys)
+    assert code == 0
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | 3 | speedup | 2.500 | 2.120 | 1.18× ±0.03 | 5% | pass |" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tolerance", "abc"], "compare: error: --tolerance 'abc': give a percentage from 0% to under "
+                             "100% (e.g. 5%) or a fraction (e.g. 0.05)"),
+    (["--tolerance", "150%"], "compare: error: --tolerance '150%': give a percentage from 0% to under "
+                              "100% (e.g. 5%) or a fraction (e.g. 0.05)"),
+])
+def test_bad_tolerance_is_one_line_and_exit_2(campaign, args, message, capsys):
+    code, out, err = main_exit(["check", str(campaign), "--reference", "a6000_tf_cnn_benchmarks"] + args, capsys)
+    assert (code, err.strip(), out) == (2, message, "")
+
+
+def test_unknown_or_unmatched_reference_is_one_line_and_exit_2(campaign, tmp_path, capsys):
+    code, _, err = main_exit(["check", str(campaign), "--reference", "nope"], capsys)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert err.startswith("compare: error: unknown reference 'nope'; choose from a6000_tf_cnn_benchmarks")
+    ref = _reference(tmp_path, "precision,gpus,images_per_sec\nfp16,8,9000\n")
+    code, _, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 2
+    assert err.strip() == "compare: error: reference ref: no cell of the campaign matches one of its rows " \
+                          "(matched on precision and N, and on framework, batch and image size where it " \
+                          "has them); nothing to check"
+    bad = _reference(tmp_path, "precision,gpus,images_per_sec,tolerance\nfp32,1,900,lots\n")
+    code, _, err = main_exit(["check", str(campaign), "--reference", bad], capsys)
+    assert code == 2 and err.startswith("compare: error: reference ref.csv: tolerance 'lots': give a percentage")

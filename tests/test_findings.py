@@ -1,0 +1,51 @@
+"""'What the numbers say' claims only what the intervals support: a single quick CPU run per cell
+is called smoke and ranks nothing; clearly separated repeats are stated as a difference."""
+from compare.reporting import comparator, findings, report, tables
+from tests.helpers import windowed
+
+
+def _runs(framework, figures, gpus=1, precision="fp32"):
+    """One CPU run per figure (repeats), each with three windows around it."""
+    return [windowed(framework, precision, gpus, [x - 1.0, x, x + 1.0], repeat=i, device="cpu",
+                     batch=32, image=64) for i, x in enumerate(figures)]
+
+
+def _summary(results):
+    cells = comparator.cells(results)
+    return report.build(cells).summary.lines, tables.markdown(report.build(cells).sections())
+
+
+def test_one_quick_cpu_run_per_cell_is_smoke_not_a_ranking():
+    # --quick, --repeats 1: PyTorch looks twice as fast as TensorFlow, but each cell is one run
+    lines, text = _summary(_runs("tf", [10.0]) + _runs("caffe2", [20.0]) + _runs("mxnet", [15.0])
+                           + _runs("tf", [18.0], gpus=2) + _runs("caffe2", [30.0], gpus=2))
+    assert lines == [findings.SMOKE]
+    assert "## What the numbers say\n\n- Smoke numbers, not a ranking: every cell is a single run on a CPU" in text
+    for claim in ("Fastest", "faster", "slower", "as fast as", "versus"):
+        assert not any(claim in line for line in lines)
+    assert "| PyTorch (Caffe2) | fp32 | 32 | 64 | 20.00 | 30.00 (1.500 ±" in text  # the tables stay
+
+
+def test_clearly_separated_repeats_are_a_finding():
+    lines, _ = _summary(_runs("tf", [100.0, 101.0, 102.0]) + _runs("caffe2", [150.0, 151.0, 152.0]))
+    assert lines[0].startswith("Fastest: PyTorch (Caffe2) at fp32, batch 32, on 1 worker (CPU): 151.0 ±")
+    assert lines[0].endswith(" images/sec.")
+    assert lines[1] == "PyTorch (Caffe2) versus TensorFlow (+Horovod) at equal settings: faster in 1 setting (1.50×)."
+
+
+def test_overlapping_repeats_are_within_noise():
+    lines, _ = _summary(_runs("tf", [100.0, 110.0, 95.0]) + _runs("caffe2", [102.0, 98.0, 108.0]))
+    assert lines[0].startswith("Fastest: PyTorch (Caffe2) at fp32, batch 32, on 1 worker (CPU): 102.0 ±")
+    assert "; within noise of TensorFlow (+Horovod) at fp32, batch 32, on 1 worker (CPU) (±" in lines[0]
+    assert lines[1].startswith("PyTorch (Caffe2) and TensorFlow (+Horovod) are within noise of each "
+                               "other at equal settings (±")
+    assert not any("faster" in line or "slower" in line for line in lines)
+
+
+def test_a_precision_gain_inside_its_interval_is_not_claimed():
+    lines, _ = _summary(_runs("caffe2", [100.0, 101.0, 102.0]) +
+                        _runs("caffe2", [100.5, 103.0, 99.0], precision="bf16") +
+                        _runs("tf", [100.0, 101.0, 102.0]) + _runs("tf", [180.0, 181.0, 182.0], precision="bf16"))
+    gains = [line for line in lines if "than fp32" in line or "of fp32" in line]
+    assert gains[0].startswith("PyTorch (Caffe2): bf16 is within noise of fp32 (±")
+    assert gains[1].startswith("TensorFlow (+Horovod): bf16 is 79 % faster than fp32 (±")

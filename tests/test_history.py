@@ -1,0 +1,70 @@
+"""`compare history`: each cell over time (date, commit, versions), regressions flagged."""
+
+import pandas as pd
+
+from tests.helpers import MACHINE, main_exit, result, save_campaign, scaled, windowed
+
+WINDOWS = [990.0, 1005.0, 1000.0, 1012.0, 996.0]
+
+
+def _machine(commit):
+    return dict(MACHINE, git={"commit": commit, "dirty": False})
+
+
+def _runs(factor=1.0, version="torch 2.3.1"):
+    runs = [scaled(windowed("caffe2", "fp32", n, WINDOWS), factor * n) for n in (1, 2)]
+    for r in runs:
+        r.framework_version = version
+    return runs
+
+
+def _three_campaigns(root):
+    """Three campaigns over three days; on the third, the 2-worker cell is 20 % slower."""
+    save_campaign(root / "c3", _runs()[:1] + [scaled(_runs()[1], 0.8)], _machine("cccccccccc33"),
+                  created_at="2026-12-03T09:00:00+00:00")
+    save_campaign(root / "c1", _runs(), _machine("aaaaaaaaaa11"), created_at="2026-12-01T09:00:00+00:00")
+    save_campaign(root / "c2", _runs(1.002, "torch 2.4.0"), _machine("bbbbbbbbbb22"),
+                  created_at="2026-12-02T09:00:00+00:00")
+    return root
+
+
+def test_history_of_a_folder_orders_by_date_and_flags_the_regression(tmp_path, capsys):
+    root = _three_campaigns(tmp_path / "all")
+    code, out, err = main_exit(["history", str(root), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    assert "- 3 campaigns from 2026-12-01 09:00:00 to 2026-12-03 09:00:00; 2 cells." in out
+    assert "- Regression: PyTorch (Caffe2) fp32 b256 224px ×2 (cuda) at c3 (cccccccccc): 0.80× ±0.01 of " \
+           "the previous figure." in out
+    two = out.split("## PyTorch (Caffe2) fp32 b256 224px ×2 (cuda)")[1]
+    assert "| 2026-12-01 09:00:00 | aaaaaaaaaa | c1 | torch 2.3.1 | 2001.20 ±" in two
+    assert "| 2026-12-02 09:00:00 | bbbbbbbbbb | c2 | torch 2.4.0 | 2005.20 ±" in two and "| within noise |" in two
+    assert two.rstrip().endswith("| 0.80× ±0.01 | worse — regression |")
+    one = out.split("## PyTorch (Caffe2) fp32 b256 224px ×1 (cuda)")[1].split("##")[0]
+    assert one.count("within noise") == 2 and "regression" not in one
+    rows = pd.read_csv(tmp_path / "h" / "history.csv")
+    assert rows.regression.tolist() == [False, False, False, False, False, True]
+    page = (tmp_path / "h" / "history.html").read_text()
+    assert page.count("data:image/png;base64,") == 2  # a chart per cell
+
+
+def test_history_of_named_campaigns_and_what_cannot_be_compared(tmp_path, capsys):
+    a = save_campaign(tmp_path / "a", _runs()[:1], created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", [result("caffe2", "fp32", 1, status="oom", reason="OOM")],
+                      created_at="2026-12-02T09:00:00+00:00")
+    other = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"}])
+    c = save_campaign(tmp_path / "c", _runs()[:1], other, created_at="2026-12-03T09:00:00+00:00")
+    code, out, _ = main_exit(["history", str(c), str(a), str(b)], capsys)
+    assert code == 0
+    lines = [line for line in out.splitlines() if line.startswith("| 2026")]
+    assert lines[0].endswith("| first figure |")
+    assert lines[1].endswith("| oom |  | not comparable: now: oom (OOM) |")
+    assert "| not comparable: machine changed: gpus: " in lines[2]
+    assert "No regression: no cell is worse than its previous figure beyond noise." in out
+
+
+def test_history_of_something_else_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    code, _, err = main_exit(["history", str(tmp_path / "empty")], capsys)
+    assert code == 2
+    assert err.strip() == "compare: error: {}: neither a campaign nor a folder of campaigns; give campaign " \
+                          "folders made by `compare run`, or the folder that holds them".format(tmp_path / "empty")
