@@ -17,7 +17,7 @@ import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import options as opts
-from . import telemetry
+from . import phases, telemetry
 from .protocol import RunResult, RunSpec, Unsupported, read_spec, write_result
 
 # every backend accepts these besides its own: they make a run fail on purpose, so that the
@@ -101,16 +101,21 @@ def _inject_failure(spec: RunSpec, phase: str, rank: int) -> None:
 def measure(trainer: Trainer, spec: RunSpec) -> Dict[str, Any]:
     """Warm up, then time the windows. Returns the measured fields of a RunResult."""
     _inject_failure(spec, "setup", trainer.rank)
-    for _ in range(spec.warmup_steps):
+    for i in range(spec.warmup_steps):
         trainer.step()
+        if i == 0:  # the first step's extra cost (compilation, autotuning) is a figure of its own
+            trainer.sync()
+            phases.mark("first_step_done")
     first_loss = trainer.loss() if spec.warmup_steps else None
     trainer.sync()
     trainer.barrier()
+    phases.mark("warmup_done")
     _inject_failure(spec, "timed", trainer.rank)
     window_times = []
     sizes = window_sizes(spec.steps, spec.windows)
     sampler = telemetry.for_spec(spec, trainer.rank)  # GPU power etc.; nulls on CPU
     sampler.start()
+    phases.mark("timed_start")
     t_start = time.perf_counter()
     for size in sizes:
         trainer.sync()
@@ -121,6 +126,7 @@ def measure(trainer: Trainer, spec: RunSpec) -> Dict[str, Any]:
         window_times.append(time.perf_counter() - t0)
     trainer.barrier()
     wall = time.perf_counter() - t_start
+    phases.mark("timed_end")
     gpu_telemetry = sampler.stop()
     final_loss = trainer.loss()
     global_batch = spec.global_batch
@@ -202,6 +208,7 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
         spec.options = opts.parse(tuple(declared) + COMMON_OPTIONS, spec.options, spec.framework)
         _inject_failure(spec, "start", env_rank())
         trainer = setup(spec)
+        phases.mark("model_built")
         fields.update(measure(trainer, spec))
     except Unsupported as exc:
         status, reason = "unsupported", str(exc)
@@ -224,7 +231,8 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
         framework_version=described.get("framework_version"),
         device_name=described.get("device_name"),
         settings=described.get("settings", {}),
-        environment=environment(), started_at=started, finished_at=_now(), **fields)
+        environment=environment(), started_at=started, finished_at=_now(),
+        phases=phases.record(), **fields)
     rank = trainer.rank if trainer is not None else env_rank()
     if rank == 0:
         write_result(result_path, result)

@@ -123,6 +123,8 @@ class RunResult:
     # GPU power/util/memory/clocks/temperature over the timed region (backends/telemetry.py);
     # its figures are null, not zero, where nothing was sampled (CPU, no NVML). {} in old files.
     telemetry: Dict[str, Any] = field(default_factory=dict)
+    # named moments of the run as Unix times (backends/phases.py); {} in old files
+    phases: Dict[str, float] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

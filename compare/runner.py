@@ -3,6 +3,7 @@
 Every cell ends as a recorded result, whatever happens to it; the sweep goes on.
 """
 import sys
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List
@@ -186,7 +187,9 @@ def execute(cfg: RunConfig) -> int:
                 if not fw.available:
                     result = failure(spec, "skipped", "{}: {}".format(fw.name, fw.unavailable_reason))
                 else:
+                    started = time.time()
                     result = executor.run(spec, campaign, cfg.timeout)
+                    result.phases.update(cell_start=started, cell_end=time.time())
                 campaign.save_result(result)
                 progress.done(result)
     finally:

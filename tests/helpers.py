@@ -178,3 +178,17 @@ def save_campaign(root, results, machine=None, created_at=None):
     if created_at:
         write_json_atomic(str(c.root / CAMPAIGN_FILE), dict(c.meta, created_at=created_at))
     return c.root
+
+
+def assert_phases(result: dict) -> None:
+    """A result of `compare run` accounts for its time: every phase is there, in order, and the
+    spans between them add up to no more than the cell's wall time."""
+    from backends.phases import ORDER, durations
+    marks = result["phases"]
+    assert [n for n in ORDER if n in marks] == list(ORDER), sorted(marks)
+    times = [marks[n] for n in ORDER]
+    assert times == sorted(times), marks
+    spans = durations(marks)
+    wall = marks["cell_end"] - marks["cell_start"]
+    assert 0 < sum(spans.values()) <= wall + 1e-6
+    assert marks["first_step_done"] - marks["launched"] > 0  # time to first step

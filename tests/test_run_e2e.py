@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from compare.cli import main
+from tests.helpers import assert_phases
 
 pytestmark = pytest.mark.backend  # a real framework in its environment
 
@@ -44,6 +45,10 @@ def test_one_and_two_workers_fp32_and_bf16(tmp_path, capsys):
             assert c["speedup"] == 1.0
         if c["precision"] == "bf16":
             assert c["precision_gain"] is not None
+    for path in (campaign / "results").glob("*.json"):
+        assert_phases(json.loads(path.read_text()))
+    report_md = (tmp_path / "rep" / "report.md").read_text()
+    assert "## Where the time goes" in report_md and "Duty cycle: " in report_md
     two = json.loads((campaign / "results" / "caffe2-fp32-w2-b4-s32-r0.json").read_text())
     assert (two["distribution"], two["world_size"], two["global_batch"]) == ("ddp", 2, 8)
     assert two["settings"]["process_group"] == "gloo"

@@ -9,7 +9,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .. import options, policy
+from .. import options, phases, policy
 from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
@@ -57,6 +57,7 @@ class TorchTrainer(Trainer):
             self.device = torch.device("cpu")
             # each worker gets its share of the cores, so N workers do not oversubscribe them
             torch.set_num_threads(policy.cpu_threads(self.world))
+        phases.mark("devices_ready")  # communicators are created lazily, with the model
         self.amp_dtype = resolve_precision(spec.precision, self.device)
         torch.manual_seed(spec.seed)
         self.channels_last = opt("channels_last")

@@ -2,6 +2,7 @@
 import os
 import sys
 
+from .. import phases
 from ..harness import main
 from . import OPTIONS
 
@@ -11,6 +12,7 @@ def _setup(spec):
         # true FP32: cuDNN 8 and cuBLAS read this when mxnet loads them (the executor sets it too)
         os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
     from .train import setup  # the framework is imported only here, inside its environment
+    phases.mark("framework_imported")
     return setup(spec)
 
 

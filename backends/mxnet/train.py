@@ -11,7 +11,7 @@ import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from .. import options, policy
+from .. import options, phases, policy
 from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
@@ -98,6 +98,7 @@ class MXNetTrainer(Trainer):
         self.spec = spec
         self.kvstore = options.value(OPTIONS, spec.options, "kvstore")
         self.contexts = _contexts(spec)
+        phases.mark("devices_ready")
         self.precision = resolve_precision(spec.precision, self.contexts[0])
         mx.random.seed(spec.seed)
         net = ResNet50(spec.num_classes)

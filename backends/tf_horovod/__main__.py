@@ -6,12 +6,14 @@ per worker, each with HOROVOD_RANK set) or runs one process with MirroredStrateg
 import os
 import sys
 
+from .. import phases
 from ..harness import main
 from . import OPTIONS
 
 
 def _setup(spec):
     from .train import setup  # the framework is imported only here, inside its environment
+    phases.mark("framework_imported")
     return setup(spec)
 
 

@@ -9,7 +9,7 @@ from typing import Any, Dict
 
 import tensorflow as tf
 
-from .. import options, policy
+from .. import options, phases, policy
 from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
@@ -90,6 +90,7 @@ class TFTrainer(Trainer):
             policy.check_workers(spec.gpus, world, "horovodrun")
         self.world = world
         self.gpus = _configure_devices(spec, self.distribution, world, local_rank)
+        phases.mark("devices_ready")
         self.policy = resolve_precision(spec.precision, self.gpus)
         self.data_format = opt(spec, "data_format")
         xla = opt(spec, "xla")

@@ -10,9 +10,11 @@ container that does not start is a recorded result; the sweep goes on.
 """
 import os
 import resource
+import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from backends.phases import LAUNCHED_ENV
 from backends.protocol import RunResult, RunSpec
 
 from ..frameworks import Framework, get
@@ -160,6 +162,7 @@ class DockerExecutor(Executor):
         kwargs = run_kwargs(spec, image.id, command, spec_path, work, env, gpu_ids(spec.gpus),
                             "{}:{}".format(os.getuid(), os.getgid()), self.memlock)
         kwargs["labels"]["org.compare.campaign"] = str(campaign.root.resolve())
+        kwargs["environment"][LAUNCHED_ENV] = repr(time.time())  # the container's start counts
         try:
             container = self._start(kwargs)
         except docker.errors.DockerException as exc:

@@ -7,10 +7,12 @@ import os
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Dict, Tuple
 
 import backends
+from backends.phases import LAUNCHED_ENV
 from backends.protocol import RunResult, RunSpec
 
 from .. import envs
@@ -70,6 +72,7 @@ class LocalExecutor(Executor):
         out_path, err_path = campaign.log_paths(spec.run_id)
         timed_out, rc = False, None
         with open(out_path, "w") as out, open(err_path, "w") as err:
+            env[LAUNCHED_ENV] = repr(time.time())
             try:
                 proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=str(work),
                                         start_new_session=True)

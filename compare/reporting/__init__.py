@@ -28,11 +28,12 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
                 ) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
     as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
-    from . import html, report, tables
+    from . import html, phases, report, tables
     from . import references as refs
     from .comparator import runs
     rep = report.build(df, machine)
     rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
+    rep.tables += phases.sections(results)
     text = tables.markdown(rep.sections())
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -178,3 +178,5 @@ def test_compare_run_sweeps_contexts_and_precisions_and_reports(tmp_path):
             assert cell["status"] == "ok", cell["reason"]
             assert cell["images_per_sec"] > 0
             assert cell["distribution"] == ("kvstore" if n > 1 else "single")
+            helpers.assert_phases(json.loads((campaign / "results" / "mxnet-{}-w{}-b4-s32-r0.json".format(
+                precision, n)).read_text()))

@@ -184,6 +184,8 @@ def test_compare_run_sweeps_workers_and_precisions_and_reports(tmp_path):
         assert cell["status"] == "ok", cell["reason"]
         assert cell["images_per_sec"] > 0
         assert cell["distribution"] == ("horovod" if n > 1 else "single")
+    for path in (campaign / "results").glob("*.json"):
+        helpers.assert_phases(json.loads(path.read_text()))
 
 
 def test_compare_run_can_force_mirrored_strategy(tmp_path):

@@ -1,0 +1,62 @@
+"""Phase times: the marks a backend records, and the report's time-to-first-step and duty cycle."""
+import time
+
+import pytest
+
+from backends import phases
+from compare.reporting import phases as report_phases
+from compare.reporting import tables
+from tests.helpers import result
+
+
+def _marks(t0, **spans):
+    """Marks starting at t0, each phase `spans[name]` seconds after the one before."""
+    marks, t = {}, t0
+    for name in phases.ORDER:
+        t += spans.get(name, 0.5)
+        marks[name] = t
+    return marks
+
+
+def test_launch_time_comes_from_the_executor_and_marks_come_in_order(monkeypatch):
+    monkeypatch.setattr(phases, "_marks", {})
+    monkeypatch.setenv(phases.LAUNCHED_ENV, "1000.5")
+    phases.mark("framework_imported")
+    phases.mark("framework_imported")  # the first mark wins
+    marks = phases.record()
+    assert marks["launched"] == 1000.5
+    assert list(marks) == [n for n in phases.ORDER if n in marks]
+    assert marks["process_started"] <= marks["framework_imported"] <= time.time()
+    with pytest.raises(ValueError, match="unknown phase 'lunch'"):
+        phases.mark("lunch")
+
+
+def test_spans_and_time_to_first_step():
+    marks = _marks(100.0, first_step_done=20.0, timed_start=0.0, timed_end=7.0)
+    assert report_phases.time_to_first_step(marks) == pytest.approx(0.5 * 4 + 20.0)
+    assert report_phases.span(marks, "timed_start", "timed_end") == pytest.approx(7.0)
+    assert report_phases.ordered(marks)
+    assert sum(phases.durations(marks).values()) == pytest.approx(marks["cell_end"] - marks["cell_start"])
+
+
+def test_duty_cycle_is_timed_work_over_the_cells_wall_time():
+    a = result("caffe2", "fp32", 1, 1000.0)
+    a.phases = _marks(0.0, first_step_done=60.0, timed_start=0.0, timed_end=7.0, cell_end=1.0)
+    b = result("caffe2", "fp16", 1, 6000.0)
+    b.phases = _marks(0.0, timed_start=0.0, timed_end=3.0)
+    failed = result("caffe2", "bf16", 1, status="failed", reason="x")
+    failed.phases = {"cell_start": 0.0, "cell_end": 10.0}
+    duty = report_phases.duty_cycle([a, b, failed])
+    wall = (a.phases["cell_end"] - a.phases["cell_start"]) + (b.phases["cell_end"] - b.phases["cell_start"]) + 10.0
+    assert duty["timed_s"] == pytest.approx(10.0)
+    assert duty["duty_cycle"] == pytest.approx(10.0 / wall)
+    rows = {r["precision"]: r for r in report_phases.rows([a, b, failed])}
+    assert set(rows) == {"fp32", "fp16"}  # a failed cell has no spans to show
+    assert rows["fp32"]["first step"] == pytest.approx(60.0)
+    text = tables.markdown(report_phases.sections([a, b, failed]))
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 1 | 0.5 | 0.5 | 0.5 | 0.5 | 0.5 | 60.0 |" in text
+    assert "= {:.1%} of the sweep spent measuring".format(10.0 / wall) in text
+
+
+def test_results_from_before_phases_were_recorded_give_no_section():
+    assert report_phases.sections([result("caffe2", "fp32", 1, 1000.0)]) == []
