@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# GPU sweeps of the second round (issues 12, 14, 17), run on the lent H200s with the repository on
+# PYTHONPATH (nothing installed there). Each STAGE fits one device call (< 10 min).
+#   bash bench/gpu_round2.sh OUTDIR STAGE
+set -uo pipefail
+out=${1:?outdir}; stage=${2:?stage}
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+# NVLink multicast off in every process we start (the machine's rule)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+keep() { tar czf $out/$1.tgz -C $out --exclude=code --exclude=work $1 && rm -rf $out/$1; }  # <= 8 files come back
+run() { /usr/bin/time -f "$1: %e s wall" python3 -m compare run --executor local --device cuda \
+        --timeout 400 --results $out/$1 "${@:2}" > $out/$1.stdout; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -c "import torch, sys; print(sys.version.split()[0], 'torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"
+python3 -c "import jax, flax, optax; print('jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, jax.devices())" 2>&1 | tail -1
+case $stage in
+sweep-torch)  # issue 17's sweep, as it stood: the "before" of the duty cycle; issue 12's PyTorch side
+  run torch --frameworks caffe2 --gpus 1,2 --precision fp32,tf32,fp16,bf16 --batch-size 256 --steps 30 --warmup 10 ;;
+*) echo "unknown stage $stage"; exit 2 ;;
+esac
+for d in $(cd $out && ls -d */ 2>/dev/null); do keep ${d%/}; done
