@@ -8,8 +8,13 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 # NVLink multicast off in every process we start (the machine's rule)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 keep() { tar czf $out/$1.tgz -C $out --exclude=code --exclude=work $1 && rm -rf $out/$1; }  # <= 8 files come back
-run() { /usr/bin/time -f "$1: %e s wall" python3 -m compare run --executor local --device cuda \
-        --timeout 400 --results $out/$1 "${@:2}" > $out/$1.stdout; }
+run() {  # NAME ARGS...: one campaign in $out/NAME, its report on stdout, its wall time at the end
+    local t0=$(date +%s.%N)
+    python3 -m compare run --executor local --device cuda --timeout 400 --results $out/$1 "${@:2}" \
+        > $out/$1.md 2> $out/$1.err
+    echo "$1: exit $?, $(python3 -c "import time; print(round(time.time() - $t0, 1))") s wall"
+    tail -3 $out/$1.err
+}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, sys; print(sys.version.split()[0], 'torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"
 python3 -c "import jax, flax, optax; print('jax', jax.__version__, 'flax', flax.__version__, 'optax', optax.__version__, jax.devices())" 2>&1 | tail -1
