@@ -21,6 +21,11 @@ python3 -c "import jax, flax, optax; print('jax', jax.__version__, 'flax', flax.
 case $stage in
 sweep-torch)  # issue 17's sweep, as it stood: the "before" of the duty cycle; issue 12's PyTorch side
   run torch --frameworks caffe2 --gpus 1,2 --precision fp32,tf32,fp16,bf16 --batch-size 256 --steps 30 --warmup 10 ;;
+autotune)  # issue 17: what cuDNN's autotuning in the first step costs, and what it buys
+  one="--frameworks caffe2 --gpus 1 --batch-size 256 --steps 30 --warmup 10"
+  run heuristics $one --precision fp32,tf32,fp16,bf16 --option cudnn_benchmark=false
+  run limit1 $one --precision fp32,bf16 --option cudnn_benchmark_limit=1
+  run limit3 $one --precision fp32 --option cudnn_benchmark_limit=3 ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 for d in $(cd $out && ls -d */ 2>/dev/null); do keep ${d%/}; done

@@ -14,6 +14,10 @@ OPTIONS = (
            choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")),
     Option("cuda_graphs", "bool", "capture the whole step as one CUDA graph (cuda, 1 GPU)",
            default=False),
+    Option("cudnn_benchmark", "bool", "cuDNN times candidate algorithms for each convolution in "
+           "the first step and keeps the fastest (else its heuristics choose)", default=True),
+    Option("cudnn_benchmark_limit", "int", "with cudnn_benchmark: how many candidates to time per "
+           "convolution (0: all)", default=10, minimum=0),
 )
 
 

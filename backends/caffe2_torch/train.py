@@ -52,7 +52,8 @@ class TorchTrainer(Trainer):
                     torch.__version__))
             self.device = torch.device("cuda", local_rank)
             torch.cuda.set_device(self.device)
-            torch.backends.cudnn.benchmark = True
+            torch.backends.cudnn.benchmark = opt("cudnn_benchmark")
+            torch.backends.cudnn.benchmark_limit = opt("cudnn_benchmark_limit")
         else:
             self.device = torch.device("cpu")
             # each worker gets its share of the cores, so N workers do not oversubscribe them
@@ -166,7 +167,8 @@ class TorchTrainer(Trainer):
         if cuda:
             settings.update(cuda_version=torch.version.cuda,
                             cudnn_version=torch.backends.cudnn.version(),
-                            cudnn_benchmark=torch.backends.cudnn.benchmark)
+                            cudnn_benchmark=torch.backends.cudnn.benchmark,
+                            cudnn_benchmark_limit=torch.backends.cudnn.benchmark_limit)
         elif self.spec.precision == "fp16":
             settings["note"] = "fp16 autocast on CPU: runs, but CPUs have no fp16 tensor cores"
         if self.world > 1:
