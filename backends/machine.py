@@ -88,4 +88,7 @@ def node_info() -> Dict[str, Any]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(node_info()))
+    record = node_info()
+    if os.environ.get("SLURMD_NODENAME"):  # run by srun: the node as Slurm names it
+        record["slurm_node"] = os.environ["SLURMD_NODENAME"]
+    print(json.dumps(record))
