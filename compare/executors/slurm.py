@@ -197,7 +197,7 @@ class SlurmExecutor(Executor):
         info = self._wait(job_id, spec.run_id)
         result = self._result(spec, job_id, work, info, campaign, started)
         result.environment.update(executor=self.name, **how)
-        del self.outstanding[job_id]
+        self.outstanding.pop(job_id, None)  # (close() may have run meanwhile, from a signal)
         self._log_job(campaign, "collected", spec.run_id, job_id, state=result.environment["slurm"]["state"])
         return result
 
@@ -320,9 +320,10 @@ class SlurmExecutor(Executor):
     def close(self) -> None:
         """Cancel the jobs still queued or running (Ctrl-C, SIGTERM), and wait until squeue no
         longer lists them; each is recorded as cancelled, so --resume submits it again."""
-        if not self.outstanding:
+        jobs, self.outstanding = dict(self.outstanding), {}
+        if not jobs:
             return
-        ids = list(self.outstanding)
+        ids = list(jobs)
         try:
             st.cancel(ids)
             deadline = time.time() + 30
@@ -331,7 +332,6 @@ class SlurmExecutor(Executor):
         except st.SlurmError as exc:
             self.ctx.log("could not cancel Slurm job(s) {}: {}".format(", ".join(ids), exc))
             return
-        for job_id, (run_id, campaign) in self.outstanding.items():
+        for job_id, (run_id, campaign) in jobs.items():
             self._log_job(campaign, "cancelled", run_id, job_id)
         self.ctx.log("cancelled Slurm job(s) {}".format(", ".join(ids)))
-        self.outstanding.clear()
