@@ -63,6 +63,12 @@ def run(
                                      "backends, checked against `compare list options`."),
     executor: str = typer.Option("auto", help="auto or one of {} (`compare doctor` says which "
                                  "can run here).".format(", ".join(executors.names()))),
+    partition: Optional[str] = typer.Option(None, help="Slurm partition of the jobs (--executor slurm)."),
+    account: Optional[str] = typer.Option(None, help="Slurm account charged (--executor slurm)."),
+    time_limit: Optional[str] = typer.Option(None, help="Slurm time limit per job: minutes or "
+                                             "HH:MM:SS (default: --timeout; --executor slurm)."),
+    slurm_option: List[str] = typer.Option([], help="KEY=VALUE passed to sbatch as --KEY=VALUE, "
+                                           "e.g. qos=high (--executor slurm)."),
 ):
     """Run the benchmark matrix and record every cell in a campaign folder."""
     from .runner import RunConfig, execute
@@ -70,7 +76,9 @@ def run(
                           batch_size=batch_size, device=device, image_size=image_size, steps=steps,
                           warmup=warmup, windows=windows, repeats=repeats, results=results,
                           resume=resume, timeout=timeout, compile=compile, quick=quick,
-                          python=python, option=option, executor=executor, nodes=nodes)
+                          python=python, option=option, executor=executor, nodes=nodes,
+                          settings={"partition": partition, "account": account,
+                                    "time_limit": time_limit, "slurm_option": slurm_option})
     raise typer.Exit(execute(cfg))
 
 
@@ -115,6 +123,8 @@ def doctor():
     for name, ok, why in executors.status(ctx):
         print("{:<17}{}: {}".format("executor " + name + ":", "available" if ok else "not available",
                                     why))
+        for line in executors.load(name).describe(ctx) if ok else []:
+            print("  " + line)
     try:
         cls, why = executors.choose(executors.AUTO, ctx)
         print("executor: {} (--executor auto: {})".format(cls.name, why))

@@ -1,69 +1,20 @@
 """What machine this is: CPU, memory, NVIDIA GPUs (nvidia-smi), driver and CUDA, Docker engine,
-project commit; and whether two machine records are the same machine (never mix them silently)."""
+project commit; and whether two machine records are the same machine (never mix them silently).
+
+The part a compute node can answer alone lives in backends/machine.py (stdlib only), so that an
+executor whose runs execute elsewhere (Slurm) takes the record there; this adds the host's side.
+"""
 import datetime
-import os
-import platform
 import shutil
-import socket
-import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
+
+from backends.machine import _run, cpu_model, cuda_driver_version, gpus, memory_gib, node_info
 
 from . import __version__
 
-
-def _run(cmd: List[str], timeout: float = 10) -> Optional[str]:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def memory_gib() -> Optional[float]:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return round(int(line.split()[1]) / 2 ** 20, 1)
-    except OSError:
-        pass
-    return None
-
-
-def gpus() -> List[Dict[str, Any]]:
-    """NVIDIA GPUs as nvidia-smi lists them; [] where there is no driver."""
-    if not shutil.which("nvidia-smi"):
-        return []
-    out = _run(["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version",
-                "--format=csv,noheader,nounits"])
-    rows = []
-    for line in (out or "").splitlines():
-        parts = [p.strip() for p in line.split(",")]
-        if len(parts) == 4:
-            rows.append({"index": int(parts[0]), "name": parts[1],
-                         "memory_mib": float(parts[2]), "driver": parts[3]})
-    return rows
-
-
-def cuda_driver_version() -> Optional[str]:
-    """The CUDA version the driver supports, from nvidia-smi's header ("CUDA Version: 12.4")."""
-    if not shutil.which("nvidia-smi"):
-        return None
-    for line in (_run(["nvidia-smi"]) or "").splitlines():
-        if "CUDA Version:" in line:
-            return line.split("CUDA Version:", 1)[1].strip(" |").split()[0]
-    return None
+__all__ = ["cpu_model", "cuda_driver_version", "gpus", "memory_gib", "info", "host_info"]
 
 
 def fingerprint(record: Dict[str, Any]) -> Dict[str, Any]:
@@ -110,23 +61,16 @@ def git_commit() -> Dict[str, Any]:
     return {"commit": commit, "dirty": bool(dirty)}
 
 
-def info() -> Dict[str, Any]:
-    """The machine record stored with every campaign."""
-    found = gpus()
+def host_info() -> Dict[str, Any]:
+    """What the submitting side adds to any machine record: compare's version and commit."""
     return {
-        "hostname": socket.gethostname(),
-        "platform": platform.platform(),
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "memory_gib": memory_gib(),
-        "gpus": found,
-        "gpu_count": len(found),
-        "cuda_driver_version": cuda_driver_version(),
-        "python": platform.python_version(),
         "host_python": sys.executable,
-        # where the host runs: a container (/.dockerenv) or the bare machine
-        "in_container": os.path.exists("/.dockerenv"),
         "compare_version": __version__,
         "git": git_commit(),
         "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def info() -> Dict[str, Any]:
+    """The machine record stored with every campaign whose runs execute on this machine."""
+    return dict(node_info(), **host_info())

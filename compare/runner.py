@@ -85,11 +85,12 @@ class RunConfig:
     executor: str = "auto"  # auto or a name in executors.EXECUTORS
     options: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # framework -> typed options
     nodes: List[int] = field(default_factory=lambda: [1])  # machines per job (Slurm)
+    settings: Dict[str, Any] = field(default_factory=dict)  # the executor's own flags (Context)
 
     @classmethod
     def parse(cls, *, frameworks, gpus, precision, batch_size, device, image_size, steps, warmup,
               windows, repeats, results, resume, timeout, compile, quick, python, option,
-              executor="auto", nodes="1"):
+              executor="auto", nodes="1", settings=None):
         from . import envs
         from .store import default_root
         fw_list = fws.parse(frameworks) if frameworks is not None else fws.available()
@@ -114,13 +115,14 @@ class RunConfig:
             raise UserError("--resume needs --results DIR naming the campaign to continue")
         options = parse_options(list(option), fw_list)
         executors.load(executor) if executor != executors.AUTO else None  # a bad name fails here
+        settings = executors.check_settings(executor, settings or {})
         overrides = envs.parse_overrides(python)
-        dev = resolve_device(device, gpu_list, _machine_gpus(executor, fw_list, overrides),
+        dev = resolve_device(device, gpu_list, _machine_gpus(executor, fw_list, overrides, settings),
                              "on this machine" if executors.remote(executor) is None else
                              "on the {} nodes".format(executor))
         return cls([f.name for f in fw_list], gpu_list, precisions, batches, dev, common, repeats,
                    str(results or default_root()), resume, timeout, overrides, executor, options,
-                   node_list)
+                   node_list, settings)
 
     def matrix(self) -> Matrix:
         return Matrix([fws.get(n) for n in self.frameworks], self.gpus, self.precisions,
@@ -129,16 +131,16 @@ class RunConfig:
 
     def context(self, log) -> executors.Context:
         return executors.Context([fws.get(n) for n in self.frameworks], self.device, self.python,
-                                 log=log)
+                                 settings=self.settings, log=log)
 
 
-def _machine_gpus(executor: str, fw_list, overrides) -> List[Dict[str, Any]]:
+def _machine_gpus(executor: str, fw_list, overrides, settings) -> List[Dict[str, Any]]:
     """The GPUs of where the runs execute: this machine's, or the executor's nodes'."""
     remote = executors.remote(executor)
     if remote is None:
         from . import machine
         return machine.gpus()
-    return remote.machine(executors.Context(fw_list, "auto", overrides)).get("gpus", [])
+    return remote.machine(executors.Context(fw_list, "auto", overrides, settings)).get("gpus", [])
 
 
 def _open_campaign(cfg: RunConfig, machine_record: Dict[str, Any]):

@@ -19,7 +19,7 @@ BAD = [
     (["run", "--device", "tpu"], "compare: error: unknown device 'tpu'; choose from auto, cuda, cpu"),
     (["run", "--resume"], "compare: error: --resume needs --results DIR naming the campaign to continue"),
     (["run", "--python", "caffe2"], "compare: error: --python 'caffe2': expected FRAMEWORK=PATH, e.g. tf=/usr/bin/python3"),
-    (["run", "--nodes", "1,2", "--executor", "local", "--device", "cpu"], "compare: error: --nodes 2: the local executor runs on one machine; more nodes need an executor of a cluster (none)"),
+    (["run", "--nodes", "1,2", "--executor", "local", "--device", "cpu"], "compare: error: --nodes 2: the local executor runs on one machine; more nodes need an executor of a cluster (slurm)"),
     (["report", "x", "--format", "xml"], "compare: error: unknown format 'xml'; choose from md, csv, json, html"),
 ]
 

@@ -1,4 +1,9 @@
-"""PyTorch backend ("caffe2": Caffe2 was merged into PyTorch). Stdlib only at import time."""
+"""PyTorch backend ("caffe2": Caffe2 was merged into PyTorch). Stdlib only at import time.
+
+Launchers: torchrun on one machine (command()); under Slurm, srun starts one task per worker and
+each task is one DDP rank (srun_tasks(), srun_command()): the job sets RANK, WORLD_SIZE,
+LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun would, from Slurm's variables.
+"""
 from typing import List
 
 from ..options import Option
@@ -30,3 +35,13 @@ def command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> Lis
         return [python, "-m", MODULE, spec_path, result_path]
     return [python, "-m", "torch.distributed.run", "--standalone",
             "--nproc_per_node", str(spec.gpus), "-m", MODULE, spec_path, result_path]
+
+
+def srun_tasks(spec: RunSpec) -> int:
+    """Tasks srun starts per node: one per worker, each a rank."""
+    return spec.gpus
+
+
+def srun_command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
+    """The command one srun task runs: one rank, no torchrun (the job set its variables)."""
+    return [python, "-m", MODULE, spec_path, result_path]

@@ -1,4 +1,4 @@
-"""PyTorch trainer for the harness: model, SGD, precision, DDP over torchrun workers.
+"""PyTorch trainer for the harness: model, SGD, precision, DDP over torchrun or srun workers.
 
 Imported only inside the backend's environment (it needs torch).
 """
@@ -30,9 +30,13 @@ def resolve_precision(precision: str, device: torch.device) -> Optional[torch.dt
 
 
 def _init_distributed(spec: RunSpec):
-    """Join the torchrun process group if there is one; return (rank, local_rank, world)."""
+    """Join the process group if there is one; return (rank, local_rank, world).
+
+    torchrun, or a Slurm job's srun task (COMPARE_LAUNCHER=srun), sets RANK, WORLD_SIZE,
+    LOCAL_RANK, MASTER_ADDR and MASTER_PORT; the default env:// rendezvous reads them.
+    """
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    policy.check_workers(spec.gpus, world, "torchrun")
+    policy.check_workers(spec.world_size, world, os.environ.get("COMPARE_LAUNCHER", "torchrun"))
     rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
     if world > 1:
         dist.init_process_group("nccl" if spec.device == "cuda" else "gloo")
@@ -56,8 +60,8 @@ class TorchTrainer(Trainer):
             torch.backends.cudnn.benchmark_limit = opt("cudnn_benchmark_limit")
         else:
             self.device = torch.device("cpu")
-            # each worker gets its share of the cores, so N workers do not oversubscribe them
-            torch.set_num_threads(policy.cpu_threads(self.world))
+            # each worker gets its share of its node's cores, so N workers do not oversubscribe them
+            torch.set_num_threads(policy.cpu_threads(spec.gpus))
         phases.mark("devices_ready")  # communicators are created lazily, with the model
         self.amp_dtype = resolve_precision(spec.precision, self.device)
         torch.manual_seed(spec.seed)

@@ -2,7 +2,7 @@
 from typing import List
 
 from ..options import Option
-from ..protocol import RunSpec
+from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.mxnet"
 OPTIONS = (
@@ -17,3 +17,12 @@ def command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> Lis
     One process for any number of workers: it drives spec.gpus contexts through a kvstore.
     """
     return [python, "-m", MODULE, spec_path, result_path]
+
+
+def srun_command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
+    """Under Slurm: the same one process, on one node (srun starts one task per node)."""
+    if spec.nodes > 1:
+        raise Unsupported("MXNet runs as one process driving its node's contexts through a kvstore; "
+                          "{} nodes would need its distributed kvstore or Horovod-MXNet, which "
+                          "compare does not launch (use --nodes 1)".format(spec.nodes))
+    return command(python, spec, spec_path, result_path)

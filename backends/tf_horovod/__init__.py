@@ -4,11 +4,16 @@ The host cannot know whether the environment (an NGC image, a managed venv) has 
 `command()` always starts the backend's entry point in that environment, and the entry point
 (launch.py) picks the launcher there: horovodrun for N workers where horovod.tensorflow is
 built, else one process with MirroredStrategy. The result records which (`distribution`).
+
+Under Slurm on one node, srun starts that same entry point once (horovodrun then starts the
+workers on the node, as on a workstation). Across nodes horovodrun would need ssh to the other
+hosts, so srun starts one task per worker instead and the workers join one
+MultiWorkerMirroredStrategy, its TF_CONFIG built from the job's variables (launch.py).
 """
 from typing import List
 
 from ..options import Option
-from ..protocol import RunSpec
+from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.tf_horovod"
 DISTRIBUTIONS = ("auto", "horovod", "mirrored")
@@ -28,3 +33,17 @@ OPTIONS = (
 def command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
     """The command line that runs `spec` in this backend's environment (1 or N workers)."""
     return [python, "-m", MODULE, spec_path, result_path]
+
+
+def srun_tasks(spec: RunSpec) -> int:
+    """Tasks srun starts per node: one launcher on one node, one per worker across nodes."""
+    return 1 if spec.nodes == 1 else spec.gpus
+
+
+def srun_command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
+    """The command each srun task runs (see the module docstring)."""
+    if spec.nodes > 1 and spec.options.get("distribution") == "horovod":
+        raise Unsupported("options.distribution=horovod across {} nodes: horovodrun reaches hosts "
+                          "other than localhost only over ssh; across nodes compare runs "
+                          "MultiWorkerMirroredStrategy (distribution=auto)".format(spec.nodes))
+    return command(python, spec, spec_path, result_path)

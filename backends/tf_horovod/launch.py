@@ -5,6 +5,7 @@ MirroredStrategy), "horovod" (Horovod or a recorded `unsupported`), "mirrored".
 Horovod runs as `python -m horovod.runner.launch -np N --gloo python -m backends.tf_horovod ...`
 (the gloo controller: no MPI needed). If the workers die before rank 0 writes the result, this
 process writes a `failed` one, so the host always finds a result file.
+Across Slurm nodes each worker is an srun task already: multiworker_config() gives its TF_CONFIG.
 """
 import glob
 import importlib.util
@@ -12,7 +13,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import List, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from .. import harness, options
 from ..protocol import RunSpec, SchemaError, Unsupported, read_spec
@@ -35,6 +36,18 @@ def horovod_command(spec: RunSpec, spec_path: str, result_path: str,
             python, "-m", MODULE, spec_path, result_path]
 
 
+def multiworker_config(env: Mapping[str, str] = os.environ) -> Dict[str, Any]:
+    """TF_CONFIG of one worker of a Slurm job whose srun tasks are the workers (RANK, WORLD_SIZE,
+    LOCAL_WORLD_SIZE set by the job, tasks placed block-wise on the nodes). Each worker listens at
+    its node's address as Slurm knows it (COMPARE_NODE_ADDRS, in node order: node names need not
+    resolve) on its own port after the job's coordinator port, so workers sharing a host differ."""
+    addrs = env["COMPARE_NODE_ADDRS"].split(",")
+    per_node, world = int(env["LOCAL_WORLD_SIZE"]), int(env["WORLD_SIZE"])
+    base = int(env["COMPARE_COORDINATOR_PORT"]) + 1
+    workers = ["{}:{}".format(addrs[r // per_node], base + r) for r in range(world)]
+    return {"cluster": {"worker": workers}, "task": {"type": "worker", "index": int(env["RANK"])}}
+
+
 def _record(spec: RunSpec, result_path: str, error: Exception) -> int:
     """Write the result of a run that never got to a trainer (through the harness, as usual)."""
     def setup(_spec):
@@ -50,6 +63,8 @@ def launch(spec_path: str, result_path: str) -> Optional[int]:
     except (OSError, SchemaError):
         return None  # the harness reports it
     choice = options.value(OPTIONS, spec.options, "distribution")
+    if spec.nodes > 1:
+        return None  # this process is one worker of a multi-node job (multiworker_config)
     if spec.gpus == 1 or choice not in DISTRIBUTIONS or choice == "mirrored":
         return None  # train.py rejects an unknown choice with the valid ones
     if not horovod_tensorflow_built():

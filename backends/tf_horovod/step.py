@@ -30,7 +30,7 @@ def _unscale(optimizer, grads):
 def _gradients_fn(trainer):
     """(images, labels) -> (loss, scaled gradients): the part XLA may compile."""
     model, optimizer, divisor = trainer.model, trainer.optimizer, 1.0
-    if trainer.distribution == "mirrored":
+    if trainer.distribution in ("mirrored", "multiworker"):
         # Keras sums gradients over replicas: scale each replica's mean loss by 1/replicas
         divisor = float(trainer.strategy.num_replicas_in_sync)
 
@@ -59,7 +59,7 @@ def build_step(trainer):
     def apply(grads):
         optimizer.apply_gradients(zip(_unscale(optimizer, grads), variables))
 
-    if trainer.distribution == "mirrored":
+    if trainer.distribution in ("mirrored", "multiworker"):
         strategy = trainer.strategy
 
         def replica_step(images, labels):
@@ -72,7 +72,7 @@ def build_step(trainer):
             losses = strategy.run(replica_step, args=(images, labels))
             return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
 
-        return mirrored_step, "MirroredStrategy " + trainer.cross_device_ops
+        return mirrored_step, "{} {}".format(trainer.strategy_name, trainer.cross_device_ops)
     if hvd is None:
         @tf.function(jit_compile=trainer.xla)
         def single_step(images, labels):

@@ -1,9 +1,11 @@
 """TensorFlow trainer for the harness: Keras ResNet-50, SGD, precision, Horovod or MirroredStrategy.
 
 Imported only inside the backend's environment (it needs tensorflow). Distribution:
-`horovod` when a horovodrun worker (HOROVOD_RANK set), `mirrored` for N > 1 devices in one
+`horovod` when a horovodrun worker (HOROVOD_RANK set), `multiworker` for one worker (one device)
+of a job across nodes (MultiWorkerMirroredStrategy), `mirrored` for N > 1 devices in one
 process (N logical CPU devices on a CPU), `single` otherwise. See docs/tf_horovod.md.
 """
+import json
 import os
 from typing import Any, Dict
 
@@ -15,6 +17,7 @@ from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
 from .resnet50 import non_trainable_parameters, resnet50, trainable_parameters
 
+MIRRORED = ("mirrored", "multiworker")  # distributions that run through a tf.distribute strategy
 POLICIES = {"fp32": "float32", "tf32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
 
 
@@ -47,6 +50,8 @@ def _distribution(spec: RunSpec) -> str:
     """Which kind of run this process is part of (launch.py made the choice)."""
     if "HOROVOD_RANK" in os.environ:
         return "horovod"
+    if spec.nodes > 1:
+        return "multiworker"
     return "mirrored" if spec.gpus > 1 else "single"
 
 
@@ -60,15 +65,16 @@ def _configure_devices(spec: RunSpec, distribution: str, world: int, local_rank:
         need = spec.gpus if distribution == "mirrored" else local_rank + 1
         if len(gpus) < need:
             raise Unsupported("spec asks for {} GPUs; tensorflow sees {}".format(need, len(gpus)))
-        gpus = gpus[local_rank:local_rank + 1] if distribution == "horovod" else gpus[:spec.gpus]
+        one = distribution in ("horovod", "multiworker")  # one GPU per process
+        gpus = gpus[local_rank:local_rank + 1] if one else gpus[:spec.gpus]
         tf.config.set_visible_devices(gpus, "GPU")
         for gpu in gpus:
             tf.config.experimental.set_memory_growth(gpu, True)
         return gpus
     tf.config.set_visible_devices([], "GPU")
-    # each worker (process or logical device) gets its share of the cores, as the torch backend
+    # each worker (process or logical device) gets its share of its node's cores, as in torch
     tf.config.threading.set_intra_op_parallelism_threads(
-        opt(spec, "intra_op_threads") or policy.cpu_threads(world))
+        opt(spec, "intra_op_threads") or policy.cpu_threads(spec.gpus))
     tf.config.threading.set_inter_op_parallelism_threads(opt(spec, "inter_op_threads"))
     if distribution == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -88,6 +94,12 @@ class TFTrainer(Trainer):
             hvd.init()
             self.hvd, self.rank, local_rank, world = hvd, hvd.rank(), hvd.local_rank(), hvd.size()
             policy.check_workers(spec.gpus, world, "horovodrun")
+        elif self.distribution == "multiworker":
+            from .launch import multiworker_config
+            os.environ["TF_CONFIG"] = json.dumps(multiworker_config())
+            self.rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+            world = int(os.environ["WORLD_SIZE"])
+            policy.check_workers(spec.world_size, world, "srun")
         self.world = world
         self.gpus = _configure_devices(spec, self.distribution, world, local_rank)
         phases.mark("devices_ready")
@@ -109,6 +121,16 @@ class TFTrainer(Trainer):
         self._loss = None  # type: Optional[tf.Tensor]
 
     def _strategy(self):
+        self.strategy_name = "MirroredStrategy"
+        if self.distribution == "multiworker":
+            self.strategy_name = "MultiWorkerMirroredStrategy"
+            self.cross_device_ops = "NCCL" if self.gpus else "RING"
+            comm = tf.distribute.experimental.CommunicationOptions(
+                implementation=getattr(tf.distribute.experimental.CommunicationImplementation,
+                                       self.cross_device_ops))
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=comm)
+            policy.check_workers(self.spec.world_size, strategy.num_replicas_in_sync, self.strategy_name)
+            return strategy
         if self.distribution != "mirrored":
             return tf.distribute.get_strategy()  # the default (no-op) strategy
         if self.gpus:
@@ -140,7 +162,7 @@ class TFTrainer(Trainer):
                                        seed=spec.seed + rank)
             return images, labels
 
-        if self.distribution != "mirrored":
+        if self.distribution not in MIRRORED:
             with tf.device("/gpu:0" if self.gpus else "/cpu:0"):
                 return make(self.rank)
         values = self.strategy.experimental_distribute_values_from_function(
@@ -165,6 +187,9 @@ class TFTrainer(Trainer):
     def barrier(self) -> None:
         if self.hvd is not None:
             self.hvd.allreduce(tf.constant(0.0), name="compare_barrier").numpy()
+        elif self.distribution == "multiworker":  # a collective every worker must join
+            ones = self.strategy.run(lambda: tf.constant(1.0))
+            self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None).numpy()
 
     def loss(self) -> float:
         return float(self._loss.numpy()) if self._loss is not None else float("nan")
@@ -189,7 +214,9 @@ class TFTrainer(Trainer):
             import horovod
             settings.update(horovod_version=horovod.__version__, horovod_controller=(
                 "gloo" if self.hvd.gloo_enabled() else "mpi"))
-        if self.distribution == "mirrored":
+        if self.distribution == "multiworker":
+            settings["cluster_resolver"] = "TF_CONFIG from the Slurm job (NodeAddr of each node)"
+        if self.distribution in MIRRORED:
             settings["replicas"] = self.strategy.num_replicas_in_sync
             if os.environ.get("COMPARE_TF_FALLBACK"):
                 settings["distribution_note"] = os.environ["COMPARE_TF_FALLBACK"]

@@ -18,6 +18,7 @@ from ..frameworks import Framework
 EXECUTORS: Dict[str, str] = {
     "docker": "compare.executors.docker:DockerExecutor",
     "local": "compare.executors.local:LocalExecutor",
+    "slurm": "compare.executors.slurm:SlurmExecutor",
 }
 AUTO = "auto"
 
@@ -43,11 +44,23 @@ class Executor:
     # (elsewhere: the machine record and the device check come from there, via machine())
     runs_on: ClassVar[str] = "host"
     multi_node: ClassVar[bool] = False  # can a job span several machines (--nodes > 1)
+    # its own flags of `compare run`: Context.settings key -> the flag (e.g. a cluster's partition)
+    SETTINGS: ClassVar[Dict[str, str]] = {}
 
     @classmethod
     def available(cls, ctx: Context) -> Tuple[bool, str]:
         """(can run this sweep here, why or why not: one line)."""
         raise NotImplementedError
+
+    @classmethod
+    def check_settings(cls, settings: Dict[str, Any]) -> Dict[str, Any]:
+        """Its flags (keys of SETTINGS) checked and typed; a UserError (one line) if bad."""
+        return dict(settings)
+
+    @classmethod
+    def describe(cls, ctx: Context) -> List[str]:
+        """Lines `compare doctor` prints under it when available (a cluster: its partitions)."""
+        return []
 
     @classmethod
     def machine(cls, ctx: Context) -> Dict[str, Any]:
@@ -108,6 +121,19 @@ def choose(requested: str, ctx: Context) -> Tuple[type, str]:
             return cls, "; ".join([why] + passed_over)
         passed_over.append("{} not chosen: {}".format(name, why))
     raise UserError("--executor auto: no executor can run here ({})".format("; ".join(passed_over)))
+
+
+def check_settings(requested: str, settings: Dict[str, Any]) -> Dict[str, Any]:
+    """The executor-specific flags given (empty ones dropped), checked by the executor that reads
+    them; a flag given to another executor is a UserError naming the one that reads it."""
+    given = {k: v for k, v in settings.items() if v not in (None, "", [], ())}
+    cls = load(requested) if requested != AUTO else None
+    for key in given:
+        if cls is None or key not in cls.SETTINGS:
+            owner = next(n for n in names() if key in load(n).SETTINGS)
+            raise UserError("{} is read by the {} executor only; add --executor {}".format(
+                load(owner).SETTINGS[key], owner, owner))
+    return cls.check_settings(given) if cls is not None else {}
 
 
 def remote(requested: str) -> Optional[type]:

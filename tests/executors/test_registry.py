@@ -12,7 +12,7 @@ def _ctx(**kw):
 
 
 def test_an_unknown_executor_names_the_valid_ones():
-    with pytest.raises(UserError, match="^unknown executor 'podman'; choose from auto, docker, local$"):
+    with pytest.raises(UserError, match="^unknown executor 'podman'; choose from auto, docker, local, slurm$"):
         executors.load("podman")
 
 
@@ -38,11 +38,15 @@ def test_asking_for_an_executor_that_cannot_run_here_is_one_line(monkeypatch, ca
 
 
 def test_doctor_lists_every_executor_with_its_state(monkeypatch, capsys):
+    from compare.executors import slurm
     monkeypatch.setattr(docker_images, "engine", lambda: (None, "no Docker engine answers (refused)"))
+    monkeypatch.setattr(slurm.SlurmExecutor, "available",
+                        classmethod(lambda cls, ctx: (False, "no sbatch on PATH")))
     code, out, _ = main_exit(["doctor"], capsys)
     assert code == 0
     lines = [line for line in out.splitlines() if line.startswith("executor")]
     assert lines[:len(executors.names())] == [
         "executor docker: not available: no Docker engine answers (refused)",
-        "executor local:  available: each backend runs here, in its managed environment (or --python)"]
+        "executor local:  available: each backend runs here, in its managed environment (or --python)",
+        "executor slurm:  not available: no sbatch on PATH"]
     assert lines[-1].startswith("executor: local (--executor auto: each backend runs here")

@@ -1,0 +1,235 @@
+"""`compare run --executor slurm` on a real Slurm cluster: two nodes (nodeA, nodeB) on this host.
+
+scripts/test starts the cluster (scripts/slurm-cluster) and sets COMPARE_REQUIRE_SLURM=1: there a
+cluster that does not answer fails these tests. Elsewhere they are skipped with the reason; start
+one with `eval "$(scripts/slurm-cluster)"`. The flag checks at the top need no cluster.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from compare import executors, frameworks
+from tests.helpers import main_exit, run_compare
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--windows", "1",
+        "--device", "cpu"]
+LONG = ["--image-size", "32", "--batch-size", "4", "--steps", "100000", "--warmup", "1",
+        "--windows", "1", "--device", "cpu"]  # runs until stopped
+
+BAD = [
+    (["--slurm-option", "qos"], "compare: error: --slurm-option 'qos': expected KEY=VALUE of an sbatch option, e.g. qos=high or constraint=a100 (passed as --KEY=VALUE)"),
+    (["--slurm-option", "Q o=s"], "compare: error: --slurm-option 'Q o=s': expected KEY=VALUE of an sbatch option, e.g. qos=high or constraint=a100 (passed as --KEY=VALUE)"),
+    (["--slurm-option", "nodes=4"], "compare: error: --slurm-option nodes=4: compare sets --nodes itself; use --nodes"),
+    (["--slurm-option", "--time=10"], "compare: error: --slurm-option --time=10: compare sets --time itself; use --time-limit"),
+    (["--time-limit", "1h"], "compare: error: --time-limit '1h': not a Slurm time; give minutes (30), MM:SS, HH:MM:SS (01:30:00) or D-HH:MM:SS"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_slurm_flags_are_one_line_and_exit_2(argv, message, capsys):
+    code, _, err = main_exit(["run", "--executor", "slurm", "--device", "cpu"] + argv, capsys)
+    assert (code, err) == (2, message + "\n")
+
+
+@pytest.mark.parametrize("argv", [["--partition", "gpu"], ["--account", "lab"], ["--time-limit", "10"],
+                                  ["--slurm-option", "qos=high"]])
+def test_slurm_flags_without_the_slurm_executor_are_refused(argv, capsys):
+    code, _, err = main_exit(["run", "--executor", "local", "--device", "cpu"] + argv, capsys)
+    assert (code, err) == (2, "compare: error: {} is read by the slurm executor only; add --executor "
+                              "slurm\n".format(argv[0]))
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    ok, why = executors.load("slurm").available(executors.Context([], "cpu"))
+    if not ok:
+        if os.environ.get("COMPARE_REQUIRE_SLURM") == "1":
+            pytest.fail(why)
+        pytest.skip("{} (start one: eval \"$(scripts/slurm-cluster)\")".format(why))
+
+
+def _slurm_run(campaign, args, **kw):
+    return run_compare(["run", "--executor", "slurm", "--results", str(campaign)] + args, **kw)
+
+
+def _results(campaign):
+    return {p.stem: json.loads(p.read_text()) for p in (Path(campaign) / "results").glob("*.json")}
+
+
+def _jobs(campaign):
+    path = Path(campaign) / "jobs"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def _squeue(job_ids):
+    out = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, check=True).stdout
+    return sorted(set(out.split()) & set(job_ids))
+
+
+def _check_placement(r, nodes, workers):
+    """The job ran where Slurm put it: one task per worker, ranks on every node of the job."""
+    slurm = r["environment"]["slurm"]
+    assert slurm["job_id"].isdigit() and slurm["state"] == "COMPLETED"
+    assert slurm["nodes"] == ["nodeA", "nodeB"][:nodes]
+    assert slurm["spanned_nodes"] is True
+    per_node = [t["node"] for t in slurm["tasks"]]
+    assert per_node == [n for n in slurm["nodes"] for _ in range(workers)], slurm["tasks"]
+    assert r["environment"]["env"]["COMPARE_EXECUTOR"] == "slurm"  # seen by the backend itself
+    assert r["environment"]["slurm_environment"] == "shared filesystem"
+
+
+@pytest.mark.slurm
+def test_pytorch_on_one_and_two_nodes_with_one_and_two_workers_each(cluster, tmp_path):
+    campaign = tmp_path / "c"
+    proc = _slurm_run(campaign, ["--frameworks", "caffe2", "--nodes", "1,2", "--gpus", "1,2"] + TINY)
+    assert "executor: slurm (--executor slurm)" in proc.stderr
+    results = _results(campaign)
+    assert sorted(results) == ["caffe2-fp32-n2xw1-b4-s32-r0", "caffe2-fp32-n2xw2-b4-s32-r0",
+                               "caffe2-fp32-w1-b4-s32-r0", "caffe2-fp32-w2-b4-s32-r0"]
+    for run_id, r in results.items():
+        assert r["status"] == "ok", (run_id, r["reason"], r["stderr_tail"])
+        nodes, workers = r["spec"]["nodes"], r["spec"]["gpus"]
+        assert r["world_size"] == nodes * workers and r["global_batch"] == 4 * nodes * workers
+        assert r["distribution"] == ("ddp" if nodes * workers > 1 else "single")
+        _check_placement(r, nodes, workers)
+    submitted = [j for j in _jobs(campaign) if j["event"] == "submitted"]
+    assert sorted(j["job_id"] for j in submitted) == sorted(r["environment"]["slurm"]["job_id"]
+                                                           for r in results.values())
+    machine = json.loads((campaign / "machine.json").read_text())
+    assert machine["slurm_node"] in ("nodeA", "nodeB")  # taken on a compute node by a job
+
+
+@pytest.mark.slurm
+def test_tensorflow_on_one_node_runs_horovod(cluster, tmp_path):
+    campaign = tmp_path / "c"
+    _slurm_run(campaign, ["--frameworks", "tf", "--gpus", "2"] + TINY)
+    r = _results(campaign)["tf-fp32-w2-b4-s32-r0"]
+    assert r["status"] == "ok" and r["distribution"] == "horovod", (r["reason"], r["stderr_tail"])
+    assert r["world_size"] == 2 and r["settings"]["horovod_controller"] == "gloo"
+    # one srun task on the node; horovodrun starts the two workers there
+    assert r["environment"]["slurm"]["tasks"] == [
+        {"task": 0, "node": "nodeA", "hostname": r["environment"]["hostname"]}]
+
+
+@pytest.mark.slurm
+def test_tensorflow_across_two_nodes_runs_multiworker_mirrored_strategy(cluster, tmp_path):
+    campaign = tmp_path / "c"
+    _slurm_run(campaign, ["--frameworks", "tf", "--nodes", "2", "--gpus", "2"] + TINY)
+    r = _results(campaign)["tf-fp32-n2xw2-b4-s32-r0"]
+    assert r["status"] == "ok", (r["reason"], r["stderr_tail"])
+    assert r["distribution"] == "multiworker" and r["world_size"] == 4
+    assert r["settings"]["allreduce"] == "MultiWorkerMirroredStrategy RING"
+    assert r["settings"]["replicas"] == 4
+    _check_placement(r, 2, 2)
+
+
+@pytest.mark.slurm
+def test_mxnet_across_nodes_is_unsupported_without_a_job(cluster, tmp_path):
+    campaign = tmp_path / "c"
+    _slurm_run(campaign, ["--frameworks", "mxnet", "--nodes", "2", "--gpus", "2"] + TINY)
+    r = _results(campaign)["mxnet-fp32-n2xw2-b4-s32-r0"]
+    assert r["status"] == "unsupported"
+    assert r["reason"].startswith("MXNet runs as one process driving its node's contexts through a kvstore")
+    assert _jobs(campaign) == []
+
+
+@pytest.mark.slurm
+def test_jax_on_one_and_two_nodes(cluster, tmp_path):
+    if not (ROOT / "backends" / "jax").is_dir():
+        pytest.skip("backends/jax is not in this tree yet (the JAX backend is written separately)")
+    jax = next(fw for fw in frameworks.FRAMEWORKS if fw.backend == "jax")
+    campaign = tmp_path / "c"
+    _slurm_run(campaign, ["--frameworks", jax.name, "--nodes", "1,2", "--gpus", "1,2"] + TINY)
+    results = _results(campaign)
+    assert len(results) == 4
+    for run_id, r in results.items():
+        assert r["status"] == "ok", (run_id, r["reason"], r["stderr_tail"])
+        assert r["world_size"] == r["spec"]["nodes"] * r["spec"]["gpus"]
+        slurm = r["environment"]["slurm"]
+        assert slurm["nodes"] == ["nodeA", "nodeB"][:r["spec"]["nodes"]] and slurm["spanned_nodes"]
+
+
+@pytest.mark.slurm
+def test_one_rank_crashing_fails_the_job_at_once_not_at_its_time_limit(cluster, tmp_path):
+    campaign = tmp_path / "c"
+    started = time.time()
+    _slurm_run(campaign, ["--frameworks", "caffe2", "--nodes", "2", "--gpus", "1", "--time-limit", "10",
+                          "--option", "fail_at=timed", "--option", "fail_rank=1"] + TINY)
+    took = time.time() - started
+    r = _results(campaign)["caffe2-fp32-n2xw1-b4-s32-r0"]
+    assert r["status"] == "failed" and r["environment"]["slurm"]["state"] == "FAILED"
+    assert took < 180, "the surviving rank waited {:.0f} s".format(took)  # the limit is 600 s
+    log = (campaign / "logs" / "caffe2-fp32-n2xw1-b4-s32-r0.stderr").read_text()
+    assert "InjectedFailure: fail_at=timed on rank 1" in log
+    assert "srun: error: nodeB: task 1: Exited with exit code 1" in log
+
+
+@pytest.mark.slurm
+def test_a_job_past_its_time_limit_is_a_timeout(cluster, tmp_path):
+    campaign = tmp_path / "c"
+    _slurm_run(campaign, ["--frameworks", "caffe2", "--time-limit", "1"] + LONG)
+    r = _results(campaign)["caffe2-fp32-w1-b4-s32-r0"]
+    job = r["environment"]["slurm"]["job_id"]
+    assert (r["status"], r["reason"]) == ("timeout", "Slurm stopped job {} at its time limit (00:01:00)".format(job))
+    assert r["environment"]["slurm"]["state"] == "TIMEOUT"
+
+
+def _start(campaign, args):
+    """compare run in the background, as a user starts it; returns (process, first job's id)."""
+    proc = subprocess.Popen([sys.executable, "-m", "compare", "run", "--executor", "slurm",
+                             "--results", str(campaign)] + args, cwd=str(ROOT), text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        running = [j for j in _jobs(campaign) if j["event"] == "submitted"]
+        if running:
+            job = running[0]["job_id"]
+            # running, and the backend's tasks have started
+            if list((Path(running[0]["work"]) / "tasks").glob("*")):
+                return proc, job
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.5)
+    proc.kill()
+    raise AssertionError("no job started within 300 s")
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_stopping_compare_cancels_its_jobs(cluster, tmp_path, sig):
+    if sig == signal.SIGTERM and "SIGTERM" not in (ROOT / "compare" / "runner.py").read_text():
+        pytest.skip("runner.execute does not turn SIGTERM into executor.close() yet (signal handling "
+                    "is another change)")
+    campaign = tmp_path / "c"
+    proc, job = _start(campaign, ["--frameworks", "caffe2", "--nodes", "2", "--gpus", "1"] + LONG)
+    assert _squeue([job]) == [job]
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert "cancelled Slurm job(s) {}".format(job) in err
+    assert _squeue([job]) == []
+    assert [j["event"] for j in _jobs(campaign)] == ["submitted", "cancelled"]
+
+
+@pytest.mark.slurm
+def test_resume_after_compare_was_killed_reattaches_and_runs_nothing_twice(cluster, tmp_path):
+    campaign = tmp_path / "c"
+    args = ["--frameworks", "caffe2", "--gpus", "1,2"] + TINY
+    proc, job = _start(campaign, args)
+    proc.kill()  # SIGKILL: no close(), the job goes on without compare
+    proc.communicate()
+    assert _squeue([job]) == [job]
+    resumed = _slurm_run(campaign, args + ["--resume"])
+    assert "re-attaching to Slurm job {} of caffe2-fp32-w1-b4-s32-r0".format(job) in resumed.stderr
+    results = _results(campaign)
+    assert {k: r["status"] for k, r in results.items()} == {
+        "caffe2-fp32-w1-b4-s32-r0": "ok", "caffe2-fp32-w2-b4-s32-r0": "ok"}
+    assert results["caffe2-fp32-w1-b4-s32-r0"]["environment"]["slurm"]["job_id"] == job
+    submitted = [j["run_id"] for j in _jobs(campaign) if j["event"] == "submitted"]
+    assert sorted(submitted) == ["caffe2-fp32-w1-b4-s32-r0", "caffe2-fp32-w2-b4-s32-r0"]
