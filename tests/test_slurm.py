@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from compare import executors, frameworks
-from tests.helpers import main_exit, run_compare
+from tests.helpers import assert_phases, main_exit, run_compare
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--windows", "1",
@@ -83,6 +83,7 @@ def _check_placement(r, nodes, workers):
     assert per_node == [n for n in slurm["nodes"] for _ in range(workers)], slurm["tasks"]
     assert r["environment"]["env"]["COMPARE_EXECUTOR"] == "slurm"  # seen by the backend itself
     assert r["environment"]["slurm_environment"] == "shared filesystem"
+    assert_phases(r)  # the "launch" span holds the submission and the queue wait
 
 
 @pytest.mark.slurm

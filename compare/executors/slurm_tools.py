@@ -118,6 +118,8 @@ def enroot_uri(image: str) -> str:
 
 JOB_SCRIPT = """#!/bin/bash
 # compare: run {run_id} as one Slurm job (written by compare/executors/slurm.py, run by sbatch)
+# the job started now: the cell's "launch" span (backends/phases.py) holds the queue wait
+export COMPARE_LAUNCHED_AT=$(date +%s.%N)
 cd {work}
 # every node's address as Slurm knows it (NodeAddr: node names need not resolve), in node order
 scontrol show hostnames "$SLURM_JOB_NODELIST" > {nodes_file}
