@@ -24,9 +24,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   rich_markup_mode=None, help="Benchmark ResNet-50 training across frameworks.")
 list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
+from .commands import data as _data  # noqa: E402  (compare data make|prepare|info)
 from .commands import images as _images  # noqa: E402  (compare images build|list)
 
 app.add_typer(_images.app, name="images")
+app.add_typer(_data.app, name="data")
 
 
 @app.callback()
@@ -62,6 +64,10 @@ def run(
                                      "backends, checked against `compare list options`."),
     executor: str = typer.Option("auto", help="auto or one of {} (`compare doctor` says which "
                                  "can run here).".format(", ".join(executors.names()))),
+    data: str = typer.Option("synthetic", help="Comma list of synthetic and/or an ImageNet-layout "
+                             "folder read by each framework's own input pipeline (docs/data.md)."),
+    data_only: bool = typer.Option(False, "--data-only", help="Time the input pipeline alone on "
+                                   "the --data folder, no training: its ceiling."),
 ):
     """Run the benchmark matrix and record every cell in a campaign folder."""
     from .runner import RunConfig, execute
@@ -69,7 +75,8 @@ def run(
                           batch_size=batch_size, device=device, image_size=image_size, steps=steps,
                           warmup=warmup, windows=windows, repeats=repeats, results=results,
                           resume=resume, timeout=timeout, compile=compile, quick=quick,
-                          python=python, option=option, executor=executor, nodes=nodes)
+                          python=python, option=option, executor=executor, nodes=nodes,
+                          data=data, data_only=data_only)
     raise typer.Exit(execute(cfg))
 
 
