@@ -13,6 +13,7 @@ import math
 import os
 import struct
 import sys
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -263,23 +264,26 @@ class Progress:
 
     def __init__(self, total: int):
         self.total, self.done, self.shown, self.started = total, 0, -1, time.time()
+        self.lock = threading.Lock()  # writers may advance from several threads
 
     def advance(self, n: int = 1) -> None:
-        self.done += n
-        percent = 100 * self.done // max(1, self.total)
-        if percent != self.shown:
-            self.shown = percent
-            sys.stdout.write("progress {} {}\n".format(self.done, self.total))
-            sys.stdout.flush()
+        with self.lock:
+            self.done += n
+            percent = 100 * self.done // max(1, self.total)
+            if percent != self.shown:
+                self.shown = percent
+                sys.stdout.write("progress {} {}\n".format(self.done, self.total))
+                sys.stdout.flush()
 
     def seconds(self) -> float:
         return round(time.time() - self.started, 1)
 
 
-def writer_main(write: Callable[[Prepared, str, Progress], Dict[str, Any]], name: str,
+def writer_main(write: Callable[..., Dict[str, Any]], name: str,
                 argv: Optional[List[str]] = None) -> int:
     """`python -m backends.<backend>.data write PREPARED_DIR`: write format `name` into a temp
-    folder, rename it into place, mark it done. write(prepared, folder, progress) -> info."""
+    folder, rename it into place, mark it done.
+    write(prepared, files [(path, label)], folder, progress) -> info for done.json."""
     import shutil
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] != "write":
@@ -291,7 +295,8 @@ def writer_main(write: Callable[[Prepared, str, Progress], Dict[str, Any]], name
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
     progress = Progress(len(files))
-    info = write(prepared, tmp, progress)
+    info = write(prepared, [(os.path.join(prepared.root, rel), label) for rel, label in files],
+                 tmp, progress)
     shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)
     prepared.mark_done(name, images=len(files), seconds=progress.seconds(), **info)

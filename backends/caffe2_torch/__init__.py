@@ -1,10 +1,12 @@
 """PyTorch backend ("caffe2": Caffe2 was merged into PyTorch). Stdlib only at import time."""
 from typing import List
 
+from ..dataset import LOADER_WORKERS
 from ..options import Option
 from ..protocol import RunSpec
 
 MODULE = "backends.caffe2_torch"
+DATA_FORMAT = None  # --data DIR: the DataLoader reads the JPEG folder itself (data.py)
 OPTIONS = (
     Option("channels_last", "bool", "NHWC memory format for the model and the batch",
            default_text="true on cuda, false on cpu"),
@@ -14,6 +16,10 @@ OPTIONS = (
            choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")),
     Option("cuda_graphs", "bool", "capture the whole step as one CUDA graph (cuda, 1 GPU)",
            default=False),
+    Option("decode", "str", "with --data DIR: decode JPEGs with Pillow in the loader workers, or "
+           "a batch at once with nvJPEG on the GPU (needs torchvision)", default="cpu",
+           choices=("cpu", "gpu")),
+    LOADER_WORKERS,
 )
 
 

@@ -7,10 +7,12 @@ built, else one process with MirroredStrategy. The result records which (`distri
 """
 from typing import List
 
+from ..dataset import LOADER_WORKERS
 from ..options import Option
 from ..protocol import RunSpec
 
 MODULE = "backends.tf_horovod"
+DATA_FORMAT = "tfrecord"  # --data DIR: TFRecord shards written once, read by tf.data (data.py)
 DISTRIBUTIONS = ("auto", "horovod", "mirrored")
 OPTIONS = (
     Option("distribution", "str", "N workers: Horovod where built (auto), or always one of the two",
@@ -22,6 +24,7 @@ OPTIONS = (
     Option("intra_op_threads", "int", "CPU threads per op, per worker", minimum=1,
            default_text="cores / workers"),
     Option("inter_op_threads", "int", "CPU ops run at once, per worker", default=2, minimum=1),
+    LOADER_WORKERS,
 )
 
 
