@@ -259,12 +259,14 @@ def cli_bar(console):
 def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], device: str,
             overrides: Dict[str, str], console) -> None:
     """Before a sweep: check each real-data folder, and write the formats its frameworks lack."""
+    def log(text: str) -> None:
+        console.print(text, soft_wrap=True)  # paths and reasons stay on one line
     for d in dirs:
         prepared = checked(open_folder(d), console)
-        console.print("data: " + summary(prepared))
-        for name, why in prepare_formats(prepared, frameworks, device, overrides, console.print,
+        log("data: " + summary(prepared))
+        for name, why in prepare_formats(prepared, frameworks, device, overrides, log,
                                          cli_bar(console)).items():
-            console.print("warning: {}: {}; its real-data cells will fail".format(name, why))
+            log("warning: {}: {}; its real-data cells will fail".format(name, why))
 
 
 def checked(folder: Folder, console) -> dataset.Prepared:

@@ -120,7 +120,7 @@ def crop_resize(images: List[torch.Tensor], meta: torch.Tensor, size: int) -> to
     flat = torch.cat([im.reshape(-1) for im in images])
     heights, widths = meta[:, 5].long(), meta[:, 6].long()
     planes = heights * widths
-    starts = torch.cumsum(planes, 0) - planes
+    starts = torch.cumsum(3 * planes, 0) - 3 * planes  # where each image begins in flat
     t = (torch.arange(size, device=dev, dtype=torch.float64) + 0.5) / size
     ys = meta[:, 0:1] + t * meta[:, 2:3] - 0.5  # (N, size): source rows of the pixel centres
     xs = meta[:, 1:2] + t * meta[:, 3:4] - 0.5
@@ -224,27 +224,34 @@ def _pixels_to_device(device: torch.device, channels_last: bool):
     return prepare
 
 
-def _decode_on_device(device: torch.device, size: int, channels_last: bool):
-    """decode=gpu: file bytes -> nvJPEG batch decode -> crop_resize -> normalised, on device."""
+def nvjpeg(device: torch.device):
+    """decode(bytes tensor or list of them) -> (3, H, W) uint8 on `device`, by nvJPEG."""
     try:
         from torchvision.io import ImageReadMode, decode_jpeg
     except Exception as exc:  # PyPI's torchvision does not import beside every torch build
         raise Unsupported("decode=gpu needs torchvision.io.decode_jpeg, which does not import "
                           "here: {}: {}".format(type(exc).__name__, exc))
-    mean, std = _scale(device)
 
     def decode(data):
         return decode_jpeg(data, mode=ImageReadMode.RGB, device=device)
+    return decode
+
+
+def decoded_to_device(device: torch.device, size: int, channels_last: bool, decode):
+    """decode=gpu: file bytes -> decode(list) -> crop_resize -> normalised, all on the device."""
+    mean, std = _scale(device)
 
     def prepare(batch):
         flat, lengths, meta, labels = batch[:4]
         images, errors = _decode_batch(list(flat.split(lengths.tolist())), decode, meta, labels)
         shapes = [tuple(im.shape[1:]) for im in images]
         if shapes != [tuple(int(v) for v in row) for row in meta[:, 5:7].tolist()]:
-            raise ValueError("nvJPEG decoded other sizes than the JPEG headers give")
-        meta = meta.pin_memory().to(device, non_blocking=True)
+            raise ValueError("the decoder gave other sizes than the JPEG headers")
+        if device.type == "cuda":  # small host tensors: pinned, so the copies do not block
+            meta, labels = meta.pin_memory(), labels.pin_memory()
+        meta = meta.to(device, non_blocking=True)
         x = crop_resize(images, meta, size).sub_(mean).div_(std).permute(0, 3, 1, 2)
-        labels = labels.pin_memory().to(device, non_blocking=True)
+        labels = labels.to(device, non_blocking=True)
         return (x if channels_last else x.contiguous()), labels, errors
     return prepare
 
@@ -282,7 +289,7 @@ def make_feed(spec: RunSpec, device: torch.device, rank: int, world: int,
     if decode == "gpu" and device.type != "cuda":
         raise Unsupported("decode=gpu decodes with nvJPEG on a CUDA device; this run is on the cpu")
     prepare = (_pixels_to_device(device, channels_last) if decode == "cpu" else
-               _decode_on_device(device, spec.image_size, channels_last))
+               decoded_to_device(device, spec.image_size, channels_last, nvjpeg(device)))
     prepared = ds.Prepared.find(spec.data)
     prepared.check_labels(spec.num_classes)
     files = [(os.path.join(prepared.root, rel), label)

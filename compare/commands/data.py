@@ -22,7 +22,7 @@ app = typer.Typer(help="Make, check and prepare image folders for --data DIR.", 
 
 def _console():
     from rich.console import Console
-    return Console(stderr=True, markup=False, highlight=False)
+    return Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -15,18 +15,21 @@ from backends.protocol import RunResult
 
 from .. import frameworks
 from ..errors import UserError
-from . import metrics
+from . import data_table, metrics
 
 FORMATS = ("md", "csv", "json", "html")
-GROUP = ["framework", "precision", "batch_size", "image_size", "device"]
+GROUP = ["framework", "precision", "batch_size", "image_size", "device", "data_mode"]
 KEY = GROUP + ["gpus"]
 MIXED = ("fp16", "bf16", "tf32")
+# what a real-data run records of its input pipeline (backends/dataset.py settings)
+DATA_SETTINGS = ("cpu_cores", "loader_workers", "data_pipeline", "decode", "images_read",
+                 "corrupt_skipped")
 TELEMETRY = ("power_avg_w", "util_avg_pct", "mem_used_max_mib", "sm_clock_avg_mhz", "temp_max_c")
 COLUMNS = KEY + ["status", "repeats", "images_per_sec", "ips_min", "ips_max", "spread", "cv",
                  "mlperf_mean", "uncertainty", "jitter", "speedup", "scaling_efficiency",
                  "precision_gain", "framework_ratio", "ratio_baseline", "images_per_watt",
                  *TELEMETRY, "device_name", "framework_version", "distribution", "model", "data",
-                 "compile", "options", "reason"]
+                 "compile", "options", *DATA_SETTINGS, "reason"]
 
 
 def parse_formats(csv: str) -> List[str]:
@@ -52,8 +55,11 @@ def run_record(r: RunResult) -> Dict:
            "framework_version": r.framework_version, "model": s.get("model"),
            "data": s.get("data"), "compile": s.get("compile"),
            "options": json.dumps(s.get("options") or {}, sort_keys=True),
-           "telemetry_samples": tel.get("samples"), "started_at": r.started_at}
+           "telemetry_samples": tel.get("samples"), "started_at": r.started_at,
+           "data_mode": s.get("data_mode") or ("synthetic" if s.get("data", "synthetic") ==
+                                               "synthetic" else "real")}
     row.update({k: tel.get(k) if ok else None for k in TELEMETRY})
+    row.update({k: (r.settings or {}).get(k) for k in DATA_SETTINGS})
     return row
 
 
@@ -78,7 +84,7 @@ def _cell(key, g: pd.DataFrame) -> Dict:
                 uncertainty=_median(ok.uncertainty), jitter=_median(ok.jitter),
                 reason=None if ips else last.reason)
     for col in ("device_name", "framework_version", "distribution", "model", "data", "compile",
-                "options"):
+                "options") + DATA_SETTINGS:
         cell[col] = last[col]
     for col in TELEMETRY:
         cell[col] = _median(ok[col])
@@ -126,10 +132,12 @@ def _pivot(df: pd.DataFrame, value, columns_label: str) -> str:
     gpus = sorted(df.gpus.unique())
     keys = ["framework", "precision", "batch_size", "image_size"]
     head = ["framework", "precision", "batch", "image"] + [columns_label(n) for n in gpus]
+    if df.data_mode.nunique() > 1:  # synthetic and real rows of one cell side by side
+        keys, head = keys + ["data_mode"], head[:4] + ["data"] + head[4:]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for key, g in df.groupby(keys, sort=False):
         by_n = {r["gpus"]: r for _, r in g.iterrows()}
-        row = [frameworks.display(key[0]), key[1], str(key[2]), str(key[3])]
+        row = [frameworks.display(key[0])] + [str(k) for k in key[1:]]
         row += [value(by_n[n]) if n in by_n else "" for n in gpus]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
@@ -166,11 +174,14 @@ def markdown(df: pd.DataFrame, machine: Optional[Dict] = None) -> str:
         out += ["## Framework vs framework (img/s ÷ img/s of {}, same precision, batch, N)".format(
             frameworks.display(base)), "",
                 _pivot(others, lambda r: _num(r["framework_ratio"], "{:.2f}×"), unit), ""]
+    out += data_table.markdown(data_table.data_table(df))
     out += _repeats_section(df) + _energy_section(df, unit) + _failures_section(df)
     out += provenance(df, machine)
     out += ["fp32 = true FP32 (TF32 off); tf32; fp16 = mixed precision with loss scaling; "
-            "bf16 = bfloat16 mixed precision. Synthetic data; figures are global images/sec "
-            "(median over repeats).", ""]
+            "bf16 = bfloat16 mixed precision. {}; figures are global images/sec "
+            "(median over repeats).".format("Synthetic data" if set(df.data_mode) == {"synthetic"}
+                                            else "Data: " + ", ".join(sorted(set(df.data_mode)))),
+            ""]
     return "\n".join(out)
 
 
