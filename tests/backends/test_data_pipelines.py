@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from compare import frameworks
 from tests.helpers import TINY_RUN, run_compare, run_in_backend
 
 pytestmark = pytest.mark.backend  # real frameworks in their environments
@@ -84,8 +85,7 @@ def test_report_shows_data_efficiency_beside_real_synthetic_and_the_ceiling(camp
         ips = {mode: results["{}-fp32-w1-b4-s32{}-r0".format(fw, suffix)]["images_per_sec"]
                for mode, suffix in (("synthetic", ""), ("real", "-real"), ("data-only", "-dataonly"))}
         efficiency = ips["real"] / ips["synthetic"]
-        row = next(line for line in rows if line.startswith("| {} |".format(
-            {"tf": "TensorFlow", "mxnet": "MXNet", "caffe2": "PyTorch"}[fw])))
+        row = next(line for line in rows if line.startswith("| {} |".format(frameworks.display(fw))))
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[5:9] == ["{:.2f}".format(ips["synthetic"]), "{:.2f}".format(ips["real"]),
                               "{:.2f}".format(ips["data-only"]), "{:.3f}{}".format(
