@@ -216,8 +216,9 @@ def _failures_section(df: pd.DataFrame) -> List[str]:
         return []
     out = ["## Cells without a figure", ""]
     for _, r in bad.iterrows():
-        out.append("- {} {} b{} ×{}: **{}** — {}".format(
-            r.framework, r.precision, r.batch_size, r.gpus, r.status,
+        out.append("- {} {} b{} ×{}{}: **{}** — {}".format(
+            r.framework, r.precision, r.batch_size, r.gpus,
+            "" if r.data_mode == "synthetic" else " " + r.data_mode, r.status,
             (r.reason or "").splitlines()[0][:200] if r.reason else "no reason recorded"))
     return out + [""]
 
