@@ -134,6 +134,9 @@ def make_feed(trainer) -> Feed:
     prepared.check_labels(spec.num_classes)
     workers = ds.loader_workers(spec, options.value(OPTIONS, spec.options, "loader_workers"))
     mirrored = trainer.distribution == "mirrored"
+    if mirrored:  # one process, one pipeline for all its replicas
+        workers = (workers[0] * trainer.world, "{} x {} replicas (one pipeline)".format(
+            workers[1], trainer.world))
     ranks = trainer.world if trainer.distribution == "horovod" else 1
     data = dataset(spec, prepared, trainer.rank, ranks,
                    spec.batch_size * (trainer.world if mirrored else 1), workers[0])
