@@ -13,6 +13,7 @@ written from it) is reused while the folder is unchanged: same files, sizes and 
 import hashlib
 import io
 import json
+import multiprocessing
 import os
 import subprocess
 from concurrent.futures import ProcessPoolExecutor
@@ -142,7 +143,8 @@ def check(folder: Folder, advance: Callable[[int], None] = lambda n: None,
     reasons = {rel: previous[rel][2] for rel in unchanged}
     paths = [os.path.join(folder.root, e[0]) for e in todo]
     if len(todo) > PARALLEL_CHECK:
-        with ProcessPoolExecutor() as pool:
+        # spawn, not fork: the progress bar's refresh thread runs in this process
+        with ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")) as pool:
             for e, why in zip(todo, pool.map(check_jpeg, paths, chunksize=256)):
                 reasons[e[0]] = why
                 advance(1)

@@ -10,6 +10,7 @@ decode cost per image is ImageNet's too. Image i depends only on (seed, i): dete
 """
 import io
 import json
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
@@ -132,7 +133,8 @@ def make(dest: Path, spec: MakeSpec, workers: int, advance: Callable[[int, int],
     if workers == 1:
         done = map(_write_range, jobs)
     else:
-        pool = ProcessPoolExecutor(workers)
+        # spawn, not fork: the progress bar's refresh thread runs in this process
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
         done = pool.map(_write_range, jobs)
     try:
         for job, nbytes in zip(jobs, done):

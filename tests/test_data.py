@@ -104,8 +104,9 @@ def _folder_with_corrupt_files(tmp_path, capsys):
     return datasets.open_folder(str(tmp_path / "d"))
 
 
-def test_corrupt_jpegs_are_listed_with_the_reason_and_left_out(tmp_path, capsys):
+def test_corrupt_jpegs_are_listed_with_the_reason_and_left_out(tmp_path, capsys, monkeypatch):
     folder = _folder_with_corrupt_files(tmp_path, capsys)
+    monkeypatch.setattr(datasets, "PARALLEL_CHECK", 1)  # the process pool of large folders
     prepared = datasets.check(folder)
     assert prepared.path == str(tmp_path / "d" / ".compare")
     corrupt = {c["path"]: c["reason"] for c in prepared.manifest["corrupt"]}
