@@ -41,7 +41,8 @@ class RunSpec:
     image_size: int = 224
     num_classes: int = 1000
     model: str = "resnet50"
-    data: str = "synthetic"
+    data: str = "synthetic"  # or the absolute path of an ImageNet-layout JPEG folder
+    data_only: bool = False  # with a folder: time the input pipeline alone, no training
     warmup_steps: int = 10
     steps: int = 50  # timed steps, split into `windows` windows
     windows: int = 5
@@ -54,10 +55,19 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return "{}-{}-{}{}{}-b{}-s{}-r{}".format(
+        return "{}-{}-{}{}{}-b{}-s{}{}-r{}".format(
             self.framework, self.precision, "n{}x".format(self.nodes) if self.nodes > 1 else "",
             "g" if self.device == "cuda" else "w", self.gpus, self.batch_size, self.image_size,
+            "" if self.data_mode == "synthetic" else "-" + self.data_mode.replace("-", ""),
             self.repeat)
+
+    @property
+    def data_mode(self) -> str:
+        """synthetic (on-device random tensors), real (a folder through the framework's own
+        pipeline) or data-only (that pipeline alone, no training: its ceiling)."""
+        if self.data == "synthetic":
+            return "synthetic"
+        return "data-only" if self.data_only else "real"
 
     @property
     def world_size(self) -> int:
@@ -78,11 +88,14 @@ class RunSpec:
                 raise SchemaError("{} must be >= 1, got {}".format(name, getattr(self, name)))
         if self.image_size < 32:
             raise SchemaError("image_size must be >= 32, got {}".format(self.image_size))
+        if self.data_only and self.data == "synthetic":
+            raise SchemaError("data_only measures an input pipeline: it needs data = a folder")
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
         d["schema_version"] = SCHEMA_VERSION
         d["run_id"] = self.run_id
+        d["data_mode"] = self.data_mode
         return d
 
     @classmethod

@@ -24,10 +24,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   rich_markup_mode=None, help="Benchmark ResNet-50 training across frameworks.")
 list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
+from .commands import data as _data  # noqa: E402  (compare data make|prepare|info)
 from .commands import images as _images  # noqa: E402  (compare images build|list)
 from .commands import reporting as _reporting  # noqa: E402  (report, diff, history, check)
 
 app.add_typer(_images.app, name="images")
+app.add_typer(_data.app, name="data")
 
 
 @app.callback()
@@ -69,6 +71,10 @@ def run(
                                              "HH:MM:SS (default: --timeout; --executor slurm)."),
     slurm_option: List[str] = typer.Option([], help="KEY=VALUE passed to sbatch as --KEY=VALUE, "
                                            "e.g. qos=high (--executor slurm)."),
+    data: str = typer.Option("synthetic", help="Comma list of synthetic and/or an ImageNet-layout "
+                             "folder read by each framework's own input pipeline (docs/data.md)."),
+    data_only: bool = typer.Option(False, "--data-only", help="Time the input pipeline alone on "
+                                   "the --data folder, no training: its ceiling."),
 ):
     """Run the benchmark matrix and record every cell in a campaign folder."""
     from .runner import RunConfig, execute
@@ -78,7 +84,8 @@ def run(
                           resume=resume, timeout=timeout, compile=compile, quick=quick,
                           python=python, option=option, executor=executor, nodes=nodes,
                           settings={"partition": partition, "account": account,
-                                    "time_limit": time_limit, "slurm_option": slurm_option})
+                                    "time_limit": time_limit, "slurm_option": slurm_option},
+                          data=data, data_only=data_only)
     raise typer.Exit(execute(cfg))
 
 

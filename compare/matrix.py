@@ -52,12 +52,15 @@ class Matrix:
     common: Dict[str, Any] = field(default_factory=dict)  # image_size, steps, warmup_steps, ...
     options: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # framework -> its options
     nodes: Sequence[int] = (1,)  # machines per job (GPUs per node: `gpus`)
+    data: Sequence[str] = ("synthetic",)  # synthetic and/or absolute folder paths
+    data_only: bool = False  # folders: time the input pipeline alone
 
     def specs(self) -> List[RunSpec]:
-        """Every cell, in sweep order: framework, precision, batch, nodes, gpus, repeat."""
+        """Every cell, in sweep order: framework, precision, batch, nodes, gpus, data, repeat."""
         return [RunSpec(framework=fw.name, backend=fw.backend, nodes=nodes, gpus=gpus,
                         device=self.device, precision=precision, batch_size=batch, repeat=repeat,
+                        data=data, data_only=self.data_only and data != "synthetic",
                         options=dict(self.options.get(fw.name, {})), **self.common)
-                for fw, precision, batch, nodes, gpus, repeat in itertools.product(
+                for fw, precision, batch, nodes, gpus, data, repeat in itertools.product(
                     self.frameworks, self.precisions, self.batch_sizes, self.nodes, self.gpus,
-                    range(self.repeats))]
+                    self.data, range(self.repeats))]

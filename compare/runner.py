@@ -86,12 +86,14 @@ class RunConfig:
     options: Dict[str, Dict[str, Any]] = field(default_factory=dict)  # framework -> typed options
     nodes: List[int] = field(default_factory=lambda: [1])  # machines per job (Slurm)
     settings: Dict[str, Any] = field(default_factory=dict)  # the executor's own flags (Context)
+    data: List[str] = field(default_factory=lambda: ["synthetic"])  # and/or absolute folders
+    data_only: bool = False  # folders: the input pipeline alone (compare/datasets.py)
 
     @classmethod
     def parse(cls, *, frameworks, gpus, precision, batch_size, device, image_size, steps, warmup,
               windows, repeats, results, resume, timeout, compile, quick, python, option,
-              executor="auto", nodes="1", settings=None):
-        from . import envs
+              executor="auto", nodes="1", settings=None, data="synthetic", data_only=False):
+        from . import datasets, envs
         from .store import default_root
         fw_list = fws.parse(frameworks) if frameworks is not None else fws.available()
         gpu_list = parse_ints(gpus, "--gpus")
@@ -114,6 +116,7 @@ class RunConfig:
         if resume and results is None:
             raise UserError("--resume needs --results DIR naming the campaign to continue")
         options = parse_options(list(option), fw_list)
+        data_list = datasets.parse_data(data, data_only)
         executors.load(executor) if executor != executors.AUTO else None  # a bad name fails here
         settings = executors.check_settings(executor, settings or {})
         overrides = envs.parse_overrides(python)
@@ -122,12 +125,12 @@ class RunConfig:
                              "on the {} nodes".format(executor))
         return cls([f.name for f in fw_list], gpu_list, precisions, batches, dev, common, repeats,
                    str(results or default_root()), resume, timeout, overrides, executor, options,
-                   node_list, settings)
+                   node_list, settings, data_list, data_only)
 
     def matrix(self) -> Matrix:
         return Matrix([fws.get(n) for n in self.frameworks], self.gpus, self.precisions,
                       self.batch_sizes, self.repeats, self.device, self.common, self.options,
-                      self.nodes)
+                      self.nodes, self.data, self.data_only)
 
     def context(self, log) -> executors.Context:
         return executors.Context([fws.get(n) for n in self.frameworks], self.device, self.python,
@@ -164,6 +167,7 @@ def execute(cfg: RunConfig) -> int:
     """Run every unfinished cell; print the report. Exit 0 even when cells failed (they are results)."""
     from rich.console import Console
 
+    from . import datasets
     from .executors.base import failure
     from .progress import SweepProgress
     from .reporting import write_report
@@ -174,8 +178,13 @@ def execute(cfg: RunConfig) -> int:
         raise UserError("--nodes {}: the {} executor runs on one machine; more nodes need an "
                         "executor of a cluster ({})".format(max(cfg.nodes), cls.name, ", ".join(
                             n for n in executors.names() if executors.load(n).multi_node) or "none"))
+    datasets.check_executor(cfg.data, cls.name)
     campaign = _open_campaign(cfg, cls.machine(ctx))  # bad --results fails before anything runs
     console.print("executor: {} ({})".format(cls.name, why))
+    folders = [d for d in cfg.data if d != "synthetic"]
+    if folders:  # check the JPEGs, write the native formats that are missing (says so)
+        datasets.for_run(folders, [fws.get(n) for n in cfg.frameworks], cfg.device, cfg.python,
+                         console)
     executor = cls(ctx)
     specs = cfg.matrix().specs()
     done = campaign.finished_ids() if cfg.resume else set()

@@ -7,7 +7,8 @@ from compare.errors import UserError
 from compare.runner import parse_options
 from tests.helpers import main_exit
 
-CAFFE2_KEYS = "channels_last, compile_mode, cuda_graphs, cudnn_benchmark, cudnn_benchmark_limit, fail_at, fail_rank, optimizer"
+CAFFE2_KEYS = ("channels_last, compile_mode, cuda_graphs, cudnn_benchmark, cudnn_benchmark_limit, decode, "
+               "fail_at, fail_rank, loader_workers, optimizer")
 
 
 def test_a_misspelt_key_is_one_line_naming_the_valid_keys(capsys):

@@ -6,10 +6,12 @@ LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun would, from Slurm's variable
 """
 from typing import List
 
+from ..dataset import LOADER_WORKERS
 from ..options import Option
 from ..protocol import RunSpec
 
 MODULE = "backends.caffe2_torch"
+DATA_FORMAT = None  # --data DIR: the DataLoader reads the JPEG folder itself (data.py)
 OPTIONS = (
     Option("channels_last", "bool", "NHWC memory format for the model and the batch",
            default_text="true on cuda, false on cpu"),
@@ -23,6 +25,10 @@ OPTIONS = (
            "the first step and keeps the fastest (else its heuristics choose)", default=True),
     Option("cudnn_benchmark_limit", "int", "with cudnn_benchmark: how many candidates to time per "
            "convolution (0: all)", default=10, minimum=0),
+    Option("decode", "str", "with --data DIR: decode JPEGs with Pillow in the loader workers, or "
+           "a batch at once with nvJPEG on the GPU (needs torchvision)", default="cpu",
+           choices=("cpu", "gpu")),
+    LOADER_WORKERS,
 )
 
 

@@ -90,6 +90,10 @@ class TorchTrainer(Trainer):
         labels = torch.randint(0, spec.num_classes, (spec.batch_size,), generator=g)
         self.images = images.to(self.device, memory_format=fmt)
         self.labels = labels.to(self.device)
+        self.feed = None
+        if spec.data != "synthetic":  # real data: each step takes the next prefetched batch
+            from .data import make_feed
+            self.feed = make_feed(spec, self.device, self.rank, self.world, self.channels_last)
         self._loss = None
         self.graph = None
         self.cuda_graphs = opt("cuda_graphs")
@@ -133,6 +137,8 @@ class TorchTrainer(Trainer):
             self._eager_step()
 
     def step(self) -> None:
+        if self.feed is not None:
+            self.images, self.labels = self.feed.next()
         if self.graph is not None:
             self.graph.replay()
         else:
@@ -177,6 +183,8 @@ class TorchTrainer(Trainer):
             settings["note"] = "fp16 autocast on CPU: runs, but CPUs have no fp16 tensor cores"
         if self.world > 1:
             settings["process_group"] = dist.get_backend()
+        if self.feed is not None:
+            settings.update(self.feed.describe())
         return {
             "framework_version": "torch " + torch.__version__,
             "device_name": torch.cuda.get_device_name(self.device) if cuda else cpu_name(),
@@ -184,9 +192,14 @@ class TorchTrainer(Trainer):
         }
 
     def close(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
         if self.world > 1 and dist.is_initialized():
             dist.destroy_process_group()
 
 
-def setup(spec: RunSpec) -> TorchTrainer:
+def setup(spec: RunSpec) -> Trainer:
+    if spec.data_only:  # the input pipeline alone (data.py)
+        from .data import data_only
+        return data_only(spec)
     return TorchTrainer(spec)

@@ -1,13 +1,16 @@
 """MXNet backend (Gluon ResNet-50, a kvstore over N contexts). Stdlib only at import time."""
 from typing import List
 
+from ..dataset import LOADER_WORKERS
 from ..options import Option
 from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.mxnet"
+DATA_FORMAT = "recordio"  # --data DIR: train.rec/.idx written once, read by ImageRecordIter (data.py)
 OPTIONS = (
     Option("kvstore", "str", "where the gradients of N contexts are summed: on the devices "
            "(as the Dell study ran it) or on the CPU", default="device", choices=("device", "local")),
+    LOADER_WORKERS,
 )
 
 

@@ -114,6 +114,10 @@ class MXNetTrainer(Trainer):
         # static loss scale
         self.step_scale = spec.batch_size * len(self.contexts) * self.precision["loss_scale"]
         self.images, self.labels = self._synthetic_batches()
+        self.feed = None
+        if spec.data != "synthetic":  # real data: each step takes the next batch (data.py)
+            from .data import make_feed
+            self.feed = make_feed(spec, self.contexts, self.precision["dtype"])
         self._losses = []  # type: List[mx.nd.NDArray]
 
     def _make_trainer(self, params) -> gluon.Trainer:
@@ -133,6 +137,8 @@ class MXNetTrainer(Trainer):
         return images, labels
 
     def step(self) -> None:
+        if self.feed is not None:
+            self.images, self.labels = self.feed.next()
         scale = self.precision["loss_scale"]
         with autograd.record():
             losses = []
@@ -175,6 +181,8 @@ class MXNetTrainer(Trainer):
             features=sorted(f for f in ("MKLDNN", "CUDA", "CUDNN", "NCCL", "TENSORRT")
                             if features.is_enabled(f)),
             nvidia_tf32_override=os.environ.get("NVIDIA_TF32_OVERRIDE"))
+        if self.feed is not None:
+            settings.update(self.feed.describe())
         return {
             "framework_version": "mxnet " + mx.__version__,
             "device_name": _gpu_name(self.contexts[0]) if gpu else cpu_name(),
@@ -182,5 +190,8 @@ class MXNetTrainer(Trainer):
         }
 
 
-def setup(spec: RunSpec) -> MXNetTrainer:
+def setup(spec: RunSpec) -> Trainer:
+    if spec.data_only:  # the input pipeline alone (data.py)
+        from .data import data_only
+        return data_only(spec)
     return MXNetTrainer(spec)

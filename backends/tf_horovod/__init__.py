@@ -12,10 +12,12 @@ MultiWorkerMirroredStrategy, its TF_CONFIG built from the job's variables (launc
 """
 from typing import List
 
+from ..dataset import LOADER_WORKERS
 from ..options import Option
 from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.tf_horovod"
+DATA_FORMAT = "tfrecord"  # --data DIR: TFRecord shards written once, read by tf.data (data.py)
 DISTRIBUTIONS = ("auto", "horovod", "mirrored")
 OPTIONS = (
     Option("distribution", "str", "N workers: Horovod where built (auto), or always one of the two",
@@ -27,6 +29,7 @@ OPTIONS = (
     Option("intra_op_threads", "int", "CPU threads per op, per worker", minimum=1,
            default_text="cores / workers"),
     Option("inter_op_threads", "int", "CPU ops run at once, per worker", default=2, minimum=1),
+    LOADER_WORKERS,
 )
 
 

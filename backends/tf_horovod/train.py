@@ -116,6 +116,10 @@ class TFTrainer(Trainer):
         if self.hvd is not None:
             self.hvd.broadcast_variables(self.model.variables, root_rank=0)
         self.images, self.labels = self._synthetic_batch()
+        self.feed = None
+        if spec.data != "synthetic":  # real data: each step takes the next batch (data.py)
+            from .data import make_feed
+            self.feed = make_feed(self)
         self.allreduce = None
         self._train_step = self._build_step()
         self._loss = None  # type: Optional[tf.Tensor]
@@ -175,6 +179,8 @@ class TFTrainer(Trainer):
         return fn
 
     def step(self) -> None:
+        if self.feed is not None:
+            self.images, self.labels = self.feed.next()
         self._loss = self._train_step(self.images, self.labels)  # no .numpy(): no host sync
 
     def sync(self) -> None:
@@ -222,6 +228,8 @@ class TFTrainer(Trainer):
                 settings["distribution_note"] = os.environ["COMPARE_TF_FALLBACK"]
         if not self.gpus and self.spec.precision == "fp16":
             settings["note"] = "fp16 on CPU: runs, but CPUs have no fp16 tensor cores"
+        if self.feed is not None:
+            settings.update(self.feed.describe())
         name = cpu_name()
         if self.gpus:
             name = tf.config.experimental.get_device_details(self.gpus[0]).get("device_name", "gpu")
@@ -236,5 +244,8 @@ class TFTrainer(Trainer):
             self.hvd.shutdown()
 
 
-def setup(spec: RunSpec) -> TFTrainer:
+def setup(spec: RunSpec) -> Trainer:
+    if spec.data_only:  # the input pipeline alone (data.py)
+        from .data import data_only
+        return data_only(spec)
     return TFTrainer(spec)

@@ -45,7 +45,10 @@ def _unit(df: pd.DataFrame) -> str:
 
 
 def _ok(df: pd.DataFrame) -> pd.DataFrame:
-    return df[(df.status == "ok") & df.images_per_sec.notna()]
+    """The cells with a figure; with synthetic and real data in one campaign, the synthetic ones
+    (the input-pipeline table of the report compares the two)."""
+    ok = df[(df.status == "ok") & df.images_per_sec.notna()]
+    return ok[ok.data_mode == "synthetic"] if ok.data_mode.nunique() > 1 else ok
 
 
 def scaling(df: pd.DataFrame) -> Optional[Chart]:
@@ -100,6 +103,8 @@ def _bars(ax, labels: List[str], series: List[tuple], fmt: str) -> None:
 def precision_gain(df: pd.DataFrame) -> Optional[Chart]:
     """Per framework: how much faster fp16/bf16/tf32 is than fp32 at the same N, in %."""
     g = df[df.precision_gain.notna()]
+    if g.data_mode.nunique() > 1:
+        g = g[g.data_mode == "synthetic"]
     if not len(g):
         return None
     plt = _plt()

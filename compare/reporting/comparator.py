@@ -1,7 +1,8 @@
 """The comparator: results -> one record per run -> one record per cell, with every ratio and its
 interval (intervals.py).
 
-A cell is framework x precision x per-GPU batch x image size x device x nodes x GPUs per node; its
+A cell is framework x precision x per-GPU batch x image size x device x data mode (synthetic, real,
+data-only) x nodes x GPUs per node; its
 figure is the median over ok repeats. Speedup (versus the 1-GPU cell, and versus one node with the
 same GPUs per node), scaling efficiency (speedup / world size) and precision gain are computed only
 between comparable cells (same everything but the one axis), never across a failed cell.
@@ -17,9 +18,12 @@ from backends.protocol import RunResult
 from .. import frameworks
 from . import intervals, metrics
 
-GROUP = ["framework", "precision", "batch_size", "image_size", "device"]
+GROUP = ["framework", "precision", "batch_size", "image_size", "device", "data_mode"]
 KEY = GROUP + ["nodes", "gpus"]
 MIXED = ("fp16", "bf16", "tf32")
+# what a real-data run records of its input pipeline (backends/dataset.py settings)
+DATA_SETTINGS = ("cpu_cores", "loader_workers", "data_pipeline", "decode", "images_read",
+                 "corrupt_skipped")
 TELEMETRY = ("power_avg_w", "util_avg_pct", "mem_used_max_mib", "sm_clock_avg_mhz", "temp_max_c")
 RATIOS = ("speedup", "speedup_one_node", "scaling_efficiency", "precision_gain", "framework_ratio")
 COLUMNS = KEY + ["world_size", "layout", "status", "repeats", "images_per_sec",
@@ -27,7 +31,7 @@ COLUMNS = KEY + ["world_size", "layout", "status", "repeats", "images_per_sec",
                  "ips_max", "spread", "cv", "mlperf_mean", "uncertainty", "jitter",
                  *[c for r in RATIOS for c in (r, r + "_ci95")], "ratio_baseline", "images_per_watt",
                  *TELEMETRY, "device_name", "framework_version", "distribution", "model", "data",
-                 "compile", "options", "reason"]
+                 "compile", "options", *DATA_SETTINGS, "reason"]
 
 
 def run_record(r: RunResult) -> Dict:
@@ -46,8 +50,11 @@ def run_record(r: RunResult) -> Dict:
            "framework_version": r.framework_version, "model": s.get("model"),
            "data": s.get("data"), "compile": s.get("compile"),
            "options": json.dumps(s.get("options") or {}, sort_keys=True),
-           "telemetry_samples": tel.get("samples"), "started_at": r.started_at}
+           "telemetry_samples": tel.get("samples"), "started_at": r.started_at,
+           "data_mode": s.get("data_mode") or ("synthetic" if s.get("data", "synthetic") ==
+                                               "synthetic" else "real")}
     row.update({k: tel.get(k) if ok else None for k in TELEMETRY})
+    row.update({k: (r.settings or {}).get(k) for k in DATA_SETTINGS})
     return row
 
 
@@ -79,7 +86,7 @@ def _cell(key, g: pd.DataFrame) -> Dict:
     layouts = sorted({str(x) for x in g.layout if x is not None and x == x})
     cell["layout"] = "/".join(layouts) or None
     for col in ("device_name", "framework_version", "distribution", "model", "data", "compile",
-                "options"):
+                "options") + DATA_SETTINGS:
         cell[col] = last[col]
     for col in TELEMETRY:
         cell[col] = _median(ok[col])

@@ -18,7 +18,7 @@ from .comparator import estimate
 from .intervals import pm
 from .tables import Section, Table, Text
 
-MATCH = ["framework", "precision", "batch_size", "image_size", "nodes", "gpus"]
+MATCH = ["framework", "precision", "batch_size", "image_size", "data_mode", "nodes", "gpus"]
 SETTINGS = ["model", "data", "compile", "options"]
 COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "ratio",
                    "ratio_ci95", "state", "comparable", "why"]

@@ -5,6 +5,7 @@ scaling_efficiency  = speedup(n) / n
 precision_gain      = img/s(fp16 or bf16) / img/s(fp32) - 1   at equal n ("80-90 % faster")
 spread, coefficient_of_variation, mlperf_mean: over the repeats of one cell
 ratio               = a / b   framework vs framework, machine vs machine, measured vs published
+data_efficiency     = img/s(real data) / img/s(synthetic)   same cell otherwise; input-bound below 0.95
 """
 import statistics
 from typing import Optional, Sequence
@@ -65,3 +66,18 @@ def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
 def images_per_watt(ips: Optional[float], watts: Optional[float]) -> Optional[float]:
     """img/s per W of the job's GPUs (= images per joule); None without a power reading."""
     return ratio(ips, watts)
+
+
+# --- real data versus synthetic ----------------------------------------------------------------
+
+INPUT_BOUND = 0.95  # data efficiency below this: the input pipeline, not the model, sets the pace
+
+
+def data_efficiency(ips_real: Optional[float], ips_synthetic: Optional[float]) -> Optional[float]:
+    """img/s with real data ÷ img/s with synthetic data, the cell otherwise the same."""
+    return ratio(ips_real, ips_synthetic)
+
+
+def input_bound(efficiency: Optional[float]) -> Optional[bool]:
+    """True below INPUT_BOUND; None without an efficiency."""
+    return None if efficiency is None else efficiency < INPUT_BOUND

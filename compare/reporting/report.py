@@ -9,7 +9,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional
 import pandas as pd
 
 from .. import frameworks
-from . import findings
+from . import data_table, findings
 from .comparator import MIXED
 from .intervals import pm
 from .tables import Section, Table, Text
@@ -18,8 +18,7 @@ ROW = ["framework", "precision", "batch_size", "image_size"]
 INTERVAL_NOTE = ("± is the half width of the 95 % interval, from the timed windows of each run and "
                  "the spread of the repeats (README: How sure is a figure).")
 LEGEND = ("fp32 = true FP32 (TF32 off); tf32; fp16 = mixed precision with loss scaling; bf16 = "
-          "bfloat16 mixed precision. Synthetic data; figures are global images/sec (median over "
-          "repeats).")
+          "bfloat16 mixed precision. {}; figures are global images/sec (median over repeats).")
 
 
 class Layout(NamedTuple):
@@ -29,6 +28,7 @@ class Layout(NamedTuple):
     n: Callable[[int, int], str]
     layout_column: bool
     word: str  # "GPU" or "worker"
+    data_column: bool = False  # the campaign mixes data modes: rows say which
 
 
 def _plural(n: int, word: str) -> str:
@@ -39,22 +39,26 @@ def layout_of(df: pd.DataFrame) -> Layout:
     cpu = set(df.device) == {"cpu"}
     word = "worker" if cpu else "GPU"
     layouts = {x for x in df.layout if x is not None}
+    mixed_data = df.data_mode.nunique() > 1
     if (df.nodes == 1).all():
         return Layout(lambda n, g: _plural(g, word) + (" (CPU)" if cpu else ""), lambda n, g: str(g),
-                      len(layouts) > 1, word)
+                      len(layouts) > 1, word, mixed_data)
     return Layout(lambda n, g: "{} × {}".format(_plural(n, "node"), _plural(g, word)),
-                  lambda n, g: "{}×{}".format(n, g), len(layouts) > 1, word)
+                  lambda n, g: "{}×{}".format(n, g), len(layouts) > 1, word, mixed_data)
 
 
 def _row_label(key, g: pd.DataFrame, lay: Layout) -> List[str]:
     label = [frameworks.display(key[0]), key[1], str(key[2]), str(key[3])]
+    if lay.data_column:
+        label.append(str(key[4]))
     if lay.layout_column:
         label.append("/".join(sorted({x for x in g.layout if x is not None})) or "?")
     return label
 
 
 def _head(lay: Layout) -> List[str]:
-    return ["framework", "precision", "batch", "image"] + (["layout"] if lay.layout_column else [])
+    return ["framework", "precision", "batch", "image"] + (["data"] if lay.data_column else []) + \
+        (["layout"] if lay.layout_column else [])
 
 
 def pivot(df: pd.DataFrame, title: str, value: Callable, lay: Layout,
@@ -62,7 +66,7 @@ def pivot(df: pd.DataFrame, title: str, value: Callable, lay: Layout,
     """Rows framework x precision x batch x image size; one column per (nodes, GPUs per node)."""
     cols = sorted({(int(n), int(g)) for n, g in zip(df.nodes, df.gpus)}, key=lambda c: (c[0] * c[1], c[0]))
     rows = []
-    for key, g in df.groupby(ROW, sort=False):
+    for key, g in df.groupby(ROW + (["data_mode"] if lay.data_column else []), sort=False):
         by = {(int(r["nodes"]), int(r["gpus"])): r for _, r in g.iterrows()}
         rows.append(_row_label(key, g, lay) + [value(by[c]) if c in by else "" for c in cols])
     return Table(title, _head(lay) + [lay.label(n, g) for n, g in cols], rows, list(notes or []))
@@ -123,8 +127,11 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None) -> Report:
         out.append(pivot(others, "Framework vs framework (img/s ÷ img/s of {}, same precision, batch, N)"
                          .format(frameworks.display(base)), lambda r: pm(
                              r["framework_ratio"], r["framework_ratio_ci95"], "{:.2f}×", "{:.2f}"), lay))
-    out += [t for t in (repeats(df, lay), energy(df, lay), failures(df, lay)) if t is not None]
-    out += [provenance(df, machine), Text("", [LEGEND])]
+    out += [t for t in (data_table.table(df), repeats(df, lay), energy(df, lay), failures(df, lay))
+            if t is not None]
+    data = "Synthetic data" if set(df.data_mode) == {"synthetic"} else \
+        "Data: " + ", ".join(sorted(set(df.data_mode)))
+    out += [provenance(df, machine), Text("", [LEGEND.format(data)])]
     return Report(findings.summary(df, lay), out)
 
 
@@ -156,12 +163,12 @@ def failures(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
     bad = df[df.status != "ok"]
     if not len(bad):
         return None
-    rows = [[frameworks.display(r.framework), r.precision, str(r.batch_size), str(r.image_size),
-             lay.n(r.nodes, r.gpus), r.status,
+    rows = [[frameworks.display(r.framework), r.precision, str(r.batch_size), str(r.image_size)]
+            + ([r.data_mode] if lay.data_column else []) + [lay.n(r.nodes, r.gpus), r.status,
              r.reason.splitlines()[0][:200] if r.reason else "no reason recorded"]
             for _, r in bad.iterrows()]
-    return Table("Cells without a figure", ["framework", "precision", "batch", "image", "N", "status",
-                                            "reason"], rows)
+    return Table("Cells without a figure", ["framework", "precision", "batch", "image"]
+                 + (["data"] if lay.data_column else []) + ["N", "status", "reason"], rows)
 
 
 def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> Text:

@@ -1,0 +1,122 @@
+"""`compare data`: real data for `compare run --data DIR`.
+
+    compare data make DIR [--images 10000] [--classes 1000] [--image-size 500x375] [--seed 1234]
+    compare data prepare DIR [--frameworks tf,mxnet] [--device auto|cpu|cuda]
+    compare data info DIR
+
+`make` writes an ImageNet-layout folder of synthetic JPEGs that decode like photos; `prepare`
+checks every JPEG (corrupt ones are listed and skipped) and writes each framework's native format
+beside the folder once; `compare run --data DIR` does the same for what is missing.
+"""
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .. import frameworks as fws
+from ..errors import UserError
+
+app = typer.Typer(help="Make, check and prepare image folders for --data DIR.", no_args_is_help=True)
+
+
+def _console():
+    from rich.console import Console
+    return Console(stderr=True, markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def make(
+    dest: Path = typer.Argument(..., help="New or empty folder to write DIR/train/<class>/*.JPEG into."),
+    images: int = typer.Option(10000, help="Number of JPEGs."),
+    classes: int = typer.Option(1000, help="Number of class folders (labels 0..K-1)."),
+    image_size: str = typer.Option("500x375", help="WIDTHxHEIGHT of every JPEG (ImageNet's typical)."),
+    seed: int = typer.Option(1234, help="Image i depends only on (seed, i)."),
+    quality: int = typer.Option(90, help="JPEG quality (90: ~110 KB at 500x375, ImageNet's average)."),
+    workers: Optional[int] = typer.Option(None, help="Processes that render (default: all cores)."),
+):
+    """Write an ImageNet-layout folder of JPEGs with ImageNet's size and entropy (deterministic)."""
+    from rich import progress as rp
+
+    from .. import imagegen
+    width, height = imagegen.parse_size(image_size)
+    for name, value, low in (("--images", images, 1), ("--classes", classes, 1),
+                             ("--workers", workers or 1, 1)):
+        if value < low:
+            raise UserError("{} {}: must be >= {}".format(name, value, low))
+    if not 1 <= quality <= 95:
+        raise UserError("--quality {}: give 1 to 95 (Pillow's useful range)".format(quality))
+    spec = imagegen.MakeSpec(images, classes, width, height, seed, quality)
+    console = _console()
+    if imagegen.check_destination(dest, spec):
+        console.print("{}: already holds these {} images; nothing to do".format(dest, images))
+        return
+    jobs = workers or os.cpu_count() or 1
+    with rp.Progress(rp.TextColumn("making JPEGs"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                     rp.TextColumn("{task.fields[mb]:.1f} MB, {task.fields[kb]:.0f} KB each"),
+                     rp.TimeElapsedColumn(), rp.TextColumn("ETA"), rp.TimeRemainingColumn(),
+                     console=console) as bar:
+        task = bar.add_task("", total=images, mb=0.0, kb=0.0)
+        state = {"bytes": 0, "images": 0}
+
+        def advance(n: int, nbytes: int) -> None:
+            state["bytes"] += nbytes
+            state["images"] += n
+            bar.update(task, advance=n, mb=state["bytes"] / 1e6,
+                       kb=state["bytes"] / 1e3 / state["images"])
+        total = imagegen.make(dest, spec, jobs, advance)
+    print("{}: {} JPEGs of {}x{} in {} classes, {:.1f} MB ({:.0f} KB each); "
+          "use: compare run --data {}".format(dest, images, width, height, min(classes, images),
+                                              total / 1e6, total / 1e3 / images, dest))
+
+
+@app.command()
+def prepare(
+    folder: str = typer.Argument(..., help="An ImageNet-layout folder (DIR/train/<class>/*.JPEG)."),
+    frameworks: Optional[str] = typer.Option(None, help="Comma list of {} (default: all available)."
+                                             .format(fws.choices())),
+    device: str = typer.Option("auto", help="auto, cuda or cpu: which managed environment writes."),
+    python: List[str] = typer.Option([], help="FRAMEWORK=PATH: run that backend's writer with this python."),
+):
+    """Check every JPEG and write each framework's native format beside the folder (once)."""
+    from .. import datasets, envs, machine
+    if device not in ("auto", "cpu", "cuda"):
+        raise UserError("--device {!r}: choose from auto, cuda, cpu".format(device))
+    fw_list = fws.parse(frameworks) if frameworks else fws.available()
+    overrides = envs.parse_overrides(python)
+    found = datasets.open_folder(folder, "compare data prepare")
+    if device == "auto":
+        device = "cuda" if machine.gpus() else "cpu"
+    console = _console()
+    prepared = datasets.checked(found, console)
+    print(datasets.summary(prepared))
+    failed = datasets.prepare_formats(prepared, fw_list, device, overrides, console.print,
+                                      datasets.cli_bar(console))
+    for fw in fw_list:
+        fmt = datasets.data_format(fw)
+        state = "failed: " + failed[fw.name] if fw.name in failed else \
+            "ready in " + (prepared.format_dir(fmt) if fmt else prepared.root)
+        print("{:<8} {:<10} {}".format(fw.name, fmt or "folder", state))
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command()
+def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
+    """What compare knows of a folder: images, classes, corrupt files, prepared formats."""
+    from backends import dataset
+
+    from .. import datasets
+    found = datasets.open_folder(folder, "compare data info")
+    try:
+        prepared = dataset.Prepared.find(found.root)
+    except dataset.DataError:
+        print("{}: {} files in {} classes; not checked yet (compare data prepare {})".format(
+            found.root, len(found.entries), len(found.classes), folder))
+        return
+    stale = prepared.fingerprint != found.fingerprint
+    print(datasets.summary(prepared) + (" (stale: the folder changed since)" if stale else ""))
+    for fw in fws.FRAMEWORKS:
+        fmt = datasets.data_format(fw)
+        state = "the folder itself" if fmt is None else "{} {}".format(
+            fmt, "ready" if prepared.ready(fmt) and not stale else "not written")
+        print("{:<8} {}".format(fw.name, state))

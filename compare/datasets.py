@@ -1,0 +1,300 @@
+"""Real data on the host: open an ImageNet-layout folder (a bad one is one line and exit 2), check
+every JPEG once into a manifest (corrupt ones are counted, listed and left out), and prepare each
+framework's native format by running its backend's writer in the framework's own environment.
+
+    DIR/train/<class>/*.JPEG            (or DIR/<class>/*.JPEG: a real ImageNet train folder as is)
+    DIR/.compare/manifest.json          fingerprint, classes, images, corrupt files and why
+    DIR/.compare/files.tsv              relative path <TAB> label <TAB> size <TAB> mtime_ns
+    DIR/.compare/<format>/done.json     a native format, written once per fingerprint
+
+The prepared side goes to the cache folder when DIR is read-only. A manifest (and every format
+written from it) is reused while the folder is unchanged: same files, sizes and modification times.
+"""
+import hashlib
+import io
+import json
+import multiprocessing
+import os
+import subprocess
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import backends
+from backends import dataset
+from backends.protocol import write_json_atomic
+
+from . import envs
+from .errors import UserError
+from .frameworks import Framework
+
+LAYOUT = "give an ImageNet-layout folder (DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"
+SUFFIXES = (".jpeg", ".jpg")
+PARALLEL_CHECK = 2000  # folders with more unchecked files than this are checked by a process pool
+Entry = Tuple[str, int, int, int]  # relative path, label, size, mtime_ns
+Log = Callable[[str], None]
+
+
+@dataclass
+class Folder:
+    root: str  # absolute
+    class_root: str  # root/train, or root itself
+    classes: List[str]
+    entries: List[Entry]
+
+    @property
+    def fingerprint(self) -> str:
+        h = hashlib.sha256("{} {}\n".format(len(self.entries), len(self.classes)).encode())
+        for rel, label, size, mtime in self.entries:
+            h.update("{}\t{}\t{}\t{}\n".format(rel, label, size, mtime).encode())
+        return h.hexdigest()[:24]
+
+
+def open_folder(path: str, what: str = "--data") -> Folder:
+    """Scan `path`; a UserError line if it is missing, empty or has no class subfolders of JPEGs."""
+    p = Path(path)
+    if not p.exists():
+        raise UserError("{} {}: no such folder; {}".format(what, path, LAYOUT))
+    if not p.is_dir():
+        raise UserError("{} {}: is a file, not a folder; {}".format(what, path, LAYOUT))
+    root = p.resolve()
+    if not any(not e.name.startswith(".") for e in os.scandir(str(root))):
+        raise UserError("{} {}: the folder is empty; {}".format(what, path, LAYOUT))
+    class_root = root / "train" if (root / "train").is_dir() else root
+    classes = sorted(e.name for e in os.scandir(str(class_root))
+                     if e.is_dir() and not e.name.startswith("."))
+    entries: List[Entry] = []
+    for label, name in enumerate(classes):
+        files = sorted((e for e in os.scandir(str(class_root / name))
+                        if e.is_file() and e.name.lower().endswith(SUFFIXES)), key=lambda e: e.name)
+        for e in files:
+            st = e.stat()
+            entries.append((os.path.relpath(e.path, str(root)), label, st.st_size, st.st_mtime_ns))
+    if not entries:
+        raise UserError("{} {}: no class subfolders with JPEG files in {}; {}".format(
+            what, path, os.path.join(path, os.path.relpath(str(class_root), str(root))).rstrip("/."),
+            LAYOUT))
+    return Folder(str(root), str(class_root), classes, entries)
+
+
+def check_jpeg(path: str) -> Optional[str]:
+    """Why the file is not a usable JPEG, or None: it has a JPEG frame header and decodes
+    (Pillow, at 1/8 scale: every entropy-coded byte is still read, so truncation shows)."""
+    from PIL import Image
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        return "unreadable: {}".format(exc.strerror or exc)
+    if dataset.jpeg_size(data) is None:
+        return "not a JPEG (no JPEG frame header)"
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.draft("RGB", (max(1, im.width // 8), max(1, im.height // 8)))
+            im.load()
+    except Exception as exc:  # Pillow raises OSError, SyntaxError, ValueError for bad data
+        return "does not decode: {}".format(str(exc) or type(exc).__name__)
+    return None
+
+
+def _writable_dir(root: str) -> str:
+    """Where the prepared side lives: an existing manifest's folder, else beside the images when
+    the folder is writable, else the cache."""
+    for path in dataset.candidates(root):
+        if os.path.isfile(os.path.join(path, dataset.MANIFEST)):
+            return path
+    beside, cached = dataset.candidates(root)
+    return beside if os.access(root, os.W_OK) else cached
+
+
+def _previous(path: str) -> Dict[str, Tuple[int, int, Optional[str]]]:
+    """relative path -> (size, mtime_ns, reason or None) from the last manifest, to re-check only
+    what changed."""
+    out: Dict[str, Tuple[int, int, Optional[str]]] = {}
+    try:
+        with open(os.path.join(path, dataset.FILE_LIST)) as f:
+            for line in f:
+                rel, _, size, mtime = line.rstrip("\n").split("\t")
+                out[rel] = (int(size), int(mtime), None)
+        with open(os.path.join(path, dataset.MANIFEST)) as f:
+            for bad in json.load(f).get("corrupt", []):
+                out[bad["path"]] = (bad["size"], bad["mtime_ns"], bad["reason"])
+    except (OSError, ValueError, KeyError):
+        return {}
+    return out
+
+
+def check(folder: Folder, advance: Callable[[int], None] = lambda n: None,
+          total: Callable[[int], None] = lambda n: None) -> dataset.Prepared:
+    """Write (or reuse) the folder's manifest and file list. total(n): n files to check;
+    advance(k): k more checked."""
+    where = _writable_dir(folder.root)
+    try:
+        prepared = dataset.Prepared(where)
+        if prepared.fingerprint == folder.fingerprint:
+            return prepared
+    except (OSError, ValueError, KeyError):
+        pass
+    previous = _previous(where)
+    todo = [e for e in folder.entries if previous.get(e[0], (None, None))[:2] != (e[2], e[3])]
+    total(len(todo))
+    unchanged = {e[0] for e in folder.entries} - {e[0] for e in todo}
+    reasons = {rel: previous[rel][2] for rel in unchanged}
+    paths = [os.path.join(folder.root, e[0]) for e in todo]
+    if len(todo) > PARALLEL_CHECK:
+        # spawn, not fork: the progress bar's refresh thread runs in this process
+        with ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")) as pool:
+            for e, why in zip(todo, pool.map(check_jpeg, paths, chunksize=256)):
+                reasons[e[0]] = why
+                advance(1)
+    else:
+        for e, path in zip(todo, paths):
+            reasons[e[0]] = check_jpeg(path)
+            advance(1)
+    return _write_manifest(where, folder, reasons)
+
+
+def _write_manifest(where: str, folder: Folder, reasons: Dict[str, Optional[str]]
+                    ) -> dataset.Prepared:
+    from PIL import __version__ as pillow
+    os.makedirs(where, exist_ok=True)
+    good = [e for e in folder.entries if reasons[e[0]] is None]
+    tmp = os.path.join(where, dataset.FILE_LIST + ".tmp")
+    with open(tmp, "w") as f:
+        f.writelines("{}\t{}\t{}\t{}\n".format(*e) for e in good)
+    os.replace(tmp, os.path.join(where, dataset.FILE_LIST))
+    corrupt = [{"path": e[0], "size": e[2], "mtime_ns": e[3], "reason": reasons[e[0]]}
+               for e in folder.entries if reasons[e[0]] is not None]
+    write_json_atomic(os.path.join(where, dataset.MANIFEST), {
+        "kind": "compare-data", "root": folder.root, "class_root": folder.class_root,
+        "fingerprint": folder.fingerprint, "classes": len(folder.classes),
+        "class_names": folder.classes, "images": len(good),
+        "bytes": sum(e[2] for e in good), "corrupt": corrupt,
+        "checked_with": "Pillow {} (decode at 1/8 scale)".format(pillow)})
+    return dataset.Prepared(where)
+
+
+def summary(prepared: dataset.Prepared) -> str:
+    m = prepared.manifest
+    corrupt = m.get("corrupt", [])
+    text = "{}: {} JPEGs in {} classes, {:.1f} MB; {} corrupt (skipped)".format(
+        m["root"], m["images"], m["classes"], m["bytes"] / 1e6, len(corrupt))
+    if corrupt:
+        text += ": " + "; ".join("{} ({})".format(c["path"], c["reason"]) for c in corrupt[:5])
+        text += " …" if len(corrupt) > 5 else ""
+    return text
+
+
+def data_format(fw: Framework) -> Optional[str]:
+    """The native format fw's backend reads (its DATA_FORMAT), None: the folder itself."""
+    return getattr(fw.module(), "DATA_FORMAT", None)
+
+
+def prepare_formats(prepared: dataset.Prepared, frameworks: Sequence[Framework], device: str,
+                    overrides: Dict[str, str], log: Log, bar: Callable) -> Dict[str, str]:
+    """Write each framework's native format that is missing or stale, with the backend's writer
+    in the framework's environment. Returns {framework: why it failed}; the others are ready.
+    bar(description) -> a context with update(done, total)."""
+    failed: Dict[str, str] = {}
+    for fw in frameworks:
+        fmt = data_format(fw)
+        if fmt is None:
+            log("{}: reads the folder itself through its own loader".format(fw.name))
+            continue
+        if prepared.ready(fmt):
+            log("{}: {} up to date in {}".format(fw.name, fmt, prepared.format_dir(fmt)))
+            continue
+        try:
+            interp = envs.resolve(fw, "cuda" if device == "cuda" else "cpu", overrides, log)
+        except envs.EnvError as exc:
+            failed[fw.name] = str(exc)
+            continue
+        log("{}: writing {} into {} (once; reused while the folder is unchanged)".format(
+            fw.name, fmt, prepared.format_dir(fmt)))
+        why = _run_writer(fw, interp.python, prepared, fmt, bar)
+        if why:
+            failed[fw.name] = why
+    return failed
+
+
+def _run_writer(fw: Framework, python: str, prepared: dataset.Prepared, fmt: str,
+                bar: Callable) -> Optional[str]:
+    code_dir = str(Path(backends.__file__).resolve().parent.parent)
+    cmd = [python, "-m", "backends.{}.data".format(fw.backend), "write", prepared.path]
+    env = dict(os.environ, PYTHONPATH=code_dir, PYTHONUNBUFFERED="1")
+    log_path = os.path.join(prepared.path, fmt + ".log")
+    with open(log_path, "w") as err, bar("{}: {}".format(fw.name, fmt)) as progress:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        for line in proc.stdout:
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "progress":
+                progress.update(int(parts[1]), int(parts[2]))
+        rc = proc.wait()
+    if rc == 0 and prepared.ready(fmt):
+        return None
+    lines = [ln for ln in Path(log_path).read_text(errors="replace").splitlines() if ln.strip()]
+    return "writing {} failed (exit {}){}; see {}".format(
+        fmt, rc, ": " + lines[-1][-300:] if lines else "", log_path)
+
+
+def cli_bar(console):
+    """A bar(description) factory for prepare_formats that draws with rich on `console`."""
+    from contextlib import contextmanager
+
+    from rich import progress as rp
+
+    @contextmanager
+    def bar(description: str):
+        with rp.Progress(rp.TextColumn(description), rp.BarColumn(), rp.MofNCompleteColumn(),
+                         rp.TimeRemainingColumn(), console=console, transient=True) as p:
+            task = p.add_task("", total=None)
+
+            class Updater:
+                @staticmethod
+                def update(done: int, total: int) -> None:
+                    p.update(task, completed=done, total=total)
+            yield Updater
+    return bar
+
+
+def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], device: str,
+            overrides: Dict[str, str], console) -> None:
+    """Before a sweep: check each real-data folder, and write the formats its frameworks lack."""
+    def log(text: str) -> None:
+        console.print(text, soft_wrap=True)  # paths and reasons stay on one line
+    for d in dirs:
+        prepared = checked(open_folder(d), console)
+        log("data: " + summary(prepared))
+        for name, why in prepare_formats(prepared, frameworks, device, overrides, log,
+                                         cli_bar(console)).items():
+            log("warning: {}: {}; its real-data cells will fail".format(name, why))
+
+
+def checked(folder: Folder, console) -> dataset.Prepared:
+    """check() with a progress bar while files are being checked."""
+    from rich import progress as rp
+    with rp.Progress(rp.TextColumn("checking JPEGs"), rp.BarColumn(), rp.MofNCompleteColumn(),
+                     rp.TimeRemainingColumn(), console=console, transient=True) as p:
+        task = p.add_task("", total=None)
+        return check(folder, advance=lambda n: p.advance(task, n),
+                     total=lambda n: p.update(task, total=n))
+
+
+def parse_data(csv: str, data_only: bool) -> List[str]:
+    """--data 'synthetic,DIR' -> ['synthetic', '/abs/DIR'], each folder checked (UserError)."""
+    items = [s.strip() for s in str(csv).split(",") if s.strip()]
+    if not items:
+        raise UserError("--data is empty; give synthetic and/or a folder ({})".format(LAYOUT))
+    out = [item if item == "synthetic" else open_folder(item).root for item in items]
+    if data_only and out == ["synthetic"] * len(out):
+        raise UserError("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
+                        "--data synthetic,DIR --data-only")
+    return list(dict.fromkeys(out))
+
+
+def check_executor(data: Sequence[str], executor_name: str) -> None:
+    """Real data needs backends that see this machine's files; containers do not mount DIR."""
+    if executor_name == "docker" and any(d != "synthetic" for d in data):
+        raise UserError("--data DIR: the docker executor does not mount the folder into its "
+                        "containers; add --executor local")

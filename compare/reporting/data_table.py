@@ -1,0 +1,92 @@
+"""The input-pipeline table: for every cell run with real data, its synthetic and real img/s, the
+data-only ceiling where it was measured, data efficiency = real ÷ synthetic (flagged input-bound
+below metrics.INPUT_BOUND), and what bounds the pipeline: CPU cores, loader workers, the pipeline.
+
+data_table(cells) takes the comparator's cells (one row per cell *and data mode*) and returns one
+row per cell; table(cells) is the report's section (a tables.Table).
+"""
+from typing import Dict, List, Optional
+
+import pandas as pd
+
+from .. import frameworks
+from . import metrics
+from .tables import Table
+
+CELL = ["framework", "precision", "batch_size", "image_size", "device", "gpus"]
+COLUMNS = CELL + ["synthetic_ips", "real_ips", "data_only_ips", "data_efficiency", "input_bound",
+                  "pipeline_share", "cpu_cores", "loader_workers", "data_pipeline", "decode",
+                  "images_read", "corrupt_skipped", "real_status"]
+
+
+def _ips(row: Optional[pd.Series]) -> Optional[float]:
+    if row is None or row["status"] != "ok":
+        return None
+    return row["images_per_sec"]
+
+
+def _first(rows, column: str):
+    """The value of `column` in the first of rows that has one (real runs before data-only)."""
+    for row in rows:
+        if row is not None and column in row and row[column] is not None and row[column] == row[column]:
+            return row[column]
+    return None
+
+
+def data_table(cells: pd.DataFrame) -> pd.DataFrame:
+    """One row per cell with a real or data-only run; empty when the campaign is all synthetic."""
+    if cells.empty or "data_mode" not in cells or not (cells.data_mode != "synthetic").any():
+        return pd.DataFrame(columns=COLUMNS)
+    rows: List[Dict] = []
+    for key, group in cells.groupby(CELL, sort=False):
+        by_mode = {r["data_mode"]: r for _, r in group.iterrows()}
+        real, ceiling = by_mode.get("real"), by_mode.get("data-only")
+        if real is None and ceiling is None:
+            continue
+        synthetic = _ips(by_mode.get("synthetic"))
+        efficiency = metrics.data_efficiency(_ips(real), synthetic)
+        rows.append(dict(
+            zip(CELL, key), synthetic_ips=synthetic, real_ips=_ips(real),
+            data_only_ips=_ips(ceiling), data_efficiency=efficiency,
+            input_bound=metrics.input_bound(efficiency),
+            # how much of the pipeline's ceiling training uses: near 1, the pipeline sets the pace
+            pipeline_share=metrics.ratio(_ips(real), _ips(ceiling)),
+            real_status=None if real is None else real["status"],
+            **{c: _first((real, ceiling), c) for c in ("cpu_cores", "loader_workers",
+                                                       "data_pipeline", "decode", "images_read",
+                                                       "corrupt_skipped")}))
+    table = pd.DataFrame(rows, columns=COLUMNS)
+    return table.astype(object).where(table.notna(), None)
+
+
+def _num(x, fmt: str) -> str:
+    return fmt.format(x) if x is not None else "n/a"
+
+
+def _efficiency(r) -> str:
+    if r["data_efficiency"] is None:
+        return "n/a" if r["real_status"] in (None, "ok") else r["real_status"]
+    return "{:.3f}{}".format(r["data_efficiency"], " input-bound" if r["input_bound"] else "")
+
+
+def table(cells: pd.DataFrame) -> Optional[Table]:
+    """The report section, or None when no cell ran with real data."""
+    rows = data_table(cells)
+    if rows.empty:
+        return None
+    head = ["framework", "precision", "batch", "image", "N", "synthetic", "real", "data-only",
+            "data efficiency", "CPU cores", "loader workers", "pipeline"]
+    out = []
+    for _, r in rows.iterrows():
+        pipeline = r["data_pipeline"] or "n/a"
+        if r["decode"]:
+            pipeline += " (decode={})".format(r["decode"])
+        out.append([frameworks.display(r["framework"]), r["precision"], str(r["batch_size"]),
+                    str(r["image_size"]), str(r["gpus"]), _num(r["synthetic_ips"], "{:.2f}"),
+                    _num(r["real_ips"], "{:.2f}"), _num(r["data_only_ips"], "{:.2f}"), _efficiency(r),
+                    _num(r["cpu_cores"], "{:.0f}"), _num(r["loader_workers"], "{:.0f}"), pipeline])
+    return Table("Input pipeline (real data vs synthetic, img/s)", head, out, [
+        "data efficiency = img/s with real data ÷ img/s synthetic, the cell otherwise the same; "
+        "below {:.2f} the input pipeline, not the model, sets the pace (input-bound). data-only = "
+        "the input pipeline alone, no training: its ceiling. Loader workers are per local worker "
+        "(MXNet: the threads of its one iterator).".format(metrics.INPUT_BOUND)], name="input_pipeline")

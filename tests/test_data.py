@@ -1,0 +1,270 @@
+"""Real data on the host, without a framework: compare data make, folder checks and their
+messages, the manifest (corrupt JPEGs, reuse), the shared helpers of backends/dataset.py, run ids
+and the matrix's data axis, and the data-efficiency table of the report."""
+import io
+import os
+import random
+
+import pytest
+from PIL import Image
+
+from backends import dataset as ds
+from backends.protocol import RunResult, RunSpec, SchemaError
+from compare import datasets, imagegen
+from compare.errors import UserError
+from compare.reporting import data_table, metrics, report, tables
+from compare.reporting.comparator import cells as comparator_cells
+from tests.helpers import main_exit
+
+LAYOUT = ("give an ImageNet-layout folder (DIR/train/<class>/*.JPEG) or make one with: "
+          "compare data make DIR")
+
+
+def make(path, images=6, classes=3, seed=1234, capsys=None):
+    code, out, err = main_exit(["data", "make", str(path), "--images", str(images), "--classes",
+                                str(classes), "--image-size", "64x48", "--seed", str(seed),
+                                "--workers", "1"], capsys)
+    assert code == 0, err
+    return out
+
+
+def test_make_writes_an_imagenet_layout_folder_deterministically(tmp_path, capsys):
+    out = make(tmp_path / "a", capsys=capsys)
+    assert out.startswith("{}: 6 JPEGs of 64x48 in 3 classes".format(tmp_path / "a"))
+    files = sorted(p.relative_to(tmp_path / "a").as_posix()
+                   for p in (tmp_path / "a" / "train").rglob("*.JPEG"))
+    assert files == ["train/n{:08d}/{:08d}.JPEG".format(i % 3, i) for i in (0, 3, 1, 4, 2, 5)]
+    with Image.open(tmp_path / "a" / files[0]) as im:
+        assert (im.format, im.size, im.mode) == ("JPEG", (64, 48), "RGB")
+    make(tmp_path / "b", capsys=capsys)
+    make(tmp_path / "c", seed=7, capsys=capsys)
+    same = [(tmp_path / d / files[1]).read_bytes() for d in "abc"]
+    assert same[0] == same[1] != same[2]
+
+
+def test_default_jpegs_have_imagenet_size_and_entropy():
+    """500x375, ~110 KB (ImageNet's average), baseline 4:2:0: what nvJPEG's hardware decodes."""
+    from PIL import JpegImagePlugin
+    data = [imagegen.render(imagegen.MakeSpec(), i) for i in range(3)]
+    assert 90e3 < sum(map(len, data)) / 3 < 130e3
+    with Image.open(io.BytesIO(data[0])) as im:
+        assert im.size == (500, 375) and not im.info.get("progressive")
+        assert JpegImagePlugin.get_sampling(im) == 2  # 4:2:0
+
+
+def test_make_again_is_a_no_op_and_other_settings_are_refused(tmp_path, capsys):
+    make(tmp_path / "a", capsys=capsys)
+    code, _, err = main_exit(["data", "make", str(tmp_path / "a"), "--images", "6", "--classes", "3",
+                              "--image-size", "64x48", "--workers", "1"], capsys)
+    assert (code, err.strip()) == (0, "{}: already holds these 6 images; nothing to do".format(
+        tmp_path / "a"))
+    code, _, err = main_exit(["data", "make", str(tmp_path / "a"), "--images", "7"], capsys)
+    assert (code, err.strip()) == (2, "compare: error: {0}: already holds images made with other "
+                                      "settings ({0}/make.json); give a new folder".format(tmp_path / "a"))
+    code, _, err = main_exit(["data", "make", str(tmp_path / "x"), "--image-size", "500by375"], capsys)
+    assert (code, err.strip()) == (2, "compare: error: --image-size '500by375': give WIDTHxHEIGHT, "
+                                      "each >= 16, e.g. 500x375")
+
+
+@pytest.mark.parametrize("case,why", [
+    ("missing", "no such folder"), ("file", "is a file, not a folder"),
+    ("empty", "the folder is empty"), ("flat", "no class subfolders with JPEG files in {}")])
+def test_bad_folders_are_one_line_and_exit_2_before_anything_runs(tmp_path, capsys, case, why):
+    path = tmp_path / case
+    if case == "file":
+        path.write_text("x")
+    elif case == "empty":
+        path.mkdir()
+    elif case == "flat":  # JPEGs, but no class subfolders
+        make(tmp_path / "made", capsys=capsys)
+        path.mkdir()
+        for p in (tmp_path / "made" / "train").rglob("*.JPEG"):
+            (path / p.name).write_bytes(p.read_bytes())
+    code, out, err = main_exit(["run", "--frameworks", "caffe2", "--results", str(tmp_path / "c"),
+                                "--data", "synthetic,{}".format(path)], capsys)
+    assert (code, out) == (2, "")
+    assert err == "compare: error: --data {}: {}; {}\n".format(path, why.format(path), LAYOUT)
+    assert not (tmp_path / "c").exists()
+
+
+def test_data_only_and_the_docker_executor_need_a_folder_read_locally(tmp_path, capsys):
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--data-only"], capsys)
+    assert (code, err) == (2, "compare: error: --data-only times an input pipeline: give --data DIR "
+                              "(a folder), e.g. --data synthetic,DIR --data-only\n")
+    with pytest.raises(UserError, match="^--data DIR: the docker executor does not mount the "
+                       "folder into its containers; add --executor local$"):
+        datasets.check_executor(["synthetic", str(tmp_path)], "docker")
+    datasets.check_executor(["synthetic"], "docker")  # synthetic runs anywhere
+
+
+def _folder_with_corrupt_files(tmp_path, capsys):
+    make(tmp_path / "d", capsys=capsys)
+    good = next((tmp_path / "d" / "train").rglob("*.JPEG")).read_bytes()
+    (tmp_path / "d" / "train" / "n00000000" / "cut.JPEG").write_bytes(good[:300])
+    (tmp_path / "d" / "train" / "n00000002" / "png.jpg").write_bytes(b"\x89PNG\r\n" + bytes(50))
+    return datasets.open_folder(str(tmp_path / "d"))
+
+
+def test_corrupt_jpegs_are_listed_with_the_reason_and_left_out(tmp_path, capsys, monkeypatch):
+    folder = _folder_with_corrupt_files(tmp_path, capsys)
+    monkeypatch.setattr(datasets, "PARALLEL_CHECK", 1)  # the process pool of large folders
+    prepared = datasets.check(folder)
+    assert prepared.path == str(tmp_path / "d" / ".compare")
+    corrupt = {c["path"]: c["reason"] for c in prepared.manifest["corrupt"]}
+    assert corrupt["train/n00000002/png.jpg"] == "not a JPEG (no JPEG frame header)"
+    assert corrupt["train/n00000000/cut.JPEG"].startswith("does not decode: ")
+    assert (prepared.manifest["images"], prepared.classes, len(prepared.files())) == (6, 3, 6)
+    assert sorted({label for _, label in prepared.files()}) == [0, 1, 2]
+    assert datasets.summary(prepared).startswith(
+        "{}: 6 JPEGs in 3 classes, 0.0 MB; 2 corrupt (skipped): ".format(tmp_path / "d"))
+
+
+def test_the_manifest_is_reused_and_only_changed_files_are_checked_again(tmp_path, capsys,
+                                                                         monkeypatch):
+    folder = _folder_with_corrupt_files(tmp_path, capsys)
+    first = datasets.check(folder)
+    (tmp_path / "d" / ".compare" / "tfrecord").mkdir()
+    first.mark_done("tfrecord")
+    checked = []
+    real = datasets.check_jpeg
+    monkeypatch.setattr(datasets, "check_jpeg", lambda p: checked.append(p) or real(p))
+    again = datasets.check(datasets.open_folder(str(tmp_path / "d")))
+    assert (checked, again.fingerprint, again.ready("tfrecord")) == ([], first.fingerprint, True)
+    changed = tmp_path / "d" / "train" / "n00000001" / "00000001.JPEG"
+    os.utime(str(changed), ns=(1, 1))
+    later = datasets.check(datasets.open_folder(str(tmp_path / "d")))
+    assert checked == [str(changed)]
+    assert later.fingerprint != first.fingerprint and not later.ready("tfrecord")
+    assert len(later.manifest["corrupt"]) == 2  # remembered, not checked again
+
+
+def test_a_read_only_folder_is_prepared_in_the_cache(tmp_path, capsys, monkeypatch):
+    folder = _folder_with_corrupt_files(tmp_path, capsys)
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(datasets.os, "access", lambda path, mode: False)
+    prepared = datasets.check(folder)
+    assert prepared.path.startswith(str(tmp_path / "cache" / "data"))
+    assert ds.Prepared.find(folder.root).path == prepared.path  # where backends look too
+
+
+def test_missing_preparation_is_a_clear_backend_error(tmp_path, capsys):
+    make(tmp_path / "d", capsys=capsys)
+    with pytest.raises(ds.DataError, match="has no manifest .* run `compare data prepare"):
+        ds.Prepared.find(str(tmp_path / "d"))
+    prepared = datasets.check(datasets.open_folder(str(tmp_path / "d")))
+    with pytest.raises(ds.DataError, match="has no up-to-date recordio"):
+        prepared.require("recordio")
+    with pytest.raises(ds.DataError, match="has 3 classes, the model only 2 outputs"):
+        prepared.check_labels(2)
+
+
+def test_jpeg_size_reads_the_frame_header():
+    data = imagegen.render(imagegen.MakeSpec(width=123, height=45), 0)
+    assert ds.jpeg_size(data) == (123, 45)
+    assert ds.jpeg_size(b"GIF89a" + bytes(20)) is None
+    assert ds.jpeg_size(data[:20]) is None  # cut before the frame header
+
+
+def test_random_resized_crop_stays_in_the_image_and_the_ranges():
+    rng = random.Random(0)
+    for _ in range(2000):
+        x, y, w, h = ds.random_resized_crop(500, 375, rng)
+        assert 0 <= x and x + w <= 500 and 0 <= y and y + h <= 375
+        assert 0.07 < w * h / (500 * 375) <= 1.0 and 0.70 < w / h < 1.40
+    assert ds.random_resized_crop(1000, 10, rng) == (493, 0, 13, 10)  # no fit: central crop
+
+
+def test_loader_workers_share_the_cores_and_shards_split_the_files(monkeypatch):
+    monkeypatch.setattr(ds, "available_cores", lambda: 16)
+    assert ds.loader_workers(RunSpec("caffe2", "caffe2_torch", gpus=2), None) == (
+        8, "16 cores / 2 local workers")
+    assert ds.loader_workers(RunSpec("caffe2", "caffe2_torch"), 3) == (3, "--option loader_workers")
+    items = list(range(10))
+    parts = [ds.shard(items, r, 3) for r in range(3)]
+    assert sorted(sum(parts, [])) == items and [len(p) for p in parts] == [4, 3, 3]
+    with pytest.raises(ds.DataError, match="^2 images cannot be shared among 3 workers$"):
+        ds.shard([1, 2], 2, 3)
+
+
+def test_run_ids_and_specs_carry_the_data_mode():
+    spec = RunSpec("caffe2", "caffe2_torch", precision="fp16", device="cuda", batch_size=256)
+    assert (spec.run_id, spec.data_mode) == ("caffe2-fp16-g1-b256-s224-r0", "synthetic")
+    spec.data = "/data/imagenet"
+    assert (spec.run_id, spec.to_dict()["data_mode"]) == ("caffe2-fp16-g1-b256-s224-real-r0", "real")
+    spec.data_only = True
+    assert spec.run_id == "caffe2-fp16-g1-b256-s224-dataonly-r0"
+    with pytest.raises(SchemaError, match="data_only measures an input pipeline"):
+        RunSpec("caffe2", "caffe2_torch", data_only=True).validate()
+
+
+def test_the_matrix_runs_each_cell_in_every_data_mode(tmp_path, capsys):
+    from compare.runner import RunConfig
+    make(tmp_path / "d", capsys=capsys)
+    cfg = RunConfig.parse(frameworks="caffe2", gpus="1", precision="fp32,fp16", batch_size="4",
+                          device="cpu", image_size=None, steps=None, warmup=None, windows=1, repeats=1,
+                          results=None, resume=False, timeout=60, compile=False, quick=True,
+                          python=[], option=["decode=gpu", "loader_workers=3"], executor="local",
+                          data="synthetic,{}".format(tmp_path / "d"), data_only=False)
+    ids = [s.run_id for s in cfg.matrix().specs()]
+    assert ids == ["caffe2-fp32-w1-b4-s64-r0", "caffe2-fp32-w1-b4-s64-real-r0",
+                   "caffe2-fp16-w1-b4-s64-r0", "caffe2-fp16-w1-b4-s64-real-r0"]
+    assert cfg.matrix().specs()[1].data == str((tmp_path / "d").resolve())
+    assert cfg.options["caffe2"] == {"decode": "gpu", "loader_workers": 3}
+
+
+@pytest.mark.parametrize("option,message", [
+    ("tf.decode=gpu", "--option tf.decode=gpu: unknown key 'decode' for tf; valid keys: tf: "),
+    ("loader_workers=0", "--option loader_workers=0: must be >= 1"),
+    ("caffe2.decode=nvjpeg", "--option decode=nvjpeg: not a valid value; choose from cpu, gpu")])
+def test_data_options_are_checked(capsys, option, message):
+    code, _, err = main_exit(["run", "--frameworks", "tf,caffe2", "--option", option], capsys)
+    assert code == 2 and err.startswith("compare: error: " + message), err
+
+
+# --- the report: data efficiency -------------------------------------------------------------------
+
+def _result(framework, mode, ips, status="ok", workers=16):
+    spec = RunSpec(framework, {"tf": "tf_horovod"}.get(framework, framework), device="cuda",
+                   precision="fp16", batch_size=256, data="synthetic" if mode == "synthetic" else "/d",
+                   data_only=mode == "data-only")
+    settings = {} if mode == "synthetic" else {
+        "cpu_cores": 16, "loader_workers": workers, "data_pipeline": "pipe " + framework,
+        "decode": "gpu" if framework == "caffe2" else None, "images_read": 15360, "corrupt_skipped": 0}
+    ok = status == "ok"
+    return RunResult(spec.run_id, status, spec.to_dict(), reason=None if ok else "boom",
+                     images_per_sec=ips if ok else None, settings=settings)
+
+
+def test_data_efficiency_and_the_input_bound_flag():
+    assert metrics.data_efficiency(5700.0, 6000.0) == pytest.approx(0.95)
+    assert (metrics.input_bound(0.949), metrics.input_bound(0.95), metrics.input_bound(None)) == \
+        (True, False, None)
+    assert metrics.data_efficiency(5700.0, None) is None
+
+
+def test_report_puts_real_synthetic_ceiling_and_efficiency_side_by_side():
+    results = [_result("caffe2", "synthetic", 6000.0), _result("caffe2", "real", 1800.0),
+               _result("caffe2", "data-only", 1900.0), _result("tf", "synthetic", 1000.0),
+               _result("tf", "real", 970.0), _result("mxnet", "synthetic", 900.0),
+               _result("mxnet", "real", None, status="failed")]
+    cells = comparator_cells(results)
+    assert len(cells) == 7  # synthetic and real of one cell are two cells, never merged
+    table = data_table.data_table(cells)
+    rows = {r["framework"]: r for _, r in table.iterrows()}
+    assert rows["caffe2"]["data_efficiency"] == pytest.approx(0.3)
+    assert rows["caffe2"]["pipeline_share"] == pytest.approx(1800 / 1900)
+    assert (rows["caffe2"]["input_bound"], rows["tf"]["input_bound"]) == (True, False)
+    text = tables.markdown(report.build(cells).sections())
+    assert ("| PyTorch (Caffe2) | fp16 | 256 | 224 | 1 | 6000.00 | 1800.00 | 1900.00 | 0.300 "
+            "input-bound | 16 | 16 | pipe caffe2 (decode=gpu) |") in text
+    assert "| TensorFlow (+Horovod) | fp16 | 256 | 224 | 1 | 1000.00 | 970.00 | n/a | 0.970 | 16 |" in text
+    assert "| MXNet | fp16 | 256 | 224 | 1 | 900.00 | n/a | n/a | failed | 16 | 16 | pipe mxnet |" in text
+    assert "| PyTorch (Caffe2) | fp16 | 256 | 224 | data-only | 1900.00 |" in text  # the main table
+    assert "Data: data-only, real, synthetic; figures are global images/sec" in text
+
+
+def test_an_all_synthetic_report_has_no_data_section():
+    cells = comparator_cells([_result("caffe2", "synthetic", 6000.0)])
+    assert data_table.data_table(cells).empty
+    text = tables.markdown(report.build(cells).sections())
+    assert "Input pipeline" not in text and "| data |" not in text and "Synthetic data;" in text
