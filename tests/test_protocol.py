@@ -47,3 +47,13 @@ def test_atomic_write_leaves_no_temp_file(tmp_path):
 def test_spec_validation_names_the_bad_value():
     with pytest.raises(SchemaError, match="image_size must be >= 32, got 16"):
         RunSpec(framework="caffe2", backend="caffe2_torch", image_size=16).validate()
+
+
+def test_files_are_written_with_the_umask_like_any_other(tmp_path):
+    import os
+    old = os.umask(0o027)
+    try:
+        write_result(str(tmp_path / "r.json"), RunResult(run_id="x", status="ok", spec={}))
+    finally:
+        os.umask(old)
+    assert oct((tmp_path / "r.json").stat().st_mode & 0o777) == "0o640"  # mkstemp alone: 0o600
