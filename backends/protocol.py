@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
 SCHEMA_VERSION = 1
@@ -67,8 +67,11 @@ class RunSpec:
     @property
     def spec_hash(self) -> str:
         """A hash of every field that changes the measured number: all but the repeat index and the
-        attempt's nonce. Results with different hashes are never one cell."""
-        settings = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in NOT_SETTINGS}
+        attempt's nonce. Results with different hashes are never one cell. Fields at their default
+        are left out, so a field added later (at its default) changes no existing hash, and a
+        campaign resumed with newer code still matches the backend code staged in it."""
+        settings = {f.name: getattr(self, f.name) for f in fields(self)
+                    if f.name not in NOT_SETTINGS and getattr(self, f.name) != _default(f)}
         text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -156,6 +159,14 @@ class RunResult:
             return cls(**{k: v for k, v in d.items() if k in known})
         except TypeError as exc:
             raise SchemaError("result is missing fields: {}".format(exc))
+
+
+def _default(f: Any) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return MISSING  # a required field: always part of the hash
 
 
 def _check_version(d: Any, what: str) -> None:
