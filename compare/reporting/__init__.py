@@ -20,5 +20,10 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     text = markdown(df, campaign.machine)
     for name, ref in references:
         text += "\n" + refs.markdown(name, refs.compare(df, ref))
+    missing = campaign.missing(results)
+    if missing:  # a half-done campaign says so, and which cells are still to run
+        text += "\n## Not run yet\n\n{} of the campaign's {} planned cells have no result: {}. " \
+                "`compare run … --resume` runs them.\n".format(
+                    len(missing), len(campaign.meta.get("planned", {})), ", ".join(missing))
     paths = write(df, Path(out_dir), formats, campaign.machine, results, markdown_text=text)
     return text, paths, warnings
