@@ -130,3 +130,22 @@ def test_containers_left_by_a_killed_sweep_are_removed_before_the_campaign_goes_
             orphan.remove(force=True)
         except Exception:
             pass
+
+
+def test_sigterm_of_compare_stops_its_running_container(engine, tmp_path):
+    import signal
+
+    from tests.helpers import start_compare, wait_for
+    campaign = tmp_path / "c"
+    proc = start_compare(["run", "--frameworks", "caffe2", "--executor", "docker", "--results", campaign,
+                          "--steps", "1000000"] + TINY)
+    try:
+        assert wait_for(lambda: _leftover_containers(engine, campaign), 300), "no container started"
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=120)
+        assert proc.returncode == 143
+        assert not _leftover_containers(engine, campaign)
+    finally:
+        for container in _leftover_containers(engine, campaign):
+            container.remove(force=True)
+        proc.kill()
