@@ -7,20 +7,25 @@ import pytest
 from compare.runner import RunConfig
 from tests.helpers import main_exit
 
-CPU = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2"]
+
+def _cpu(tmp_path):
+    """`compare run` on the CPU that trains nothing should a check be missing (/bin/false for
+    python: each cell fails at once), in a folder of the test."""
+    return ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
+            "caffe2=/bin/false", "--results", str(tmp_path / "c")]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
-def test_a_timeout_must_be_finite_and_positive(value, capsys):
-    code, _, err = main_exit(CPU + ["--timeout", value], capsys)
+def test_a_timeout_must_be_finite_and_positive(value, capsys, tmp_path):
+    code, _, err = main_exit(_cpu(tmp_path) + ["--timeout", value], capsys)
     shown = {"nan": "nan", "inf": "inf", "-1": "-1.0", "0": "0.0"}[value]
     assert (code, err) == (2, "compare: error: --timeout {}: must be a finite number of seconds "
                               "> 0\n".format(shown))
 
 
-def test_more_cpu_workers_than_cores_needs_saying_so(capsys, monkeypatch):
+def test_more_cpu_workers_than_cores_needs_saying_so(capsys, monkeypatch, tmp_path):
     cores = os.cpu_count()
-    code, _, err = main_exit(CPU + ["--gpus", "1,{}".format(cores + 1)], capsys)
+    code, _, err = main_exit(_cpu(tmp_path) + ["--gpus", "1,{}".format(cores + 1)], capsys)
     assert (code, err) == (2, "compare: error: --gpus {0}: on CPU each worker is a process and this "
                               "machine has {1} core{2}; give counts from 1 to {1} (or set "
                               "COMPARE_OVERSUBSCRIBE=1 to run more workers than cores)\n".format(
@@ -31,7 +36,7 @@ def test_more_cpu_workers_than_cores_needs_saying_so(capsys, monkeypatch):
 
 def test_an_over_long_results_name_is_one_line(tmp_path, capsys):
     long = tmp_path / ("x" * 300)
-    code, _, err = main_exit(CPU + ["--results", str(long)], capsys)
+    code, _, err = main_exit(_cpu(tmp_path)[:-2] + ["--results", str(long)], capsys)
     assert code == 2
     assert err.startswith("compare: error: --results ") and err.endswith(
         ": File name too long; give another folder\n") and err.count("\n") == 1
