@@ -248,7 +248,7 @@ class Campaign:
         return {r.run_id for r in results if r.status in FINISHED}
 
     def missing(self, results: List[RunResult]) -> List[str]:
-        """Planned cells with no result yet (a half-done campaign), in plan order."""
+        """Planned cells with no result yet (a half-done campaign), by run id."""
         have = {r.run_id for r in results}
         return [run_id for run_id in self.meta.get("planned", {}) if run_id not in have]
 
