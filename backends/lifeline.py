@@ -14,6 +14,7 @@ from typing import Optional
 ATTEMPT_ENV = "COMPARE_ATTEMPT"  # the attempt's nonce, in every process of the attempt
 HOST_PID_ENV = "COMPARE_HOST_PID"  # the `compare` process that started the attempt
 PR_SET_PDEATHSIG = 1
+_prctl = []  # libc's prctl, once found: see prepare()
 
 
 def _environ(pid: int) -> bytes:
@@ -35,17 +36,24 @@ def _parent_is_of_this_attempt(parent: int) -> bool:
     return "\0{}={}\0".format(ATTEMPT_ENV, tag).encode() in _environ(parent)
 
 
+def prepare() -> bool:
+    """Find prctl (in the parent, before a fork: a preexec_fn then loads no library in the child,
+    where a lock held by another thread at the fork could never be released). False without it."""
+    if not _prctl and sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            _prctl.append(ctypes.CDLL(None, use_errno=True).prctl)
+        except (OSError, AttributeError):
+            return False
+    return bool(_prctl)
+
+
 def die_with_parent(sig: int = signal.SIGKILL, expected: Optional[int] = None) -> None:
     """Have the kernel send `sig` to this process when its parent exits; if the parent is already
     gone (not `expected`, or not of this attempt), end now. A no-op off Linux or without prctl."""
-    if not sys.platform.startswith("linux"):
+    if not prepare():
         return
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except (OSError, AttributeError):
-        return
+    _prctl[0](PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     parent = os.getppid()  # after prctl: a parent dying from here on sends the signal
     if parent != (expected if expected is not None else parent) or \
             (expected is None and not _parent_is_of_this_attempt(parent)):

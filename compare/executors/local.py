@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 import backends
+from backends import lifeline
 from backends.lifeline import ATTEMPT_ENV, HOST_PID_ENV, die_with_parent
 from backends.protocol import RunResult, RunSpec
 
@@ -99,6 +100,7 @@ class LocalExecutor(Executor):
                                        HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp)})
         out_path, err_path = campaign.log_paths(spec.run_id)
         timed_out, rc = False, None
+        lifeline.prepare()
         with open(out_path, "w") as out, open(err_path, "w") as err:
             try:
                 proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=str(work),
