@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import options as opts
 from . import phases, telemetry
+from .lifeline import die_with_parent
 from .protocol import RunResult, RunSpec, Unsupported, read_spec, write_result
 
 # every backend accepts these besides its own: they make a run fail on purpose, so that the
@@ -65,17 +66,19 @@ def median(xs: Sequence[float]) -> float:
     return float(statistics.median(xs))
 
 
-def uncertainty(xs: Sequence[float]) -> float:
-    """Standard error of the mean: std / sqrt(n), as tf_cnn_benchmarks prints it."""
+def uncertainty(xs: Sequence[float]) -> Optional[float]:
+    """Standard error of the mean: std / sqrt(n), as tf_cnn_benchmarks prints it.
+    None (n/a) for one window: a single figure says nothing about its spread."""
     if len(xs) < 2:
-        return 0.0
+        return None
     return statistics.stdev(xs) / math.sqrt(len(xs))
 
 
-def jitter(xs: Sequence[float]) -> float:
-    """1.4826 * median absolute deviation: a robust spread, as tf_cnn_benchmarks prints it."""
-    if not xs:
-        return 0.0
+def jitter(xs: Sequence[float]) -> Optional[float]:
+    """1.4826 * median absolute deviation: a robust spread, as tf_cnn_benchmarks prints it.
+    None (n/a) for one window, like the uncertainty."""
+    if len(xs) < 2:
+        return None
     m = statistics.median(xs)
     return 1.4826 * statistics.median([abs(x - m) for x in xs])
 
@@ -199,6 +202,7 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
     `declared`: the backend's options; spec.options is checked and typed against them first.
     """
     started = _now()
+    nonce, spec_hash = spec.nonce, spec.spec_hash  # echoed as given, before options are typed
     random.seed(spec.seed)
     trainer = None  # type: Optional[Trainer]
     fields = {}  # type: Dict[str, Any]
@@ -231,8 +235,8 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
         framework_version=described.get("framework_version"),
         device_name=described.get("device_name"),
         settings=described.get("settings", {}),
-        environment=environment(), started_at=started, finished_at=_now(),
-        phases=phases.record(), **fields)
+        environment=environment(), started_at=started, finished_at=_now(), nonce=nonce,
+        spec_hash=spec_hash, phases=phases.record(), **fields)
     rank = trainer.rank if trainer is not None else env_rank()
     if rank == 0:
         write_result(result_path, result)
@@ -248,6 +252,7 @@ def main(setup: Callable[[RunSpec], Trainer], argv: Optional[List[str]] = None,
          declared: Sequence[opts.Option] = ()) -> int:
     """Entry point of `python -m backends.X SPEC_JSON RESULT_JSON`."""
     argv = sys.argv[1:] if argv is None else argv
+    die_with_parent()  # a worker never outlives its launcher (lifeline.py)
     if len(argv) != 2:
         sys.stderr.write("usage: python -m backends.<backend> SPEC_JSON RESULT_JSON\n")
         return 2

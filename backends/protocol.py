@@ -3,10 +3,11 @@
 Standard library only, Python >= 3.8: this module is imported inside foreign containers.
 A RunSpec goes in as a JSON file; a RunResult comes out as a JSON file, written atomically.
 """
+import hashlib
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
 SCHEMA_VERSION = 1
@@ -14,6 +15,7 @@ SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "oom", "timeout", "unsupported", "skipped")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 DEVICES = ("cpu", "cuda")
+NOT_SETTINGS = ("repeat", "nonce")  # RunSpec fields that do not change the measured number
 
 
 class SchemaError(ValueError):
@@ -52,6 +54,9 @@ class RunSpec:
     learning_rate: float = 0.01
     momentum: float = 0.9
     options: Dict[str, Any] = field(default_factory=dict)  # backend-specific switches
+    # set by the host for each attempt; the result must echo it, so a late result of a process
+    # left over from an earlier attempt is never taken for this attempt's
+    nonce: str = ""
 
     @property
     def run_id(self) -> str:
@@ -68,6 +73,17 @@ class RunSpec:
         if self.data == "synthetic":
             return "synthetic"
         return "data-only" if self.data_only else "real"
+
+    @property
+    def spec_hash(self) -> str:
+        """A hash of every field that changes the measured number: all but the repeat index and the
+        attempt's nonce. Results with different hashes are never one cell. Fields at their default
+        are left out, so a field added later (at its default) changes no existing hash, and a
+        campaign resumed with newer code still matches the backend code staged in it."""
+        settings = {f.name: getattr(self, f.name) for f in fields(self)
+                    if f.name not in NOT_SETTINGS and getattr(self, f.name) != _default(f)}
+        text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     @property
     def world_size(self) -> int:
@@ -96,6 +112,7 @@ class RunSpec:
         d["schema_version"] = SCHEMA_VERSION
         d["run_id"] = self.run_id
         d["data_mode"] = self.data_mode
+        d["spec_hash"] = self.spec_hash
         return d
 
     @classmethod
@@ -138,6 +155,8 @@ class RunResult:
     telemetry: Dict[str, Any] = field(default_factory=dict)
     # named moments of the run as Unix times (backends/phases.py); {} in old files
     phases: Dict[str, float] = field(default_factory=dict)
+    nonce: Optional[str] = None  # echoed from the spec the backend was given (None in old files)
+    spec_hash: Optional[str] = None  # RunSpec.spec_hash of that spec, as given (None in old files)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -157,6 +176,14 @@ class RunResult:
             raise SchemaError("result is missing fields: {}".format(exc))
 
 
+def _default(f: Any) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return MISSING  # a required field: always part of the hash
+
+
 def _check_version(d: Any, what: str) -> None:
     if not isinstance(d, dict):
         raise SchemaError("{} is not a JSON object".format(what))
@@ -172,6 +199,7 @@ def write_json_atomic(path: str, data: Dict[str, Any]) -> None:
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=folder)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; readable like any file we write
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=2, sort_keys=True)
             f.write("\n")
@@ -180,6 +208,19 @@ def write_json_atomic(path: str, data: Dict[str, Any]) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    try:  # Linux >= 4.7 says it without changing it
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _read(path: str) -> Dict[str, Any]:

@@ -4,6 +4,8 @@ commands/reporting.py, images in commands/images.py. One function per command.
 Bad input is one line on stderr and exit code 2 (UserError, caught once in main()); a traceback
 only with --debug.
 """
+import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -18,6 +20,7 @@ except ImportError:  # pragma: no cover - older typer on real click
 from . import executors
 from . import frameworks as fws
 from .errors import UserError
+from .runner import Interrupted
 
 FRAMEWORKS_HELP = "Comma list of {} (aliases: `compare list frameworks`).".format(fws.choices())
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -149,6 +152,20 @@ def doctor():
         print("{:<8} {}".format(fw.name + ":", where))
 
 
+def resume_command(argv: List[str], campaign: Path) -> str:
+    """The command line that continues `campaign`: argv with --results (absolute) and --resume."""
+    args, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--results":
+            skip = True
+        elif not arg.startswith("--results=") and arg != "--resume":
+            args.append(arg)
+    args += ["--results", str(campaign), "--resume"]
+    return "compare " + " ".join(shlex.quote(a) for a in args)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
     """Console entry point: one line on stderr per error, exit 2 for bad input."""
     argv = sys.argv[1:] if argv is None else argv
@@ -159,6 +176,11 @@ def main(argv: Optional[List[str]] = None) -> None:
         if debug:
             raise
         _err("error: {}".format(exc))
+        sys.exit(exc.exit_code)
+    except Interrupted as exc:
+        _err("interrupted ({}): {} cell{} recorded, {} not run; resume with: {}".format(
+            signal.Signals(exc.signum).name, exc.recorded, "" if exc.recorded == 1 else "s",
+            exc.remaining, resume_command(argv, exc.campaign.root)))
         sys.exit(exc.exit_code)
     except UsageError as exc:
         _err("error: {}".format(exc.format_message().splitlines()[0]))

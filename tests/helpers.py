@@ -2,8 +2,10 @@
 and a fixed set of RunResults for the report tests."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from backends.protocol import RunResult, RunSpec
@@ -192,3 +194,105 @@ def assert_phases(result: dict) -> None:
     wall = marks["cell_end"] - marks["cell_start"]
     assert 0 < sum(spans.values()) <= wall + 1e-6
     assert marks["first_step_done"] - marks["launched"] > 0  # time to first step
+
+
+# --- the reliability tests: `compare` as a process, a fake framework interpreter, and the process
+# table (which processes belong to a campaign)
+# a stand-in for a framework's python (`--python caffe2=THIS`): the real harness with a trainer
+# that only sleeps, or a backend misbehaving as MODE says
+FAKE_PYTHON = '''#!{python}
+import os, subprocess, sys, time
+from backends import harness
+from backends.protocol import read_spec
+MODE = {mode!r}
+spec_path, result_path = sys.argv[-2:]
+
+
+class Idle(harness.Trainer):
+    def step(self):
+        time.sleep(0.001)
+
+    def describe(self):
+        return {{"framework_version": "fake 1.0|beta", "device_name": "fake cpu"}}
+
+
+if MODE == "stale":  # only a result written by another attempt (a late orphan's) is there
+    spec = read_spec(spec_path)
+    spec.nonce = "0123456789abcdef"
+    harness.run(spec, result_path, lambda s: Idle())
+    sys.exit(0)
+if MODE == "orphan":  # a worker that leaves its launcher's session and outlives it
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+if MODE == "escape":  # colours, a window title and a bell on stderr, then a crash
+    sys.stderr.write("\\x1b[31mboom\\x1b[0m\\x1b]0;pwned\\x07 | done\\r\\n")
+    sys.exit(3)
+sys.exit(harness.main(lambda s: Idle(), [spec_path, result_path]))
+'''
+FAST = ["--device", "cpu", "--executor", "local", "--batch-size", "4", "--image-size", "32",
+        "--steps", "3", "--warmup", "1", "--windows", "1"]
+
+
+def fake_python(folder: Path, mode: str = "ok") -> Path:
+    path = Path(folder) / "fake-python-{}".format(mode)
+    path.write_text(FAKE_PYTHON.format(python=sys.executable, mode=mode))
+    path.chmod(0o755)
+    return path
+
+
+WIDE = {"COLUMNS": "500"}  # rich wraps what it prints at 80 columns when stderr is no terminal
+
+
+def compare(args, cwd=ROOT, timeout=300, env=None) -> subprocess.CompletedProcess:
+    """`python -m compare ARGS` as a user types it; returns whatever it returned."""
+    return subprocess.run([sys.executable, "-m", "compare"] + [str(a) for a in args], cwd=str(cwd),
+                          text=True, capture_output=True, timeout=timeout,
+                          env=dict(os.environ, **WIDE, **(env or {})))
+
+
+def start_compare(args, env=None) -> subprocess.Popen:
+    """`compare ARGS` in the background, in a session of its own (signals reach only it)."""
+    return subprocess.Popen([sys.executable, "-m", "compare"] + [str(a) for a in args],
+                            cwd=str(ROOT), text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, start_new_session=True,
+                            env=dict(os.environ, **WIDE, **(env or {})))
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def processes_of(campaign: Path, needle: str = ""):
+    """[(pid, command line)] of live processes whose environment or command line names the
+    campaign folder (and whose environment holds `needle`, if given)."""
+    key, found = str(campaign).encode(), []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        environ = _read("/proc/{}/environ".format(entry.name))
+        cmdline = _read("/proc/{}/cmdline".format(entry.name))
+        if (key in environ or key in cmdline) and needle.encode() in environ:
+            found.append((int(entry.name), cmdline.replace(b"\0", b" ").decode(errors="replace")))
+    return found
+
+
+def wait_for(condition, timeout: float, step: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(step)
+    return condition()
+
+
+def kill_leftovers(campaign: Path) -> None:
+    """After a test: end whatever of the campaign is still alive (the test already failed)."""
+    for pid, _ in processes_of(campaign):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass

@@ -154,3 +154,22 @@ def test_docker_executor_builds_a_missing_image_itself_and_runs(engine, tmp_path
         assert name != images.image_name(frameworks.get("caffe2"), "cpu")  # not the tree's own image
     finally:
         engine.images.remove(name, force=True)
+
+
+def test_sigterm_of_compare_stops_its_running_container(engine, tmp_path):
+    import signal
+
+    from tests.helpers import start_compare, wait_for
+    campaign = tmp_path / "c"
+    proc = start_compare(["run", "--frameworks", "caffe2", "--executor", "docker", "--results", campaign,
+                          "--steps", "1000000"] + TINY)
+    try:
+        assert wait_for(lambda: _leftover_containers(engine, campaign), 300), "no container started"
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.communicate(timeout=120)
+        assert proc.returncode == 143
+        assert not _leftover_containers(engine, campaign)
+    finally:
+        for container in _leftover_containers(engine, campaign):
+            container.remove(force=True)
+        proc.kill()

@@ -81,3 +81,20 @@ def test_only_rank_zero_writes(tmp_path):
     trainer.rank = 1
     harness.run(_spec(), str(tmp_path / "r.json"), lambda s: trainer)
     assert not (tmp_path / "r.json").exists()
+
+
+def test_one_window_has_no_uncertainty_rather_than_zero(tmp_path):
+    result = harness.run(_spec(steps=1, windows=5), str(tmp_path / "r.json"), lambda s: SleepTrainer(0.0))
+    assert result.status == "ok" and len(result.window_images_per_sec) == 1
+    assert (result.uncertainty, result.jitter) == (None, None)  # n/a: one figure has no spread
+    two = harness.run(_spec(steps=2, windows=2), str(tmp_path / "r2.json"), lambda s: SleepTrainer(0.0))
+    assert two.uncertainty is not None and two.jitter is not None
+
+
+def test_the_result_echoes_the_nonce_and_spec_hash_it_was_given(tmp_path):
+    spec = _spec(nonce="feedface00000001")
+    result = harness.run(spec, str(tmp_path / "r.json"), lambda s: SleepTrainer(0.0))
+    on_disk = json.loads((tmp_path / "r.json").read_text())
+    assert (on_disk["nonce"], on_disk["spec_hash"]) == ("feedface00000001", spec.spec_hash)
+    assert result.spec_hash == _spec(nonce="other", repeat=3).spec_hash  # not a setting
+    assert result.spec_hash != _spec(steps=11).spec_hash

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Dict, List, Mapping, Optional
 
-from .. import harness, options
+from .. import harness, lifeline, options
 from ..protocol import RunSpec, SchemaError, Unsupported, read_spec
 from . import DISTRIBUTIONS, MODULE, OPTIONS
 
@@ -78,7 +78,8 @@ def launch(spec_path: str, result_path: str) -> Optional[int]:
     cmd = horovod_command(spec, spec_path, result_path)
     sys.stderr.write("compare: {}\n".format(" ".join(cmd)))
     sys.stderr.flush()
-    code = subprocess.call(cmd)
+    lifeline.prepare()
+    code = subprocess.call(cmd, preexec_fn=lifeline.die_with_parent)  # never outlive this launcher
     if not os.path.exists(result_path) or os.path.getmtime(result_path) < started - 1:
         return _record(spec, result_path, RuntimeError(
             "horovodrun exited {} before rank 0 wrote a result".format(code)))

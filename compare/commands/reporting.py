@@ -45,11 +45,12 @@ def report(
 ):
     """Print the Markdown report of a campaign and write the report files."""
     from ..reporting import parse_formats, references, write_report
-    from ..store import Campaign
+    from ..store import Campaign, check_writable_dir
     formats = parse_formats(format)
     refs = [references.load(r) for r in reference]
     base = fws.get(baseline).name if baseline else None
     c = Campaign.open(campaign)
+    check_writable_dir(out or c.root / "report", "--out")
     text, paths, warnings = write_report(c, out or c.root / "report", formats, refs, base)
     for w in warnings:
         _err("warning: " + w)
@@ -67,6 +68,9 @@ def diff(
     others listed with the reason."""
     from ..reporting import diff as d
     from ..reporting import tables
+    from ..store import check_writable_dir
+    if out is not None:
+        check_writable_dir(out, "--out")
     (ca, da), (cb, db) = _cells(campaign_a), _cells(campaign_b)
     table = d.diff(da, db)
     text = tables.markdown(d.sections(table, da, db, ca.machine, cb.machine, str(campaign_a),
@@ -88,6 +92,9 @@ def history(
     """Each cell's figure over time (date, commit, versions), regressions flagged."""
     from ..reporting import charts, html, tables
     from ..reporting import history as hist
+    from ..store import check_writable_dir
+    if out is not None:
+        check_writable_dir(out, "--out")
     h = hist.history(hist.campaigns(campaigns))
     parts = hist.sections(h)
     text = tables.markdown([s for _, secs in parts for s in secs])

@@ -1,12 +1,23 @@
-"""What every executor shares: reading the backend's result back, or recording why there is none."""
+"""What every executor shares: reading the backend's result back, or recording why there is none;
+and ending every process a run started, whichever way the run or `compare` ends."""
 import datetime
 import os
+import signal
+import subprocess
+import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
-from backends.protocol import RunResult, RunSpec, SchemaError, read_result
+from backends.protocol import RunResult, RunSpec, SchemaError
+
+from ..store import clean_text, load_result
 
 TAIL_CHARS = 4000
+# every process a run starts inherits CAMPAIGN_ENV=<folder> and lifeline.ATTEMPT_ENV=<nonce>, so
+# it can be found after its parent died (a torchrun worker runs in a session of its own; an
+# orphan is re-parented)
+CAMPAIGN_ENV = "COMPARE_CAMPAIGN"
+GRACE_S = 3.0  # between SIGTERM (launchers forward it, clean up) and SIGKILL
 
 
 def now() -> str:
@@ -33,40 +44,100 @@ def own_env(spec: RunSpec, code_dir) -> Dict[str, str]:
 
 
 def tail(path: Path, chars: int = TAIL_CHARS) -> str:
+    """The end of a log, with terminal escape sequences and control characters made harmless."""
     try:
         text = Path(path).read_text(errors="replace")
     except OSError:
         return ""
-    return text[-chars:]
+    return clean_text(text[-chars:])
+
+
+def tagged_pids(name: str, value: str) -> List[int]:
+    """This user's live processes whose environment has NAME=VALUE (zombies have none)."""
+    needle = "\0{}={}\0".format(name, value).encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open("/proc/{}/environ".format(entry.name), "rb") as f:
+                environ = b"\0" + f.read() + b"\0"
+        except OSError:  # gone, or another user's
+            continue
+        if needle in environ and int(entry.name) != os.getpid():
+            found.append(int(entry.name))
+    return found
+
+
+def _signal_all(pids: List[int], group: Optional[int], sig: int) -> None:
+    if group is not None:
+        try:
+            os.killpg(group, sig)
+        except OSError:
+            pass
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+
+
+def end_processes(proc: Optional[subprocess.Popen], name: str, value: str,
+                  grace: float = GRACE_S) -> int:
+    """End `proc` (a launcher started in a session of its own), its process group and every process
+    tagged NAME=VALUE: SIGTERM, up to `grace` seconds, then SIGKILL. Returns how many were alive."""
+    def alive() -> List[int]:
+        return tagged_pids(name, value)
+    running = proc is not None and proc.poll() is None
+    group = proc.pid if running else None  # an unreaped launcher keeps its id: no reuse
+    first = alive()
+    if not first and not running:
+        return 0
+    _signal_all(first, group, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and ((proc is not None and proc.poll() is None) or alive()):
+        time.sleep(0.05)
+    _signal_all(alive(), group if proc is not None and proc.poll() is None else None, signal.SIGKILL)
+    if proc is not None:
+        proc.wait()
+    return len(set(first) | ({proc.pid} if running else set()))
 
 
 def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] = None,
             started_at: Optional[str] = None) -> RunResult:
     """A result for a run that produced none of its own (crash, timeout, missing environment)."""
     return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(), reason=reason,
-                     stderr_tail=stderr_tail or None, started_at=started_at, finished_at=now())
+                     stderr_tail=stderr_tail or None, started_at=started_at, finished_at=now(),
+                     nonce=spec.nonce, spec_hash=spec.spec_hash)
 
 
 def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_file: Path,
             started_at: str, timed_out: bool, timeout: float) -> RunResult:
-    """Turn a finished process into a result: its own file if it wrote one, else a failure."""
+    """Turn a finished process into a result: its own file if it wrote one, else a failure.
+
+    A file is this attempt's only if it echoes the spec's nonce: one written late by a process
+    left over from an earlier attempt is ignored, and the recorded result says so."""
     stderr_tail = tail(stderr_file)
     if timed_out:
-        return failure(spec, "timeout", "killed after the {:.0f} s timeout".format(timeout),
+        return failure(spec, "timeout", "killed after the {:g} s timeout".format(timeout),
                        stderr_tail, started_at)
+    note = ""
     if result_file.exists():
         try:
-            result = read_result(str(result_file))
-        except SchemaError as exc:
+            result = load_result(result_file)
+        except (SchemaError, OSError) as exc:
             return failure(spec, "failed", "unreadable result file: {}".format(exc),
                            stderr_tail, started_at)
-        if result.status != "ok":
-            result.stderr_tail = stderr_tail or None
-        return result
+        if result.nonce in (spec.nonce, None):  # None: a backend older than nonces (a named image)
+            if result.status != "ok":
+                result.stderr_tail = stderr_tail or None
+            return result
+        note = " (ignored a result file written by another attempt, nonce {}, not this attempt's " \
+               "{}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
     oom = any("out of memory" in line.lower() or "MemoryError" in line for line in last[-20:])
     if returncode is not None and returncode in (-9, 137) and not last:
         oom = True  # killed by the kernel's OOM killer leaves no message of its own
-    reason = "exited with code {} and wrote no result{}".format(
-        returncode, (": " + last[-1][-300:]) if last else "")
+    reason = "exited with code {} and wrote no result{}{}".format(
+        returncode, note, (": " + last[-1][-300:]) if last else "")
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)

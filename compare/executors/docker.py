@@ -100,6 +100,7 @@ class DockerExecutor(Executor):
         self.log = ctx.log
         self.memlock = -1  # NGC: unlimited; lowered once if the engine may not lift it
         self._reaped = set()  # campaigns already cleared of containers left by a killed sweep
+        self._container = None  # the running one: stopped by close() on Ctrl-C or SIGTERM
         self._build_errors: Dict[str, str] = {}  # framework -> why its image did not build
 
     def image(self, fw: Framework):
@@ -168,11 +169,12 @@ class DockerExecutor(Executor):
         except docker.errors.DockerException as exc:
             return failure(spec, "failed", "container did not start: {}".format(_message(exc)),
                            started_at=started)
+        self._container = container
         try:
             rc, timed_out, oom_killed = self._wait(container, timeout)
             err_path = self._save_logs(container, campaign, spec.run_id)
         finally:
-            container.remove(force=True)
+            self._remove_running()
         result = collect(spec, work / "result.json", rc, err_path, started, timed_out, timeout)
         if oom_killed and not timed_out and result.status == "failed":
             result = failure(spec, "oom", "the container was killed by the out-of-memory killer "
@@ -180,6 +182,14 @@ class DockerExecutor(Executor):
         result.environment.update(executor=self.name, image=name, image_id=image.id, python=python,
                                   ulimit_memlock=self.memlock)
         return result
+
+    def close(self) -> None:
+        self._remove_running()
+
+    def _remove_running(self) -> None:
+        if self._container is not None:
+            self._container.remove(force=True)  # kills it first: every process of the run ends
+            self._container = None
 
     def _start(self, kwargs: Dict):
         """Create and start the container; removed again if it does not start. An engine that may

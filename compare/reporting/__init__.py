@@ -24,8 +24,8 @@ def parse_formats(csv: str) -> List[str]:
 
 
 def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dict],
-                results: Sequence = (), references: Sequence[Tuple[str, object]] = ()
-                ) -> Tuple[str, List[Path]]:
+                results: Sequence = (), references: Sequence[Tuple[str, object]] = (),
+                extra: Sequence = ()) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
     as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
     from . import html, phases, report, tables
@@ -33,7 +33,7 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
     from .comparator import runs
     rep = report.build(df, machine)
     rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
-    rep.tables += phases.sections(results)
+    rep.tables += phases.sections(results) + list(extra)
     text = tables.markdown(rep.sections())
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -73,5 +73,14 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     from .comparator import cells
     results, warnings = campaign.results()
     df = cells(results, baseline=baseline)
-    text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references)
+    missing = campaign.missing(results)
+    extra = []
+    if missing:  # a half-done campaign says so, and which cells are still to run
+        from .tables import Text
+        extra.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
+                                          "`compare run … --resume` runs them.".format(
+                                              len(missing), len(campaign.meta.get("planned", {})),
+                                              ", ".join(missing))]))
+    text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references,
+                              extra)
     return text, paths, warnings

@@ -72,6 +72,12 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
     if missing or not any(c in df.columns for c in FIGURES):
         raise UserError("reference {}: needs columns {} and one of {}; it has {}".format(
             path, ", ".join(REQUIRED), ", ".join(FIGURES), ", ".join(df.columns)))
+    counts = pd.to_numeric(df.gpus, errors="coerce")
+    bad = df.gpus[counts.isna() | (counts < 1) | (counts != counts.round())]
+    if len(bad):  # row numbers as an editor shows them: the header is line 1
+        raise UserError("reference {}: gpus {!r} on line {} is not a GPU count; give whole numbers "
+                        ">= 1".format(path, str(bad.iloc[0]), int(bad.index[0]) + 2))
+    df = df.assign(gpus=counts.astype(int))
     if "model" in df.columns:
         df = df[df.model.astype(str).str.lower().str.replace("-", "") == "resnet50"]
     if "framework" in df.columns:

@@ -1,0 +1,235 @@
+"""No orphaned workers, one writer per campaign, no silently mixed settings, no trusted garbage:
+each test runs `compare` as a process, with the real PyTorch backend (marked `backend`) or a fake
+framework interpreter (`--python caffe2=FAKE`) where a real one cannot be made to misbehave."""
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.helpers import (
+    FAST,
+    compare,
+    fake_python,
+    kill_leftovers,
+    main_exit,
+    processes_of,
+    start_compare,
+    wait_for,
+)
+
+# a 2-worker PyTorch cell that trains until it is stopped
+ENDLESS = ["run", "--frameworks", "caffe2", "--gpus", "2", "--device", "cpu", "--executor", "local",
+           "--batch-size", "4", "--image-size", "32", "--steps", "1000000", "--warmup", "1",
+           "--windows", "1"]
+RUN_ID = "caffe2-fp32-w2-b4-s32-r0"
+
+
+@pytest.fixture
+def run(capsys, monkeypatch):
+    """`compare ARGS` in this process (the backend still runs as a process of its own):
+    CompletedProcess-like (returncode, stdout, stderr), `cwd` as the user's folder."""
+    monkeypatch.setenv("COLUMNS", "500")  # rich wraps at 80 columns when stderr is no terminal
+
+    def invoke(argv, cwd=None):
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        code, out, err = main_exit([str(a) for a in argv], capsys)
+        return subprocess.CompletedProcess(argv, code, out, err)
+    return invoke
+
+
+@pytest.fixture
+def campaign(tmp_path):
+    root = tmp_path / "campaign"
+    yield root
+    kill_leftovers(root)
+
+
+def _workers_up(root):
+    """Both DDP workers of the campaign exist (torchrun has started them)."""
+    return len(processes_of(root, "LOCAL_RANK=")) >= 2
+
+
+def _none_alive_after(root, seconds=10.0):
+    time.sleep(seconds)
+    return processes_of(root)
+
+
+@pytest.mark.backend
+def test_timeout_of_a_two_worker_cell_leaves_no_process_and_no_temp_folder(campaign, tmp_path):
+    own_tmp = tmp_path / "tmp"  # where torchrun would leave torchelastic_* folders
+    own_tmp.mkdir()
+    # 10 s, not 3: on a loaded 2-core machine torchrun needs several seconds to start the workers,
+    # and a timeout before they exist would test nothing (asserted below)
+    proc = start_compare(ENDLESS + ["--results", campaign, "--timeout", "10"],
+                         env={"TMPDIR": str(own_tmp)})
+    assert wait_for(lambda: _workers_up(campaign), 60), "the workers never started"
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    result = json.loads((campaign / "results" / (RUN_ID + ".json")).read_text())
+    assert (result["status"], result["reason"]) == ("timeout", "killed after the 10 s timeout")
+    assert _none_alive_after(campaign) == []
+    assert list(own_tmp.glob("torchelastic_*")) == []
+    assert list((campaign / "work").glob("*/tmp")) == []
+
+
+@pytest.mark.backend
+def test_sigkill_of_compare_mid_cell_leaves_no_process(campaign):
+    proc = start_compare(ENDLESS + ["--results", campaign])
+    assert wait_for(lambda: _workers_up(campaign), 60), "the workers never started"
+    os.kill(proc.pid, signal.SIGKILL)  # compare alone: its children must follow by themselves
+    proc.communicate()
+    assert _none_alive_after(campaign) == []
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)],
+                         ids=["SIGINT", "SIGTERM"])
+def test_a_signal_stops_the_cell_and_a_second_run_is_refused_meanwhile(campaign, sig, code):
+    proc = start_compare(ENDLESS + ["--results", campaign, "--timeout", "600"])
+    assert wait_for(lambda: _workers_up(campaign), 60), "the workers never started"
+    second = compare(ENDLESS + ["--results", campaign, "--resume"])
+    assert (second.returncode, second.stderr) == (2, "compare: error: --results {}: another `compare "
+                                                  "run` (PID {}) is running this campaign; wait for it "
+                                                  "to end or stop it, then --resume\n".format(campaign, proc.pid))
+    os.kill(proc.pid, sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code
+    last = err.strip().splitlines()[-1]
+    prefix = "compare: interrupted ({}): 0 cells recorded, 1 not run; resume with: ".format(sig.name)
+    assert last.startswith(prefix), err[-2000:]
+    assert shlex.split(last[len(prefix):]) == ["compare"] + [str(a) for a in ENDLESS] + [
+        "--timeout", "600", "--results", str(campaign), "--resume"]
+    assert list((campaign / "results").iterdir()) == []  # the stopped cell is not recorded
+    assert _none_alive_after(campaign, 5) == []
+
+
+def test_a_result_left_by_another_attempt_is_ignored(tmp_path, run):
+    campaign = tmp_path / "c"
+    proc = run(["run", "--frameworks", "caffe2", "--results", campaign,
+                    "--python", "caffe2={}".format(fake_python(tmp_path, "stale"))] + FAST)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text())
+    assert result["status"] == "failed"
+    assert result["reason"].startswith(
+        "exited with code 0 and wrote no result (ignored a result file written by another attempt, "
+        "nonce 0123456789abcdef, not this attempt's {}: a process left over from an earlier sweep)".format(
+            result["nonce"]))
+    assert result["images_per_sec"] is None
+
+
+def test_a_worker_that_outlives_its_launcher_is_ended_with_the_cell(tmp_path, run):
+    campaign = tmp_path / "c"
+    try:
+        proc = run(["run", "--frameworks", "caffe2", "--results", campaign,
+                        "--python", "caffe2={}".format(fake_python(tmp_path, "orphan"))] + FAST)
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads((campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text())[
+            "status"] == "ok"
+        assert processes_of(campaign) == []
+    finally:
+        kill_leftovers(campaign)
+
+
+def test_settings_are_fixed_at_creation_but_the_matrix_may_grow(tmp_path, run):
+    campaign, fake = tmp_path / "c", fake_python(tmp_path)
+    first = ["run", "--frameworks", "caffe2", "--results", campaign, "--python", "caffe2={}".format(fake)]
+    assert run(first + FAST).returncode == 0
+    changed = run(first + FAST + ["--resume", "--steps", "1", "--option", "channels_last=true",
+                                      "--timeout", "60"])
+    assert (changed.returncode, changed.stderr) == (2, (
+        "compare: error: --resume {}: settings differ from the campaign's: options.caffe2 {{}} "
+        "(campaign) vs {{\"channels_last\": true}} (now); steps 3 (campaign) vs 1 (now); resume with "
+        "the campaign's settings or start a new campaign (--frameworks, --gpus, --nodes, "
+        "--precision, --batch-size, --repeats and --timeout may change)\n").format(campaign))
+    grown = run(first + FAST + ["--resume", "--precision", "fp32,bf16", "--timeout", "60"])
+    assert grown.returncode == 0, grown.stderr
+    assert "2 cells, 1 to run" in grown.stderr
+    assert sorted(p.name for p in (campaign / "results").iterdir()) == [
+        "caffe2-bf16-w1-b4-s32-r0.json", "caffe2-fp32-w1-b4-s32-r0.json"]
+
+
+def test_a_result_of_other_settings_is_never_mixed_into_a_cell(tmp_path, run):
+    fake = fake_python(tmp_path)
+    for name, steps in (("a", "3"), ("b", "5")):
+        args = ["run", "--frameworks", "caffe2", "--results", tmp_path / name, "--python",
+                "caffe2={}".format(fake), "--repeats", "2"] + FAST
+        assert run(args[:-6] + ["--steps", steps, "--warmup", "1", "--windows", "1"]).returncode == 0
+    # a repeat of campaign b's cell, copied into campaign a under the right name
+    foreign = tmp_path / "b" / "results" / "caffe2-fp32-w1-b4-s32-r1.json"
+    (tmp_path / "a" / "results" / foreign.name).write_text(foreign.read_text())
+    report = run(["report", tmp_path / "a", "--format", "csv"])
+    assert report.returncode == 0
+    assert "compare: warning: skipped result caffe2-fp32-w1-b4-s32-r1.json: its settings (spec hash " \
+        in report.stderr
+    runs = (tmp_path / "a" / "report" / "runs.csv").read_text().splitlines()
+    assert len(runs) == 2  # the header and repeat 0: the foreign repeat is not counted
+
+
+def test_bad_result_files_are_skipped_with_one_warning_each(tmp_path, run):
+    campaign = tmp_path / "c"
+    assert run(["run", "--frameworks", "caffe2", "--results", campaign, "--python",
+                    "caffe2={}".format(fake_python(tmp_path))] + FAST).returncode == 0
+    results = campaign / "results"
+    good = json.loads((results / "caffe2-fp32-w1-b4-s32-r0.json").read_text())
+    null_figure = dict(good, run_id="caffe2-fp32-w1-b4-s32-r1", images_per_sec=None,
+                       spec=dict(good["spec"], repeat=1))
+    (results / "caffe2-fp32-w1-b4-s32-r1.json").write_text(json.dumps(null_figure))
+    (results / "caffe2-fp32-w1-b4-s32-r2.json").write_text(json.dumps(dict(good, spec=[1, 2])))
+    (results / "caffe2-fp32-w1-b4-s32-r0 (copy).json").write_text(json.dumps(good))
+    (results / ".tmp-abc123.json").write_text(json.dumps(good))
+    diff = run(["diff", campaign, campaign])
+    assert diff.returncode == 0 and diff.stderr.count("warning") == 6, diff.stderr  # 3 per side
+    proc = run(["report", campaign, "--format", "md,csv"])
+    assert proc.returncode == 0 and proc.stderr.count("warning") == 3, proc.stderr
+    assert ("compare: warning: skipped corrupt result caffe2-fp32-w1-b4-s32-r1.json: status ok needs a "
+            "positive images_per_sec, not None") in proc.stderr
+    assert "skipped corrupt result caffe2-fp32-w1-b4-s32-r2.json: spec is [1, 2], not an object" in proc.stderr
+    assert ("skipped result caffe2-fp32-w1-b4-s32-r0 (copy).json: it holds run caffe2-fp32-w1-b4-s32-r0 "
+            "(a copy?); only <run_id>.json files count") in proc.stderr
+    assert len((campaign / "report" / "runs.csv").read_text().splitlines()) == 2  # header + 1 run
+
+
+def test_escape_sequences_from_a_backend_reach_neither_terminal_nor_report(tmp_path, run):
+    campaign = tmp_path / "c"
+    proc = run(["run", "--frameworks", "caffe2", "--results", campaign, "--python",
+                    "caffe2={}".format(fake_python(tmp_path, "escape"))] + FAST)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
+    assert "exited with code 3 and wrote no result: boom | done" in proc.stderr
+    report = (campaign / "report" / "report.md").read_text()
+    assert "boom ¦ done" in report and "\x1b" not in report and "\x07" not in report
+
+
+def test_results_are_written_like_logs_and_a_half_done_campaign_says_what_is_missing(tmp_path, run):
+    campaign = tmp_path / "c"
+    old = os.umask(0o022)
+    try:
+        proc = run(["run", "--frameworks", "caffe2", "--results", campaign, "--precision",
+                        "fp32,bf16", "--python", "caffe2={}".format(fake_python(tmp_path))] + FAST)
+    finally:
+        os.umask(old)
+    assert proc.returncode == 0, proc.stderr
+    for path in [campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json",
+                 campaign / "logs" / "caffe2-fp32-w1-b4-s32-r0.stderr", campaign / "campaign.json"]:
+        assert oct(path.stat().st_mode & 0o777) == "0o644", path
+    (campaign / "results" / "caffe2-bf16-w1-b4-s32-r0.json").unlink()  # as if killed before it
+    out = run(["report", campaign]).stdout
+    assert ("1 of the campaign's 2 planned cells have no result: caffe2-bf16-w1-b4-s32-r0. "
+            "`compare run … --resume` runs them.") in out
+    assert "| PyTorch (Caffe2) | fp32 | 4 | 32 |" in out
+    assert "fake 1.0¦beta" in out  # the backend's version had a `|`: it may end up in a table cell
+
+
+def test_a_relative_python_path_means_what_it_meant_where_it_was_typed(tmp_path, run):
+    fake = fake_python(tmp_path)
+    proc = run(["run", "--frameworks", "caffe2", "--results", "c", "--python",
+                    "caffe2=./{}".format(fake.name)] + FAST, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "c" / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text())
+    assert result["status"] == "ok", result["reason"]
+    assert result["environment"]["python"] == str(fake)

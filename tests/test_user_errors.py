@@ -1,0 +1,72 @@
+"""Bounds and user mistakes that used to end as an internal error (exit 1) or ran anyway: each
+is one line on stderr and exit code 2, before anything runs."""
+import os
+
+import pytest
+
+from compare.runner import RunConfig
+from tests.helpers import main_exit
+
+
+def _cpu(tmp_path):
+    """`compare run` on the CPU that trains nothing should a check be missing (/bin/false for
+    python: each cell fails at once), in a folder of the test."""
+    return ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
+            "caffe2=/bin/false", "--results", str(tmp_path / "c")]
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
+def test_a_timeout_must_be_finite_and_positive(value, capsys, tmp_path):
+    code, _, err = main_exit(_cpu(tmp_path) + ["--timeout", value], capsys)
+    shown = {"nan": "nan", "inf": "inf", "-1": "-1.0", "0": "0.0"}[value]
+    assert (code, err) == (2, "compare: error: --timeout {}: must be a finite number of seconds "
+                              "> 0\n".format(shown))
+
+
+def test_more_cpu_workers_than_cores_needs_saying_so(capsys, monkeypatch, tmp_path):
+    cores = os.cpu_count()
+    code, _, err = main_exit(_cpu(tmp_path) + ["--gpus", "1,{}".format(cores + 1)], capsys)
+    assert (code, err) == (2, "compare: error: --gpus {0}: on CPU each worker is a process and this "
+                              "machine has {1} core{2}; give counts from 1 to {1} (or set "
+                              "COMPARE_OVERSUBSCRIBE=1 to run more workers than cores)\n".format(
+                                  cores + 1, cores, "s" if cores > 1 else ""))
+    monkeypatch.setenv("COMPARE_OVERSUBSCRIBE", "1")
+    assert _parse(gpus="1,{}".format(cores + 1)).gpus == [1, cores + 1]
+
+
+def test_an_over_long_results_name_is_one_line(tmp_path, capsys):
+    long = tmp_path / ("x" * 300)
+    code, _, err = main_exit(_cpu(tmp_path)[:-2] + ["--results", str(long)], capsys)
+    assert code == 2
+    assert err.startswith("compare: error: --results ") and err.endswith(
+        ": File name too long; give another folder\n") and err.count("\n") == 1
+
+
+def test_a_reference_with_a_gpu_count_that_is_no_number(tmp_path, capsys):
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,images_per_sec\nfp32,1,90\nfp32,abc,180\n")
+    code, _, err = main_exit(["report", str(c.root), "--reference", str(ref)], capsys)
+    assert (code, err) == (2, "compare: error: reference {}: gpus 'abc' on line 3 is not a GPU count; "
+                              "give whole numbers >= 1\n".format(ref))
+
+
+def _parse(**kw):
+    args = dict(frameworks="caffe2", gpus="1", precision="fp32", batch_size="4", device="cpu",
+                image_size=None, steps=None, warmup=None, windows=1, repeats=1, results=None,
+                resume=False, timeout=60.0, compile=False, quick=False, python=[], option=[],
+                executor="local")
+    args.update(kw)
+    return RunConfig.parse(**args)
+
+
+def test_relative_paths_are_resolved_where_they_were_typed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "python").write_text("")
+    cfg = _parse(results="campaign", python=["caffe2=bin/python"])
+    assert cfg.results == str(tmp_path / "campaign")
+    assert cfg.python == {"caffe2": str(tmp_path / "bin" / "python")}
