@@ -1,13 +1,12 @@
 """PyTorch backend ("caffe2": Caffe2 was merged into PyTorch). Stdlib only at import time."""
 from typing import List
 
-from ..options import Option
+from ..options import CHANNELS_LAST, Option
 from ..protocol import RunSpec
 
 MODULE = "backends.caffe2_torch"
 OPTIONS = (
-    Option("channels_last", "bool", "NHWC memory format for the model and the batch",
-           default_text="true on cuda, false on cpu"),
+    CHANNELS_LAST,
     Option("optimizer", "str", "SGD implementation: one fused kernel, per-tensor-list, or a loop",
            choices=("fused", "foreach", "loop"), default_text="fused on cuda, foreach on cpu"),
     Option("compile_mode", "str", "torch.compile mode, with --compile", default="default",

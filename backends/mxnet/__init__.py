@@ -1,13 +1,14 @@
 """MXNet backend (Gluon ResNet-50, a kvstore over N contexts). Stdlib only at import time."""
 from typing import List
 
-from ..options import Option
+from ..options import CHANNELS_LAST, Option
 from ..protocol import RunSpec
 
 MODULE = "backends.mxnet"
 OPTIONS = (
     Option("kvstore", "str", "where the gradients of N contexts are summed: on the devices "
            "(as the Dell study ran it) or on the CPU", default="device", choices=("device", "local")),
+    CHANNELS_LAST,  # NHWC needs cuDNN: on a CPU it is a recorded `unsupported`
 )
 
 

@@ -7,7 +7,7 @@ built, else one process with MirroredStrategy. The result records which (`distri
 """
 from typing import List
 
-from ..options import Option
+from ..options import CHANNELS_LAST, Option
 from ..protocol import RunSpec
 
 MODULE = "backends.tf_horovod"
@@ -15,10 +15,9 @@ DISTRIBUTIONS = ("auto", "horovod", "mirrored")
 OPTIONS = (
     Option("distribution", "str", "N workers: Horovod where built (auto), or always one of the two",
            default="auto", choices=DISTRIBUTIONS),
-    Option("xla", "bool", "XLA-compile the forward and backward pass (jit_compile)",
-           default_text="as --compile"),
-    Option("data_format", "str", "image layout of the model and the batch",
-           default="channels_last", choices=("channels_last", "channels_first")),
+    Option("xla", "bool", "XLA-compile the forward and backward pass and the optimizer's update "
+           "(jit_compile)", default_text="as --compile"),
+    CHANNELS_LAST,
     Option("intra_op_threads", "int", "CPU threads per op, per worker", minimum=1,
            default_text="cores / workers"),
     Option("inter_op_threads", "int", "CPU ops run at once, per worker", default=2, minimum=1),
