@@ -74,6 +74,33 @@ def allreduce_name(strategy) -> str:
     return type(ops).__name__ if ops is not None else "unknown"
 
 
+def check_layout(data_format: str, dtype: str, device: str) -> None:
+    """Run a tiny convolution and max-pooling, forward and backward, compiled as the step is, in
+    the model's layout and compute dtype; where TF has no kernel for that (its CPU pooling runs
+    NCHW only through oneDNN, which has no float16) the result is an Unsupported with TF's words."""
+    nchw = data_format == "channels_first"
+    fmt = "NCHW" if nchw else "NHWC"
+
+    @tf.function
+    def conv_pool(x, w):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(tf.nn.max_pool2d(tf.nn.conv2d(x, w, 1, "SAME", data_format=fmt),
+                                               2, 2, "VALID", data_format=fmt))
+        return tape.gradient(y, x)
+
+    try:
+        with tf.device(device):
+            x = tf.cast(tf.ones((1, 2, 4, 4) if nchw else (1, 4, 4, 2)), dtype)
+            conv_pool(x, tf.cast(tf.ones((3, 3, 2, 2)), dtype)).numpy()
+    except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError,
+            tf.errors.NotFoundError) as exc:
+        said = [ln.strip() for ln in exc.message.splitlines() if ln.strip() and "{{" not in ln]
+        raise Unsupported("{} {} on {}: tensorflow {} says: {}{}".format(
+            dtype, fmt, device, tf.__version__, said[-1] if said else type(exc).__name__,
+            " (--option channels_last=true runs NHWC)" if nchw else ""))
+
+
 def layout(model) -> str:
     """'NHWC' or 'NCHW': what the built model's first convolution really uses."""
     return "NCHW" if model.get_layer("conv1").data_format == "channels_first" else "NHWC"
@@ -134,6 +161,8 @@ class TFTrainer(Trainer):
         self.policy = resolve_precision(spec.precision, self.gpus)
         self.channels_last = policy.channels_last(opt(spec, "channels_last"), spec.device)
         self.data_format = "channels_last" if self.channels_last else "channels_first"
+        compute = tf.keras.mixed_precision.Policy(self.policy).compute_dtype
+        check_layout(self.data_format, compute, "/gpu:0" if self.gpus else "/cpu:0")
         xla = opt(spec, "xla")
         self.xla = spec.compile if xla is None else xla  # --compile means XLA here
         self.strategy = self._strategy()
