@@ -59,7 +59,7 @@ class Option:
 
 # the one layout switch every backend declares (each puts it in its OPTIONS), so that a sweep
 # compares frameworks on the same memory layout; policy.channels_last() applies its default
-CHANNELS_LAST = Option("channels_last", "bool", "NHWC memory layout for the model and the batch",
+CHANNELS_LAST = Option("channels_last", "bool", "NHWC memory format for the model and the batch",
                        default_text="true on cuda, false on cpu")
 
 
