@@ -57,6 +57,12 @@ class Option:
                                     else "", self.help)
 
 
+# the one layout switch every backend declares (each puts it in its OPTIONS), so that a sweep
+# compares frameworks on the same memory layout; policy.channels_last() applies its default
+CHANNELS_LAST = Option("channels_last", "bool", "NHWC memory format for the model and the batch",
+                       default_text="true on cuda, false on cpu")
+
+
 def _plain(x: Any) -> str:
     if isinstance(x, bool):
         return "true" if x else "false"

@@ -46,6 +46,12 @@ def cpu_threads(workers: int, cores: Optional[int] = None) -> int:
     return max(1, cores // max(1, workers))
 
 
+def channels_last(given: Optional[bool], device: str) -> bool:
+    """The common layout rule (options.CHANNELS_LAST): NHWC on GPUs, where tensor cores want it
+    and every framework's cuDNN path has it; NCHW on CPUs unless asked for."""
+    return device == "cuda" if given is None else bool(given)
+
+
 def settings(*, trainable_parameters: int, optimizer_impl: str, precision: str,
              loss_scaling: Optional[str], tf32: bool, layout: str, compiler: Optional[str],
              threads: Optional[int], **framework_specific: Any) -> Dict[str, Any]:

@@ -55,7 +55,7 @@ def register(fw: Framework) -> Framework:
 register(Framework("tf", ("tensorflow", "tf_horovod", "horovod"), "tf_horovod",
                    "TensorFlow (+Horovod)", "tensorflow", "nvcr.io/nvidia/tensorflow:24.03-tf2-py3",
                    "#e8710a"))
-register(Framework("mxnet", ("mx",), "mxnet", "MXNet", "mxnet", "nvcr.io/nvidia/mxnet:23.09-py3",
+register(Framework("mxnet", ("mx",), "mxnet", "MXNet", "mxnet", "nvcr.io/nvidia/mxnet:24.06-py3",
                    "#1a73e8",
                    # the mxnet wheel links system libraries minimal bases lack
                    system_packages=("libgomp1", "libquadmath0", "libgfortran5")))

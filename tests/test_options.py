@@ -36,7 +36,7 @@ def test_booleans_accept_the_usual_spellings(text, value):
 def test_a_plain_key_goes_only_to_the_frameworks_that_declare_it():
     fws = [frameworks.get("tf"), frameworks.get("caffe2")]
     opts = parse_options(["channels_last=false", "xla=1", "fail_at=setup"], fws)
-    assert opts == {"tf": {"xla": True, "fail_at": "setup"},
+    assert opts == {"tf": {"channels_last": False, "xla": True, "fail_at": "setup"},
                     "caffe2": {"channels_last": False, "fail_at": "setup"}}
 
 

@@ -7,14 +7,13 @@ LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun would, from Slurm's variable
 from typing import List
 
 from ..dataset import LOADER_WORKERS
-from ..options import Option
+from ..options import CHANNELS_LAST, Option
 from ..protocol import RunSpec
 
 MODULE = "backends.caffe2_torch"
 DATA_FORMAT = None  # --data DIR: the DataLoader reads the JPEG folder itself (data.py)
 OPTIONS = (
-    Option("channels_last", "bool", "NHWC memory format for the model and the batch",
-           default_text="true on cuda, false on cpu"),
+    CHANNELS_LAST,
     Option("optimizer", "str", "SGD implementation: one fused kernel, per-tensor-list, or a loop",
            choices=("fused", "foreach", "loop"), default_text="fused on cuda, foreach on cpu"),
     Option("compile_mode", "str", "torch.compile mode, with --compile", default="default",

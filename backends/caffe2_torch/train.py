@@ -65,9 +65,7 @@ class TorchTrainer(Trainer):
         phases.mark("devices_ready")  # communicators are created lazily, with the model
         self.amp_dtype = resolve_precision(spec.precision, self.device)
         torch.manual_seed(spec.seed)
-        self.channels_last = opt("channels_last")
-        if self.channels_last is None:
-            self.channels_last = spec.device == "cuda"
+        self.channels_last = policy.channels_last(opt("channels_last"), spec.device)
         fmt = torch.channels_last if self.channels_last else torch.contiguous_format
         model = ResNet50(spec.num_classes).to(self.device, memory_format=fmt)
         self.parameters = trainable_parameters(model)

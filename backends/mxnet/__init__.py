@@ -2,7 +2,7 @@
 from typing import List
 
 from ..dataset import LOADER_WORKERS
-from ..options import Option
+from ..options import CHANNELS_LAST, Option
 from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.mxnet"
@@ -11,6 +11,7 @@ OPTIONS = (
     Option("kvstore", "str", "where the gradients of N contexts are summed: on the devices "
            "(as the Dell study ran it) or on the CPU", default="device", choices=("device", "local")),
     LOADER_WORKERS,
+    CHANNELS_LAST,  # NHWC needs cuDNN: on a CPU it is a recorded `unsupported`
 )
 
 

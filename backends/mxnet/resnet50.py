@@ -2,7 +2,9 @@
 
 The same network as backends/caffe2_torch/resnet50.py: 25,557,032 trainable parameters. Gluon also
 lists the 53,120 BN running statistics as parameters (grad_req 'null'); `trainable_parameters`
-leaves them out, as torchvision's count does.
+leaves them out, as torchvision's count does. `layout` "NCHW" (default) or "NHWC" (channels last:
+convolution and pooling layouts, BatchNorm over axis 3; MXNet runs NHWC convolutions with cuDNN
+only, so on GPUs).
 """
 import math
 
@@ -17,33 +19,39 @@ EXPANSION = 4
 CONV_INIT = mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
 
 
-def _conv(in_channels: int, channels: int, kernel: int, stride: int = 1,
+LAYOUTS = ("NCHW", "NHWC")
+
+
+def _conv(layout: str, in_channels: int, channels: int, kernel: int, stride: int = 1,
           padding: int = 0) -> nn.Conv2D:
     # in_channels given, so every shape is known before the first batch (no deferred init)
     return nn.Conv2D(channels, kernel, strides=stride, padding=padding, use_bias=False,
-                     in_channels=in_channels, weight_initializer=CONV_INIT)
+                     in_channels=in_channels, weight_initializer=CONV_INIT, layout=layout)
 
 
-def _bn(channels: int, zero_init: bool = False) -> nn.BatchNorm:
+def _bn(layout: str, channels: int, zero_init: bool = False) -> nn.BatchNorm:
     # last BN of each residual branch starts at zero: the block starts as identity
-    return nn.BatchNorm(momentum=BN_MOMENTUM, epsilon=BN_EPSILON, in_channels=channels,
-                        gamma_initializer="zeros" if zero_init else "ones")
+    return nn.BatchNorm(axis=layout.index("C"), momentum=BN_MOMENTUM, epsilon=BN_EPSILON,
+                        in_channels=channels, gamma_initializer="zeros" if zero_init else "ones")
 
 
 class Bottleneck(nn.HybridBlock):
-    def __init__(self, in_channels: int, width: int, stride: int, **kwargs):
+    def __init__(self, in_channels: int, width: int, stride: int, layout: str = "NCHW", **kwargs):
         super().__init__(**kwargs)
         out_channels = width * EXPANSION
         with self.name_scope():
             self.body = nn.HybridSequential(prefix="")
-            self.body.add(_conv(in_channels, width, 1), _bn(width), nn.Activation("relu"),
-                          _conv(width, width, 3, stride, 1), _bn(width),  # v1.5: stride here
+            self.body.add(_conv(layout, in_channels, width, 1), _bn(layout, width),
                           nn.Activation("relu"),
-                          _conv(width, out_channels, 1), _bn(out_channels, zero_init=True))
+                          _conv(layout, width, width, 3, stride, 1),  # v1.5: stride here
+                          _bn(layout, width), nn.Activation("relu"),
+                          _conv(layout, width, out_channels, 1),
+                          _bn(layout, out_channels, zero_init=True))
             self.downsample = None
             if stride != 1 or in_channels != out_channels:
                 self.downsample = nn.HybridSequential(prefix="")
-                self.downsample.add(_conv(in_channels, out_channels, 1, stride), _bn(out_channels))
+                self.downsample.add(_conv(layout, in_channels, out_channels, 1, stride),
+                                    _bn(layout, out_channels))
 
     def hybrid_forward(self, F, x):
         identity = x if self.downsample is None else self.downsample(x)
@@ -51,18 +59,22 @@ class Bottleneck(nn.HybridBlock):
 
 
 class ResNet50(nn.HybridBlock):
-    def __init__(self, num_classes: int = 1000, **kwargs):
+    def __init__(self, num_classes: int = 1000, layout: str = "NCHW", **kwargs):
         super().__init__(**kwargs)
+        if layout not in LAYOUTS:
+            raise ValueError("layout {!r}: choose from {}".format(layout, ", ".join(LAYOUTS)))
+        self.layout = layout
         with self.name_scope():
             self.features = nn.HybridSequential(prefix="")
-            self.features.add(_conv(3, 64, 7, 2, 3), _bn(64), nn.Activation("relu"),
-                              nn.MaxPool2D(3, 2, 1))
+            self.features.add(_conv(layout, 3, 64, 7, 2, 3), _bn(layout, 64), nn.Activation("relu"),
+                              nn.MaxPool2D(3, 2, 1, layout=layout))
             in_channels = 64
             for width, blocks, stride in STAGES:
                 for i in range(blocks):
-                    self.features.add(Bottleneck(in_channels, width, stride if i == 0 else 1))
+                    self.features.add(Bottleneck(in_channels, width, stride if i == 0 else 1,
+                                                 layout))
                     in_channels = width * EXPANSION
-            self.features.add(nn.GlobalAvgPool2D())
+            self.features.add(nn.GlobalAvgPool2D(layout=layout))
             # PyTorch's nn.Linear default: uniform(+-1/sqrt(fan_in)) for weight and bias
             bound = 1.0 / math.sqrt(in_channels)
             self.fc = nn.Dense(num_classes, in_units=in_channels,
@@ -71,6 +83,12 @@ class ResNet50(nn.HybridBlock):
 
     def hybrid_forward(self, F, x):
         return self.fc(self.features(x))
+
+
+def conv_layout(net: nn.Block) -> str:
+    """The layout the built network's first convolution really uses ('NCHW' or 'NHWC')."""
+    first = net.features[0]
+    return first._kwargs["layout"]
 
 
 def trainable_parameters(net: nn.Block) -> int:

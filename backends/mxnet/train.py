@@ -5,7 +5,7 @@ One process drives N contexts (mx.gpu(i), or mx.cpu(i) on CPU-only machines) thr
 `device`, as the Dell study ran MXNet.
 """
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import mxnet as mx
 import numpy as np
@@ -14,8 +14,8 @@ from mxnet import autograd, gluon
 from .. import options, phases, policy
 from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
-from . import OPTIONS
-from .resnet50 import ResNet50, trainable_parameters
+from . import OPTIONS, cuda_build
+from .resnet50 import ResNet50, conv_layout, trainable_parameters
 
 FP16_LOSS_SCALE = 128.0  # static, as NVIDIA's MXNet ResNet-50 example: no host sync per step
 
@@ -39,26 +39,76 @@ def _low_dtype(name: str):
     return name
 
 
-def _probe(ctx: mx.Context, dtype: str) -> None:
-    """Run one tiny dense op in `dtype` on `ctx`; MXNet's own error becomes an Unsupported."""
+def _said(exc: Exception) -> str:
+    """MXNet's own one-line message out of its multi-line error."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()] or [repr(exc)]
+    message = next((ln for ln in lines if ln.startswith("MXNetError:")), lines[-1])
+    return message.replace("MXNetError:", "", 1).strip()
+
+
+def _cast(x, dtype: str):
+    return x if dtype == "float32" else mx.nd.amp_cast(x, dtype=_low_dtype(dtype))
+
+
+def _unsupported(what: str, ctx: mx.Context, exc: Exception, hint: str = "") -> Unsupported:
+    try:  # MXNet keeps a failed op's error and raises it again at the next wait: take it now
+        mx.nd.waitall()
+    except mx.base.MXNetError:
+        pass
+    return Unsupported("{} on {}: mxnet {} says: {}{}".format(what, ctx, mx.__version__,
+                                                              _said(exc), hint))
+
+
+def probe(ctx: mx.Context, dtype: str, layout: str) -> None:
+    """Run a tiny dense op, then a 3x3 convolution (forward and backward) in `dtype` and `layout`
+    on `ctx`: a GPU the build has no kernels for, a dtype or a layout this build cannot run
+    fail here, and MXNet's own error becomes the Unsupported reason."""
     try:
-        x = mx.nd.amp_cast(mx.nd.ones((2, 8), ctx=ctx), dtype=_low_dtype(dtype))
-        w = mx.nd.amp_cast(mx.nd.ones((4, 8), ctx=ctx), dtype=_low_dtype(dtype))
-        mx.nd.FullyConnected(x, w, no_bias=True, num_hidden=4).wait_to_read()
+        w = _cast(mx.nd.ones((4, 8), ctx=ctx), dtype)
+        mx.nd.FullyConnected(_cast(mx.nd.ones((2, 8), ctx=ctx), dtype), w, no_bias=True,
+                             num_hidden=4).wait_to_read()
     except mx.base.MXNetError as exc:
-        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
-        message = next((ln for ln in lines if ln.startswith("MXNetError:")), lines[-1])
-        raise Unsupported("{} on {}: mxnet {} says: {}".format(
-            dtype, ctx, mx.__version__, message.replace("MXNetError:", "", 1).strip()))
+        raise _unsupported(dtype, ctx, exc)
+    try:
+        data = _cast(mx.nd.ones((2, 8, 8, 8), ctx=ctx), dtype)  # same shape in NCHW and NHWC
+        weight = _cast(mx.nd.ones((8, 3, 3, 8) if layout == "NHWC" else (8, 8, 3, 3), ctx=ctx),
+                       dtype)
+        data.attach_grad()
+        with autograd.record():
+            out = mx.nd.Convolution(data, weight, kernel=(3, 3), pad=(1, 1), num_filter=8,
+                                    no_bias=True, layout=layout)
+        out.backward()
+        data.grad.wait_to_read()
+    except mx.base.MXNetError as exc:
+        hint = ""
+        if layout == "NHWC" and ctx.device_type == "cpu":
+            hint = " (MXNet runs NHWC convolutions with cuDNN only: --option channels_last=false)"
+        raise _unsupported("{} {} convolution".format(dtype, layout), ctx, exc, hint)
 
 
-def resolve_precision(precision: str, ctx: mx.Context) -> Dict[str, Any]:
+def gpu_capability(ctx: mx.Context, archs: Optional[Sequence[str]] = None,
+                   build: Optional[str] = None) -> Tuple[int, int]:
+    """The GPU's compute capability; Unsupported when it cannot be read, or when `archs` (the
+    installed pip wheel's architectures, looked up when None) have no code for it."""
+    try:
+        capability = divmod(int(mx.util.get_cuda_compute_capability(ctx)), 10)
+    except (ImportError, OSError, RuntimeError) as exc:  # libcuda.so missing, cuInit failing
+        raise Unsupported("cannot read the compute capability of {} ({}: {}), so whether mxnet {} "
+                          "runs on it is unknown".format(ctx, type(exc).__name__, exc,
+                                                         mx.__version__))
+    build = build or cuda_build.installed_wheel()
+    archs = archs if archs is not None else cuda_build.WHEEL_ARCHS.get(build)
+    if archs is not None:
+        cuda_build.check_capability(capability, archs, build or "this mxnet build")
+    return capability
+
+
+def resolve_precision(precision: str, ctx: mx.Context, layout: str = "NCHW") -> Dict[str, Any]:
     """Decide how `precision` runs on `ctx`: the cast dtype, AMP, loss scale. One place only."""
     gpu = ctx.device_type == "gpu"
-    capability = None
-    if gpu:
-        capability = divmod(mx.util.get_cuda_compute_capability(ctx), 10)
+    capability = gpu_capability(ctx) if gpu else None
     policy.check_precision(precision, "cuda" if gpu else "cpu", capability)
+    probe(ctx, {"fp16": "float16", "bf16": "bfloat16"}.get(precision, "float32"), layout)
     if precision == "tf32":
         if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
             raise Unsupported("tf32 asked for, but NVIDIA_TF32_OVERRIDE=0 switches it off")
@@ -66,10 +116,8 @@ def resolve_precision(precision: str, ctx: mx.Context) -> Dict[str, Any]:
         raise RuntimeError("fp32 on a GPU needs NVIDIA_TF32_OVERRIDE=0 set before mxnet loads "
                            "(cuDNN 8 uses TF32 by default)")
     if precision == "fp16":
-        _probe(ctx, "float16")
         return {"dtype": "float16", "amp": None, "loss_scale": FP16_LOSS_SCALE}
     if precision == "bf16":
-        _probe(ctx, "bfloat16")
         from mxnet.contrib import amp
         # before the model is built: it wraps the operators, so the hybridized graph gets
         # amp_cast nodes (Symbol.tojson() hides them unless remove_amp_cast=False)
@@ -89,8 +137,7 @@ def _gpu_name(ctx: mx.Context) -> str:
                     return line.split(":", 1)[1].strip()
     except (OSError, IndexError):
         pass
-    return "NVIDIA GPU {} (compute capability {})".format(
-        ctx.device_id, mx.util.get_cuda_compute_capability(ctx))
+    return "NVIDIA GPU {}".format(ctx.device_id)
 
 
 class MXNetTrainer(Trainer):
@@ -99,9 +146,12 @@ class MXNetTrainer(Trainer):
         self.kvstore = options.value(OPTIONS, spec.options, "kvstore")
         self.contexts = _contexts(spec)
         phases.mark("devices_ready")
-        self.precision = resolve_precision(spec.precision, self.contexts[0])
+        channels_last = policy.channels_last(options.value(OPTIONS, spec.options, "channels_last"),
+                                             spec.device)
+        self.layout = "NHWC" if channels_last else "NCHW"
+        self.precision = resolve_precision(spec.precision, self.contexts[0], self.layout)
         mx.random.seed(spec.seed)
-        net = ResNet50(spec.num_classes)
+        net = ResNet50(spec.num_classes, self.layout)
         self.parameters = trainable_parameters(net)
         net.initialize(ctx=self.contexts)  # initialised once, copied to every context
         if self.precision["dtype"] == "float16":
@@ -130,6 +180,8 @@ class MXNetTrainer(Trainer):
         """One random batch per context, created on that context once (as tf_cnn_benchmarks)."""
         spec, images, labels = self.spec, [], []
         shape = (spec.batch_size, 3, spec.image_size, spec.image_size)
+        if self.layout == "NHWC":
+            shape = (spec.batch_size, spec.image_size, spec.image_size, 3)
         for ctx in self.contexts:
             images.append(mx.nd.random.normal(shape=shape, ctx=ctx).astype(self.precision["dtype"]))
             labels.append(mx.nd.random.randint(0, spec.num_classes, shape=(spec.batch_size,),
@@ -169,7 +221,7 @@ class MXNetTrainer(Trainer):
             optimizer_impl="gluon" + ("-multi_precision" if fp16 else ""),
             precision=self.spec.precision,
             loss_scaling="static {:g}".format(self.precision["loss_scale"]) if fp16 else None,
-            tf32=gpu and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0", layout="NCHW",
+            tf32=gpu and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0", layout=conv_layout(self.net),
             compiler="hybridize", threads=None,
             contexts=[str(ctx) for ctx in self.contexts],
             hybridize="static_alloc, static_shape",

@@ -13,7 +13,7 @@ MultiWorkerMirroredStrategy, its TF_CONFIG built from the job's variables (launc
 from typing import List
 
 from ..dataset import LOADER_WORKERS
-from ..options import Option
+from ..options import CHANNELS_LAST, Option
 from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.tf_horovod"
@@ -22,10 +22,9 @@ DISTRIBUTIONS = ("auto", "horovod", "mirrored")
 OPTIONS = (
     Option("distribution", "str", "N workers: Horovod where built (auto), or always one of the two",
            default="auto", choices=DISTRIBUTIONS),
-    Option("xla", "bool", "XLA-compile the forward and backward pass (jit_compile)",
-           default_text="as --compile"),
-    Option("data_format", "str", "image layout of the model and the batch",
-           default="channels_last", choices=("channels_last", "channels_first")),
+    Option("xla", "bool", "XLA-compile the forward and backward pass and the optimizer's update "
+           "(jit_compile)", default_text="as --compile"),
+    CHANNELS_LAST,
     Option("intra_op_threads", "int", "CPU threads per op, per worker", minimum=1,
            default_text="cores / workers"),
     Option("inter_op_threads", "int", "CPU ops run at once, per worker", default=2, minimum=1),

@@ -72,7 +72,8 @@ def build_step(trainer):
             losses = strategy.run(replica_step, args=(images, labels))
             return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
 
-        return mirrored_step, "{} {}".format(trainer.strategy_name, trainer.cross_device_ops)
+        from .train import allreduce_name
+        return mirrored_step, "{} {}".format(trainer.strategy_name, allreduce_name(strategy))
     if hvd is None:
         @tf.function(jit_compile=trainer.xla)
         def single_step(images, labels):

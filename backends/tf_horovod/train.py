@@ -15,6 +15,7 @@ from .. import options, phases, policy
 from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
+from .launch import BUILD_KEYS
 from .resnet50 import non_trainable_parameters, resnet50, trainable_parameters
 
 MIRRORED = ("mirrored", "multiworker")  # distributions that run through a tf.distribute strategy
@@ -44,6 +45,73 @@ def resolve_precision(precision: str, gpus) -> str:
     name = POLICIES[precision]
     tf.keras.mixed_precision.set_global_policy(name)
     return name
+
+
+def make_optimizer(learning_rate: float, momentum: float, xla: bool, loss_scaling: bool):
+    """SGD with momentum; XLA compiles its update only when asked (`xla`).
+
+    Keras 2's optimizers default to jit_compile=True whenever a GPU is visible, which would make
+    every GPU run XLA-compile its update while the result says XLA is off. Keras 3's optimizers
+    have no such switch (they compile only under Model.compile(jit_compile=True), unused here).
+    """
+    kwargs = {} if keras_version().startswith("3") else {"jit_compile": xla}
+    opt = tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum, **kwargs)
+    return tf.keras.mixed_precision.LossScaleOptimizer(opt) if loss_scaling else opt
+
+
+def optimizer_jit_compile(opt) -> bool:
+    """Whether the optimizer really XLA-compiles its update (read back, not the request)."""
+    return bool(getattr(getattr(opt, "inner_optimizer", opt), "jit_compile", False))
+
+
+def make_strategy(devices, gpu: bool):
+    """MirroredStrategy over `devices` with the all-reduce named, not left for TF to pick:
+    NCCL between GPUs, reduction through one device between logical CPU devices."""
+    ops = tf.distribute.NcclAllReduce() if gpu else tf.distribute.ReductionToOneDevice()
+    return tf.distribute.MirroredStrategy(devices, cross_device_ops=ops)
+
+
+def allreduce_name(strategy) -> str:
+    """The cross-device op a MirroredStrategy holds, e.g. 'NcclAllReduce' (read back from it)."""
+    ops = getattr(strategy.extended, "_cross_device_ops", None)
+    return type(ops).__name__ if ops is not None else "unknown"
+
+
+def check_layout(data_format: str, dtype: str, device: str) -> None:
+    """Run a tiny convolution and max-pooling, forward and backward, compiled as the step is, in
+    the model's layout and compute dtype; where TF has no kernel for that (its CPU pooling runs
+    NCHW only through oneDNN, which has no float16) the result is an Unsupported with TF's words."""
+    nchw = data_format == "channels_first"
+    fmt = "NCHW" if nchw else "NHWC"
+
+    @tf.function
+    def conv_pool(x, w):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(tf.nn.max_pool2d(tf.nn.conv2d(x, w, 1, "SAME", data_format=fmt),
+                                               2, 2, "VALID", data_format=fmt))
+        return tape.gradient(y, x)
+
+    try:
+        with tf.device(device):
+            x = tf.cast(tf.ones((1, 2, 4, 4) if nchw else (1, 4, 4, 2)), dtype)
+            conv_pool(x, tf.cast(tf.ones((3, 3, 2, 2)), dtype)).numpy()
+    except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError,
+            tf.errors.NotFoundError) as exc:
+        said = [ln.strip() for ln in exc.message.splitlines() if ln.strip() and "{{" not in ln]
+        raise Unsupported("{} {} on {}: tensorflow {} says: {}{}".format(
+            dtype, fmt, device, tf.__version__, said[-1] if said else type(exc).__name__,
+            " (--option channels_last=true runs NHWC)" if nchw else ""))
+
+
+def layout(model) -> str:
+    """'NHWC' or 'NCHW': what the built model's first convolution really uses."""
+    return "NCHW" if model.get_layer("conv1").data_format == "channels_first" else "NHWC"
+
+
+def horovod_build(hvd) -> Dict[str, bool]:
+    """What this Horovod was built with: controllers (gloo, mpi) and GPU all-reduce (nccl, cuda)."""
+    return {key: bool(getattr(hvd, key + "_built")()) for key in BUILD_KEYS}
 
 
 def _distribution(spec: RunSpec) -> str:
@@ -104,14 +172,18 @@ class TFTrainer(Trainer):
         self.gpus = _configure_devices(spec, self.distribution, world, local_rank)
         phases.mark("devices_ready")
         self.policy = resolve_precision(spec.precision, self.gpus)
-        self.data_format = opt(spec, "data_format")
+        self.channels_last = policy.channels_last(opt(spec, "channels_last"), spec.device)
+        self.data_format = "channels_last" if self.channels_last else "channels_first"
+        compute = tf.keras.mixed_precision.Policy(self.policy).compute_dtype
+        check_layout(self.data_format, compute, "/gpu:0" if self.gpus else "/cpu:0")
         xla = opt(spec, "xla")
         self.xla = spec.compile if xla is None else xla  # --compile means XLA here
         self.strategy = self._strategy()
         tf.random.set_seed(spec.seed)  # same initial weights everywhere (Horovod broadcasts too)
         with self.strategy.scope():
             self.model = resnet50(spec.num_classes, spec.image_size, self.data_format)
-            self.optimizer = self._optimizer()
+            self.optimizer = make_optimizer(spec.learning_rate, spec.momentum, self.xla,
+                                            self.policy == "mixed_float16")
         self.parameters = trainable_parameters(self.model)
         if self.hvd is not None:
             self.hvd.broadcast_variables(self.model.variables, root_rank=0)
@@ -137,21 +209,8 @@ class TFTrainer(Trainer):
             return strategy
         if self.distribution != "mirrored":
             return tf.distribute.get_strategy()  # the default (no-op) strategy
-        if self.gpus:
-            self.cross_device_ops = "NcclAllReduce"
-            return tf.distribute.MirroredStrategy(["/gpu:{}".format(i) for i in range(self.world)])
-        # NCCL is for GPUs; on logical CPU devices reduce through one device
-        self.cross_device_ops = "ReductionToOneDevice"
-        return tf.distribute.MirroredStrategy(
-            ["/cpu:{}".format(i) for i in range(self.world)],
-            cross_device_ops=tf.distribute.ReductionToOneDevice())
-
-    def _optimizer(self):
-        opt = tf.keras.optimizers.SGD(learning_rate=self.spec.learning_rate,
-                                      momentum=self.spec.momentum)
-        if self.policy == "mixed_float16":
-            opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
-        return opt
+        kind = "gpu" if self.gpus else "cpu"
+        return make_strategy(["/{}:{}".format(kind, i) for i in range(self.world)], bool(self.gpus))
 
     def _synthetic_batch(self):
         """Random images and labels made on the device once, as tf_cnn_benchmarks does."""
@@ -169,8 +228,15 @@ class TFTrainer(Trainer):
         if self.distribution not in MIRRORED:
             with tf.device("/gpu:0" if self.gpus else "/cpu:0"):
                 return make(self.rank)
-        values = self.strategy.experimental_distribute_values_from_function(
-            lambda ctx: make(ctx.replica_id_in_sync_group))
+        devices = self.strategy.extended.worker_devices
+
+        def on_its_device(ctx):
+            # TF calls this without a device scope: every batch would be made on the first
+            # device and copied to the others every step
+            with tf.device(devices[ctx.replica_id_in_sync_group]):
+                return make(ctx.replica_id_in_sync_group)
+
+        values = self.strategy.experimental_distribute_values_from_function(on_its_device)
         return values[0], values[1]
 
     def _build_step(self):
@@ -202,24 +268,25 @@ class TFTrainer(Trainer):
 
     def describe(self) -> Dict[str, Any]:
         tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+        update_xla = optimizer_jit_compile(self.optimizer)
         settings = policy.settings(
             trainable_parameters=self.parameters, optimizer_impl="keras",
             precision=self.spec.precision,
             loss_scaling="dynamic" if self.policy == "mixed_float16" else None, tf32=tf32,
-            layout="NHWC" if self.data_format == "channels_last" else "NCHW",
-            compiler="xla" if self.xla else None,
+            layout=layout(self.model), compiler="xla" if self.xla or update_xla else None,
             threads=tf.config.threading.get_intra_op_parallelism_threads() or None,
             non_trainable_parameters=non_trainable_parameters(self.model),
             tensor_float_32_execution=tf32,
             policy=tf.keras.mixed_precision.global_policy().name,
-            xla=self.xla, data_format=self.data_format, keras_version=keras_version(),
+            xla=self.xla, optimizer_jit_compile=update_xla, data_format=self.data_format,
+            keras_version=keras_version(),
             allreduce=self.allreduce,
             intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
             inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads())
         if self.hvd is not None:
             import horovod
             settings.update(horovod_version=horovod.__version__, horovod_controller=(
-                "gloo" if self.hvd.gloo_enabled() else "mpi"))
+                "gloo" if self.hvd.gloo_enabled() else "mpi"), horovod_build=horovod_build(self.hvd))
         if self.distribution == "multiworker":
             settings["cluster_resolver"] = "TF_CONFIG from the Slurm job (NodeAddr of each node)"
         if self.distribution in MIRRORED:

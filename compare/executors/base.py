@@ -2,6 +2,7 @@
 and ending every process a run started, whichever way the run or `compare` ends."""
 import datetime
 import os
+import re
 import signal
 import subprocess
 import time
@@ -18,6 +19,13 @@ TAIL_CHARS = 4000
 # orphan is re-parented)
 CAMPAIGN_ENV = "COMPARE_CAMPAIGN"
 GRACE_S = 3.0  # between SIGTERM (launchers forward it, clean up) and SIGKILL
+OOM_SCAN_CHARS = 1_000_000  # how much of a run's stderr (all ranks) is searched for an OOM
+# what frameworks print when device or host memory runs out, on whichever rank it happens;
+# TF reports a failed host-to-GPU copy of a tensor as "Dst tensor is not initialized"
+OOM_PATTERN = re.compile(
+    r"out of memory|OOM when allocating|ResourceExhausted|Dst tensor is not initialized|"
+    r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|"
+    r"CUDNN_STATUS_ALLOC_FAILED|MemoryError", re.IGNORECASE)
 
 
 def now() -> str:
@@ -111,6 +119,20 @@ def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] 
                      nonce=spec.nonce, spec_hash=spec.spec_hash)
 
 
+def oom_line(text: str) -> Optional[str]:
+    """The last line of `text` (a run's stderr, every rank's) that says memory ran out, or None:
+    the error itself, after the allocator's warnings.
+
+    TF's allocator also logs "ran out of memory trying to allocate ... not a failure" when it
+    merely retries; such lines do not count.
+    """
+    found = None
+    for line in text.splitlines():
+        if OOM_PATTERN.search(line) and "not a failure" not in line:
+            found = line
+    return found.strip()[-300:] if found else None
+
+
 def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_file: Path,
             started_at: str, timed_out: bool, timeout: float) -> RunResult:
     """Turn a finished process into a result: its own file if it wrote one, else a failure.
@@ -118,9 +140,14 @@ def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_
     A file is this attempt's only if it echoes the spec's nonce: one written late by a process
     left over from an earlier attempt is ignored, and the recorded result says so."""
     stderr_tail = tail(stderr_file)
+    # only rank 0 writes the result: another rank's out-of-memory shows in the shared stderr
+    oom = oom_line(tail(stderr_file, OOM_SCAN_CHARS))
     if timed_out:
-        return failure(spec, "timeout", "killed after the {:g} s timeout".format(timeout),
-                       stderr_tail, started_at)
+        reason = "killed after the {:g} s timeout".format(timeout)
+        if oom:
+            return failure(spec, "oom", reason + "; a worker ran out of memory first: " + oom,
+                           stderr_tail, started_at)
+        return failure(spec, "timeout", reason, stderr_tail, started_at)
     note = ""
     if result_file.exists():
         try:
@@ -129,15 +156,18 @@ def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_
             return failure(spec, "failed", "unreadable result file: {}".format(exc),
                            stderr_tail, started_at)
         if result.nonce in (spec.nonce, None):  # None: a backend older than nonces (a named image)
+            if result.status == "failed" and oom:
+                result.status = "oom"
+                result.reason = "a worker ran out of memory: {} (rank 0 recorded: {})".format(
+                    oom, result.reason)
             if result.status != "ok":
                 result.stderr_tail = stderr_tail or None
             return result
         note = " (ignored a result file written by another attempt, nonce {}, not this attempt's " \
                "{}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
-    oom = any("out of memory" in line.lower() or "MemoryError" in line for line in last[-20:])
     if returncode is not None and returncode in (-9, 137) and not last:
-        oom = True  # killed by the kernel's OOM killer leaves no message of its own
+        oom = "killed"  # the kernel's OOM killer leaves no message of its own
     reason = "exited with code {} and wrote no result{}{}".format(
         returncode, note, (": " + last[-1][-300:]) if last else "")
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)

@@ -3,6 +3,7 @@ import json
 
 import pytest
 
+from backends import caffe2_torch, options
 from tests.helpers import (
     RESNET50_BN_RUNNING_STATS,
     RESNET50_TRAINABLE,
@@ -54,6 +55,9 @@ def test_fp32_records_tf32_off(tmp_path):
     assert (s["allow_tf32_matmul"], s["allow_tf32_cudnn"], s["float32_matmul_precision"]) == \
         (False, False, "highest")
     assert s["trainable_parameters"] == RESNET50_TRAINABLE
+    # the common layout rule (backends/options.CHANNELS_LAST): NCHW on a CPU unless asked
+    assert options.CHANNELS_LAST in caffe2_torch.OPTIONS
+    assert (s["channels_last"], s["layout"]) == (False, "NCHW")
 
 
 def test_tf32_on_cpu_is_unsupported_with_reason(tmp_path):

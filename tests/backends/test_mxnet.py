@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from backends import mxnet as mxnet_backend
+from backends import options
 from backends.protocol import RunSpec
 from tests import helpers
 from tests.helpers import ROOT, TINY_RUN, run_compare, run_in_backend, torch_layers
@@ -62,6 +63,89 @@ def test_same_layers_as_pytorch_in_order():
     assert strides == torch["strides"]
 
 
+def test_the_nhwc_model_has_the_same_trainable_count_and_a_consistent_graph():
+    """Channels last: NHWC convolutions and pooling, BatchNorm over axis 3, every shape inferred
+    from an NHWC batch to the logits (the CPU cannot run NHWC convolutions: GPU only)."""
+    out = run_in_backend("mxnet", (
+        "import json, mxnet as mx\n"
+        "from mxnet.gluon import nn\n"
+        "from backends.mxnet.resnet50 import ResNet50, conv_layout, trainable_parameters\n"
+        "net = ResNet50(1000, 'NHWC')\n"
+        "def blocks(b):\n"
+        "    yield b\n"
+        "    for c in b._children.values():\n"
+        "        yield from blocks(c)\n"
+        "kinds = {}\n"
+        "for b in blocks(net):\n"
+        "    key = {nn.Conv2D: 'conv', nn.MaxPool2D: 'pool', nn.GlobalAvgPool2D: 'pool',"
+        " nn.BatchNorm: 'bn'}.get(type(b))\n"
+        "    if key:\n"
+        "        kinds.setdefault(key, set()).add(str(b._kwargs.get('layout', b._kwargs.get('axis'))))\n"
+        "_, shapes, _ = net(mx.sym.var('data')).infer_shape(data=(2, 64, 64, 3))\n"
+        "print(json.dumps([trainable_parameters(net), conv_layout(net),"
+        " {k: sorted(v) for k, v in kinds.items()}, shapes]))"))
+    trainable, layout, kinds, shapes = json.loads(out.strip().splitlines()[-1])
+    assert trainable == TORCH_TRAINABLE and layout == "NHWC"
+    assert kinds == {"conv": ["NHWC"], "pool": ["NHWC"], "bn": ["3"]}
+    assert shapes == [[2, 1000]]
+
+
+def test_channels_last_on_the_cpu_is_unsupported_with_mxnets_reason(tmp_path):
+    assert options.CHANNELS_LAST in mxnet_backend.OPTIONS  # the option every backend shares
+    result, proc = run_backend(tmp_path, options={"channels_last": True})
+    assert proc.returncode == 0
+    assert result.status == "unsupported"
+    assert result.reason.startswith("float32 NHWC convolution on cpu(0): mxnet 1.9.1 says: ")
+    assert result.reason.endswith("(MXNet runs NHWC convolutions with cuDNN only: "
+                                  "--option channels_last=false)")
+
+
+def test_a_hopper_gpu_with_the_pip_cuda_wheel_is_unsupported_before_any_kernel():
+    """A 9.0 device and the mxnet-cu117 wheel's architectures, injected; and a machine whose
+    libcuda cannot be loaded (this one), for real."""
+    out = run_in_backend("mxnet", (
+        "import mxnet as mx\n"
+        "from backends.mxnet import train\n"
+        "from backends.protocol import Unsupported\n"
+        "def reason(precision):\n"
+        "    try:\n"
+        "        train.resolve_precision(precision, mx.gpu(0))\n"
+        "    except Unsupported as exc:\n"
+        "        return str(exc)\n"
+        "print(reason('fp32'))\n"
+        "mx.util.get_cuda_compute_capability = lambda ctx: 90\n"
+        "train.cuda_build.installed_wheel = lambda: 'mxnet-cu117'\n"
+        "print(reason('bf16'))\n"
+        "print(train.gpu_capability(mx.gpu(0), archs=('8.0', '9.0'), build='a source build'))"))
+    no_driver, hopper, capability = out.strip().splitlines()[-3:]
+    assert no_driver.startswith("cannot read the compute capability of gpu(0) (OSError: ")
+    assert hopper.startswith("mxnet-cu117 has GPU code for compute capability 5.0, 6.0, 7.0, "
+                             "8.0, 8.6 only (no PTX); this GPU is 9.0")
+    assert capability == "(9, 0)"
+
+
+def test_bf16_is_probed_with_a_convolution_not_only_a_dense_op():
+    """A build whose bf16 dense op works but whose bf16 convolution fails is unsupported."""
+    out = run_in_backend("mxnet", (
+        "import mxnet as mx\n"
+        "from backends.mxnet import train\n"
+        "from backends.protocol import Unsupported\n"
+        "real = mx.nd.Convolution\n"
+        "def conv(data, *args, **kwargs):\n"
+        "    if data.dtype != mx.np.float32:\n"  # bfloat16 has no numpy dtype of its own
+        "        raise mx.base.MXNetError('no kernel image is available for execution on the device')\n"
+        "    return real(data, *args, **kwargs)\n"
+        "mx.nd.Convolution = conv\n"
+        "train.probe(mx.cpu(), 'float32', 'NCHW')\n"
+        "try:\n"
+        "    train.probe(mx.cpu(), 'bfloat16', 'NCHW')\n"
+        "except Unsupported as exc:\n"
+        "    print(exc)"))
+    assert out.strip().splitlines()[-1] == (
+        "bfloat16 NCHW convolution on cpu(0): mxnet 1.9.1 says: no kernel image is available for "
+        "execution on the device")
+
+
 def test_loss_falls_over_20_steps_on_one_fixed_batch():
     out = run_in_backend("mxnet", (
         "from backends.protocol import RunSpec\n"
@@ -106,6 +190,7 @@ def test_entry_point_runs_one_process_over_contexts(tmp_path, contexts):
     assert result.settings["kvstore"] == ("device" if contexts > 1 else None)
     assert result.global_batch == 4 * contexts and result.world_size == contexts
     assert result.settings["trainable_parameters"] == TORCH_TRAINABLE
+    assert result.settings["layout"] == "NCHW"  # the CPU default, read back from the model
     assert result.images_per_sec > 0 and len(result.window_images_per_sec) == 2
     assert result.framework_version == "mxnet 1.9.1"
 

@@ -9,6 +9,8 @@ import os
 
 import pytest
 
+from backends import options
+from backends import tf_horovod as tf_backend
 from backends.protocol import RunSpec, read_result, write_spec
 from tests import helpers
 from tests.helpers import TINY_RUN, run_compare, run_in_backend, torch_layers
@@ -65,6 +67,10 @@ def test_fp32_runs_with_tf32_off(tmp_path):
     result, _ = run_backend(tmp_path, precision="fp32")
     assert result.status == "ok", result.reason
     assert result.settings["tensor_float_32_execution"] is False
+    # the common layout rule: NCHW on a CPU unless asked, read back from the built model
+    assert (result.settings["layout"], result.settings["data_format"]) == ("NCHW", "channels_first")
+    assert (result.settings["xla"], result.settings["optimizer_jit_compile"]) == (False, False)
+    assert result.settings["compiler"] is None
     assert result.settings["policy"] == "float32"
     assert result.settings["trainable_parameters"] == TORCH_TRAINABLE
     assert result.environment["env"]["NVIDIA_TF32_OVERRIDE"] == "0"
@@ -82,11 +88,21 @@ def test_tf32_on_cpu_is_unsupported_with_a_reason(tmp_path):
 @pytest.mark.parametrize("precision,policy", [("bf16", "mixed_bfloat16"),
                                               ("fp16", "mixed_float16")])
 def test_mixed_precision_policies(tmp_path, precision, policy):
-    result, _ = run_backend(tmp_path, precision=precision)
+    # NHWC: TF's CPU max-pooling has no float16 NCHW kernel (next test)
+    result, _ = run_backend(tmp_path, precision=precision, options={"channels_last": True})
     assert result.status == "ok", result.reason
     assert result.settings["policy"] == policy
     assert result.settings["loss_scaling"] == ("dynamic" if precision == "fp16" else None)
     assert ("note" in result.settings) is (precision == "fp16")
+
+
+def test_fp16_in_nchw_on_the_cpu_is_unsupported_with_tensorflows_reason(tmp_path):
+    result, proc = run_backend(tmp_path, precision="fp16")  # NCHW: the CPU default
+    assert result.status == "unsupported"
+    assert result.reason == ("float16 NCHW on /cpu:0: tensorflow 2.15.1 says: Default "
+                             "MaxPoolingOp only supports NHWC on device type CPU "
+                             "(--option channels_last=true runs NHWC)")
+    assert proc.returncode == 0
 
 
 def test_two_workers_run_under_horovod(tmp_path):
@@ -96,6 +112,9 @@ def test_two_workers_run_under_horovod(tmp_path):
     assert result.world_size == 2 and result.global_batch == 8
     assert result.settings["horovod_version"] == "0.28.1"
     assert result.settings["horovod_controller"] == "gloo"
+    # read from horovod.tensorflow in the worker: this env's Horovod has no GPU all-reduce
+    assert result.settings["horovod_build"] == {"gloo": True, "mpi": False, "nccl": False,
+                                                "cuda": False}
     assert result.settings["allreduce"] == "horovod DistributedGradientTape"
     # each of the two worker processes gets its share of the cores
     assert result.settings["intra_op_threads"] == max(1, (os.cpu_count() or 1) // 2)
@@ -108,6 +127,8 @@ def test_two_logical_cpu_devices_under_mirrored_strategy(tmp_path):
     assert result.distribution == "mirrored"
     assert result.settings["replicas"] == 2
     assert result.global_batch == 8
+    # read back from the strategy, not the name the code meant to pass
+    assert result.settings["allreduce"] == "MirroredStrategy ReductionToOneDevice"
 
 
 def test_xla_with_two_workers_averages_with_grouped_allreduce(tmp_path):
@@ -138,13 +159,62 @@ def test_without_horovod_two_workers_fall_back_to_mirrored_and_say_so(tmp_path):
     result = _entry_without_horovod(tmp_path)
     assert result.status == "ok", result.reason
     assert result.distribution == "mirrored"
-    assert "horovod.tensorflow not built" in result.settings["distribution_note"]
+    assert result.settings["distribution_note"].startswith("horovod.tensorflow is not built in ")
+    assert result.settings["distribution_note"].endswith(": MirroredStrategy instead")
 
 
 def test_asking_for_horovod_where_it_is_not_built_is_unsupported(tmp_path):
     result = _entry_without_horovod(tmp_path, options={"distribution": "horovod"})
     assert result.status == "unsupported"
     assert "horovod.tensorflow is not built" in result.reason
+
+
+def test_mirrored_strategy_makes_each_replicas_batch_on_its_own_device():
+    out = run_in_backend("tf", (
+        "from backends.protocol import RunSpec\n"
+        "from backends.tf_horovod.train import setup\n"
+        "t = setup(RunSpec('tf', 'tf_horovod', gpus=2, batch_size=2, image_size=32,"
+        " options={'distribution': 'mirrored'}))\n"
+        "print(*[v.device for v in t.images.values + t.labels.values])"))
+    devices = out.split()[-4:]
+    assert [d.rsplit("/", 1)[-1] for d in devices] == ["device:CPU:0", "device:CPU:1"] * 2
+
+
+def test_mirrored_strategy_over_gpus_is_given_nccl_all_reduce():
+    # built over logical CPU devices (no GPU here): the op is held, used only at the first step
+    out = run_in_backend("tf", (
+        "import tensorflow as tf\n"
+        "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+        "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+        "from backends.tf_horovod.train import make_strategy, allreduce_name\n"
+        "print(allreduce_name(make_strategy(['/cpu:0', '/cpu:1'], gpu=True)),"
+        " allreduce_name(make_strategy(['/cpu:0', '/cpu:1'], gpu=False)),"
+        " allreduce_name(tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])))"))
+    assert out.split()[-3:] == ["NcclAllReduce", "ReductionToOneDevice", "CollectiveAllReduce"]
+
+
+def test_keras2_optimizer_compiles_its_update_only_when_asked_even_with_a_gpu_visible():
+    """Keras 2 turns jit_compile on whenever a GPU is visible: make one look visible to it."""
+    out = run_in_backend("tf", (
+        "import tensorflow as tf\n"
+        "from keras.src.optimizers import optimizer as keras_optimizer\n"
+        "config = keras_optimizer.tf.config\n"
+        "real = config.list_physical_devices\n"
+        "config.list_physical_devices = lambda kind=None: ['GPU:0'] if kind == 'GPU' else real(kind)\n"
+        "from backends.tf_horovod.train import make_optimizer, optimizer_jit_compile as jit\n"
+        "print(tf.keras.optimizers.SGD(0.1).jit_compile,"
+        " jit(make_optimizer(0.1, 0.9, xla=False, loss_scaling=False)),"
+        " jit(make_optimizer(0.1, 0.9, xla=False, loss_scaling=True)),"
+        " jit(make_optimizer(0.1, 0.9, xla=True, loss_scaling=True)))"))
+    assert out.split()[-4:] == ["True", "False", "False", "True"]  # Keras' default, then ours
+
+
+def test_channels_last_runs_nhwc_and_is_read_back(tmp_path):
+    assert options.CHANNELS_LAST in tf_backend.OPTIONS  # the option every backend shares
+    result, _ = run_backend(tmp_path, options={"channels_last": True})
+    assert result.status == "ok", result.reason
+    assert result.spec["options"] == {"channels_last": True}
+    assert (result.settings["layout"], result.settings["data_format"]) == ("NHWC", "channels_last")
 
 
 def test_a_tensorflow_crash_is_a_failed_result(tmp_path):

@@ -1,0 +1,95 @@
+"""collect(): a finished process becomes a result; out-of-memory is read from every rank's stderr.
+
+Only rank 0 writes the result file, so a worker that ran out of memory shows only in the run's
+stderr (horovodrun and torchrun merge every rank's output there). The texts below are the forms
+TensorFlow, Horovod, PyTorch and MXNet print.
+"""
+from backends.protocol import RunResult, RunSpec, write_result
+from compare.executors.base import collect, oom_line
+
+SPEC = RunSpec("tf", "tf_horovod", gpus=2, device="cuda", precision="fp16", batch_size=512)
+HOROVOD_RANK1_OOM = (
+    "[1]<stderr>:2026-11-30 05:40:01.1: W tensorflow/core/common_runtime/bfc_allocator.cc:485] "
+    "Allocator (GPU_0_bfc) ran out of memory trying to allocate 1.53GiB (rounded to 1644167168)\n"
+    "[1]<stderr>:tensorflow.python.framework.errors_impl.ResourceExhaustedError: {{function_node "
+    "__wrapped__Conv2D_device_/job:localhost/replica:0/task:0/device:GPU:0}} OOM when allocating "
+    "tensor with shape[512,64,112,112] and type half on /job:localhost/replica:0/task:0/device:GPU:0\n")
+RANK0_FAILED = "HorovodInternalError: ncclCommInitRank failed: a peer process exited"
+TF_DST_TENSOR = (
+    "tensorflow.python.framework.errors_impl.InternalError: Failed copying input tensor from "
+    "/job:localhost/replica:0/task:0/device:CPU:0 to /job:localhost/replica:0/task:0/device:GPU:0 "
+    "in order to run _EagerConst: Dst tensor is not initialized.\n")
+BFC_RETRY_WARNING = (
+    "W tensorflow/tsl/framework/bfc_allocator.cc:296] Allocator (GPU_0_bfc) ran out of memory "
+    "trying to allocate 2.13GiB with freed_by_count=0. The caller indicates that this is not a "
+    "failure, but this may mean that there could be performance gains if more memory were "
+    "available.\n")
+NOISE = "I tensorflow/core/common_runtime/gpu/gpu_device.cc:1929] Created device /GPU:0\n" * 200
+
+
+def _collect(tmp_path, stderr, status=None, reason=None, returncode=1, timed_out=False):
+    """Write rank 0's result (if `status`) and the run's stderr; return collect()'s result."""
+    result_file, err = tmp_path / "result.json", tmp_path / "stderr.log"
+    err.write_text(stderr)
+    if status is not None:
+        write_result(str(result_file), RunResult(run_id=SPEC.run_id, status=status,
+                                                 spec=SPEC.to_dict(), reason=reason))
+    return collect(SPEC, result_file, returncode, err, "2026-11-30T05:40:00+00:00", timed_out, 600)
+
+
+def test_a_non_zero_rank_out_of_memory_makes_rank_0s_failure_an_oom(tmp_path):
+    result = _collect(tmp_path, HOROVOD_RANK1_OOM + NOISE, "failed", RANK0_FAILED)
+    assert result.status == "oom"
+    assert "OOM when allocating tensor with shape[512,64,112,112]" in result.reason
+    assert result.reason.startswith("a worker ran out of memory: [1]<stderr>:tensorflow")
+    assert result.reason.endswith("(rank 0 recorded: {})".format(RANK0_FAILED))
+
+
+def test_tensorflows_dst_tensor_form_is_an_oom(tmp_path):
+    result = _collect(tmp_path, TF_DST_TENSOR, "failed", "InternalError: Failed copying input "
+                      "tensor ... Dst tensor is not initialized.")
+    assert result.status == "oom"
+    assert "Dst tensor is not initialized" in result.reason
+
+
+def test_the_allocators_retry_warning_alone_is_not_an_oom(tmp_path):
+    result = _collect(tmp_path, BFC_RETRY_WARNING + "ValueError: bad shape\n", "failed",
+                      "ValueError: bad shape")
+    assert result.status == "failed"
+    assert result.reason == "ValueError: bad shape"
+
+
+def test_an_ok_result_stays_ok_whatever_stderr_says(tmp_path):
+    assert _collect(tmp_path, HOROVOD_RANK1_OOM, "ok", returncode=0).status == "ok"
+
+
+def test_an_oom_far_above_the_last_lines_still_counts_when_no_result_was_written(tmp_path):
+    # a rank dies of OOM, the others print pages of shutdown logs before exiting
+    result = _collect(tmp_path, HOROVOD_RANK1_OOM + NOISE * 3)
+    assert result.status == "oom"
+    assert result.reason.startswith("exited with code 1 and wrote no result")
+
+
+def test_a_timeout_after_a_worker_ran_out_of_memory_is_an_oom(tmp_path):
+    # the other ranks wait in the all-reduce for the dead one until the timeout kills them
+    result = _collect(tmp_path, HOROVOD_RANK1_OOM + NOISE, returncode=None, timed_out=True)
+    assert result.status == "oom"
+    assert result.reason.startswith("killed after the 600 s timeout; a worker ran out of memory "
+                                    "first: [1]<stderr>:tensorflow")
+    plain = _collect(tmp_path, NOISE, returncode=None, timed_out=True)
+    assert (plain.status, plain.reason) == ("timeout", "killed after the 600 s timeout")
+
+
+def test_every_frameworks_form_is_recognised():
+    forms = [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 139 GiB)",
+        "mxnet.base.MXNetError: Check failed: e == cudaSuccess (2 vs. 0) : cudaMalloc retry "
+        "failed: out of memory",
+        "[0]<stderr>:E external/local_xla/xla/stream_executor/cuda/cuda_driver.cc:1013] failed to "
+        "alloc 4294967296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+        "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        "MemoryError: Unable to allocate 3.00 GiB for an array",
+        TF_DST_TENSOR.strip(),
+    ]
+    assert [oom_line("I starting\n" + form + "\nI done") for form in forms] == forms
+    assert oom_line(BFC_RETRY_WARNING + NOISE) is None
