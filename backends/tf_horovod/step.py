@@ -73,7 +73,10 @@ def build_step(trainer):
             return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
 
         from .train import allreduce_name
-        return mirrored_step, "{} {}".format(trainer.strategy_name, allreduce_name(strategy))
+        # MultiWorkerMirroredStrategy names its collective by communication options (train.py)
+        ops = trainer.cross_device_ops if trainer.distribution == "multiworker" else \
+            allreduce_name(strategy)
+        return mirrored_step, "{} {}".format(trainer.strategy_name, ops)
     if hvd is None:
         @tf.function(jit_compile=trainer.xla)
         def single_step(images, labels):
