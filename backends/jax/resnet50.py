@@ -1,0 +1,142 @@
+"""ResNet-50 v1.5 in Flax (linen), NHWC: the twin of backends/caffe2_torch/resnet50.py.
+
+Stride on the 3x3 conv, no conv biases, PyTorch's symmetric padding, kaiming fan_out conv init,
+PyTorch's Linear init, the last BN of each residual branch starting at zero, BN momentum and
+epsilon as PyTorch's. 25,557,032 trainable parameters (`params`) and 53,120 BN running
+statistics (`batch_stats`). Submodules are called in PyTorch's registration order (the
+downsample branch last), so `layers()` lists them in the order torch's `parameters()` does.
+"""
+import math
+from functools import partial
+from typing import Any, Dict, List, Optional
+
+import jax
+import jax.numpy as jnp
+from flax import linen as nn
+
+BN_MOMENTUM = 0.9  # Flax's decay convention: PyTorch's momentum 0.1
+BN_EPSILON = 1e-5
+STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
+EXPANSION = 4
+# torch.nn.init.kaiming_normal_(mode="fan_out", nonlinearity="relu"): std = sqrt(2 / fan_out)
+CONV_INIT = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
+# torch.nn.Linear's default: weight and bias uniform in +-1/sqrt(fan_in)
+DENSE_INIT = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+
+
+def _padding(kernel: int):
+    """PyTorch's symmetric padding (Flax's "SAME" pads stride-2 convs on one side only)."""
+    p = kernel // 2
+    return ((p, p), (p, p))
+
+
+def _uniform(bound: float):
+    def init(key, shape, dtype=jnp.float32):
+        return jax.random.uniform(key, shape, dtype, -bound, bound)
+    return init
+
+
+class _Layers(nn.Module):
+    """What the convs and norms of the network share: compute dtype and BN mode."""
+
+    dtype: Any = jnp.float32
+    axis_name: Optional[str] = None  # set: BN statistics over every device on this axis (SyncBN)
+
+    def conv(self, features: int, kernel: int, stride: int, name: str) -> nn.Conv:
+        return nn.Conv(features, (kernel, kernel), strides=(stride, stride),
+                       padding=_padding(kernel), use_bias=False, dtype=self.dtype,
+                       kernel_init=CONV_INIT, name=name)
+
+    def norm(self, train: bool, name: str, zero_init: bool = False) -> nn.BatchNorm:
+        return nn.BatchNorm(use_running_average=not train, momentum=BN_MOMENTUM,
+                            epsilon=BN_EPSILON, dtype=self.dtype, axis_name=self.axis_name,
+                            scale_init=nn.initializers.zeros if zero_init else nn.initializers.ones,
+                            name=name)
+
+
+class Bottleneck(_Layers):
+    width: int = 64
+    stride: int = 1
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        out_channels = self.width * EXPANSION
+        out = self.conv(self.width, 1, 1, "conv1")(x)
+        out = nn.relu(self.norm(train, "bn1")(out))
+        out = self.conv(self.width, 3, self.stride, "conv2")(out)  # v1.5: the stride is here
+        out = nn.relu(self.norm(train, "bn2")(out))
+        out = self.conv(out_channels, 1, 1, "conv3")(out)
+        # the block starts as the identity, as in the PyTorch model
+        out = self.norm(train, "bn3", zero_init=True)(out)
+        identity = x
+        if self.stride != 1 or x.shape[-1] != out_channels:
+            identity = self.conv(out_channels, 1, self.stride, "downsample_conv")(x)
+            identity = self.norm(train, "downsample_bn")(identity)
+        return nn.relu(out + identity)
+
+
+class ResNet50(_Layers):
+    num_classes: int = 1000
+
+    @nn.compact
+    def __call__(self, x, train: bool = True):
+        x = self.conv(64, 7, 2, "conv1")(x)
+        x = nn.relu(self.norm(train, "bn1")(x))
+        x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=_padding(3))
+        for stage, (width, blocks, stride) in enumerate(STAGES):
+            for i in range(blocks):
+                x = Bottleneck(dtype=self.dtype, axis_name=self.axis_name, width=width,
+                               stride=stride if i == 0 else 1,
+                               name="layer{}_{}".format(stage + 1, i))(x, train)
+        x = jnp.mean(x, axis=(1, 2))
+        bound = 1.0 / math.sqrt(x.shape[-1])
+        return nn.Dense(self.num_classes, dtype=self.dtype, kernel_init=DENSE_INIT,
+                        bias_init=_uniform(bound), name="fc")(x)
+
+
+def init(model: ResNet50, key, image_size: int = 224) -> Dict[str, Any]:
+    """{'params': ..., 'batch_stats': ...} for NHWC images of image_size."""
+    x = jnp.zeros((1, image_size, image_size, 3), jnp.float32)
+    return jax.jit(partial(model.init, train=False))(key, x)
+
+
+def count(tree) -> int:
+    return sum(int(leaf.size) for leaf in jax.tree_util.tree_leaves(tree))
+
+
+def layers(model: ResNet50, variables, image_size: int = 64) -> List[Dict[str, Any]]:
+    """Every conv, BN and dense layer in call order: path, stride (convs: input / output size),
+    and its trainable shapes in PyTorch's convention (OIHW kernels, (out, in) dense weights)."""
+    found = []
+
+    def record(next_fun, args, kwargs, context):
+        out = next_fun(*args, **kwargs)
+        module = context.module
+        if context.method_name == "__call__" and isinstance(module, (nn.Conv, nn.BatchNorm, nn.Dense)):
+            entry = {"path": "/".join(module.path), "kind": type(module).__name__}
+            if isinstance(module, nn.Conv):
+                entry["stride"] = args[0].shape[1] // out.shape[1]
+                entry["kernel"] = list(module.variables["params"]["kernel"].shape)  # HWIO
+            found.append(entry)
+        return out
+
+    x = jnp.zeros((1, image_size, image_size, 3), jnp.float32)
+    with nn.intercept_methods(record):
+        jax.eval_shape(lambda v: model.apply(v, x, train=False), variables)
+    params = variables["params"]
+    for entry in found:
+        node = params
+        for part in entry["path"].split("/"):
+            node = node[part]
+        entry["shapes"] = _torch_shapes(entry["kind"], node)
+    return found
+
+
+def _torch_shapes(kind: str, params) -> List[List[int]]:
+    if kind == "Conv":
+        h, w, i, o = params["kernel"].shape
+        return [[o, i, h, w]]
+    if kind == "Dense":
+        i, o = params["kernel"].shape
+        return [[o, i], list(params["bias"].shape)]
+    return [list(params["scale"].shape), list(params["bias"].shape)]
