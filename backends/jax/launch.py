@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from .. import harness, options
+from .. import harness, options, policy
 from ..protocol import RunSpec, SchemaError, read_spec
 from . import MODULE, OPTIONS
 
@@ -83,7 +83,20 @@ def prepare(spec: RunSpec, member: Member) -> List[str]:
     names = {f.split("=")[0] for f in added}
     kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.split("=")[0] not in names]
     os.environ["XLA_FLAGS"] = " ".join(kept + added)
+    if spec.device == "cpu" and member.source == "compare" and member.processes > 1:
+        _pin_cores(member)
     return added
+
+
+def _pin_cores(member: Member) -> None:
+    """Give each local process its own share of the cores (XLA sizes its CPU thread pool by the
+    cores this process may run on), so N processes do not oversubscribe them."""
+    if not hasattr(os, "sched_setaffinity"):
+        return
+    cores = sorted(os.sched_getaffinity(0))
+    share = policy.cpu_threads(member.processes, len(cores))
+    first = (member.local_rank * share) % len(cores)
+    os.sched_setaffinity(0, cores[first:first + share] or cores)
 
 
 def _free_port() -> int:

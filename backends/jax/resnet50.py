@@ -36,11 +36,9 @@ def _uniform(bound: float):
     return init
 
 
-class _Layers(nn.Module):
-    """What the convs and norms of the network share: compute dtype and BN mode."""
-
-    dtype: Any = jnp.float32
-    axis_name: Optional[str] = None  # set: BN statistics over every device on this axis (SyncBN)
+class _Layers:
+    """The convs and norms of the network, made alike from the module's `dtype` (compute dtype)
+    and `axis_name` (set: BN statistics over every device on this mesh axis, i.e. SyncBN)."""
 
     def conv(self, features: int, kernel: int, stride: int, name: str) -> nn.Conv:
         return nn.Conv(features, (kernel, kernel), strides=(stride, stride),
@@ -54,9 +52,11 @@ class _Layers(nn.Module):
                             name=name)
 
 
-class Bottleneck(_Layers):
-    width: int = 64
+class Bottleneck(_Layers, nn.Module):
+    width: int
     stride: int = 1
+    dtype: Any = jnp.float32
+    axis_name: Optional[str] = None
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -75,8 +75,10 @@ class Bottleneck(_Layers):
         return nn.relu(out + identity)
 
 
-class ResNet50(_Layers):
+class ResNet50(_Layers, nn.Module):
     num_classes: int = 1000
+    dtype: Any = jnp.float32
+    axis_name: Optional[str] = None
 
     @nn.compact
     def __call__(self, x, train: bool = True):
@@ -85,8 +87,7 @@ class ResNet50(_Layers):
         x = nn.max_pool(x, (3, 3), strides=(2, 2), padding=_padding(3))
         for stage, (width, blocks, stride) in enumerate(STAGES):
             for i in range(blocks):
-                x = Bottleneck(dtype=self.dtype, axis_name=self.axis_name, width=width,
-                               stride=stride if i == 0 else 1,
+                x = Bottleneck(width, stride if i == 0 else 1, self.dtype, self.axis_name,
                                name="layer{}_{}".format(stage + 1, i))(x, train)
         x = jnp.mean(x, axis=(1, 2))
         bound = 1.0 / math.sqrt(x.shape[-1])

@@ -4,6 +4,7 @@ Imported only inside the backend's environment, after launch.prepare() set XLA_F
 JAX_PLATFORMS (jax reads them once, at import).
 """
 import os
+import re
 import time
 from typing import Any, Dict, List, Optional
 
@@ -72,7 +73,13 @@ def _devices(spec: RunSpec, member: Member) -> List[Any]:
         raise Unsupported("device cuda asked for, but jax {} sees no GPU (backend {})".format(
             jax.__version__, jax.default_backend()))
     devices = jax.devices()
-    policy.check_workers(spec.world_size, len(devices), "jax ({} process(es))".format(
+    if member.processes == 1:  # one process takes the first N devices it sees
+        if len(devices) < spec.world_size:
+            raise Unsupported("spec asks for {} {}s, jax {} sees {}".format(
+                spec.world_size, "GPU" if spec.device == "cuda" else "CPU device",
+                jax.__version__, len(devices)))
+        return devices[:spec.world_size]
+    policy.check_workers(spec.world_size, len(devices), "jax.distributed ({} processes)".format(
         member.processes))
     return devices
 
@@ -165,7 +172,7 @@ class JaxTrainer(Trainer):
             trainable_parameters=self.parameters, optimizer_impl="optax.sgd",
             precision=spec.precision, loss_scaling=self.precision["loss_scaling"],
             tf32=spec.precision == "tf32" and cuda, layout="NHWC", compiler="xla",
-            threads=None if cuda else policy.cpu_threads(self.member.processes),
+            threads=None if cuda else _threads(),
             bn_running_statistics=self.running_statistics,
             matmul_precision=self.precision["matmul_precision"],
             param_dtype="float32",
@@ -174,6 +181,8 @@ class JaxTrainer(Trainer):
             devices=[str(d) for d in self.devices],
             processes=self.member.processes, process_launcher=self.member.source,
             devices_per_process=self.world // self.member.processes,
+            allreduce_ops=allreduce_ops(self._step.as_text()),
+            platform_version=getattr(self.devices[0].client, "platform_version", None),
             donate=self.donate, compile_s=round(self.compile_s, 2),
             xla_flags=os.environ.get("XLA_FLAGS", ""), xla_flags_added=self.xla_flags_added)
         if not cuda and spec.precision == "fp16":
@@ -183,6 +192,20 @@ class JaxTrainer(Trainer):
     def close(self) -> None:
         if self.member.processes > 1:
             jax.distributed.shutdown()
+
+
+def allreduce_ops(compiled_hlo: str) -> int:
+    """All-reduce instructions in the compiled step, after XLA combined them: one (or a few
+    buckets) for the gradients with per-device BN; SyncBN adds some in every BN layer."""
+    return len(re.findall(r" all-reduce(?:-start)?\(", compiled_hlo))
+
+
+def _threads() -> int:
+    """CPU threads this process's XLA pool has: the cores it may run on (launch.prepare pins
+    each of several local processes to its share); N devices of one process share them."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def versions() -> str:
