@@ -1,14 +1,15 @@
 """ResNet-50 v1.5 in Flax (linen), NHWC: the twin of backends/caffe2_torch/resnet50.py.
 
-Stride on the 3x3 conv, no conv biases, PyTorch's symmetric padding, kaiming fan_out conv init,
-PyTorch's Linear init, the last BN of each residual branch starting at zero, BN momentum and
-epsilon as PyTorch's. 25,557,032 trainable parameters (`params`) and 53,120 BN running
-statistics (`batch_stats`). Submodules are called in PyTorch's registration order (the
-downsample branch last), so `layers()` lists them in the order torch's `parameters()` does.
+Stride on the 3x3 conv, no conv biases, PyTorch's symmetric padding, BN momentum and epsilon as
+PyTorch's. 25,557,032 trainable parameters (`params`) and 53,120 BN running statistics
+(`batch_stats`). `init()` gives PyTorch's initial values: kaiming fan_out normal convs, nn.Linear's
+uniform fc, the last BN of each residual branch starting at zero (Flax's own `model.init` values
+are not used). Submodules are called in PyTorch's registration order (the downsample branch
+last), so `layers()` lists them in the order torch's `parameters()` does.
 """
 import math
 from functools import partial
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -18,10 +19,7 @@ BN_MOMENTUM = 0.9  # Flax's decay convention: PyTorch's momentum 0.1
 BN_EPSILON = 1e-5
 STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
 EXPANSION = 4
-# torch.nn.init.kaiming_normal_(mode="fan_out", nonlinearity="relu"): std = sqrt(2 / fan_out)
-CONV_INIT = nn.initializers.variance_scaling(2.0, "fan_out", "normal")
-# torch.nn.Linear's default: weight and bias uniform in +-1/sqrt(fan_in)
-DENSE_INIT = nn.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+ZERO_INIT_BN = "bn3"  # the last BN of each residual branch: the block starts as the identity
 
 
 def _padding(kernel: int):
@@ -30,25 +28,17 @@ def _padding(kernel: int):
     return ((p, p), (p, p))
 
 
-def _uniform(bound: float):
-    def init(key, shape, dtype=jnp.float32):
-        return jax.random.uniform(key, shape, dtype, -bound, bound)
-    return init
-
-
 class _Layers:
     """The convs and norms of the network, made alike from the module's `dtype` (compute dtype)
     and `axis_name` (set: BN statistics over every device on this mesh axis, i.e. SyncBN)."""
 
     def conv(self, features: int, kernel: int, stride: int, name: str) -> nn.Conv:
         return nn.Conv(features, (kernel, kernel), strides=(stride, stride),
-                       padding=_padding(kernel), use_bias=False, dtype=self.dtype,
-                       kernel_init=CONV_INIT, name=name)
+                       padding=_padding(kernel), use_bias=False, dtype=self.dtype, name=name)
 
-    def norm(self, train: bool, name: str, zero_init: bool = False) -> nn.BatchNorm:
+    def norm(self, train: bool, name: str) -> nn.BatchNorm:
         return nn.BatchNorm(use_running_average=not train, momentum=BN_MOMENTUM,
                             epsilon=BN_EPSILON, dtype=self.dtype, axis_name=self.axis_name,
-                            scale_init=nn.initializers.zeros if zero_init else nn.initializers.ones,
                             name=name)
 
 
@@ -66,8 +56,7 @@ class Bottleneck(_Layers, nn.Module):
         out = self.conv(self.width, 3, self.stride, "conv2")(out)  # v1.5: the stride is here
         out = nn.relu(self.norm(train, "bn2")(out))
         out = self.conv(out_channels, 1, 1, "conv3")(out)
-        # the block starts as the identity, as in the PyTorch model
-        out = self.norm(train, "bn3", zero_init=True)(out)
+        out = self.norm(train, ZERO_INIT_BN)(out)
         identity = x
         if self.stride != 1 or x.shape[-1] != out_channels:
             identity = self.conv(out_channels, 1, self.stride, "downsample_conv")(x)
@@ -90,15 +79,49 @@ class ResNet50(_Layers, nn.Module):
                 x = Bottleneck(width, stride if i == 0 else 1, self.dtype, self.axis_name,
                                name="layer{}_{}".format(stage + 1, i))(x, train)
         x = jnp.mean(x, axis=(1, 2))
-        bound = 1.0 / math.sqrt(x.shape[-1])
-        return nn.Dense(self.num_classes, dtype=self.dtype, kernel_init=DENSE_INIT,
-                        bias_init=_uniform(bound), name="fc")(x)
+        return nn.Dense(self.num_classes, dtype=self.dtype, name="fc")(x)
+
+
+def _initial(path: Tuple[str, ...], shape: Tuple[int, ...], fc_in: int) -> Tuple[str, float]:
+    """PyTorch's initial distribution of one variable: ("normal", std), ("uniform", bound) or
+    ("constant", value)."""
+    module, name = path[-2], path[-1]
+    if module == "fc":  # nn.Linear: weight and bias uniform in +-1/sqrt(fan_in)
+        return "uniform", 1.0 / math.sqrt(fc_in)
+    if name == "kernel":  # kaiming_normal_(mode="fan_out", nonlinearity="relu"), HWIO kernels
+        h, w, _, out = shape
+        return "normal", math.sqrt(2.0 / (h * w * out))
+    if name == "scale":
+        return "constant", 0.0 if module == ZERO_INIT_BN else 1.0
+    return "constant", 1.0 if name == "var" else 0.0  # BN shift, running mean and variance
 
 
 def init(model: ResNet50, key, image_size: int = 224) -> Dict[str, Any]:
-    """{'params': ..., 'batch_stats': ...} for NHWC images of image_size."""
+    """{'params': ..., 'batch_stats': ...} with PyTorch's initial values, for NHWC images.
+
+    Flax gives the structure (traced, not run); the values are cut from one normal and one
+    uniform vector: XLA compiles one random-number kernel per variable otherwise, which takes
+    ~15 s on a small CPU. Jit-able; float32 throughout.
+    """
     x = jnp.zeros((1, image_size, image_size, 3), jnp.float32)
-    return jax.jit(partial(model.init, train=False))(key, x)
+    shapes = jax.eval_shape(partial(model.init, train=False), key, x)
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(shapes)
+    fc_in = shapes["params"]["fc"]["kernel"].shape[0]
+    specs = [_initial(tuple(k.key for k in path), leaf.shape, fc_in) for path, leaf in leaves]
+    sizes = {kind: sum(int(leaf.size) for (_, leaf), (k, _) in zip(leaves, specs) if k == kind)
+             for kind in ("normal", "uniform")}
+    k_normal, k_uniform = jax.random.split(key)
+    pools = {"normal": jax.random.normal(k_normal, (sizes["normal"],), jnp.float32),
+             "uniform": jax.random.uniform(k_uniform, (sizes["uniform"],), jnp.float32, -1.0, 1.0)}
+    used = {"normal": 0, "uniform": 0}
+    values = []
+    for (_, leaf), (kind, scale) in zip(leaves, specs):
+        if kind == "constant":
+            values.append(jnp.full(leaf.shape, scale, jnp.float32))
+            continue
+        start, used[kind] = used[kind], used[kind] + int(leaf.size)
+        values.append(pools[kind][start:used[kind]].reshape(leaf.shape) * scale)
+    return jax.tree_util.tree_unflatten(treedef, values)
 
 
 def count(tree) -> int:

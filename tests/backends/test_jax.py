@@ -37,10 +37,15 @@ m = ResNet50(1000)
 v = init(m, jax.random.PRNGKey(0), 64)
 bn3 = [float(abs(b['bn3']['scale']).sum()) for k, b in v['params'].items() if k.startswith('layer')]
 print(json.dumps({'trainable': count(v['params']), 'stats': count(v['batch_stats']),
-                  'layers': layers(m, v, 64), 'bn3_scale_abs_sum': sum(bn3), 'blocks': len(bn3)}))
+                  'layers': layers(m, v, 64), 'bn3_scale_abs_sum': sum(bn3), 'blocks': len(bn3),
+                  'conv_std': float(v['params']['layer4_1']['conv2']['kernel'].std()),
+                  'fc_max': float(abs(v['params']['fc']['kernel']).max())}))
 """)
     assert (out["trainable"], out["stats"]) == (RESNET50_TRAINABLE, RESNET50_BN_RUNNING_STATS)
     assert (out["blocks"], out["bn3_scale_abs_sum"]) == (16, 0.0)  # each residual branch starts at 0
+    # PyTorch's init: kaiming_normal_(fan_out) convs, nn.Linear's uniform(+-1/sqrt(fan_in)) fc
+    assert out["conv_std"] == pytest.approx((2 / (3 * 3 * 512)) ** 0.5, rel=0.01)
+    assert 0.99 / 2048 ** 0.5 < out["fc_max"] <= 1 / 2048 ** 0.5 + 1e-7
     torch = torch_layers()
     convs = [entry for entry in out["layers"] if entry["kind"] == "Conv"]
     assert [s for entry in out["layers"] for s in entry["shapes"]] == torch["shapes"]
@@ -50,74 +55,62 @@ print(json.dumps({'trainable': count(v['params']), 'stats': count(v['batch_stats
 
 
 @pytest.fixture(scope="module")
-def fp32_trainer_facts():
-    """One fp32 trainer on one CPU device: 20 steps on its fixed batch, and its lowered program."""
+def trainers():
+    """In one process with two CPU devices: an fp32 trainer on one device (batch 4) takes 20
+    steps on its fixed batch; one on two devices (2 each) with sync_bn takes its first 2."""
     return _json_out("""
-import json, re
-from backends.protocol import RunSpec
-from backends.jax import launch
-from backends.jax.launch import Member
-spec = RunSpec(framework='jax', backend='jax', batch_size=8, image_size=32, num_classes=10,
-               learning_rate=0.05)
-launch.prepare(spec, Member())
-from backends.jax.train import setup
-t = setup(spec)
-losses = []
-for _ in range(20):
-    t.step(); losses.append(t.loss())
-ops = [line for line in t.lowered.as_text().splitlines()
-       if 'stablehlo.convolution' in line or 'stablehlo.dot_general' in line]
-print(json.dumps({'losses': losses, 'ops': len(ops), 'highest': sum('HIGHEST' in l for l in ops),
-                  'settings': t.describe()['settings']}))
-""")
-
-
-def test_loss_falls_over_20_steps_on_one_fixed_batch(fp32_trainer_facts):
-    losses = fp32_trainer_facts["losses"]
-    assert losses[0] > 1.0  # 10 random classes: the first loss is far from zero
-    assert losses[-1] < 0.5 * losses[0], losses
-
-
-def test_fp32_compiles_every_conv_and_matmul_at_highest_precision(fp32_trainer_facts):
-    facts = fp32_trainer_facts
-    # 53 convs forward, 52 input gradients (not the stem's) and 53 weight gradients; the fc layer
-    # forward and its two gradients
-    assert facts["ops"] == 53 + 52 + 53 + 3
-    assert facts["highest"] == facts["ops"]
-    s = facts["settings"]
-    assert (s["matmul_precision"], s["compute_dtype"], s["tf32"], s["loss_scaling"]) == \
-        ("highest", "float32", False, None)
-    ten_classes = RESNET50_TRAINABLE - 2049 * (1000 - 10)  # this fc has 10 outputs, not 1000
-    assert (s["trainable_parameters"], s["bn_running_statistics"]) == \
-        (ten_classes, RESNET50_BN_RUNNING_STATS)
-    assert (s["layout"], s["compiler"], s["allreduce_ops"]) == ("NHWC", "xla", 0)
-
-
-def test_one_device_equals_two_devices_with_global_batch_norm():
-    """1 device with batch 4 vs 2 devices with 2 each and sync_bn: the same global batch (drawn
-    independently of its sharding), the same BN statistics, the same averaged gradients, so the
-    same losses step after step. Per-device BN on 2 devices normalises each half on its own."""
-    out = _json_out("""
 import json
 from backends.protocol import RunSpec
 from backends.jax import launch
 from backends.jax.launch import Member
 def spec(gpus, **kw):
     return RunSpec(framework='jax', backend='jax', gpus=gpus, batch_size=4 // gpus, image_size=32,
-                   num_classes=10, **kw)
+                   num_classes=10, learning_rate=0.05, **kw)
 launch.prepare(spec(2), Member())  # two CPU devices in this process
 from backends.jax.train import setup
 one, two = setup(spec(1)), setup(spec(2, options={'sync_bn': True}))
-losses = {'one': [], 'two': []}
-for _ in range(2):
-    for name, t in (('one', one), ('two', two)):
-        t.step(); losses[name].append(t.loss())
-s = two.describe()['settings']
-print(json.dumps(dict(losses, bn=s['bn_mode'], devices=s['devices'], allreduce=s['allreduce_ops'])))
+out = {'one': [], 'two': []}
+for i in range(20):
+    one.step(); out['one'].append(one.loss())
+    if i < 2:
+        two.step(); out['two'].append(two.loss())
+ops = [line for line in one.lowered.as_text().splitlines()
+       if 'stablehlo.convolution' in line or 'stablehlo.dot_general' in line]
+out.update(ops=len(ops), highest=sum('HIGHEST' in line for line in ops),
+           settings=one.describe()['settings'], two_settings=two.describe()['settings'])
+print(json.dumps(out))
 """)
-    assert out["two"] == pytest.approx(out["one"], rel=1e-4)
-    assert (out["bn"], out["devices"]) == ("global (sync_bn)", ["cpu:0", "cpu:1"])
-    assert out["allreduce"] > 53  # BN statistics in every BN layer, besides the gradients
+
+
+def test_loss_falls_over_20_steps_on_one_fixed_batch(trainers):
+    losses = trainers["one"]
+    assert losses[0] > 1.0  # 10 random classes: the first loss is far from zero
+    assert losses[-1] < 0.5 * losses[0], losses
+
+
+def test_fp32_compiles_every_conv_and_matmul_at_highest_precision(trainers):
+    # 53 convs forward, 52 input gradients (not the stem's) and 53 weight gradients; the fc layer
+    # forward and its two gradients
+    assert trainers["ops"] == 53 + 52 + 53 + 3
+    assert trainers["highest"] == trainers["ops"]
+    s = trainers["settings"]
+    assert (s["matmul_precision"], s["compute_dtype"], s["tf32"], s["loss_scaling"]) == \
+        ("highest", "float32", False, None)
+    ten_classes = RESNET50_TRAINABLE - 2049 * (1000 - 10)  # this fc has 10 outputs, not 1000
+    assert (s["trainable_parameters"], s["bn_running_statistics"]) == \
+        (ten_classes, RESNET50_BN_RUNNING_STATS)
+    assert (s["layout"], s["compiler"], s["allreduce_ops"], s["devices"]) == \
+        ("NHWC", "xla", 0, ["cpu:0"])
+
+
+def test_one_device_equals_two_devices_with_global_batch_norm(trainers):
+    """Batch 4 on one device vs 2 + 2 on two devices with sync_bn: the same global batch (drawn
+    independently of its sharding), the same BN statistics, the same averaged gradients, so the
+    same losses step after step. (Per-device BN would normalise each half on its own.)"""
+    assert trainers["two"] == pytest.approx(trainers["one"][:2], rel=1e-4)
+    s = trainers["two_settings"]
+    assert (s["bn_mode"], s["devices"]) == ("global (sync_bn)", ["cpu:0", "cpu:1"])
+    assert s["allreduce_ops"] > 53  # BN statistics in every BN layer, besides the gradients
 
 
 def test_two_processes_joined_by_jax_distributed(tmp_path):
