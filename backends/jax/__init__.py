@@ -15,6 +15,9 @@ OPTIONS = (
            "every BN layer) instead of per device as DDP and Horovod do", default=False),
     Option("processes", "int", "local processes joined by jax.distributed, each driving "
            "gpus/N devices (1: one process drives them all)", default=1, minimum=1),
+    Option("loss_scale", "float", "fp16: this static loss scale instead of the dynamic one "
+           "(checks every step for overflow, as PyTorch's GradScaler)", minimum=1,
+           default_text="dynamic"),
     Option("donate", "bool", "donate the train state's buffers to the step (updated in place)",
            default=True),
     Option("latency_hiding", "bool", "XLA's latency-hiding scheduler (may overlap the gradient "

@@ -6,7 +6,7 @@ with axis_name (SyncBN), and the gradients are averaged across devices once (`la
 The BN running statistics stay per device, as DDP keeps them per process: they carry a leading
 axis of one entry per device. fp16 uses Flax's DynamicScale (PyTorch GradScaler's defaults:
 2**16, x2 after 2000 finite steps, x0.5 on overflow); a step whose gradients are not finite is
-skipped with `jnp.where`, on the device, without a host sync.
+skipped with `jnp.where`, on the device, without a host sync. A static scale is a switch.
 """
 from functools import partial
 from typing import Any, NamedTuple, Optional
@@ -14,9 +14,12 @@ from typing import Any, NamedTuple, Optional
 import jax
 import jax.numpy as jnp
 import optax
+from flax.training.dynamic_scale import DynamicScale
 from jax import lax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
+
+from .resnet50 import init
 
 AXIS = "data"
 
@@ -28,8 +31,11 @@ class TrainState(NamedTuple):
     dynamic_scale: Any = None  # flax DynamicScale (fp16), else None
 
 
-def local_step(model, tx, axis_name: Optional[str], state: TrainState, images, labels):
-    """One device's step. Returns (new state, this device's loss with a leading axis of 1)."""
+def local_step(model, tx, axis_name: Optional[str], static_scale: Optional[float],
+               state: TrainState, images, labels):
+    """One device's step. Returns (new state, this device's loss with a leading axis of 1).
+
+    static_scale: multiply the loss by it and divide the gradients (no overflow check)."""
     stats = jax.tree_util.tree_map(lambda x: x[0], state.batch_stats)
 
     def loss_fn(params):
@@ -37,15 +43,17 @@ def local_step(model, tx, axis_name: Optional[str], state: TrainState, images, l
                                       train=True, mutable=["batch_stats"])
         loss = optax.softmax_cross_entropy_with_integer_labels(
             logits.astype(jnp.float32), labels).mean()
-        return loss, updates["batch_stats"]
+        return loss * (static_scale or 1.0), (loss, updates["batch_stats"])
 
     finite = None
     if state.dynamic_scale is not None:
-        scale, finite, (loss, new_stats), grads = state.dynamic_scale.value_and_grad(
+        scale, finite, (_, (loss, new_stats)), grads = state.dynamic_scale.value_and_grad(
             loss_fn, has_aux=True, axis_name=axis_name)(state.params)  # pmean inside
     else:
         scale = None
-        (loss, new_stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        (_, (loss, new_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        if static_scale:
+            grads = jax.tree_util.tree_map(lambda g: g / static_scale, grads)
         if axis_name is not None:
             grads = lax.pmean(grads, axis_name)  # the step's one gradient all-reduce
     updates, opt_state = tx.update(grads, state.opt_state, state.params)
@@ -72,18 +80,34 @@ def state_specs(state: TrainState) -> TrainState:
     return TrainState(P(), P(AXIS), P(), None if state.dynamic_scale is None else P())
 
 
-def build(model, tx, mesh, state: TrainState, distributed: bool, donate: bool):
-    """The jitted step(state, images, labels) -> (state, per-device losses) over `mesh`.
-
-    distributed: shard_map over the mesh's devices; else one device, no collective at all.
-    """
-    if distributed:
+def build(model, tx, mesh, state: TrainState, donate: bool = True,
+          static_scale: Optional[float] = None):
+    """The jitted step(state, images, labels) -> (state, per-device losses) over `mesh`:
+    shard_map over its devices; with one device, a plain jit without any collective."""
+    if mesh.size > 1:
         specs = state_specs(state)
-        fn = _shard_map(partial(local_step, model, tx, AXIS), mesh,
+        fn = _shard_map(partial(local_step, model, tx, AXIS, static_scale), mesh,
                         in_specs=(specs, P(AXIS), P(AXIS)), out_specs=(specs, P(AXIS)))
     else:
-        fn = partial(local_step, model, tx, None)
+        fn = partial(local_step, model, tx, None, static_scale)
     return jax.jit(fn, donate_argnums=(0,) if donate else ())
+
+
+def initial_state(model, tx, key, image_size: int, mesh, dynamic_scale: bool) -> TrainState:
+    """Parameters and optimizer state created on the devices, replicated; BN statistics one set
+    per device. Jitted, so every process of a job computes the same values (no broadcast)."""
+    world = mesh.size
+
+    def make(key):
+        variables = init(model, key, image_size)
+        params = variables["params"]
+        stats = jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(x, (world,) + x.shape), variables["batch_stats"])
+        scale = DynamicScale(fin_steps=jnp.int32(0), scale=jnp.float32(2.0 ** 16)) \
+            if dynamic_scale else None
+        return TrainState(params, stats, tx.init(params), scale)
+    shapes = jax.eval_shape(make, key)
+    return jax.jit(make, out_shardings=shardings(mesh, shapes))(key)
 
 
 def shardings(mesh, state_shapes: TrainState) -> TrainState:

@@ -12,7 +12,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax.training.dynamic_scale import DynamicScale
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -21,7 +20,7 @@ from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS, step
 from .launch import Member, devices_per_process
-from .resnet50 import ResNet50, count, init
+from .resnet50 import ResNet50, count
 
 # precision -> (compute dtype, jax_default_matmul_precision, loss scaling); params stay float32.
 # "highest" keeps float32 matmuls and convolutions in true FP32 (no TF32 on the GPU);
@@ -40,14 +39,20 @@ def _capability(device) -> Optional[tuple]:
         return None
 
 
-def resolve_precision(precision: str, device_kind: str, device) -> Dict[str, Any]:
-    """Check that `precision` runs here and set jax's matmul precision for it. One place only."""
+def resolve_precision(precision: str, device_kind: str, device,
+                      static_scale: Optional[float] = None) -> Dict[str, Any]:
+    """Check that `precision` runs here and set jax's matmul precision for it. One place only.
+
+    static_scale (fp16 only): a fixed loss scale instead of the dynamic one."""
     policy.check_precision(precision, device_kind, _capability(device) if device_kind == "cuda" else None)
     dtype, matmul, scaling = PRECISIONS[precision]
     if precision == "tf32" and os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
         raise Unsupported("tf32 asked for, but NVIDIA_TF32_OVERRIDE=0 switches it off")
+    if scaling and static_scale:
+        scaling = "static {:g}".format(static_scale)
     jax.config.update("jax_default_matmul_precision", matmul)
-    return {"dtype": dtype, "matmul_precision": matmul or "default", "loss_scaling": scaling}
+    return {"dtype": dtype, "matmul_precision": matmul or "default", "loss_scaling": scaling,
+            "static_scale": static_scale if scaling and static_scale else None}
 
 
 def join(spec: RunSpec, member: Member) -> None:
@@ -93,7 +98,8 @@ class JaxTrainer(Trainer):
         self.rank = jax.process_index()
         self.devices = _devices(spec, member)
         self.world = len(self.devices)
-        self.precision = resolve_precision(spec.precision, spec.device, self.devices[0])
+        self.precision = resolve_precision(spec.precision, spec.device, self.devices[0],
+                                           options.value(OPTIONS, spec.options, "loss_scale"))
         self.distribution = "jax-spmd" if self.world > 1 else "single"
         self.mesh = Mesh(np.array(self.devices), (step.AXIS,))
         global_bn = self.sync_bn and self.world > 1
@@ -101,32 +107,18 @@ class JaxTrainer(Trainer):
                               axis_name=step.AXIS if global_bn else None)
         self.tx = optax.sgd(spec.learning_rate, momentum=spec.momentum)
         key = jax.random.PRNGKey(spec.seed)
-        self.state = self._init_state(key)
+        self.state = step.initial_state(self.model, self.tx, key, spec.image_size, self.mesh,
+                                        self.precision["loss_scaling"] == "dynamic")
         self.images, self.labels = self._batch(jax.random.fold_in(key, 1))
         started = time.perf_counter()
-        jitted = step.build(self.model, self.tx, self.mesh, self.state, self.world > 1, self.donate)
+        jitted = step.build(self.model, self.tx, self.mesh, self.state, self.donate,
+                            self.precision["static_scale"])
         self.lowered = jitted.lower(self.state, self.images, self.labels)
         self._step = self.lowered.compile()  # ahead of time: no compile inside the warm-up
         self.compile_s = time.perf_counter() - started
         self.parameters = count(self.state.params)
         self.running_statistics = count(self.state.batch_stats) // self.world
         self._out = None  # the last step's outputs (state, losses): what sync() waits for
-
-    def _init_state(self, key) -> step.TrainState:
-        """Parameters and optimizer state created on the devices, replicated; BN statistics
-        one set per device. Jitted, so every process computes the same values (no broadcast)."""
-        world, scaling = self.world, self.precision["loss_scaling"]
-
-        def make(key):
-            variables = init(self.model, key, self.spec.image_size)
-            params = variables["params"]
-            stats = jax.tree_util.tree_map(
-                lambda x: jnp.broadcast_to(x, (world,) + x.shape), variables["batch_stats"])
-            scale = DynamicScale(fin_steps=jnp.int32(0), scale=jnp.float32(2.0 ** 16)) \
-                if scaling == "dynamic" else None
-            return step.TrainState(params, stats, self.tx.init(params), scale)
-        shapes = jax.eval_shape(make, key)
-        return jax.jit(make, out_shardings=step.shardings(self.mesh, shapes))(key)
 
     def _batch(self, key):
         """The synthetic global batch, made on the devices once, split along the mesh axis."""

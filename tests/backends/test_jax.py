@@ -17,6 +17,7 @@ from tests import helpers
 from tests.helpers import (
     RESNET50_BN_RUNNING_STATS,
     RESNET50_TRAINABLE,
+    TINY_RUN,
     run_compare,
     run_in_backend,
     torch_layers,
@@ -103,6 +104,45 @@ def test_fp32_compiles_every_conv_and_matmul_at_highest_precision(trainers):
         ("NHWC", "xla", 0, ["cpu:0"])
 
 
+def test_fp16_dynamic_loss_scaling_skips_an_overflowing_step():
+    """The train step's loss scaling, on a small float16 conv net (ResNet-50's fp16 step takes
+    a minute to compile on a small CPU): a finite step moves the weights and counts; a step
+    whose scaled loss overflows changes no weight, halves the scale, restarts the count."""
+    out = _json_out("""
+import json, jax, optax, jax.numpy as jnp, numpy as np
+from flax import linen as nn
+from jax.sharding import Mesh
+from backends.jax import step
+class Small(nn.Module):
+    @nn.compact
+    def __call__(self, x, train=True):
+        x = nn.Conv(8, (3, 3), use_bias=False, dtype=jnp.float16, name='conv1')(x)
+        x = nn.BatchNorm(use_running_average=not train, dtype=jnp.float16, name='bn1')(x)
+        return nn.Dense(10, dtype=jnp.float16, name='fc')(jnp.mean(nn.relu(x), axis=(1, 2)))
+model, tx, mesh = Small(), optax.sgd(0.1, momentum=0.9), Mesh(np.array(jax.devices()[:1]), ('data',))
+state = step.initial_state(model, tx, jax.random.PRNGKey(0), 8, mesh, dynamic_scale=True)
+run = step.build(model, tx, mesh, state)
+images, labels = jax.random.normal(jax.random.PRNGKey(1), (4, 8, 8, 3)), jnp.arange(4)
+out = {'initial': [float(state.dynamic_scale.scale), int(state.dynamic_scale.fin_steps)]}
+for name, value in (('fine', 1.0), ('overflow', 3e38)):
+    kernel = np.asarray(state.params['conv1']['kernel']).copy()
+    state = state._replace(dynamic_scale=state.dynamic_scale.replace(scale=jnp.float32(value)))
+    state, _ = run(state, images, labels)
+    out[name] = [float(state.dynamic_scale.scale), int(state.dynamic_scale.fin_steps),
+                 not np.array_equal(kernel, state.params['conv1']['kernel'])]
+plain = step.initial_state(model, tx, jax.random.PRNGKey(0), 8, mesh, dynamic_scale=False)
+a, _ = step.build(model, tx, mesh, plain, donate=False)(plain, images, labels)
+b, _ = step.build(model, tx, mesh, plain, donate=False, static_scale=1024.0)(plain, images, labels)
+out['static_same_update'] = bool(np.allclose(a.params['conv1']['kernel'], b.params['conv1']['kernel'],
+                                             rtol=1e-3, atol=1e-6))
+print(json.dumps(out))
+""")
+    assert out["initial"] == [2.0 ** 16, 0]  # PyTorch GradScaler's initial scale
+    assert out["fine"] == [1.0, 1, True]
+    assert out["overflow"] == [pytest.approx(1.5e38, rel=1e-6), 0, False]
+    assert out["static_same_update"]  # loss_scale=1024: scaled, unscaled, the same step
+
+
 def test_one_device_equals_two_devices_with_global_batch_norm(trainers):
     """Batch 4 on one device vs 2 + 2 on two devices with sync_bn: the same global batch (drawn
     independently of its sharding), the same BN statistics, the same averaged gradients, so the
@@ -143,7 +183,7 @@ def test_tf32_on_cpu_is_unsupported_with_reason(tmp_path):
                            "yes/no, on/off)"),
     ({"channels_last": True}, "option channels_last: unknown option for jax; valid: "
                               "allreduce_combine_mb, autotune_level, donate, fail_at, fail_rank, "
-                              "latency_hiding, processes, sync_bn, xla_flags"),
+                              "latency_hiding, loss_scale, processes, sync_bn, xla_flags"),
 ])
 def test_a_bad_option_in_a_spec_is_a_failed_result_with_the_message(tmp_path, options, message):
     result, proc = helpers.run_backend("jax", tmp_path, options=options)
@@ -155,15 +195,15 @@ def test_main_job_side_by_side_with_pytorch(tmp_path):
     campaign = tmp_path / "c"
     proc = run_compare(["run", "--frameworks", "jax,caffe2", "--gpus", "1,2", "--precision",
                         "fp32,bf16", "--quick", "--executor", "local", "--device", "cpu",
-                        "--results", str(campaign)])
+                        "--results", str(campaign)] + TINY_RUN)  # tiny sizes override --quick's
     results = [json.loads(p.read_text()) for p in (campaign / "results").glob("*.json")]
     assert sorted((r["spec"]["framework"], r["spec"]["gpus"], r["spec"]["precision"], r["status"])
                   for r in results) == sorted((fw, n, p, "ok") for fw in ("caffe2", "jax")
                                               for n in (1, 2) for p in ("fp32", "bf16")), \
         [(r["run_id"], r["reason"]) for r in results if r["status"] != "ok"]
     out = proc.stdout
-    assert "| JAX (Flax) | bf16 | 32 | 64 |" in out
+    assert "| JAX (Flax) | bf16 | 4 | 32 |" in out
     assert "## Framework vs framework (img/s ÷ img/s of PyTorch (Caffe2), same precision, batch, N)" in out
-    jax_two = json.loads((campaign / "results" / "jax-bf16-w2-b32-s64-r0.json").read_text())
+    jax_two = json.loads((campaign / "results" / "jax-bf16-w2-b4-s32-r0.json").read_text())
     assert (jax_two["distribution"], jax_two["settings"]["compute_dtype"]) == ("jax-spmd", "bfloat16")
     assert jax_two["framework_version"].startswith("jax 0.10.2 (jaxlib 0.10.2, flax 0.12.8")
