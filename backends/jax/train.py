@@ -3,6 +3,7 @@
 Imported only inside the backend's environment, after launch.prepare() set XLA_FLAGS and
 JAX_PLATFORMS (jax reads them once, at import).
 """
+import inspect
 import os
 import re
 import time
@@ -29,6 +30,7 @@ PRECISIONS = {"fp32": (jnp.float32, "highest", None),
               "tf32": (jnp.float32, "tensorfloat32", None),
               "bf16": (jnp.bfloat16, None, None),
               "fp16": (jnp.float16, None, "dynamic")}
+SHUTDOWN_TIMEOUT_S = 60
 
 
 def _capability(device) -> Optional[tuple]:
@@ -69,12 +71,15 @@ def join(spec: RunSpec, member: Member) -> None:
         # a launcher that gives each task its own GPUs makes them devices 0..k-1
         first = 0 if len(visible) == k else member.local_rank * k
         kwargs["local_device_ids"] = list(range(first, first + k))
+    if "shutdown_timeout_seconds" in inspect.signature(jax.distributed.initialize).parameters:
+        # a process whose run failed waits this long for the others at shutdown (default 300 s)
+        kwargs["shutdown_timeout_seconds"] = SHUTDOWN_TIMEOUT_S
     jax.distributed.initialize(**kwargs)  # without a coordinator: jax's own Slurm detection
 
 
 def _devices(spec: RunSpec, member: Member) -> List[Any]:
     """Every device of the job (all processes), checked against the spec."""
-    if spec.device == "cuda" and jax.default_backend() != "gpu":
+    if spec.device == "cuda" and jax.default_backend() not in ("gpu", "cuda"):
         raise Unsupported("device cuda asked for, but jax {} sees no GPU (backend {})".format(
             jax.__version__, jax.default_backend()))
     devices = jax.devices()
