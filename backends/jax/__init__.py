@@ -14,7 +14,8 @@ OPTIONS = (
     Option("sync_bn", "bool", "batch-norm statistics over the global batch (an all-reduce in "
            "every BN layer) instead of per device as DDP and Horovod do", default=False),
     Option("processes", "int", "local processes joined by jax.distributed, each driving "
-           "gpus/N devices (1: one process drives them all)", default=1, minimum=1),
+           "gpus/N devices (at most one per device; 1: one process drives them all)", default=1,
+           minimum=1),
     Option("loss_scale", "float", "fp16: this static loss scale instead of the dynamic one "
            "(checks every step for overflow, as PyTorch's GradScaler)", minimum=1,
            default_text="dynamic"),

@@ -136,7 +136,8 @@ def launch(spec_path: str, result_path: str) -> Optional[int]:
         typed = options.parse(tuple(OPTIONS) + harness.COMMON_OPTIONS, spec.options, spec.framework)
     except (OSError, SchemaError, options.OptionError):
         return None  # the harness reports it
-    n = typed.get("processes", 1)
+    # at most one process per device: `--gpus 1,2 --option processes=2` runs 1 and 2 processes
+    n = min(typed.get("processes", 1), spec.world_size)
     if n == 1:
         return None
     if spec.world_size % n:
