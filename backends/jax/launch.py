@@ -60,8 +60,10 @@ def xla_flags(spec: RunSpec, member: Member) -> List[str]:
     """The XLA flags this run adds, from the spec and its options (recorded in settings)."""
     def opt(key):
         return options.value(OPTIONS, spec.options, key)
-    if spec.device == "cpu":
-        return ["--xla_force_host_platform_device_count={}".format(devices_per_process(spec, member))]
+    extra = (opt("xla_flags") or "").split()
+    if spec.device == "cpu":  # the other switches are XLA:GPU's
+        return ["--xla_force_host_platform_device_count={}".format(
+            devices_per_process(spec, member))] + extra
     flags = []
     latency_hiding = opt("latency_hiding")
     if latency_hiding is None or latency_hiding:
@@ -71,7 +73,7 @@ def xla_flags(spec: RunSpec, member: Member) -> List[str]:
     if opt("allreduce_combine_mb") is not None:
         flags.append("--xla_gpu_all_reduce_combine_threshold_bytes={}".format(
             opt("allreduce_combine_mb") * 1024 * 1024))
-    return flags + (opt("xla_flags") or "").split()
+    return flags + extra
 
 
 def prepare(spec: RunSpec, member: Member) -> List[str]:

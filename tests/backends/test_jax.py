@@ -154,14 +154,16 @@ def test_one_device_equals_two_devices_with_global_batch_norm(trainers):
 
 
 def test_two_processes_joined_by_jax_distributed(tmp_path):
+    flag = "--xla_gpu_autotune_level=2"  # any valid XLA flag: recorded, reaches every process
     result, proc = helpers.run_backend("jax", tmp_path, gpus=2, warmup_steps=1, steps=2, windows=1,
-                                       options={"processes": 2})
+                                       options={"processes": 2, "xla_flags": flag})
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert result.status == "ok", result.reason
     s = result.settings
     assert (result.distribution, result.world_size, result.global_batch) == ("jax-spmd", 2, 8)
     assert (s["processes"], s["devices_per_process"], s["process_launcher"]) == (2, 1, "compare")
     assert s["bn_mode"] == "per-device"
+    assert s["xla_flags_added"] == ["--xla_force_host_platform_device_count=1", flag]
     # per-device BN: the gradients' all-reduce (XLA may bucket it), none in the BN layers
     assert 1 <= s["allreduce_ops"] <= 4
     cores = len(os.sched_getaffinity(0))
