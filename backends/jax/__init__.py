@@ -16,8 +16,8 @@ OPTIONS = (
     Option("processes", "int", "local processes joined by jax.distributed, each driving "
            "gpus/N devices (at most one per device; 1: one process drives them all)", default=1,
            minimum=1),
-    Option("loss_scale", "float", "fp16: this static loss scale instead of the dynamic one "
-           "(checks every step for overflow, as PyTorch's GradScaler)", minimum=1,
+    Option("loss_scale", "float", "fp16: a static loss scale instead of the dynamic one "
+           "(which checks every step for overflow, as PyTorch's GradScaler)", minimum=1,
            default_text="dynamic"),
     Option("donate", "bool", "donate the train state's buffers to the step (updated in place)",
            default=True),
