@@ -61,6 +61,8 @@ register(Framework("mxnet", ("mx",), "mxnet", "MXNet", "mxnet", "nvcr.io/nvidia/
                    system_packages=("libgomp1", "libquadmath0", "libgfortran5")))
 register(Framework("caffe2", ("torch", "pytorch", "caffe2_torch"), "caffe2_torch",
                    "PyTorch (Caffe2)", "torch", "nvcr.io/nvidia/pytorch:24.03-py3", "#8e24aa"))
+register(Framework("jax", ("flax",), "jax", "JAX (Flax)", "flax", "nvcr.io/nvidia/jax:26.04-py3",
+                   "#0f9d58"))
 
 
 def names() -> List[str]:

@@ -5,8 +5,8 @@ import pytest
 from tests.helpers import main_exit
 
 BAD = [
-    (["run", "--frameworks", "tf,foo"], "compare: error: unknown framework 'foo'; choose from tf, mxnet, caffe2"),
-    (["run", "--frameworks", ","], "compare: error: --frameworks is empty; choose from tf, mxnet, caffe2"),
+    (["run", "--frameworks", "tf,foo"], "compare: error: unknown framework 'foo'; choose from tf, mxnet, caffe2, jax"),
+    (["run", "--frameworks", ","], "compare: error: --frameworks is empty; choose from tf, mxnet, caffe2, jax"),
     (["run", "--gpus", ""], "compare: error: --gpus is empty; give one or more integers >= 1, e.g. 1,2"),
     (["run", "--gpus", "0"], "compare: error: --gpus 0: must be >= 1"),
     (["run", "--gpus", "1,-2"], "compare: error: --gpus -2: must be >= 1"),
@@ -74,5 +74,5 @@ def test_list_frameworks(capsys):
     code, out, _ = main_exit(["list", "frameworks"], capsys)
     assert code == 0
     names = [line.split()[0] for line in out.splitlines()]
-    assert names == ["tf", "mxnet", "caffe2"]
+    assert names == ["tf", "mxnet", "caffe2", "jax"]
     assert "torch, pytorch" in out

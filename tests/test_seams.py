@@ -134,8 +134,8 @@ def repo(tmp_path_factory) -> Path:
 
 def test_a_new_framework_shows_up_in_list_help_options_and_images(repo):
     listed = _compare(repo, "list", "frameworks").stdout
-    assert [line.split()[0] for line in listed.splitlines()] == ["tf", "mxnet", "caffe2", "toy"]
-    assert "Comma list of tf, mxnet, caffe2, toy" in " ".join(_compare(repo, "run", "--help").stdout.split())
+    assert [line.split()[0] for line in listed.splitlines()] == ["tf", "mxnet", "caffe2", "jax", "toy"]
+    assert "Comma list of tf, mxnet, caffe2, jax, toy" in " ".join(_compare(repo, "run", "--help").stdout.split())
     options = _compare(repo, "list", "options", "throwaway").stdout
     assert "  work=int (default: 2000): multiply-adds per image per step" in options
     images = _compare(repo, "images", "list", "--cpu").stdout

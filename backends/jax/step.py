@@ -1,0 +1,120 @@
+"""The jitted train step: forward, backward, gradient all-reduce, SGD momentum, loss scaling.
+
+Every device runs `local_step` on its own slice of the batch (`shard_map` over the mesh axis
+"data"): batch norm sees the local batch only (as DDP and Horovod do) unless the model was built
+with axis_name (SyncBN), and the gradients are averaged across devices once (`lax.pmean`).
+The BN running statistics stay per device, as DDP keeps them per process: they carry a leading
+axis of one entry per device. fp16 uses Flax's DynamicScale (PyTorch GradScaler's defaults:
+2**16, x2 after 2000 finite steps, x0.5 on overflow); a step whose gradients are not finite is
+skipped with `jnp.where`, on the device, without a host sync. A static scale is a switch.
+"""
+from functools import partial
+from typing import Any, NamedTuple, Optional
+
+import jax
+import jax.numpy as jnp
+import optax
+from flax.training.dynamic_scale import DynamicScale
+from jax import lax
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from .resnet50 import init
+
+AXIS = "data"
+
+
+class TrainState(NamedTuple):
+    params: Any  # float32 master weights, replicated
+    batch_stats: Any  # BN running statistics, one set per device (leading axis)
+    opt_state: Any  # SGD momentum buffers, replicated
+    dynamic_scale: Any = None  # flax DynamicScale (fp16), else None
+
+
+def local_step(model, tx, axis_name: Optional[str], static_scale: Optional[float],
+               state: TrainState, images, labels):
+    """One device's step. Returns (new state, this device's loss with a leading axis of 1).
+
+    static_scale: multiply the loss by it and divide the gradients (no overflow check)."""
+    stats = jax.tree_util.tree_map(lambda x: x[0], state.batch_stats)
+
+    def loss_fn(params):
+        logits, updates = model.apply({"params": params, "batch_stats": stats}, images,
+                                      train=True, mutable=["batch_stats"])
+        loss = optax.softmax_cross_entropy_with_integer_labels(
+            logits.astype(jnp.float32), labels).mean()
+        return loss * (static_scale or 1.0), (loss, updates["batch_stats"])
+
+    finite = None
+    if state.dynamic_scale is not None:
+        scale, finite, (_, (loss, new_stats)), grads = state.dynamic_scale.value_and_grad(
+            loss_fn, has_aux=True, axis_name=axis_name)(state.params)  # pmean inside
+    else:
+        scale = None
+        (_, (loss, new_stats)), grads = jax.value_and_grad(loss_fn, has_aux=True)(state.params)
+        if static_scale:
+            grads = jax.tree_util.tree_map(lambda g: g / static_scale, grads)
+        if axis_name is not None:
+            grads = lax.pmean(grads, axis_name)  # the step's one gradient all-reduce
+    updates, opt_state = tx.update(grads, state.opt_state, state.params)
+    params = optax.apply_updates(state.params, updates)
+    if finite is not None:
+        keep = partial(jnp.where, finite)  # an overflowed step changes nothing but the scale
+        params = jax.tree_util.tree_map(keep, params, state.params)
+        opt_state = jax.tree_util.tree_map(keep, opt_state, state.opt_state)
+    new_stats = jax.tree_util.tree_map(lambda x: x[None], new_stats)
+    return TrainState(params, new_stats, opt_state, scale), loss[None]
+
+
+def _shard_map(f, mesh, in_specs, out_specs):
+    """shard_map without the replication check: with it, jax differentiates the replicated
+    params through an implicit broadcast whose transpose is a psum (a second all-reduce)."""
+    if hasattr(jax, "shard_map"):
+        return jax.shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_vma=False)
+    from jax.experimental.shard_map import shard_map  # jax < 0.6
+    return shard_map(f, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=False)
+
+
+def state_specs(state: TrainState) -> TrainState:
+    """Partition specs of the state: everything replicated but the per-device BN statistics."""
+    return TrainState(P(), P(AXIS), P(), None if state.dynamic_scale is None else P())
+
+
+def build(model, tx, mesh, state: TrainState, donate: bool = True,
+          static_scale: Optional[float] = None):
+    """The jitted step(state, images, labels) -> (state, per-device losses) over `mesh`:
+    shard_map over its devices; with one device, a plain jit without any collective."""
+    if mesh.size > 1:
+        specs = state_specs(state)
+        fn = _shard_map(partial(local_step, model, tx, AXIS, static_scale), mesh,
+                        in_specs=(specs, P(AXIS), P(AXIS)), out_specs=(specs, P(AXIS)))
+    else:
+        fn = partial(local_step, model, tx, None, static_scale)
+    return jax.jit(fn, donate_argnums=(0,) if donate else ())
+
+
+def initial_state(model, tx, key, image_size: int, mesh, dynamic_scale: bool) -> TrainState:
+    """Parameters and optimizer state created on the devices, replicated; BN statistics one set
+    per device. Jitted, so every process of a job computes the same values (no broadcast)."""
+    world = mesh.size
+
+    def make(key):
+        variables = init(model, key, image_size)
+        params = variables["params"]
+        stats = jax.tree_util.tree_map(
+            lambda x: jnp.broadcast_to(x, (world,) + x.shape), variables["batch_stats"])
+        scale = DynamicScale(fin_steps=jnp.int32(0), scale=jnp.float32(2.0 ** 16)) \
+            if dynamic_scale else None
+        return TrainState(params, stats, tx.init(params), scale)
+    shapes = jax.eval_shape(make, key)
+    return jax.jit(make, out_shardings=shardings(mesh, shapes))(key)
+
+
+def shardings(mesh, state_shapes: TrainState) -> TrainState:
+    """NamedShardings for every leaf of a state (for the jitted initialisation)."""
+    specs = state_specs(state_shapes)
+
+    def fill(spec, subtree):
+        return jax.tree_util.tree_map(lambda _: NamedSharding(mesh, spec), subtree)
+    return TrainState(*(None if sub is None else fill(spec, sub)
+                        for spec, sub in zip(specs, state_shapes)))
