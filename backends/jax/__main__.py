@@ -6,6 +6,7 @@ the variables). With processes=N and no launcher, it starts the N local processe
 import os
 import sys
 
+from .. import phases
 from ..harness import main
 from . import OPTIONS
 
@@ -15,6 +16,7 @@ def _setup(spec):
     member = launch.membership()
     added = launch.prepare(spec, member)  # XLA_FLAGS and JAX_PLATFORMS before jax is imported
     from .train import setup  # the framework is imported only here, inside its environment
+    phases.mark("framework_imported")
     return setup(spec, member, added)
 
 

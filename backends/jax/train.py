@@ -16,7 +16,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .. import options, policy
+from .. import options, phases, policy
 from ..harness import Trainer, cpu_name
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS, step
@@ -102,6 +102,7 @@ class JaxTrainer(Trainer):
         join(spec, member)
         self.rank = jax.process_index()
         self.devices = _devices(spec, member)
+        phases.mark("devices_ready")  # the step is compiled ahead of time: under model_built
         self.world = len(self.devices)
         self.precision = resolve_precision(spec.precision, spec.device, self.devices[0],
                                            options.value(OPTIONS, spec.options, "loss_scale"))

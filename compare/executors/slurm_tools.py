@@ -131,6 +131,7 @@ export COMPARE_NODE_ADDRS=$addrs COMPARE_COORDINATOR_ADDR=${{addrs%%,*}}
 # a port of this job's own, so two jobs sharing a node never meet
 export COMPARE_COORDINATOR_PORT=$((20000 + SLURM_JOB_ID % 20000))
 export MASTER_ADDR=$COMPARE_COORDINATOR_ADDR MASTER_PORT=$COMPARE_COORDINATOR_PORT
+export COMPARE_COORDINATOR=$COMPARE_COORDINATOR_ADDR:$COMPARE_COORDINATOR_PORT
 {exports}
 cpus=$((SLURM_CPUS_ON_NODE / {tasks}))
 mkdir -p {tasks_dir}
