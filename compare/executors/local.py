@@ -10,6 +10,7 @@ import functools
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -93,8 +94,9 @@ class LocalExecutor(Executor):
         spec_path = campaign.save_spec(spec)
         work = campaign.work_dir(spec.run_id)
         result_file = work / "result.json"
-        tmp = work / "tmp"  # the run's temp files (torchrun's torchelastic_*) go with the run
-        tmp.mkdir()
+        # the run's temp files (torchrun's torchelastic_*) go with the run; a short path under the
+        # system's temp folder, as sockets live there (AF_UNIX paths are limited to 107 bytes)
+        tmp = Path(tempfile.mkdtemp(prefix="compare-"))
         cmd = fw.module().command(interp.python, spec, str(spec_path), str(result_file))
         env = run_env(spec, code_dir, {"COMPARE_EXECUTOR": self.name,
                                        "COMPARE_ENV": interp.env_dir or interp.source,
@@ -102,25 +104,27 @@ class LocalExecutor(Executor):
                                        HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp)})
         out_path, err_path = campaign.log_paths(spec.run_id)
         timed_out, rc = False, None
-        lifeline.prepare()
-        with open(out_path, "w") as out, open(err_path, "w") as err:
-            env[LAUNCHED_ENV] = repr(time.time())
-            try:
-                proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=str(work),
-                                        start_new_session=True,
-                                        preexec_fn=functools.partial(die_with_parent,
-                                                                     expected=os.getpid()))
-            except (OSError, subprocess.SubprocessError) as exc:
-                return failure(spec, "failed", "could not start {}: {}".format(cmd[0], exc),
-                               started_at=started)
-            self._running = (proc, spec.nonce)
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:  # timeout, Ctrl-C, SIGTERM, or workers outliving a launcher that exited
-                self._stop_running()
-        shutil.rmtree(str(tmp), ignore_errors=True)
+        try:
+            lifeline.prepare()
+            with open(out_path, "w") as out, open(err_path, "w") as err:
+                env[LAUNCHED_ENV] = repr(time.time())
+                try:
+                    proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=str(work),
+                                            start_new_session=True,
+                                            preexec_fn=functools.partial(die_with_parent,
+                                                                         expected=os.getpid()))
+                except (OSError, subprocess.SubprocessError) as exc:
+                    return failure(spec, "failed", "could not start {}: {}".format(cmd[0], exc),
+                                   started_at=started)
+                self._running = (proc, spec.nonce)
+                try:
+                    rc = proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    timed_out = True
+                finally:  # timeout, Ctrl-C, SIGTERM, or workers outliving a launcher that exited
+                    self._stop_running()
+        finally:
+            shutil.rmtree(str(tmp), ignore_errors=True)
         result = collect(spec, result_file, rc, err_path, started, timed_out, timeout)
         result.environment.update(executor=self.name, python=interp.python,
                                   interpreter_source=interp.source, env_dir=interp.env_dir)
