@@ -26,6 +26,17 @@ autotune)  # issue 17: what cuDNN's autotuning in the first step costs, and what
   run heuristics $one --precision fp32,tf32,fp16,bf16 --option cudnn_benchmark=false
   run limit1 $one --precision fp32,bf16 --option cudnn_benchmark_limit=1
   run limit3 $one --precision fp32 --option cudnn_benchmark_limit=3 ;;
+jax)  # issue 12: the JAX backend at 1 and 2 GPUs, all four precisions (the PyTorch side: sweep-torch)
+  run jax --frameworks jax --gpus 1,2 --precision fp32,tf32,fp16,bf16 --batch-size 256 --steps 30 --warmup 10 ;;
+data)  # issue 14: PyTorch fp16 b256 on real JPEGs, CPU and GPU decode, beside synthetic; JAX's best batch
+  d=/tmp/imagenet-like
+  python3 -m compare data make $d --images 6000 --classes 100 2>&1 | tail -2
+  one="--frameworks caffe2 --gpus 1 --precision fp16 --batch-size 256 --steps 30 --warmup 10"
+  run datacpu $one --data synthetic,$d --option decode=cpu
+  run datacpu $one --data $d --data-only --option decode=cpu --resume
+  run datagpu $one --data $d --option decode=gpu
+  run datagpu $one --data $d --data-only --option decode=gpu --resume
+  run jaxbig --frameworks jax --gpus 1 --precision bf16,fp16 --batch-size 512 --steps 30 --warmup 10 ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 for d in $(cd $out && ls -d */ 2>/dev/null); do keep ${d%/}; done
