@@ -34,7 +34,7 @@ data)  # issue 14: PyTorch fp16 b256 on real JPEGs, CPU and GPU decode, beside s
   one="--frameworks caffe2 --gpus 1 --precision fp16 --batch-size 256 --steps 30 --warmup 10"
   run datacpu $one --data synthetic,$d --option decode=cpu
   run datacpu $one --data $d --data-only --option decode=cpu --resume
-  run datagpu $one --data $d --option decode=gpu
+  run datagpu $one --data synthetic,$d --option decode=gpu
   run datagpu $one --data $d --data-only --option decode=gpu --resume
   run jaxbig --frameworks jax --gpus 1 --precision bf16,fp16 --batch-size 512 --steps 30 --warmup 10 ;;
 *) echo "unknown stage $stage"; exit 2 ;;
