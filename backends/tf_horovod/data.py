@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Tuple
 import tensorflow as tf
 
 from .. import dataset as ds
-from .. import options
+from .. import options, policy
 from ..protocol import RunSpec
 from . import DATA_FORMAT, OPTIONS
 
@@ -90,7 +90,9 @@ def dataset(spec: RunSpec, prepared: ds.Prepared, rank: int, world: int, batch: 
                                num_parallel_calls=workers, deterministic=False)
     if not own_files:
         records = records.shard(world, rank)
-    channels_first = options.value(OPTIONS, spec.options, "data_format") == "channels_first"
+    # the model's layout: the common channels_last option, with its device default
+    channels_first = not policy.channels_last(options.value(OPTIONS, spec.options, "channels_last"),
+                                              spec.device)
     out = (records.shuffle(SHUFFLE_BUFFER, seed=spec.seed + rank)
            .map(_augment(spec.image_size, channels_first, spec.seed + rank),
                 num_parallel_calls=workers, deterministic=False)
