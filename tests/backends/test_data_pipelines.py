@@ -89,7 +89,7 @@ def test_report_shows_data_efficiency_beside_real_synthetic_and_the_ceiling(camp
         cells = [c.strip() for c in row.strip("|").split("|")]
         assert cells[5:9] == ["{:.2f}".format(ips["synthetic"]), "{:.2f}".format(ips["real"]),
                               "{:.2f}".format(ips["data-only"]), "{:.3f}{}".format(
-                                  efficiency, " **input-bound**" if efficiency < 0.95 else "")]
+                                  efficiency, " input-bound" if efficiency < 0.95 else "")]
     cells = json.loads((out / "report" / "report.json").read_text())
     assert sorted({c["data_mode"] for c in cells}) == ["data-only", "real", "synthetic"]
 
