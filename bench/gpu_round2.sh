@@ -37,6 +37,13 @@ data)  # issue 14: PyTorch fp16 b256 on real JPEGs, CPU and GPU decode, beside s
   run datagpu $one --data synthetic,$d --option decode=gpu
   run datagpu $one --data $d --data-only --option decode=gpu --resume
   run jaxbig --frameworks jax --gpus 1 --precision bf16,fp16 --batch-size 512 --steps 30 --warmup 10 ;;
+overlap)  # issue 12: can XLA overlap the gradient all-reduce of 2 GPUs with the backward pass?
+          # issue 17: the same PyTorch sweep with cuDNN's heuristics (no autotuning in the first step)
+  two="--frameworks jax --gpus 2 --precision bf16,fp16 --batch-size 256 --steps 30 --warmup 10"
+  run ar16 $two --option allreduce_combine_mb=16
+  run ar4 $two --option allreduce_combine_mb=4
+  run heur2 --frameworks caffe2 --gpus 1,2 --precision fp32,tf32,fp16,bf16 --batch-size 256 --steps 30 \
+      --warmup 10 --option cudnn_benchmark=false ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 for d in $(cd $out && ls -d */ 2>/dev/null); do keep ${d%/}; done
