@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from . import options as opts
 from . import phases, telemetry
 from .lifeline import die_with_parent
+from .machine import cpu_model as cpu_name  # noqa: F401  (the trainers' device_name on CPU)
 from .protocol import RunResult, RunSpec, Unsupported, read_spec, write_result
 
 # every backend accepts these besides its own: they make a run fail on purpose, so that the
@@ -160,18 +161,6 @@ def env_rank() -> int:
         if key in os.environ:
             return int(os.environ[key])
     return 0
-
-
-def cpu_name() -> str:
-    """The CPU's model name, for result.device_name on CPU runs."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "cpu"
 
 
 def environment() -> Dict[str, Any]:

@@ -128,3 +128,25 @@ def ensure(fw: Framework, variant: str, log: Callable[[str], None] = lambda s: N
                 "seconds": round(time.time() - started, 1)}
         (path / READY).write_text(json.dumps(info, indent=2))
         return path
+
+
+class Interpreters:
+    """The interpreter of each framework for one sweep: resolved on first use, kept (a failure to
+    get one too, so a sweep does not try to build the same broken environment for every cell)."""
+
+    def __init__(self, variant: str, overrides: Dict[str, str],
+                 log: Callable[[str], None] = lambda s: None):
+        self.variant, self.overrides, self.log = variant, overrides, log
+        self._found: Dict[str, object] = {}
+
+    def get(self, fw: Framework) -> Interpreter:
+        """fw's interpreter; EnvError (the same one each time) if it cannot be had."""
+        if fw.name not in self._found:
+            try:
+                self._found[fw.name] = resolve(fw, self.variant, self.overrides, self.log)
+            except EnvError as exc:
+                self._found[fw.name] = exc
+        found = self._found[fw.name]
+        if isinstance(found, EnvError):
+            raise found
+        return found

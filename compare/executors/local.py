@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 import backends
 from backends import lifeline
@@ -22,7 +22,7 @@ from backends.phases import LAUNCHED_ENV
 from backends.protocol import RunResult, RunSpec
 
 from .. import envs
-from ..frameworks import Framework, get
+from ..frameworks import get
 from . import Context, Executor
 from .base import CAMPAIGN_ENV, collect, end_processes, failure, now, run_env
 
@@ -46,22 +46,9 @@ class LocalExecutor(Executor):
     def __init__(self, ctx: Context):
         super().__init__(ctx)
         self.variant = ctx.device
-        self._interpreters: Dict[str, object] = {}
+        self.interpreters = envs.Interpreters(self.variant, ctx.overrides, ctx.log)
         self._running: Optional[Tuple[subprocess.Popen, str]] = None  # (launcher, nonce)
         self._reaped = set()  # campaigns already cleared of processes left by a killed sweep
-
-    def interpreter(self, fw: Framework):
-        """The interpreter for fw (cached); an envs.EnvError if it cannot be had."""
-        if fw.name not in self._interpreters:
-            try:
-                self._interpreters[fw.name] = envs.resolve(fw, self.variant, self.ctx.overrides,
-                                                           self.ctx.log)
-            except envs.EnvError as exc:
-                self._interpreters[fw.name] = exc
-        found = self._interpreters[fw.name]
-        if isinstance(found, Exception):
-            raise found
-        return found
 
     def reap(self, campaign) -> int:
         """End this campaign's processes left by a sweep that was killed before it could (the
@@ -87,7 +74,7 @@ class LocalExecutor(Executor):
             self.reap(campaign)
         fw = get(spec.framework)
         try:
-            interp = self.interpreter(fw)
+            interp = self.interpreters.get(fw)
         except envs.EnvError as exc:
             return failure(spec, "failed", str(exc), started_at=started)
         code_dir = stage_backends(campaign.root / "code")

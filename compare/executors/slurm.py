@@ -139,7 +139,7 @@ class SlurmExecutor(Executor):
         super().__init__(ctx)
         self.settings = ctx.settings
         self.outstanding: Dict[str, Tuple[str, Any]] = {}  # job id -> (run id, campaign)
-        self._interpreters: Dict[str, Any] = {}
+        self.interpreters = envs.Interpreters(ctx.device, ctx.overrides, ctx.log)
         self._pyxis: Optional[bool] = None
 
     # --- where a run's backend runs: a pyxis container or the shared filesystem -------------
@@ -164,15 +164,7 @@ class SlurmExecutor(Executor):
             return "python", {"slurm_environment": "pyxis", "image": image}, [
                 "--container-image=" + image, "--container-mounts={0}:{0}".format(root),
                 "--container-workdir=" + str(work)]
-        if fw.name not in self._interpreters:
-            try:
-                self._interpreters[fw.name] = envs.resolve(fw, self.ctx.device, self.ctx.overrides,
-                                                           self.ctx.log)
-            except envs.EnvError as exc:
-                self._interpreters[fw.name] = exc
-        interp = self._interpreters[fw.name]
-        if isinstance(interp, Exception):
-            raise interp
+        interp = self.interpreters.get(fw)
         return interp.python, {"slurm_environment": "shared filesystem", "python": interp.python,
                                "interpreter_source": interp.source, "env_dir": interp.env_dir}, []
 
