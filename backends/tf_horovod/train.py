@@ -174,11 +174,12 @@ class TFTrainer(Trainer):
         self.policy = resolve_precision(spec.precision, self.gpus)
         self.channels_last = policy.channels_last(opt(spec, "channels_last"), spec.device)
         self.data_format = "channels_last" if self.channels_last else "channels_first"
-        compute = tf.keras.mixed_precision.Policy(self.policy).compute_dtype
-        check_layout(self.data_format, compute, "/gpu:0" if self.gpus else "/cpu:0")
         xla = opt(spec, "xla")
         self.xla = spec.compile if xla is None else xla  # --compile means XLA here
+        # before any op runs: MultiWorkerMirroredStrategy configures collectives at start-up
         self.strategy = self._strategy()
+        compute = tf.keras.mixed_precision.Policy(self.policy).compute_dtype
+        check_layout(self.data_format, compute, "/gpu:0" if self.gpus else "/cpu:0")
         tf.random.set_seed(spec.seed)  # same initial weights everywhere (Horovod broadcasts too)
         with self.strategy.scope():
             self.model = resnet50(spec.num_classes, spec.image_size, self.data_format)

@@ -12,6 +12,7 @@ COMPARE_CACHE must be visible to every node). Jobs run one after the other, so r
 nodes. Job ids go to the campaign's `jobs` file: `--resume` re-attaches to jobs still queued or
 running (or collects what they left) instead of submitting them again; close() cancels them.
 """
+import dataclasses
 import json
 import math
 import re
@@ -176,6 +177,8 @@ class SlurmExecutor(Executor):
         if earlier:
             job_id, work, how = earlier["job_id"], Path(earlier["work"]), earlier["how"]
             started = earlier.get("at", started)
+            # the job runs the attempt it was submitted with: its result echoes that nonce
+            spec = dataclasses.replace(spec, nonce=earlier.get("nonce", spec.nonce))
             self.ctx.log("re-attaching to Slurm job {} of {} (submitted by an earlier session)".format(
                 job_id, spec.run_id))
         else:
@@ -221,7 +224,8 @@ class SlurmExecutor(Executor):
             args.append("--gpus-per-node={}".format(spec.gpus))
         job_id = st.submit(args, script)
         how = dict(how, slurm_tasks_per_node=tasks, slurm_time_limit=limit)
-        self._log_job(campaign, "submitted", spec.run_id, job_id, work=str(work), how=how)
+        self._log_job(campaign, "submitted", spec.run_id, job_id, work=str(work), how=how,
+                      nonce=spec.nonce)
         self.ctx.log("submitted Slurm job {} for {}".format(job_id, spec.run_id))
         return job_id, work, how
 
