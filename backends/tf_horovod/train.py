@@ -229,13 +229,15 @@ class TFTrainer(Trainer):
         if self.distribution not in MIRRORED:
             with tf.device("/gpu:0" if self.gpus else "/cpu:0"):
                 return make(self.rank)
-        devices = self.strategy.extended.worker_devices
+        devices = self.strategy.extended.worker_devices  # this worker's own (multiworker: 1)
 
         def on_its_device(ctx):
             # TF calls this without a device scope: every batch would be made on the first
-            # device and copied to the others every step
-            with tf.device(devices[ctx.replica_id_in_sync_group]):
-                return make(ctx.replica_id_in_sync_group)
+            # device and copied to the others every step. Replica ids run over all workers,
+            # each worker's own devices in a row.
+            replica = ctx.replica_id_in_sync_group
+            with tf.device(devices[replica % len(devices)]):
+                return make(replica)
 
         values = self.strategy.experimental_distribute_values_from_function(on_its_device)
         return values[0], values[1]
