@@ -1,7 +1,7 @@
 """The host half of JAX's input pipeline (--data DIR): a thread pool decodes the JPEG folder
 into uint8 NHWC batches. numpy and Pillow only, no jax: data.py moves the batches to the devices.
 
-Threads, not processes: Pillow releases the GIL while it decodes, resizes and flips, so threads
+Threads, not processes: Pillow releases the GIL while it decodes and resizes, so threads
 decode in parallel without pickling each batch between processes, and nothing is forked from a
 process that already runs XLA's threads. Each image is one task that writes its pixels into its
 slot of a preallocated batch; `ahead` batches are in flight at once, so the pool keeps decoding
