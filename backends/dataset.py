@@ -1,6 +1,7 @@
 """Real data (--data DIR), the parts every backend shares: where a folder's manifest and native
 formats live, its file list, the random-resized-crop box, a JPEG's size read from its header,
-the loader-worker default, and what a real-data run counts and records.
+the Pillow decode of one crop for loaders that read the folder itself (PyTorch, JAX), the
+loader-worker default, and what a real-data run counts and records.
 
 Standard library only, Python >= 3.8: imported by the host and inside every framework's
 environment. The host (compare/datasets.py) checks the folder and writes the manifest and the file
@@ -11,6 +12,7 @@ import hashlib
 import json
 import math
 import os
+import random
 import struct
 import sys
 import threading
@@ -137,6 +139,39 @@ def random_resized_crop(width: int, height: int, rng) -> Tuple[int, int, int, in
     return (width - w) // 2, (height - h) // 2, w, h
 
 
+def crop_image(path: str, size: int, rng):
+    """The random-resized crop of one JPEG as a size x size RGB Pillow image, flipped with
+    probability 1/2 (Pillow is imported here, in the loaders that decode with it)."""
+    from PIL import Image
+    with Image.open(path) as im:
+        width, height = im.size
+        x, y, w, h = random_resized_crop(width, height, rng)
+        # libjpeg decodes at 1/2, 1/4, 1/8 scale for far less work: ask for the smallest scale
+        # at which the crop still has `size` pixels a side
+        im.draft("RGB", (max(1, width * size // w), max(1, height * size // h)))
+        sx, sy = im.size[0] / width, im.size[1] / height
+        out = im.convert("RGB").resize((size, size), Image.BILINEAR,
+                                       box=(x * sx, y * sy, (x + w) * sx, (y + h) * sy))
+    if rng.random() < 0.5:
+        out = out.transpose(Image.FLIP_LEFT_RIGHT)
+    return out
+
+
+def read_sample(files: List[Tuple[str, int]], number: int, read: Callable, size: int,
+                seed: int) -> Tuple[Any, int, int]:
+    """Sample `number` (epoch * len(files) + index) as (read(path, size, rng), label, files
+    skipped). Its crop and flip depend only on (seed, number), whichever worker reads it. A
+    file that fails is counted and the next one taken in its place, so batches stay full."""
+    rng = random.Random(seed * 1000003 + number)
+    for bad in range(len(files)):
+        path, label = files[(number + bad) % len(files)]
+        try:
+            return read(path, size, rng), label, bad
+        except (OSError, ValueError, SyntaxError):  # what Pillow and the header parser raise
+            continue
+    raise DataError("no file of the shard decodes")
+
+
 _SOF = set(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # frame headers (not DHT, JPG, DAC)
 
 
@@ -169,13 +204,16 @@ def available_cores() -> int:
     return os.cpu_count() or 1
 
 
-def loader_workers(spec: RunSpec, given: Optional[int]) -> Tuple[int, str]:
-    """Input-pipeline workers of one local worker, and where that number came from."""
+def loader_workers(spec: RunSpec, given: Optional[int],
+                   sharing: Optional[int] = None) -> Tuple[int, str]:
+    """Input-pipeline workers of one local worker, and where that number came from.
+    sharing: the local workers among which this process's cores are shared (default: all of
+    the node's, spec.gpus; fewer where the process was pinned to its own share of the cores)."""
     if given:
         return int(given), "--option loader_workers"
-    cores = available_cores()
-    return max(1, cores // max(1, spec.gpus)), "{} cores / {} local worker{}".format(
-        cores, spec.gpus, "s" if spec.gpus > 1 else "")
+    cores, sharing = available_cores(), sharing or spec.gpus
+    return max(1, cores // max(1, sharing)), "{} cores / {} local worker{}".format(
+        cores, sharing, "s" if sharing > 1 else "")
 
 
 def shard(items: List[Any], rank: int, world: int) -> List[Any]:

@@ -48,18 +48,7 @@ class _Shuffled(tud.Sampler):
 
 def _pixels(path: str, size: int, rng: random.Random) -> torch.Tensor:
     """decode=cpu: the random-resized crop of one JPEG as uint8 (size, size, 3), maybe flipped."""
-    from PIL import Image
-    with Image.open(path) as im:
-        width, height = im.size
-        x, y, w, h = ds.random_resized_crop(width, height, rng)
-        # libjpeg decodes at 1/2, 1/4, 1/8 scale for far less work: ask for the smallest scale
-        # at which the crop still has `size` pixels a side
-        im.draft("RGB", (max(1, width * size // w), max(1, height * size // h)))
-        sx, sy = im.size[0] / width, im.size[1] / height
-        out = im.convert("RGB").resize((size, size), Image.BILINEAR,
-                                       box=(x * sx, y * sy, (x + w) * sx, (y + h) * sy))
-    if rng.random() < 0.5:
-        out = out.transpose(Image.FLIP_LEFT_RIGHT)
+    out = ds.crop_image(path, size, rng)
     return torch.frombuffer(bytearray(out.tobytes()), dtype=torch.uint8).view(size, size, 3)
 
 
@@ -86,14 +75,7 @@ class FolderDataset(tud.Dataset):
         return len(self.files)
 
     def __getitem__(self, i: int):
-        rng = random.Random(self.seed * 1000003 + i)
-        for bad in range(len(self.files)):
-            path, label = self.files[(i + bad) % len(self.files)]
-            try:
-                return self.read(path, self.size, rng), label, bad
-            except (OSError, ValueError, SyntaxError):  # what Pillow and the header parser raise
-                continue
-        raise RuntimeError("no file of the shard decodes")
+        return ds.read_sample(self.files, i, self.read, self.size, self.seed)
 
 
 def collate_pixels(samples):

@@ -6,10 +6,12 @@ Slurm launch does with one task per node or per GPU (launch.py). docs/jax.md has
 """
 from typing import List
 
+from ..dataset import LOADER_WORKERS
 from ..options import Option
 from ..protocol import RunSpec
 
 MODULE = "backends.jax"
+DATA_FORMAT = None  # --data DIR: loader threads read the JPEG folder itself (data.py, loader.py)
 OPTIONS = (
     Option("sync_bn", "bool", "batch-norm statistics over the global batch (an all-reduce in "
            "every BN layer) instead of per device as DDP and Horovod do", default=False),
@@ -30,6 +32,9 @@ OPTIONS = (
            default_text="XLA's own (4)"),
     Option("xla_flags", "str", "more XLA flags, appended to XLA_FLAGS as given (recorded)",
            default=""),
+    LOADER_WORKERS,
+    Option("device_prefetch", "int", "with --data DIR: batches kept ready on the devices ahead "
+           "of the step (each one a global batch of float32 images)", default=2, minimum=1),
 )
 
 

@@ -85,9 +85,14 @@ def prepare(spec: RunSpec, member: Member) -> List[str]:
     names = {f.split("=")[0] for f in added}
     kept = [f for f in os.environ.get("XLA_FLAGS", "").split() if f.split("=")[0] not in names]
     os.environ["XLA_FLAGS"] = " ".join(kept + added)
-    if spec.device == "cpu" and member.source == "compare" and member.processes > 1:
+    if pinned(spec, member):
         _pin_cores(member)
     return added
+
+
+def pinned(spec: RunSpec, member: Member) -> bool:
+    """Whether prepare() pins this process to its own share of the cores: local CPU processes."""
+    return spec.device == "cpu" and member.source == "compare" and member.processes > 1
 
 
 def _pin_cores(member: Member) -> None:

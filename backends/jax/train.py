@@ -115,6 +115,7 @@ class JaxTrainer(Trainer):
         key = jax.random.PRNGKey(spec.seed)
         self.state = step.initial_state(self.model, self.tx, key, spec.image_size, self.mesh,
                                         self.precision["loss_scaling"] == "dynamic")
+        # the synthetic batch; with real data its shapes and shardings are also the step's
         self.images, self.labels = self._batch(jax.random.fold_in(key, 1))
         started = time.perf_counter()
         jitted = step.build(self.model, self.tx, self.mesh, self.state, self.donate,
@@ -125,6 +126,10 @@ class JaxTrainer(Trainer):
         self.parameters = count(self.state.params)
         self.running_statistics = count(self.state.batch_stats) // self.world
         self._out = None  # the last step's outputs (state, losses): what sync() waits for
+        self.feed = None
+        if spec.data != "synthetic":  # real data: each step takes the next prefetched batch
+            from .data import make_feed
+            self.feed = make_feed(spec, self.mesh, member)
 
     def _batch(self, key):
         """The synthetic global batch, made on the devices once, split along the mesh axis."""
@@ -139,6 +144,8 @@ class JaxTrainer(Trainer):
         return jax.jit(make, out_shardings=(sharding, sharding))(key)
 
     def step(self) -> None:
+        if self.feed is not None:
+            self.images, self.labels = self.feed.next()
         self.state, losses = self._step(self.state, self.images, self.labels)  # async dispatch
         self._out = (self.state, losses)
 
@@ -147,9 +154,7 @@ class JaxTrainer(Trainer):
             jax.block_until_ready(self._out)
 
     def barrier(self) -> None:
-        if self.member.processes > 1:
-            from jax.experimental import multihost_utils
-            multihost_utils.sync_global_devices("compare-barrier")
+        barrier(self.member)
 
     def loss(self) -> float:
         """Mean loss over this process's devices (each one's loss on its own slice)."""
@@ -185,11 +190,22 @@ class JaxTrainer(Trainer):
             xla_flags=os.environ.get("XLA_FLAGS", ""), xla_flags_added=self.xla_flags_added)
         if not cuda and spec.precision == "fp16":
             out["note"] = "fp16 on CPU: XLA runs it, but CPUs have no fp16 tensor cores"
+        if self.feed is not None:
+            out.update(self.feed.describe())
         return out
 
     def close(self) -> None:
+        if self.feed is not None:
+            self.feed.close()
         if self.member.processes > 1:
             jax.distributed.shutdown()
+
+
+def barrier(member: Member) -> None:
+    """Every process of the job waits here (nothing to wait for with one process)."""
+    if member.processes > 1:
+        from jax.experimental import multihost_utils
+        multihost_utils.sync_global_devices("compare-barrier")
 
 
 def allreduce_ops(compiled_hlo: str) -> int:
@@ -213,5 +229,8 @@ def versions() -> str:
         jax.__version__, jaxlib.__version__, flax.__version__, optax.__version__)
 
 
-def setup(spec: RunSpec, member: Optional[Member] = None, xla_flags_added=()) -> JaxTrainer:
+def setup(spec: RunSpec, member: Optional[Member] = None, xla_flags_added=()) -> Trainer:
+    if spec.data_only:  # the input pipeline alone (data.py)
+        from .data import data_only
+        return data_only(spec, member or Member())
     return JaxTrainer(spec, member or Member(), list(xla_flags_added))

@@ -2,7 +2,7 @@
 
 One folder for the module: 24 JPEGs of 64x48 in 3 classes made by `compare data make`, plus a
 truncated JPEG and a file that is no JPEG at all. One campaign: synthetic and real data for every
-framework, then (--resume) the data-only ceiling.
+framework (TensorFlow, MXNet, PyTorch, JAX), then (--resume) the data-only ceiling.
 """
 import json
 
@@ -13,7 +13,7 @@ from tests.helpers import TINY_RUN, run_compare, run_in_backend
 
 pytestmark = pytest.mark.backend  # real frameworks in their environments
 
-FRAMEWORKS = ("tf", "mxnet", "caffe2")
+FRAMEWORKS = ("tf", "mxnet", "caffe2", "jax")
 IMAGES, CLASSES = 24, 3
 STEPS, WARMUP, BATCH = 2, 1, 4  # as TINY_RUN
 
@@ -100,6 +100,7 @@ def test_a_second_run_reuses_the_prepared_formats(folder, tmp_path):
     assert "tf       tfrecord   ready in" in proc.stdout
     assert "mxnet    recordio   ready in" in proc.stdout
     assert "caffe2   folder     ready in {}".format(folder) in proc.stdout
+    assert "jax      folder     ready in {}".format(folder) in proc.stdout
     assert "writing" not in proc.stderr and "up to date" in proc.stderr
 
 
@@ -195,3 +196,19 @@ def test_two_torch_workers_each_read_their_own_shard(folder, tmp_path):
     assert s["shard_images"] == IMAGES // 2
     assert s["loader_workers_from"].endswith("/ 2 local workers")
 
+
+
+def test_two_jax_processes_each_read_their_own_shard_onto_their_own_devices(folder, tmp_path):
+    """processes=2: two jax.distributed processes, one CPU device each, each pinned to its share
+    of the cores; each reads every other file and fills its own slice of the global batch."""
+    out = tmp_path / "c"
+    run_compare(["run", "--frameworks", "jax", "--executor", "local", "--device", "cpu",
+                 "--gpus", "2", "--option", "processes=2", "--data", str(folder), "--data-only",
+                 "--results", str(out)] + TINY_RUN)
+    r = json.loads((out / "results" / "jax-fp32-w2-b4-s32-dataonly-r0.json").read_text())
+    assert (r["status"], r["distribution"]) == ("ok", "jax-spmd"), r["reason"]
+    s = r["settings"]
+    assert (s["images_read"], s["images_read_rank0"]) == (2 * (WARMUP + STEPS) * BATCH,
+                                                          (WARMUP + STEPS) * BATCH)
+    assert (s["shard_images"], s["process_batch"]) == (IMAGES // 2, BATCH)
+    assert s["loader_workers_from"].endswith(" / 1 local worker")  # its own cores, its own device

@@ -184,8 +184,9 @@ def test_tf32_on_cpu_is_unsupported_with_reason(tmp_path):
     ({"sync_bn": "maybe"}, "option sync_bn=maybe: not a boolean; give true or false (also 1/0, "
                            "yes/no, on/off)"),
     ({"channels_last": True}, "option channels_last: unknown option for jax; valid: "
-                              "allreduce_combine_mb, autotune_level, donate, fail_at, fail_rank, "
-                              "latency_hiding, loss_scale, processes, sync_bn, xla_flags"),
+                              "allreduce_combine_mb, autotune_level, device_prefetch, donate, "
+                              "fail_at, fail_rank, latency_hiding, loader_workers, loss_scale, "
+                              "processes, sync_bn, xla_flags"),
 ])
 def test_a_bad_option_in_a_spec_is_a_failed_result_with_the_message(tmp_path, options, message):
     result, proc = helpers.run_backend("jax", tmp_path, options=options)
