@@ -44,6 +44,13 @@ overlap)  # issue 12: can XLA overlap the gradient all-reduce of 2 GPUs with the
   run ar4 $two --option allreduce_combine_mb=4
   run heur2 --frameworks caffe2 --gpus 1,2 --precision fp32,tf32,fp16,bf16 --batch-size 256 --steps 30 \
       --warmup 10 --option cudnn_benchmark=false ;;
+extra)  # issue 12: what fp16's dynamic loss scaling costs in JAX; issue 14: JAX's own pipeline
+  d=/tmp/imagenet-like
+  python3 -m compare data make $d --images 2000 --classes 100 2>&1 | tail -1
+  run static --frameworks jax --gpus 1 --precision fp16 --batch-size 256 --steps 30 --warmup 10 \
+      --option loss_scale=1024
+  run jaxdata --frameworks jax --gpus 1 --precision bf16 --batch-size 256 --steps 30 --warmup 10 \
+      --data synthetic,$d ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 for d in $(cd $out && ls -d */ 2>/dev/null); do keep ${d%/}; done
