@@ -167,9 +167,9 @@ class DockerExecutor(Executor):
         try:
             container = self._start(kwargs)
         except docker.errors.DockerException as exc:
+            self._remove_running()
             return failure(spec, "failed", "container did not start: {}".format(_message(exc)),
                            started_at=started)
-        self._container = container
         try:
             rc, timed_out, oom_killed = self._wait(container, timeout)
             err_path = self._save_logs(container, campaign, spec.run_id)
@@ -197,11 +197,12 @@ class DockerExecutor(Executor):
         import docker
         from docker.types import Ulimit
         container = self.client.containers.create(**kwargs)
+        self._container = container  # from now on close() removes it (a signal during start too)
         try:
             container.start()
             return container
         except docker.errors.APIError as exc:
-            container.remove(force=True)
+            self._remove_running()
             host_limit = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
             if "rlimit" not in _message(exc) or self.memlock != -1 or host_limit < 0:
                 raise
