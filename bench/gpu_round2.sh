@@ -51,6 +51,31 @@ extra)  # issue 12: what fp16's dynamic loss scaling costs in JAX; issue 14: JAX
       --option loss_scale=1024
   run jaxdata --frameworks jax --gpus 1 --precision bf16 --batch-size 256 --steps 30 --warmup 10 \
       --data synthetic,$d ;;
+efficiency)  # issue 12: where JAX's 2-GPU efficiency is lost: one process per GPU, a bigger batch,
+             # XLA's latency-hiding scheduler off (the 1-GPU b512 figures: the data stage)
+  two="--frameworks jax --gpus 2 --precision bf16,fp16 --steps 30 --warmup 10"
+  run procs2 $two --batch-size 256 --option processes=2
+  run big2 $two --batch-size 512
+  run nolhs $two --batch-size 256 --option latency_hiding=false ;;
+contention)  # issue 12: two independent 1-GPU JAX runs at once, one per GPU, no communication between
+             # them: if each slows down as much as the 2-GPU job does, the loss is not the all-reduce
+  # 300 timed steps (~11 s) so that the two runs' timed regions overlap despite set-up jitter
+  one="--frameworks jax --gpus 1 --precision bf16,fp16 --batch-size 256 --steps 300 --warmup 20"
+  nvidia-smi --query-gpu=index,clocks.sm,power.draw,temperature.gpu --format=csv,noheader -l 2 \
+      > $out/clocks.csv & smi=$!
+  run alone $one
+  (CUDA_VISIBLE_DEVICES=0 run pair0 $one) & p0=$!
+  CUDA_VISIBLE_DEVICES=1 run pair1 $one; wait $p0
+  run two ${one/--gpus 1/--gpus 2}
+  kill $smi ;;
+allreduce)  # issue 12: the gradient all-reduce alone, JAX (XLA's collectives) and PyTorch (NCCL)
+  python3 bench/allreduce_jax.py --step-ms 37.9
+  torchrun --nproc-per-node 2 bench/allreduce_torch.py 2>&1 | grep '^{' ;;
+flat)  # issue 12: the gradients all-reduced as one flat buffer (--option flat_allreduce=true),
+       # the issue's sweep, and the default (a tree of arrays) beside it on the same machine
+  run flat --frameworks jax --gpus 1,2 --precision fp32,tf32,fp16,bf16 --batch-size 256 --steps 30 \
+      --warmup 10 --option flat_allreduce=true
+  run tree --frameworks jax --gpus 2 --precision bf16 --batch-size 256 --steps 30 --warmup 10 ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 for d in $(cd $out && ls -d */ 2>/dev/null); do keep ${d%/}; done
