@@ -167,8 +167,8 @@ def test_sigterm_of_compare_stops_its_running_container(engine, tmp_path):
     try:
         assert wait_for(lambda: _leftover_containers(engine, campaign), 300), "no container started"
         os.kill(proc.pid, signal.SIGTERM)
-        proc.communicate(timeout=120)
-        assert proc.returncode == 143
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 143, err[-3000:]
         assert not _leftover_containers(engine, campaign)
     finally:
         for container in _leftover_containers(engine, campaign):

@@ -66,6 +66,19 @@ def run_kwargs(spec: RunSpec, image: str, command: List[str], spec_path: Path, o
     return kwargs
 
 
+def _remove(container) -> None:
+    """Kill and remove a container; one already gone, or going, is fine (a stop signal can
+    interrupt a removal after the engine did it)."""
+    import docker
+    try:
+        container.remove(force=True)
+    except docker.errors.NotFound:
+        pass
+    except docker.errors.APIError as exc:
+        if "already in progress" not in _message(exc):
+            raise
+
+
 def _message(exc: BaseException) -> str:
     return str(getattr(exc, "explanation", None) or exc).strip()
 
@@ -131,13 +144,18 @@ class DockerExecutor(Executor):
         """Remove this campaign's containers left running by a sweep that was killed (a killed
         `compare` cannot stop its container): a resumed sweep must not share the machine with
         them. Returns how many were removed."""
-        label = "org.compare.campaign={}".format(campaign.root.resolve())
-        stale = self.client.containers.list(all=True, filters={"label": label})
-        for container in stale:
-            container.remove(force=True)
+        stale = self._remove_labelled(campaign.root)
         if stale:
             self.log("removed {} container(s) left by an earlier, killed sweep".format(len(stale)))
         return len(stale)
+
+    def _remove_labelled(self, root) -> list:
+        """Remove every container of the campaign at `root` (its label); returns them."""
+        label = "org.compare.campaign={}".format(root.resolve())
+        found = self.client.containers.list(all=True, filters={"label": label})
+        for container in found:
+            _remove(container)
+        return found
 
     def run(self, spec: RunSpec, campaign, timeout: float) -> RunResult:
         import docker
@@ -184,11 +202,21 @@ class DockerExecutor(Executor):
         return result
 
     def close(self) -> None:
+        """Remove the running container, and any other of the campaigns this executor ran: a
+        stop signal may land between the engine creating a container and this process holding
+        it (a signal is raised wherever the main thread is), but every container carries its
+        campaign's label."""
+        import docker
         self._remove_running()
+        for root in self._reaped:
+            try:
+                self._remove_labelled(root)
+            except docker.errors.DockerException as exc:
+                self.log("could not check for containers left running: {}".format(_message(exc)))
 
     def _remove_running(self) -> None:
         if self._container is not None:
-            self._container.remove(force=True)  # kills it first: every process of the run ends
+            _remove(self._container)  # kills it first: every process of the run ends
             self._container = None
 
     def _start(self, kwargs: Dict):
