@@ -21,6 +21,9 @@ OPTIONS = (
     Option("loss_scale", "float", "fp16: a static loss scale instead of the dynamic one "
            "(which checks every step for overflow, as PyTorch's GradScaler)", minimum=1,
            default_text="dynamic"),
+    Option("flat_allreduce", "bool", "several devices: differentiate with respect to one vector "
+           "of all parameters, so the gradient all-reduce is one collective over one buffer "
+           "(false: XLA's own combining of the 161 gradient arrays)", default=True),
     Option("donate", "bool", "donate the train state's buffers to the step (updated in place)",
            default=True),
     Option("latency_hiding", "bool", "XLA's latency-hiding scheduler (may overlap the gradient "

@@ -99,6 +99,7 @@ class JaxTrainer(Trainer):
         self.spec, self.member, self.xla_flags_added = spec, member, xla_flags_added
         self.sync_bn = options.value(OPTIONS, spec.options, "sync_bn")
         self.donate = options.value(OPTIONS, spec.options, "donate")
+        self.flat = options.value(OPTIONS, spec.options, "flat_allreduce")
         join(spec, member)
         self.rank = jax.process_index()
         self.devices = _devices(spec, member)
@@ -119,7 +120,7 @@ class JaxTrainer(Trainer):
         self.images, self.labels = self._batch(jax.random.fold_in(key, 1))
         started = time.perf_counter()
         jitted = step.build(self.model, self.tx, self.mesh, self.state, self.donate,
-                            self.precision["static_scale"])
+                            self.precision["static_scale"], self.flat)
         self.lowered = jitted.lower(self.state, self.images, self.labels)
         self._step = self.lowered.compile()  # ahead of time: no compile inside the warm-up
         self.compile_s = time.perf_counter() - started
@@ -180,7 +181,8 @@ class JaxTrainer(Trainer):
             matmul_precision=self.precision["matmul_precision"],
             param_dtype="float32",
             bn_mode="global (sync_bn)" if self.sync_bn and self.world > 1 else "per-device",
-            gradient_allreduce="pmean once per step" if self.world > 1 else None,
+            gradient_allreduce=("pmean once per step" + (", one flat buffer" if self.flat else ""))
+            if self.world > 1 else None,
             devices=[str(d) for d in self.devices],
             processes=self.member.processes, process_launcher=self.member.source,
             devices_per_process=self.world // self.member.processes,
