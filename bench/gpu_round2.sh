@@ -76,6 +76,8 @@ flat)  # issue 12: the gradients all-reduced as one flat buffer (--option flat_a
   run flat --frameworks jax --gpus 1,2 --precision fp32,tf32,fp16,bf16 --batch-size 256 --steps 30 \
       --warmup 10 --option flat_allreduce=true
   run tree --frameworks jax --gpus 2 --precision bf16 --batch-size 256 --steps 30 --warmup 10 ;;
+flat512)  # issue 12: the best batch (512) at 1 and 2 GPUs with the flat all-reduce (the default now)
+  run flat512 --frameworks jax --gpus 1,2 --precision bf16,fp16 --batch-size 512 --steps 30 --warmup 10 ;;
 *) echo "unknown stage $stage"; exit 2 ;;
 esac
 for d in $(cd $out && ls -d */ 2>/dev/null); do keep ${d%/}; done
