@@ -11,9 +11,7 @@ all-reduce (median of 5 rounds of 50), and what that is in a step of `--step-ms`
 import argparse
 import json
 import os
-import statistics
 import sys
-import time
 from functools import partial
 
 import jax
@@ -22,21 +20,10 @@ from jax.sharding import Mesh
 from jax.sharding import PartitionSpec as P
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from medians import ms_per_call  # noqa: E402  (bench/, this script's folder)
+
 from backends.jax.resnet50 import ResNet50, init  # noqa: E402  (the network only)
 from backends.jax.step import _shard_map  # noqa: E402
-
-
-def timed(fn, arg, rounds=5, reps=50):
-    out = fn(arg)
-    jax.block_until_ready(out)
-    ms = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            out = fn(arg)
-        jax.block_until_ready(out)
-        ms.append((time.perf_counter() - t0) * 1e3 / reps)
-    return statistics.median(ms)
 
 
 def main() -> None:
@@ -58,7 +45,7 @@ def main() -> None:
              ("one flat buffer, float32", flat, nbytes),
              ("gradient tree, bf16", half, nbytes // 2)]
     for name, arg, size in cases:
-        ms = timed(reduce, arg)
+        ms = ms_per_call(partial(reduce, arg), jax.block_until_ready)
         row = {"devices": len(devices), "case": name, "arrays": len(jax.tree_util.tree_leaves(arg)),
                "MB": round(size / 1e6, 1), "ms": round(ms, 3),
                "algbw_GB_s": round(size / ms / 1e6, 1)}

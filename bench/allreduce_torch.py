@@ -7,26 +7,12 @@ Run under torchrun with one process per GPU; rank 0 prints one JSON line per cas
 """
 import json
 import os
-import statistics
-import time
 
 import torch
 import torch.distributed as dist
+from medians import ms_per_call  # bench/, this script's folder
 
 PARAMS = 25_557_032
-
-
-def timed(fn, rounds=5, reps=50):
-    fn()
-    torch.cuda.synchronize()
-    ms = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-        ms.append((time.perf_counter() - t0) * 1e3 / reps)
-    return statistics.median(ms)
 
 
 def main() -> None:
@@ -39,7 +25,7 @@ def main() -> None:
              ("{} buckets of 25 MiB, float32".format(len(buckets)),
               lambda: [dist.all_reduce(b) for b in buckets])]
     for name, fn in cases:
-        ms = timed(fn)
+        ms = ms_per_call(fn, lambda _: torch.cuda.synchronize())
         if rank == 0:
             print(json.dumps({"devices": dist.get_world_size(), "case": name,
                               "MB": round(PARAMS * 4 / 1e6, 1), "ms": round(ms, 3),
