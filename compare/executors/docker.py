@@ -112,7 +112,9 @@ class DockerExecutor(Executor):
         self.variant = images.variant_of(ctx.device)
         self.log = ctx.log
         self.memlock = -1  # NGC: unlimited; lowered once if the engine may not lift it
-        self._reaped = set()  # campaigns already cleared of containers left by a killed sweep
+        # campaigns this executor ran: cleared of a killed sweep's containers at their first run,
+        # and of any container of theirs again by close()
+        self._reaped = set()
         self._container = None  # the running one: stopped by close() on Ctrl-C or SIGTERM
         self._build_errors: Dict[str, str] = {}  # framework -> why its image did not build
 
