@@ -1,10 +1,11 @@
 """The one timing loop every framework uses: seed, warm-up, timed windows, result file.
 
-Standard library only, Python >= 3.8. A backend supplies `setup(spec) -> Trainer`; the harness
-owns everything a reader of the numbers must be able to trust: what is timed, how it is synced,
-how the global figure is computed, and that a failure becomes a recorded result.
+Standard library only, Python >= 3.8. A backend supplies a Trainer (backends/trainer.py) through
+its runtime, data and train modules (`entry()`); the harness owns everything a reader of the
+numbers must be able to trust: what is timed, how it is synced, how the global figure is
+computed, and that a failure becomes a recorded result.
 """
-import datetime
+import importlib
 import math
 import os
 import platform
@@ -16,11 +17,13 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from . import caches, hostcpu, phases, telemetry, world
 from . import options as opts
-from . import phases, telemetry
 from .lifeline import die_with_parent
 from .machine import cpu_model as cpu_name  # noqa: F401  (the trainers' device_name on CPU)
-from .protocol import RunResult, RunSpec, Unsupported, read_spec, write_result
+from .machine import cpuset
+from .protocol import RunResult, RunSpec, Unsupported, read_spec, utc_now, write_result
+from .trainer import DataOnly, Trainer
 
 # every backend accepts these besides its own: they make a run fail on purpose, so that the
 # recording of failures (a crash, one rank dying, a hang) can be tested with real processes
@@ -29,38 +32,16 @@ COMMON_OPTIONS = (
                 "framework is imported), once the trainer is set up, or before the timed steps",
                 choices=("start", "setup", "timed")),
     opts.Option("fail_rank", "int", "testing: with fail_at, only this rank fails (default: all)",
-                minimum=0),
+                minimum=0, maximum=65535),
+    # a memory cap the framework meets as its own out-of-memory error, e.g. so that a batch search
+    # (--batch-size auto) finds the largest batch that fits on a CPU (the CI test does)
+    opts.Option("memory_limit_mb", "int", "cap each worker process's memory (RLIMIT_DATA: heap and "
+                "private mappings) at this many MiB, set before the framework loads; a batch "
+                "that does not fit fails as the framework's own out-of-memory error", minimum=64,
+                maximum=2 ** 22),
 )
 ENV_KEYS = ("NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "COMPARE_IMAGE",
             "COMPARE_EXECUTOR", "COMPARE_ENV")
-
-
-class Trainer:
-    """What a backend hands the harness. Override step/sync; the rest has safe defaults."""
-
-    rank = 0  # rank 0 measures and writes the result
-    distribution = "single"  # ddp | horovod | mirrored | kvstore | single
-
-    def step(self) -> None:
-        """One full training step (forward, backward, update). Must not sync the host."""
-        raise NotImplementedError
-
-    def sync(self) -> None:
-        """Block until all queued device work is done."""
-
-    def barrier(self) -> None:
-        """Block until every worker reaches this point (no-op for one process)."""
-
-    def loss(self) -> float:
-        """Loss of the last step, as a float (may sync)."""
-        return float("nan")
-
-    def describe(self) -> Dict[str, Any]:
-        """framework_version, device_name and settings (what was switched on) for the record."""
-        return {}
-
-    def close(self) -> None:
-        """Release the process group or framework state."""
 
 
 def median(xs: Sequence[float]) -> float:
@@ -118,7 +99,9 @@ def measure(trainer: Trainer, spec: RunSpec) -> Dict[str, Any]:
     window_times = []
     sizes = window_sizes(spec.steps, spec.windows)
     sampler = telemetry.for_spec(spec, trainer.rank)  # GPU power etc.; nulls on CPU
+    host = hostcpu.Sampler()  # cores the job keeps busy, input-pipeline workers included
     sampler.start()
+    host.start()
     phases.mark("timed_start")
     t_start = time.perf_counter()
     for size in sizes:
@@ -131,7 +114,7 @@ def measure(trainer: Trainer, spec: RunSpec) -> Dict[str, Any]:
     trainer.barrier()
     wall = time.perf_counter() - t_start
     phases.mark("timed_end")
-    gpu_telemetry = sampler.stop()
+    gpu_telemetry = dict(sampler.stop(), **host.stop())
     final_loss = trainer.loss()
     global_batch = spec.global_batch
     per_window = [global_batch * n / t for n, t in zip(sizes, window_times)]
@@ -155,33 +138,42 @@ def _finite(x: Optional[float]) -> Optional[float]:
     return x if x is not None and math.isfinite(x) else None
 
 
-def env_rank() -> int:
-    """This process's rank from whichever launcher started it (torchrun, horovodrun, mpirun)."""
-    for key in ("RANK", "HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
-        if key in os.environ:
-            return int(os.environ[key])
-    return 0
-
-
 def environment() -> Dict[str, Any]:
     return {
         "python": platform.python_version(),
         "platform": platform.platform(),
         "hostname": socket.gethostname(),
         "cpu_count": os.cpu_count(),
+        # the cores this process may run on: fewer than cpu_count where cells share the machine
+        "cpu_affinity": _cores(),
         "env": {k: os.environ[k] for k in ENV_KEYS if k in os.environ},
+        "compile_cache": caches.record(),
     }
+
+
+def _cores() -> Optional[str]:
+    return cpuset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
 def is_oom(exc: BaseException) -> bool:
     name = type(exc).__name__
     text = str(exc).lower()
     return (isinstance(exc, MemoryError) or "OutOfMemory" in name or "ResourceExhausted" in name
-            or "out of memory" in text or "failed to allocate" in text)
+            or any(words in text for words in OOM_WORDS))
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+# how frameworks word a failed allocation (PyTorch's CPU allocator: "can't allocate memory")
+OOM_WORDS = ("out of memory", "failed to allocate", "can't allocate memory",
+             "cannot allocate memory", "bad_alloc")
+
+
+def limit_memory(spec: RunSpec) -> None:
+    """Apply the memory_limit_mb option (COMMON_OPTIONS) to this process and its children."""
+    mib = spec.options.get("memory_limit_mb")
+    if mib:
+        import resource  # POSIX only: imported where the option is used
+        limit = int(mib) * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
 
 
 def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
@@ -190,7 +182,7 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
 
     `declared`: the backend's options; spec.options is checked and typed against them first.
     """
-    started = _now()
+    started = utc_now()
     nonce, spec_hash = spec.nonce, spec.spec_hash  # echoed as given, before options are typed
     random.seed(spec.seed)
     trainer = None  # type: Optional[Trainer]
@@ -199,7 +191,8 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
     try:
         spec.validate()
         spec.options = opts.parse(tuple(declared) + COMMON_OPTIONS, spec.options, spec.framework)
-        _inject_failure(spec, "start", env_rank())
+        _inject_failure(spec, "start", world.rank())
+        limit_memory(spec)
         trainer = setup(spec)
         phases.mark("model_built")
         fields.update(measure(trainer, spec))
@@ -223,10 +216,10 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
         distribution=getattr(trainer, "distribution", None),
         framework_version=described.get("framework_version"),
         device_name=described.get("device_name"),
-        settings=described.get("settings", {}),
-        environment=environment(), started_at=started, finished_at=_now(), nonce=nonce,
+        settings=dict(described.get("settings", {}), **mode_record(spec)),
+        environment=environment(), started_at=started, finished_at=utc_now(), nonce=nonce,
         spec_hash=spec_hash, phases=phases.record(), **fields)
-    rank = trainer.rank if trainer is not None else env_rank()
+    rank = trainer.rank if trainer is not None else world.rank()
     if rank == 0:
         write_result(result_path, result)
     if trainer is not None:
@@ -235,6 +228,41 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
         except Exception:
             traceback.print_exc()
     return result
+
+
+def mode_record(spec: RunSpec) -> Dict[str, Any]:
+    """The mode's part of a result's settings (options.mode_settings), from the MODES the
+    backend declares next to its OPTIONS."""
+    try:
+        modes = getattr(importlib.import_module("backends." + spec.backend), "MODES", {})
+    except ImportError:  # a spec naming no backend package of ours (tests' toy trainers)
+        modes = {}
+    return opts.mode_settings(modes, spec)
+
+
+def backend_setup(package: str) -> Callable[[RunSpec], Trainer]:
+    """The setup of the backend `package` (e.g. "backends.jax"): its prepare(spec) where it has
+    one (what must be set before the framework is imported), then its runtime, and on it the
+    trainer, or for --data-only the input pipeline alone."""
+    backend = importlib.import_module(package)
+
+    def setup(spec: RunSpec) -> Trainer:
+        prepare = getattr(backend, "prepare", None)  # optional: most backends need none
+        if prepare is not None:
+            prepare(spec)
+        start = importlib.import_module(package + ".runtime").start  # imports the framework
+        phases.mark("framework_imported")
+        runtime = start(spec)  # marks devices_ready
+        if spec.data_only:
+            return DataOnly(importlib.import_module(package + ".data").make_feed(spec, runtime),
+                            runtime)
+        return importlib.import_module(package + ".train").setup(spec, runtime)
+    return setup
+
+
+def entry(package: str, argv: Optional[List[str]] = None) -> int:
+    """`python -m backends.<backend> SPEC_JSON RESULT_JSON` of a backend folder (its __main__)."""
+    return main(backend_setup(package), argv, declared=importlib.import_module(package).OPTIONS)
 
 
 def main(setup: Callable[[RunSpec], Trainer], argv: Optional[List[str]] = None,

@@ -31,9 +31,17 @@ def _parent_is_of_this_attempt(parent: int) -> bool:
     tag = os.environ.get(ATTEMPT_ENV)
     if not tag:
         return True
-    if str(parent) == os.environ.get(HOST_PID_ENV):
-        return True
+    if str(parent) == os.environ.get(HOST_PID_ENV) or _command(parent) == "slurmstepd":
+        return True  # started by compare, or as an srun task (a step of compare's allocation)
     return "\0{}={}\0".format(ATTEMPT_ENV, tag).encode() in _environ(parent)
+
+
+def _command(pid: int) -> str:
+    try:
+        with open("/proc/{}/comm".format(pid)) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
 
 
 def prepare() -> bool:

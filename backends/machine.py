@@ -69,6 +69,17 @@ def cuda_driver_version() -> Optional[str]:
     return None
 
 
+def cpuset(cores) -> str:
+    """[0, 1, 2, 3, 8] -> '0-3,8' (the kernel's list format): the cores a run had, short."""
+    parts = []  # type: List[List[int]]
+    for c in sorted(cores):
+        if parts and c == parts[-1][-1] + 1:
+            parts[-1].append(c)
+        else:
+            parts.append([c])
+    return ",".join(str(r[0]) if len(r) == 1 else "{}-{}".format(r[0], r[-1]) for r in parts)
+
+
 def node_info() -> Dict[str, Any]:
     """What this machine is, as far as the standard library and nvidia-smi can tell."""
     found = gpus()

@@ -3,6 +3,7 @@
 Standard library only, Python >= 3.8: this module is imported inside foreign containers.
 A RunSpec goes in as a JSON file; a RunResult comes out as a JSON file, written atomically.
 """
+import datetime
 import hashlib
 import json
 import os
@@ -15,7 +16,17 @@ SCHEMA_VERSION = 1
 STATUSES = ("ok", "failed", "oom", "timeout", "unsupported", "skipped")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 DEVICES = ("cpu", "cuda")
-NOT_SETTINGS = ("repeat", "nonce")  # RunSpec fields that do not change the measured number
+# how a framework is run (docs/modes.md): as a plain script of it would, or its documented fastest
+# way (the switches each backend declares in MODES, the best batch); verdicts stay within a mode
+MODES = ("default", "tuned")
+# RunSpec fields that do not change the measured number (batch_auto: the batch it chose does)
+NOT_SETTINGS = ("repeat", "nonce", "batch_auto")
+DEFAULT_MODEL = "resnet50"  # backends/networks.py lists the others
+
+
+def utc_now() -> str:
+    """The time now, as results and campaign files record it: UTC, ISO 8601, to the second."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 class SchemaError(ValueError):
@@ -42,7 +53,7 @@ class RunSpec:
     batch_size: int = 32  # per worker
     image_size: int = 224
     num_classes: int = 1000
-    model: str = "resnet50"
+    model: str = DEFAULT_MODEL
     data: str = "synthetic"  # or the absolute path of an ImageNet-layout JPEG folder
     data_only: bool = False  # with a folder: time the input pipeline alone, no training
     warmup_steps: int = 10
@@ -54,17 +65,26 @@ class RunSpec:
     learning_rate: float = 0.01
     momentum: float = 0.9
     options: Dict[str, Any] = field(default_factory=dict)  # backend-specific switches
+    mode: str = "default"  # one of MODES; its switches are already in options (and compile)
+    batch_auto: bool = False  # batch_size was chosen by a batch search (compare/batchsearch.py)
+    probe: bool = False  # a short run of a batch search: recorded as a probe, never as a cell
     # set by the host for each attempt; the result must echo it, so a late result of a process
     # left over from an earlier attempt is never taken for this attempt's
     nonce: str = ""
 
     @property
     def run_id(self) -> str:
-        return "{}-{}-{}{}{}-b{}-s{}{}-r{}".format(
-            self.framework, self.precision, "n{}x".format(self.nodes) if self.nodes > 1 else "",
-            "g" if self.device == "cuda" else "w", self.gpus, self.batch_size, self.image_size,
+        """e.g. caffe2-fp16-g2-b256-s224-r0; a model other than the default is named after the
+        framework, a searched batch is `bauto`, a mode other than default and a probe of a search
+        are named at the end: ResNet-50 ids at defaults stay what they always were."""
+        return "{}-{}{}-{}{}{}-b{}-s{}{}{}-{}".format(
+            self.framework, "" if self.model == DEFAULT_MODEL else self.model + "-",
+            self.precision, "n{}x".format(self.nodes) if self.nodes > 1 else "",
+            "g" if self.device == "cuda" else "w", self.gpus,
+            "auto" if self.batch_auto and not self.probe else self.batch_size, self.image_size,
             "" if self.data_mode == "synthetic" else "-" + self.data_mode.replace("-", ""),
-            self.repeat)
+            "" if self.mode == "default" else "-" + self.mode,
+            "probe" if self.probe else "r{}".format(self.repeat))
 
     @property
     def data_mode(self) -> str:
@@ -82,6 +102,8 @@ class RunSpec:
         campaign resumed with newer code still matches the backend code staged in it."""
         settings = {f.name: getattr(self, f.name) for f in fields(self)
                     if f.name not in NOT_SETTINGS and getattr(self, f.name) != _default(f)}
+        if self.batch_auto and not self.probe:  # one cell whichever batch its search chose
+            settings["batch_size"] = "auto"
         text = json.dumps(settings, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -99,6 +121,8 @@ class RunSpec:
             raise SchemaError("precision {!r}; valid: {}".format(self.precision, ", ".join(PRECISIONS)))
         if self.device not in DEVICES:
             raise SchemaError("device {!r}; valid: {}".format(self.device, ", ".join(DEVICES)))
+        if self.mode not in MODES:
+            raise SchemaError("mode {!r}; valid: {}".format(self.mode, ", ".join(MODES)))
         for name in ("gpus", "nodes", "batch_size", "steps", "windows"):
             if getattr(self, name) < 1:
                 raise SchemaError("{} must be >= 1, got {}".format(name, getattr(self, name)))

@@ -4,8 +4,8 @@ import time
 import pytest
 
 from backends import phases
-from compare.reporting import phases as report_phases
 from compare.reporting import tables
+from compare.reporting import timeline as report_phases
 from tests.helpers import result
 
 

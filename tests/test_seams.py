@@ -1,8 +1,10 @@
 """The plug-in seams: a framework is a folder + one registry entry, an executor is one file + one
-registry line, and no other host file names a framework.
+registry line, a launcher is one file + one registry line, and no other host file names a
+framework.
 
-The throw-away framework and executor are added to a temporary copy of the repository, exactly as
-a contributor would add them, and then show up everywhere without any other file being edited.
+The throw-away framework, executor and launcher are added to a temporary copy of the repository,
+exactly as a contributor would add them, and then show up everywhere without any other file
+being edited.
 """
 import ast
 import json
@@ -27,6 +29,10 @@ TOY_BACKEND = {
         OPTIONS = (Option("work", "int", "multiply-adds per image per step", default=2000, minimum=1),)
 
 
+        def launcher(spec):
+            return "tagged" if spec.gpus > 1 else "single"
+
+
         def command(python, spec, spec_path, result_path):
             return [python, "-m", MODULE, spec_path, result_path]
         ''',
@@ -46,7 +52,7 @@ TOY_BACKEND = {
             sys.exit(main(_setup, declared=OPTIONS))
         ''',
     "train.py": '''
-        from .. import options, policy
+        from .. import options, policy, world
         from ..harness import Trainer, cpu_name
         from . import OPTIONS
 
@@ -72,7 +78,8 @@ TOY_BACKEND = {
                         "settings": policy.settings(
                             trainable_parameters=1, optimizer_impl="loop",
                             precision=self.spec.precision, loss_scaling=None, tf32=False,
-                            layout="NCHW", compiler=None, threads=1, work=self.n)}
+                            layout="NCHW", compiler=None, threads=1, work=self.n,
+                            launcher=world.world().launcher)}
 
 
         def setup(spec):
@@ -83,14 +90,27 @@ TOY_ENTRY = '''
 register(Framework("toy", ("throwaway",), "toy", "Toy (throw-away)", "json",
                    "nvcr.io/nvidia/pytorch:24.03-py3", "#00aa00"))
 '''
+TAGGED_LAUNCHER = '''
+"""A throw-away launcher: the one process, told the name of what started it."""
+from .launcher import Launcher
+
+
+class Tagged(Launcher):
+    """one process, tagged with its launcher's name (the seam test's)"""
+
+    def command(self, python, spec, rank):
+        return ["env", "COMPARE_LAUNCHER=tagged"] + list(rank)
+'''
 FAKE_EXECUTOR = '''
 """A throw-away executor: the local one under another name, chosen only when asked for."""
+from . import Flag
 from .local import LocalExecutor
 
 
 class FakeExecutor(LocalExecutor):
     name = "fake"
     auto = False
+    FLAGS = (Flag("fake_level", "How fake the runs are (--executor fake)."),)
 
     @classmethod
     def available(cls, ctx):
@@ -123,13 +143,21 @@ def repo(tmp_path_factory) -> Path:
     (repo / "compare" / "requirements" / "toy-cpu.txt").write_text("# nothing: pure Python\n")
     with open(repo / "compare" / "frameworks.py", "a") as f:
         f.write(TOY_ENTRY)
-    (repo / "compare" / "executors" / "fake.py").write_text(FAKE_EXECUTOR.lstrip())
-    init = repo / "compare" / "executors" / "__init__.py"
-    text = init.read_text()
-    line = '    "local": "compare.executors.local:LocalExecutor",\n'
-    assert line in text
-    init.write_text(text.replace(line, line + '    "fake": "compare.executors.fake:FakeExecutor",\n'))
+    _add(repo / "compare" / "executors", "fake", FAKE_EXECUTOR,
+         '    "local": "compare.executors.local:LocalExecutor",\n',
+         '    "fake": "compare.executors.fake:FakeExecutor",\n')
+    _add(repo / "backends" / "launchers", "tagged", TAGGED_LAUNCHER,
+         '    "srun": "backends.launchers.srun:Srun",\n',
+         '    "tagged": "backends.launchers.tagged:Tagged",\n')
     return repo
+
+
+def _add(package: Path, name: str, text: str, after: str, line: str) -> None:
+    """One file in `package` and one registry line in its __init__.py, after the line `after`."""
+    (package / (name + ".py")).write_text(text.lstrip())
+    registry = package / "__init__.py"
+    assert after in registry.read_text()
+    registry.write_text(registry.read_text().replace(after, after + line))
 
 
 def test_a_new_framework_shows_up_in_list_help_options_and_images(repo):
@@ -160,8 +188,27 @@ def test_a_new_executor_is_one_file_and_one_line(repo, tmp_path):
     assert "executor fake:   available: a throw-away executor for the seam test" in doctor
     assert "executor: fake" not in doctor  # auto = False: never picked without being asked for
     proc = _compare(repo, "run", "--frameworks", "toy", "--quick", "--executor", "fake",
-                    "--option", "work=10", "--results", str(tmp_path / "c"))
+                    "--option", "work=10", "--fake-level", "3", "--results", str(tmp_path / "c"))
     assert "executor: fake (--executor fake)" in proc.stderr
+    # its own flag: in `compare run --help`, and refused for another executor
+    assert "--fake-level" in _compare(repo, "run", "--help").stdout
+    refused = subprocess.run([sys.executable, "-m", "compare", "run", "--executor", "local",
+                              "--fake-level", "3"], cwd=str(repo), capture_output=True, text=True,
+                             env=dict(os.environ, PYTHONPATH=str(repo)), timeout=300)
+    assert (refused.returncode, refused.stderr) == (
+        2, "compare: error: --fake-level is read by the fake executor only; add --executor fake\n")
+
+
+def test_a_new_launcher_is_one_file_and_one_line(repo, tmp_path):
+    listed = _compare(repo, "list", "launchers").stdout.splitlines()
+    assert "tagged     one process, tagged with its launcher's name (the seam test's)" in listed
+    campaign = tmp_path / "c"
+    _compare(repo, "run", "--frameworks", "toy", "--gpus", "1,2", "--quick", "--executor", "local",
+             "--option", "work=10", "--results", str(campaign))
+    launched = {p.stem: json.loads(p.read_text())["settings"]["launcher"]
+                for p in (campaign / "results").glob("*.json")}
+    # the toy asks for it with two workers: the process it started knows it (backends/world.py)
+    assert launched == {"toy-fp32-w1-b32-s64-r0": "single", "toy-fp32-w2-b32-s64-r0": "tagged"}
 
 
 def _string_constants(tree: ast.AST):

@@ -1,13 +1,12 @@
 """PyTorch backend ("caffe2": Caffe2 was merged into PyTorch). Stdlib only at import time.
 
-Launchers: torchrun on one machine (command()); under Slurm, srun starts one task per worker and
-each task is one DDP rank (srun_tasks(), srun_command()): the job sets RANK, WORLD_SIZE,
-LOCAL_RANK, MASTER_ADDR and MASTER_PORT as torchrun would, from Slurm's variables.
+One process per worker, each a DDP rank: started by torchrun on one machine, by srun (one task
+per worker) in a Slurm job; backends/world.py reads the rank from either (launcher()).
 """
 from typing import List
 
-from ..dataset import LOADER_WORKERS
-from ..options import CHANNELS_LAST, Option
+from ..dataset import LOADER_WORKERS, PIPELINE
+from ..options import CHANNELS_LAST, COMPILE, Option, Switch
 from ..protocol import RunSpec
 
 MODULE = "backends.caffe2_torch"
@@ -23,30 +22,40 @@ OPTIONS = (
     Option("cudnn_benchmark", "bool", "cuDNN times candidate algorithms for each convolution in "
            "the first step and keeps the fastest (else its heuristics choose)", default=True),
     Option("cudnn_benchmark_limit", "int", "with cudnn_benchmark: how many candidates to time per "
-           "convolution (0: all)", default=10, minimum=0),
-    Option("decode", "str", "with --data DIR: decode JPEGs with Pillow in the loader workers, or "
-           "a batch at once with nvJPEG on the GPU (needs torchvision)", default="cpu",
-           choices=("cpu", "gpu")),
+           "convolution (0: all)", default=10, minimum=0, maximum=1000),
+    Option("decode", "str", "with --data DIR: hw = the GPU's JPEG engines (nvImageCodec), cpu = "
+           "Pillow in the loader workers, gpu = nvJPEG through torchvision; auto = hw where it "
+           "decodes here, else cpu with the reason recorded", default="auto",
+           choices=("auto", "hw", "cpu", "gpu")),
     LOADER_WORKERS,
+    PIPELINE,
 )
+# `tuned` (docs/modes.md): PyTorch 2's documented fast path, torch.compile, with the whole step
+# captured as one CUDA graph where compare can (one GPU; its capture does not cover DDP's
+# collectives). compile_mode `default`: `max-autotune*` had not compiled this step after 540 s
+# on an H200, and `reduce-overhead` is inductor's own CUDA graphs of the forward and backward
+# only, where cuda_graphs captures the optimizer too (BENCHMARKS.md: fp16 7,152, bf16 6,785 b256).
+MODES = {"tuned": (
+    Switch(COMPILE, True, "torch.compile (inductor) of the model: PyTorch 2's documented way "
+           "to train faster"),
+    Switch("compile_mode", "default", "inductor without autotuning: compiles in about a minute; "
+           "max-autotune did not finish in 540 s"),
+    Switch("cuda_graphs", True, "the whole step (forward, backward, fused SGD) replayed as one "
+           "CUDA graph: no launch overhead", where="cuda-1"),
+)}
+
+
+def prepare(spec: RunSpec) -> None:
+    """Before torch is imported: its compile caches (backends/caches.py)."""
+    from .. import caches
+    caches.prepare_torch(spec.compile, spec.device == "cuda")
+
+
+def launcher(spec: RunSpec) -> str:
+    """One worker: a plain process; N: torchrun (srun's tasks in a Slurm job), one process each."""
+    return "torchrun" if spec.world_size > 1 else "single"
 
 
 def command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
-    """The command line that runs `spec` in this backend's environment.
-
-    One worker runs as a plain process; N workers through torchrun (DDP), one process each.
-    """
-    if spec.gpus == 1:
-        return [python, "-m", MODULE, spec_path, result_path]
-    return [python, "-m", "torch.distributed.run", "--standalone",
-            "--nproc_per_node", str(spec.gpus), "-m", MODULE, spec_path, result_path]
-
-
-def srun_tasks(spec: RunSpec) -> int:
-    """Tasks srun starts per node: one per worker, each a rank."""
-    return spec.gpus
-
-
-def srun_command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
-    """The command one srun task runs: one rank, no torchrun (the job set its variables)."""
+    """The command line one process (one DDP rank) executes in this backend's environment."""
     return [python, "-m", MODULE, spec_path, result_path]

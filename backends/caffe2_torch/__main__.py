@@ -1,16 +1,7 @@
-"""Entry point: python -m backends.caffe2_torch SPEC_JSON RESULT_JSON"""
+"""Entry point: python -m backends.caffe2_torch SPEC_JSON RESULT_JSON (backends/harness.py)"""
 import sys
 
-from .. import phases
-from ..harness import main
-from . import OPTIONS
-
-
-def _setup(spec):
-    from .train import setup  # the framework is imported only here, inside its environment
-    phases.mark("framework_imported")
-    return setup(spec)
-
+from ..harness import entry
 
 if __name__ == "__main__":
-    sys.exit(main(_setup, declared=OPTIONS))
+    sys.exit(entry(__package__))

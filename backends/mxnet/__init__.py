@@ -1,8 +1,9 @@
 """MXNet backend (Gluon ResNet-50, a kvstore over N contexts). Stdlib only at import time."""
+import os
 from typing import List
 
 from ..dataset import LOADER_WORKERS
-from ..options import CHANNELS_LAST, Option
+from ..options import CHANNELS_LAST, Option, Switch
 from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.mxnet"
@@ -12,21 +13,38 @@ OPTIONS = (
            "(as the Dell study ran it) or on the CPU", default="device", choices=("device", "local")),
     LOADER_WORKERS,
     CHANNELS_LAST,  # NHWC needs cuDNN: on a CPU it is a recorded `unsupported`
+    Option("hybridize", "str", "Gluon graph mode: one static graph with static memory "
+           "(static_alloc, static_shape), a plain hybridize(), or imperative", default="static",
+           choices=("static", "plain", "off")),
 )
+HYBRIDIZE = {"static": {"static_alloc": True, "static_shape": True}, "plain": {}, "off": None}
+# `tuned` (docs/modes.md): Gluon's documented fast path is hybridize(static_alloc=True,
+# static_shape=True), and NHWC where cuDNN runs it (not on a CPU). compare's MXNet default already
+# runs both (as NVIDIA's MXNet ResNet-50 does), so tuned differs from default by the best batch.
+MODES = {"tuned": (
+    Switch("hybridize", "static", "one static graph with static memory: Gluon's documented "
+           "fastest hybridize"),
+    Switch("channels_last", True, "NHWC convolutions (cuDNN); MXNet's CPU convolutions are NCHW "
+           "only", where="cuda"),
+)}
 
 
-def command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
-    """The command line that runs `spec` in this backend's environment.
+def prepare(spec: RunSpec) -> None:
+    """Before mxnet is imported: true FP32 for fp32 (cuDNN 8 and cuBLAS read NVIDIA_TF32_OVERRIDE
+    when mxnet loads them; the executor sets it too)."""
+    if spec.precision == "fp32":
+        os.environ["NVIDIA_TF32_OVERRIDE"] = "0"
 
-    One process for any number of workers: it drives spec.gpus contexts through a kvstore.
-    """
-    return [python, "-m", MODULE, spec_path, result_path]
 
-
-def srun_command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
-    """Under Slurm: the same one process, on one node (srun starts one task per node)."""
+def launcher(spec: RunSpec) -> str:
+    """One process for any number of workers: it drives spec.gpus contexts through a kvstore."""
     if spec.nodes > 1:
         raise Unsupported("MXNet runs as one process driving its node's contexts through a kvstore; "
                           "{} nodes would need its distributed kvstore or Horovod-MXNet, which "
                           "compare does not launch (use --nodes 1)".format(spec.nodes))
-    return command(python, spec, spec_path, result_path)
+    return "single"
+
+
+def command(python: str, spec: RunSpec, spec_path: str, result_path: str) -> List[str]:
+    """The command line of the run's one process in this backend's environment."""
+    return [python, "-m", MODULE, spec_path, result_path]

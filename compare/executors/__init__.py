@@ -1,18 +1,21 @@
 """Executors start a backend in its environment and turn whatever happens into a RunResult.
 
-An executor is one module here with one class implementing `Executor`, plus one line in
-`EXECUTORS`. `--executor auto` takes the first executor in that order whose class may be chosen
-automatically (`auto = True`) and says available; each answer carries the reason, which
-`compare run` prints and `compare doctor` lists.
+An executor is one module here with one class implementing `Executor` (executor.py: the
+sequence every executor runs, whose steps it fills in), plus one line in `EXECUTORS`. Each
+declares its own flags of `compare run` (FLAGS) and what it can run (`capabilities`: real data,
+several nodes, GPUs). How the run's processes start is the launcher's business
+(backends/launchers/), which the backend names. `--executor auto` takes the first executor in
+that order whose class may be chosen automatically (`auto = True`), can run everything the study
+asks for, and says available; each answer carries the reason, which `compare run` prints and
+`compare doctor` lists.
 """
 import importlib
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
-
-from backends.protocol import RunResult, RunSpec
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UserError
-from ..frameworks import Framework
+from .executor import Attempt, Context, Executor, Flag, Refused
+
+__all__ = ["Attempt", "Context", "Executor", "Flag", "Refused", "EXECUTORS", "CAPABILITIES"]
 
 # name -> "module:Class", in the order `auto` tries them
 EXECUTORS: Dict[str, str] = {
@@ -21,62 +24,14 @@ EXECUTORS: Dict[str, str] = {
     "slurm": "compare.executors.slurm:SlurmExecutor",
 }
 AUTO = "auto"
-
-
-@dataclass
-class Context:
-    """What an executor is told about the sweep it runs."""
-
-    frameworks: List[Framework]
-    device: str  # "cpu" | "cuda" (resolved against the executor's machine)
-    overrides: Dict[str, str] = field(default_factory=dict)  # --python FRAMEWORK=PATH
-    settings: Dict[str, Any] = field(default_factory=dict)  # executor-specific flags
-    log: Callable[[str], None] = lambda s: None
-    requested: str = "auto"  # what --executor said: an executor may accept more when named
-
-
-class Executor:
-    """The interface every executor implements (see LocalExecutor for the simplest one)."""
-
-    name: ClassVar[str]
-    auto: ClassVar[bool] = True  # may `--executor auto` pick it
-    # where runs execute: "host" (this machine; its machine record is the campaign's) or "job"
-    # (elsewhere: the machine record and the device check come from there, via machine())
-    runs_on: ClassVar[str] = "host"
-    multi_node: ClassVar[bool] = False  # can a job span several machines (--nodes > 1)
-    # its own flags of `compare run`: Context.settings key -> the flag (e.g. a cluster's partition)
-    SETTINGS: ClassVar[Dict[str, str]] = {}
-
-    @classmethod
-    def available(cls, ctx: Context) -> Tuple[bool, str]:
-        """(can run this sweep here, why or why not: one line)."""
-        raise NotImplementedError
-
-    @classmethod
-    def check_settings(cls, settings: Dict[str, Any]) -> Dict[str, Any]:
-        """Its flags (keys of SETTINGS) checked and typed; a UserError (one line) if bad."""
-        return dict(settings)
-
-    @classmethod
-    def describe(cls, ctx: Context) -> List[str]:
-        """Lines `compare doctor` prints under it when available (a cluster: its partitions)."""
-        return []
-
-    @classmethod
-    def machine(cls, ctx: Context) -> Dict[str, Any]:
-        """The machine record of where the runs execute."""
-        from .. import machine
-        return machine.info()
-
-    def __init__(self, ctx: Context):
-        self.ctx = ctx
-
-    def run(self, spec: RunSpec, campaign, timeout: float) -> RunResult:
-        """Run one cell to its end and return its result; never raises for a failing run."""
-        raise NotImplementedError
-
-    def close(self) -> None:
-        """Release what the executor holds (called once after the sweep, also on Ctrl-C)."""
+# what a study may ask of an executor: capability -> (its name, what an executor without it
+# does, where to go instead)
+CAPABILITIES: Dict[str, Tuple[str, str, str]] = {
+    "real_data": ("real data", "does not give its runs a data folder",
+                  "real data needs an executor that does"),
+    "multi_node": ("several nodes", "runs on one machine", "more nodes need an executor of a cluster"),
+    "gpus": ("GPUs", "runs on CPUs only", "GPUs need an executor that has them"),
+}
 
 
 def names() -> List[str]:
@@ -90,6 +45,12 @@ def load(name: str) -> type:
             name, ", ".join([AUTO] + names())))
     module, cls = EXECUTORS[name].split(":")
     return getattr(importlib.import_module(module), cls)
+
+
+def can_run(cls: type) -> str:
+    """'real data, GPUs': what the executor can run, as doctor lists it."""
+    return ", ".join(label for cap, (label, _, _) in CAPABILITIES.items()
+                     if cap in cls.capabilities) or "synthetic data on CPUs only"
 
 
 def status(ctx: Context) -> List[Tuple[str, bool, str]]:
@@ -107,6 +68,9 @@ def choose(requested: str, ctx: Context) -> Tuple[type, str]:
     ctx.requested = requested
     if requested != AUTO:
         cls = load(requested)
+        missing = cls.lacks(ctx)
+        if missing:
+            raise UserError(_cannot(cls, *missing))
         ok, why = cls.available(ctx)
         if not ok:
             raise UserError("--executor {}: {}".format(requested, why))
@@ -116,24 +80,44 @@ def choose(requested: str, ctx: Context) -> Tuple[type, str]:
         cls = load(name)
         if not cls.auto:
             continue
-        ok, why = cls.available(ctx)
+        missing = cls.lacks(ctx)
+        ok, why = (False, "{} ({})".format(CAPABILITIES[missing[0]][1], missing[1])) if missing \
+            else cls.available(ctx)
         if ok:
             return cls, "; ".join([why] + passed_over)
         passed_over.append("{} not chosen: {}".format(name, why))
-    raise UserError("--executor auto: no executor can run here ({})".format("; ".join(passed_over)))
+    asked = [n for n in names() if not load(n).auto and not load(n).lacks(ctx)]
+    raise UserError("--executor auto: no executor can run this study here ({}){}".format(
+        "; ".join(passed_over), "; {} can, when asked for: add --executor {}".format(
+            " or ".join(asked), asked[0]) if asked else ""))
 
 
-def check_settings(requested: str, settings: Dict[str, Any]) -> Dict[str, Any]:
+def _cannot(cls: type, capability: str, flag: str) -> str:
+    """'--nodes 2: the local executor runs on one machine; more nodes need an executor of a
+    cluster (slurm)': the study asks for what the named executor cannot do."""
+    _, does, remedy = CAPABILITIES[capability]
+    able = [n for n in names() if capability in load(n).capabilities]
+    return "{}: the {} executor {}; {} ({})".format(flag, cls.name, does, remedy,
+                                                   ", ".join(able) or "none")
+
+
+def flags() -> List[Tuple[str, Flag]]:
+    """(executor name, flag) of every executor's own flags, in registry order (cli.py adds them)."""
+    return [(name, flag) for name in names() for flag in load(name).FLAGS]
+
+
+def check_flags(requested: str, given: Dict[str, Any]) -> Dict[str, Any]:
     """The executor-specific flags given (empty ones dropped), checked by the executor that reads
     them; a flag given to another executor is a UserError naming the one that reads it."""
-    given = {k: v for k, v in settings.items() if v not in (None, "", [], ())}
+    given = {k: v for k, v in given.items() if v not in (None, "", [], ())}
     cls = load(requested) if requested != AUTO else None
+    owners = {flag.key: (name, flag) for name, flag in flags()}
     for key in given:
-        if cls is None or key not in cls.SETTINGS:
-            owner = next(n for n in names() if key in load(n).SETTINGS)
+        if cls is None or key not in {f.key for f in cls.FLAGS}:
+            owner, flag = owners[key]
             raise UserError("{} is read by the {} executor only; add --executor {}".format(
-                load(owner).SETTINGS[key], owner, owner))
-    return cls.check_settings(given) if cls is not None else {}
+                flag.option, owner, owner))
+    return cls.check_flags(given) if cls is not None else {}
 
 
 def remote(requested: str) -> Optional[type]:

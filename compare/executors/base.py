@@ -1,15 +1,18 @@
 """What every executor shares: reading the backend's result back, or recording why there is none;
 and ending every process a run started, whichever way the run or `compare` ends."""
 import datetime
+import functools
 import os
 import re
 import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import RunResult, RunSpec, SchemaError
+from backends import lifeline
+from backends.lifeline import die_with_parent
+from backends.protocol import RunResult, RunSpec, SchemaError, utc_now
 
 from ..store import clean_text, load_result
 
@@ -25,11 +28,8 @@ OOM_SCAN_CHARS = 1_000_000  # how much of a run's stderr (all ranks) is searched
 OOM_PATTERN = re.compile(
     r"out of memory|OOM when allocating|ResourceExhausted|Dst tensor is not initialized|"
     r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|"
-    r"CUDNN_STATUS_ALLOC_FAILED|MemoryError", re.IGNORECASE)
-
-
-def now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    r"CUDNN_STATUS_ALLOC_FAILED|MemoryError|can't allocate memory|cannot allocate memory|"
+    r"std::bad_alloc", re.IGNORECASE)
 
 
 def run_env(spec: RunSpec, code_dir: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
@@ -40,6 +40,41 @@ def run_env(spec: RunSpec, code_dir: Path, extra: Optional[Dict[str, str]] = Non
         env.pop("NVIDIA_TF32_OVERRIDE", None)
     env.update(extra or {})
     return env
+
+
+def child_setup(expected: int, cores: Sequence[int] = ()) -> None:
+    """A launcher's preexec_fn: pinned to `cores` (a cell sharing the machine; its workers inherit
+    them), and dying with `compare` (lifeline.py). Only system calls: it runs between fork and exec."""
+    if cores:
+        os.sched_setaffinity(0, cores)
+    die_with_parent(expected=expected)
+
+
+def start_launcher(cmd: Sequence[str], out, err, env: Dict[str, str], cwd,
+                   cores: Sequence[int] = ()) -> subprocess.Popen:
+    """Start a run's launcher in a session of its own, pinned to `cores` and dying with compare;
+    OSError if it does not start."""
+    lifeline.prepare()
+    return subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=str(cwd),
+                            start_new_session=True, preexec_fn=functools.partial(
+                                child_setup, expected=os.getpid(), cores=tuple(cores)))
+
+
+def start_and_wait(cmd: Sequence[str], out, err, env: Dict[str, str], cwd, timeout: float,
+                   hold: Callable[[subprocess.Popen], None], release: Callable[[], None],
+                   cores: Sequence[int] = ()) -> Tuple[Optional[int], bool]:
+    """Start a run's launcher in a session of its own (pinned to `cores`, dying with compare),
+    hand it to hold() so that close() can stop it, and wait up to `timeout` seconds; release()
+    then ends what is left of the attempt (after a timeout, a stop, or workers that outlive a
+    launcher that exited). (exit code, or None; timed out). OSError if it does not start."""
+    proc = start_launcher(cmd, out, err, env, cwd, cores)
+    hold(proc)
+    try:
+        return proc.wait(timeout=timeout), False
+    except subprocess.TimeoutExpired:
+        return None, True
+    finally:
+        release()
 
 
 def own_env(spec: RunSpec, code_dir) -> Dict[str, str]:
@@ -115,7 +150,7 @@ def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] 
             started_at: Optional[str] = None) -> RunResult:
     """A result for a run that produced none of its own (crash, timeout, missing environment)."""
     return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(), reason=reason,
-                     stderr_tail=stderr_tail or None, started_at=started_at, finished_at=now(),
+                     stderr_tail=stderr_tail or None, started_at=started_at, finished_at=utc_now(),
                      nonce=spec.nonce, spec_hash=spec.spec_hash)
 
 
@@ -166,8 +201,64 @@ def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_
         note = " (ignored a result file written by another attempt, nonce {}, not this attempt's " \
                "{}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
-    if returncode is not None and returncode in (-9, 137) and not last:
-        oom = "killed"  # the kernel's OOM killer leaves no message of its own
-    reason = "exited with code {} and wrote no result{}{}".format(
-        returncode, note, (": " + last[-1][-300:]) if last else "")
+    how, kernel, signum = "exited with code {}".format(returncode), None, signal_of(returncode)
+    if signum:  # failed, with the signal; out of memory only where the kernel's log says so
+        how = "killed by {} (exit code {})".format(_signal_name(signum), returncode)
+        kernel = None if oom else kernel_oom_since(started_at)
+        oom = oom or kernel
+    reason = "{} and wrote no result{}{}{}".format(
+        how, note, (": " + last[-1][-300:]) if last else "",
+        " (the kernel's OOM killer: {})".format(kernel) if kernel else "")
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
+
+
+def signal_of(returncode: Optional[int]) -> Optional[int]:
+    """The signal that ended a process: -N from Popen, 128+N as shells and containers report it."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    return returncode - 128 if 128 < returncode <= 128 + 64 else None
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "signal {}".format(signum)
+
+
+KERNEL_LOG = "/dev/kmsg"  # the kernel's ring buffer: one record "prio,seq,usec,flags;text" a read
+KERNEL_OOM = re.compile(r"Out of memory: Killed process|oom-kill:|Memory cgroup out of memory")
+
+
+def kernel_oom_since(started_at: str) -> Optional[str]:
+    """The kernel's last OOM-killer line logged since `started_at` (ISO time), or None (none, or a
+    log this user may not read)."""
+    try:
+        start = datetime.datetime.fromisoformat(started_at).timestamp() - 1.0
+        boot = time.time() - time.monotonic()  # the log counts microseconds since boot
+        fd = os.open(KERNEL_LOG, os.O_RDONLY | os.O_NONBLOCK)
+    except (OSError, ValueError, TypeError):
+        return None
+    found, chunks = None, []
+    try:
+        for _ in range(200000):  # the ring buffer holds far fewer records
+            try:
+                chunk = os.read(fd, 8192)
+            except BrokenPipeError:  # a record overwritten while reading: go on
+                continue
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError:  # EAGAIN: read to the end
+        pass
+    finally:
+        os.close(fd)
+    for line in b"".join(chunks).decode(errors="replace").splitlines():
+        head, _, text = line.partition(";")
+        fields = head.split(",")
+        if len(fields) >= 3 and fields[2].isdigit() and KERNEL_OOM.search(text) and \
+                boot + int(fields[2]) / 1e6 >= start:
+            found = text.strip()[:300]
+    return found

@@ -1,5 +1,6 @@
-"""How N TensorFlow workers run, decided without TensorFlow (launch.py is stdlib only), and which
-Horovod the environment's setup script builds (its plan, with a stand-in Python).
+"""How N TensorFlow workers run, decided without TensorFlow (backends/launchers/horovod.py is
+stdlib only), and which Horovod the environment's setup script builds (its plan, with a
+stand-in Python).
 
 A Horovod without NCCL must not average GPU gradients through host memory unnoticed; a Horovod
 built with MPI only (NGC's images) must be started with --mpi, not --gloo.
@@ -10,8 +11,8 @@ import subprocess
 
 import pytest
 
+from backends.launchers import horovod as launch
 from backends.protocol import RunSpec, Unsupported
-from backends.tf_horovod import launch
 from tests.helpers import ROOT
 
 CPU_BUILD = {"gloo": True, "mpi": False, "nccl": False, "cuda": False}  # what setup.sh builds here
@@ -43,7 +44,8 @@ def test_asking_for_horovod_on_gpus_without_nccl_is_unsupported():
 def test_a_horovod_with_mpi_only_is_started_with_mpi():
     controller, _ = launch.choose(_spec("cuda"), "auto", NGC_BUILD, NOT_BUILT, mpirun="/usr/bin/mpirun")
     assert controller == "mpi"
-    cmd = launch.horovod_command(_spec("cuda"), "s.json", "r.json", controller, python="py")
+    cmd = launch.horovod_command(_spec("cuda"), ["py", "-m", "backends.tf_horovod", "s.json", "r.json"],
+                                 controller)
     assert cmd[:8] == ["py", "-m", "horovod.runner.launch", "-np", "2", "-H", "localhost:2", "--mpi"]
 
 

@@ -50,3 +50,69 @@ def test_doctor_lists_every_executor_with_its_state(monkeypatch, capsys):
         "executor local:  available: each backend runs here, in its managed environment (or --python)",
         "executor slurm:  not available: no sbatch on PATH"]
     assert lines[-1].startswith("executor: local (--executor auto: each backend runs here")
+    assert [line for line in out.splitlines() if line.startswith("  can run: ")] == [
+        "  can run: real data, GPUs", "  can run: real data, GPUs",
+        "  can run: real data, several nodes, GPUs"]
+
+
+class NoData(executors.Executor):
+    """An executor that runs on this machine but cannot give its runs a data folder."""
+    name = "nodata"
+    capabilities = frozenset({"gpus"})
+
+    @classmethod
+    def available(cls, ctx):
+        return True, "always here"
+
+
+def _with_nodata(monkeypatch):
+    monkeypatch.setattr(executors, "EXECUTORS", dict(
+        {"nodata": "tests.executors.test_registry:NoData"}, **executors.EXECUTORS))
+
+
+def test_auto_passes_over_an_executor_that_cannot_run_the_study_and_says_why(monkeypatch):
+    _with_nodata(monkeypatch)
+    monkeypatch.setattr(docker_images, "engine", lambda: (None, "no Docker engine answers (refused)"))
+    cls, why = executors.choose("auto", _ctx())
+    assert (cls.name, why) == ("nodata", "always here")  # synthetic data: it can
+    cls, why = executors.choose("auto", _ctx(needs={"real_data": "--data /d"}))
+    assert cls.name == "local"
+    assert why == ("each backend runs here, in its managed environment (or --python); "
+                   "nodata not chosen: does not give its runs a data folder (--data /d); "
+                   "docker not chosen: no Docker engine answers (refused)")
+
+
+def test_naming_an_executor_that_lacks_a_capability_is_one_line(monkeypatch):
+    _with_nodata(monkeypatch)
+    with pytest.raises(UserError, match=r"^--data /d: the nodata executor does not give its runs a "
+                       r"data folder; real data needs an executor that does \(docker, local, slurm\)$"):
+        executors.choose("nodata", _ctx(needs={"real_data": "--data /d"}))
+
+
+def test_docker_is_chosen_for_real_data_when_its_images_are_built(monkeypatch):
+    monkeypatch.setattr(docker_images, "engine", lambda: (object(), None))
+    monkeypatch.setattr(docker_images, "missing", lambda c, fws, variant: [])
+    cls, why = executors.choose("auto", _ctx(needs={"real_data": "--data /d"}))
+    assert (cls.name, why) == ("docker", "the Docker engine answers and the cpu images are built")
+
+
+def test_a_study_no_executor_can_run_stops_before_anything_starts(tmp_path, capsys):
+    code, out, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--nodes", "1,2",
+                                "--results", str(tmp_path / "c")], capsys)
+    assert (code, out) == (2, "")
+    assert err == ("compare: error: --executor auto: no executor can run this study here (docker not "
+                   "chosen: runs on one machine (--nodes 2); local not chosen: runs on one machine "
+                   "(--nodes 2)); slurm can, when asked for: add --executor slurm\n")
+    assert not (tmp_path / "c").exists()
+
+
+def test_what_a_study_needs_comes_from_its_flags(tmp_path):
+    from compare.runner import RunConfig
+    cfg = RunConfig(["caffe2"], [1], ["fp32"], [32], "cuda", {}, 1, str(tmp_path), False, 60.0,
+                    nodes=[1, 4], data=["synthetic", "/d"])
+    assert cfg.needs() == {"multi_node": "--nodes 4", "real_data": "--data /d", "gpus": "--device cuda"}
+    cfg.nodes, cfg.data, cfg.device = [1], ["synthetic"], "cpu"
+    assert cfg.needs() == {}
+    assert {n: sorted(executors.load(n).capabilities) for n in executors.names()} == {
+        "docker": ["gpus", "real_data"], "local": ["gpus", "real_data"],
+        "slurm": ["gpus", "multi_node", "real_data"]}

@@ -6,6 +6,7 @@ one with `eval "$(scripts/slurm-cluster)"`. The flag checks at the top need no c
 """
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -15,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from compare import executors, frameworks
-from tests.helpers import assert_phases, main_exit, run_compare
+from tests.helpers import ROOT, assert_phases, main_exit, run_compare
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--windows", "1",
         "--device", "cpu"]
 LONG = ["--image-size", "32", "--batch-size", "4", "--steps", "100000", "--warmup", "1",
@@ -44,6 +44,47 @@ def test_slurm_flags_without_the_slurm_executor_are_refused(argv, capsys):
     code, _, err = main_exit(["run", "--executor", "local", "--device", "cpu"] + argv, capsys)
     assert (code, err) == (2, "compare: error: {} is read by the slurm executor only; add --executor "
                               "slurm\n".format(argv[0]))
+
+
+def _data(tmp_path, monkeypatch, read_only=False):
+    """A checked folder (its prepared side beside it, or in the cache as for a read-only one)."""
+    from compare import datasets
+    run_compare(["data", "make", str(tmp_path / "d"), "--images", "8", "--classes", "2",
+                 "--image-size", "64x48", "--workers", "1"])
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path / "cache"))
+    with monkeypatch.context() as patch:
+        if read_only:
+            patch.setattr(datasets.os, "access", lambda path, mode: False)
+        return datasets.check(datasets.open_folder(str(tmp_path / "d")))
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["beside", "cache"])
+def test_pyxis_mounts_the_data_read_only_at_its_own_path(tmp_path, monkeypatch, read_only):
+    """The srun line of a real-data job in a pyxis container (the test cluster has no pyxis:
+    the job script is read, not run)."""
+    from backends.protocol import RunSpec
+    from compare.executors import slurm
+    from compare.store import Campaign
+    prepared = _data(tmp_path, monkeypatch, read_only)
+    monkeypatch.setattr(slurm.st, "has_pyxis", lambda: True)
+    monkeypatch.setattr(slurm.st, "submit", lambda args, script: "42")
+    monkeypatch.setenv("COMPARE_IMAGE_CAFFE2", "nvcr.io/nvidia/pytorch:24.03-py3")
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    executor = slurm.SlurmExecutor(executors.Context([frameworks.get("caffe2")], "cpu"))
+    spec = RunSpec("caffe2", "caffe2_torch", data=prepared.root)
+    attempt = executors.Attempt(spec, campaign, "2026-01-01T00:00:00+00:00", 600)
+    executor.prepare(attempt)  # up to sbatch: the job script written and submitted
+    work, how = attempt.work, attempt.record
+    root, data = str(campaign.root), prepared.root
+    mounts = "--container-mounts={0}:{0},{1}:{1}:ro".format(root, data)
+    if read_only:
+        mounts += ",{0}:{0}:ro".format(prepared.path)
+    script = (work / "job.sh").read_text()
+    srun = shlex.split(script.split("\nsrun ", 1)[1].split("\nrc=")[0].replace("\\\n", " "))
+    at = srun.index(mounts)
+    assert srun[at - 1] == "--container-image=nvcr.io#nvidia/pytorch:24.03-py3", srun
+    assert how["data_mounts"][0] == {"host": data, "container": data, "mode": "ro"}
+    assert ("export COMPARE_CACHE={}".format(tmp_path / "cache") in script) is read_only
 
 
 @pytest.fixture(scope="module")
@@ -234,3 +275,59 @@ def test_resume_after_compare_was_killed_reattaches_and_runs_nothing_twice(clust
     assert results["caffe2-fp32-w1-b4-s32-r0"]["environment"]["slurm"]["job_id"] == job
     submitted = [j["run_id"] for j in _jobs(campaign) if j["event"] == "submitted"]
     assert sorted(submitted) == ["caffe2-fp32-w1-b4-s32-r0", "caffe2-fp32-w2-b4-s32-r0"]
+
+
+@pytest.mark.slurm
+def test_real_data_on_the_shared_filesystem_is_checked_on_a_node_then_read(cluster, tmp_path):
+    data = tmp_path / "d"
+    run_compare(["data", "make", str(data), "--images", "16", "--classes", "2", "--image-size",
+                 "96x72", "--workers", "1"])
+    campaign = tmp_path / "c"
+    proc = _slurm_run(campaign, ["--frameworks", "caffe2", "--data", str(data), "--option",
+                                 "loader_workers=2"] + TINY)
+    assert "checking that the Slurm compute nodes read {} (srun)".format(data) in proc.stderr
+    r = _results(campaign)["caffe2-fp32-w1-b4-s32-real-r0"]
+    assert r["status"] == "ok", (r["reason"], r["stderr_tail"])
+    assert r["settings"]["images_read"] == (1 + 2) * 4 and r["settings"]["loader_workers"] == 2
+    assert r["environment"]["slurm_environment"] == "shared filesystem"
+
+
+@pytest.mark.slurm
+def test_a_folder_the_nodes_cannot_read_is_one_line_before_anything_is_submitted(
+        cluster, tmp_path, monkeypatch):
+    from compare.errors import UserError
+    from compare.executors import slurm
+    prepared = _data(tmp_path, monkeypatch)
+    first = prepared.files()[0][0]
+    os.remove(os.path.join(prepared.root, first))  # gone after the host checked it
+    executor = slurm.SlurmExecutor(executors.Context([frameworks.get("caffe2")], "cpu"))
+    with pytest.raises(UserError) as info:
+        executor.check_data([prepared])
+    node, path = str(info.value).split("Slurm node ")[1].split(" cannot read ")
+    assert node in ("nodeA", "nodeB")
+    assert str(info.value) == ("--data {0}: Slurm node {1} cannot read {0}/{2}; the folder must be on a "
+                               "filesystem every node mounts".format(prepared.root, node, first))
+
+
+@pytest.mark.slurm
+def test_cells_in_one_allocation_run_side_by_side_as_job_steps(cluster, tmp_path):
+    """Inside an allocation (salloc) the cells are `srun --exact` steps of it, packed by the same
+    rule as on one machine: here two 1-worker cells on the two CPUs of one node."""
+    campaign = tmp_path / "c"
+    proc = subprocess.run(["salloc", "--nodes=1", "--ntasks=2", "--time=10", sys.executable, "-m",
+                           "compare", "run", "--executor", "slurm", "--frameworks", "caffe2",
+                           "--precision", "fp32,bf16", "--concurrency", "2", "--results",
+                           str(campaign)] + TINY, cwd=str(ROOT), capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = _results(campaign)
+    assert sorted(results) == ["caffe2-bf16-w1-b4-s32-r0", "caffe2-fp32-w1-b4-s32-r0"]
+    jobs = set()
+    for run_id, r in results.items():
+        assert r["status"] == "ok", (run_id, r["reason"], r["stderr_tail"])
+        slurm, placed = r["environment"]["slurm"], r["environment"]["placement"]
+        assert slurm["step"] is True and slurm["cpus"] == 1 and len(slurm["nodes"]) == 1
+        assert placed["assigned_by"] == "slurm" and placed["beside"] == sorted(set(results) - {run_id})
+        jobs.add(slurm["job_id"])
+    assert len(jobs) == 1  # one allocation, no job of their own
+    assert not (campaign / "jobs").exists()

@@ -8,7 +8,7 @@ from compare.runner import parse_options
 from tests.helpers import main_exit
 
 CAFFE2_KEYS = ("channels_last, compile_mode, cuda_graphs, cudnn_benchmark, cudnn_benchmark_limit, decode, "
-               "fail_at, fail_rank, loader_workers, optimizer")
+               "fail_at, fail_rank, loader_workers, memory_limit_mb, optimizer, pipeline")
 
 
 def test_a_misspelt_key_is_one_line_naming_the_valid_keys(capsys):
@@ -71,5 +71,58 @@ def test_list_options_prints_each_key_with_its_default(capsys):
     assert code == 0
     assert "  channels_last=bool (default: true on cuda, false on cpu): NHWC memory format" in out
     assert "  cuda_graphs=bool (default: false):" in out
-    assert sorted(line.split("=")[0].strip() for line in out.splitlines()[1:]) == \
-        CAFFE2_KEYS.split(", ")
+    lines = out.splitlines()
+    end = lines.index("  --mode tuned sets:")  # the options, then what each mode switches
+    assert sorted(line.split("=")[0].strip() for line in lines[1:end]) == CAFFE2_KEYS.split(", ")
+    assert lines[end + 1].startswith("    compile=true (everywhere): torch.compile")
+    assert "    cuda_graphs=true (on cuda, one GPU): the whole step" in lines[end + 3]
+
+
+def _declared():
+    from backends.harness import COMMON_OPTIONS
+    return [(fw.name, o) for fw in frameworks.FRAMEWORKS for o in fw.options()] + \
+        [("harness", o) for o in COMMON_OPTIONS]
+
+
+def test_every_declared_number_has_a_range():
+    # a count, a size or a level without a maximum can size memory or time without bound
+    unbounded = ["{}.{}".format(fw, o.key) for fw, o in _declared()
+                 if o.kind in ("int", "float") and (o.minimum is None or o.maximum is None)]
+    assert unbounded == []
+
+
+@pytest.mark.parametrize("framework,item,message", [
+    ("jax", "jax.autotune_level=99", "--option autotune_level=99: must be <= 4"),
+    ("caffe2", "caffe2.loader_workers=99999999999", "--option loader_workers=99999999999: must be <= 256"),
+    ("jax", "jax.loss_scale=nan", "--option loss_scale=nan: not a finite number; give a number such as 1024"),
+    ("jax", "jax.loss_scale=inf", "--option loss_scale=inf: not a finite number; give a number such as 1024"),
+    ("jax", "jax.loss_scale=1e400", "--option loss_scale=1e400: not a finite number; give a number such as 1024"),
+    ("jax", "jax.loss_scale=-inf", "--option loss_scale=-inf: not a finite number; give a number such as 1024"),
+], ids=["autotune_level", "loader_workers", "nan", "inf", "1e400", "-inf"])
+def test_numbers_are_finite_and_within_the_declared_range(framework, item, message):
+    with pytest.raises(UserError) as exc:
+        parse_options([item], [frameworks.get(framework)])
+    assert str(exc.value) == message
+
+
+def test_a_nan_option_is_refused_before_anything_runs(tmp_path, capsys):
+    code, _, err = main_exit(["run", "--frameworks", "jax", "--device", "cpu", "--executor", "local",
+                              "--results", str(tmp_path / "c"), "--option", "jax.loss_scale=nan"], capsys)
+    assert (code, err) == (2, "compare: error: --option loss_scale=nan: not a finite number; give a "
+                              "number such as 1024\n")
+    assert not (tmp_path / "c").exists()
+
+
+def test_free_text_is_one_bounded_line():
+    jax = [frameworks.get("jax")]
+    assert parse_options(["xla_flags=--xla_dump_to=/tmp/x"], jax) == {"jax": {"xla_flags": "--xla_dump_to=/tmp/x"}}
+    with pytest.raises(UserError, match=r"^--option xla_flags=a\\nb: give one line of at most 1000 "
+                                        r"printable characters$"):
+        parse_options(["xla_flags=a\nb"], jax)
+    with pytest.raises(UserError, match=r"^--option xla_flags=xxxxxxxxx.*\.\.\.: give one line"):
+        parse_options(["xla_flags=" + "x" * 1001], jax)
+
+
+def test_list_options_shows_the_range():
+    assert [o.describe() for _, o in _declared() if o.key == "autotune_level"] == [
+        "autotune_level=int 0..4 (default: XLA's own (4)): XLA's GPU autotuning level, 0 (off) to 4"]

@@ -12,7 +12,8 @@ def campaign(tmp_path):
     return save_campaign(tmp_path / "c", [windowed("tf", "fp32", 1, WINDOWS),
                                           windowed("tf", "fp32", 2, [2 * w for w in WINDOWS]),
                                           result("tf", "bf16", 1, status="unsupported",
-                                                 reason="bf16 needs compute capability 8.0+")])
+                                                 reason="bf16 needs compute capability 8.0+",
+                                                 device_name="NVIDIA H200")])
 
 
 def _reference(tmp_path, text):
@@ -23,8 +24,8 @@ def _reference(tmp_path, text):
 
 def test_every_cell_at_or_above_the_floor_passes(campaign, tmp_path, capsys):
     # 2 GPUs: 2001.2 against 2100 x (1 - 5 %) = 1995; bf16 is unsupported: listed, does not decide
-    ref = _reference(tmp_path, "framework,precision,gpus,batch_size,images_per_sec\n"
-                               "tf,fp32,1,256,1000\ntf,fp32,2,256,2100\ntf,bf16,1,256,1500\n")
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,batch_size,images_per_sec\n"
+                               "H200,tf,fp32,1,256,1000\nH200,tf,fp32,2,256,2100\nH200,tf,bf16,1,256,1500\n")
     code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
     assert code == 0, err
     assert "PASS: every comparable cell is at or above the reference less its tolerance. 2 pass, " \
@@ -35,7 +36,8 @@ def test_every_cell_at_or_above_the_floor_passes(campaign, tmp_path, capsys):
 
 
 def test_a_cell_below_the_floor_fails_and_is_listed(campaign, tmp_path, capsys):
-    ref = _reference(tmp_path, "framework,precision,gpus,images_per_sec\ntf,fp32,1,1000\ntf,fp32,2,2200\n")
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec\nH200,tf,fp32,1,1000\n"
+                               "H200,tf,fp32,2,2200\n")
     code, out, _ = main_exit(["check", str(campaign), "--reference", ref, "--tolerance", "5%"], capsys)
     assert code == 1
     assert "FAIL: 1 pass, 1 falls short, 0 not comparable" in out
@@ -47,8 +49,8 @@ def test_a_cell_below_the_floor_fails_and_is_listed(campaign, tmp_path, capsys):
 
 
 def test_a_reference_row_carries_its_own_tolerance(campaign, tmp_path, capsys):
-    ref = _reference(tmp_path, "framework,precision,gpus,images_per_sec,tolerance\ntf,fp32,1,1020,1%\n"
-                               "tf,fp32,2,2040,\n")
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec,tolerance\n"
+                               "H200,tf,fp32,1,1020,1%\nH200,tf,fp32,2,2040,\n")
     code, out, _ = main_exit(["check", str(campaign), "--reference", ref], capsys)
     assert code == 1  # 1000.6 < 1020 x 0.99; the 2-GPU row has none: --tolerance 5 % -> pass
     assert "| 1 | img/s | 1000.60 | 1020.00 | 0.98× ±0.01 | 1% | falls short: below 1009.80 |" in out
@@ -57,7 +59,7 @@ def test_a_reference_row_carries_its_own_tolerance(campaign, tmp_path, capsys):
 
 def test_a_failed_cell_with_a_reference_figure_falls_short(tmp_path, capsys):
     c = save_campaign(tmp_path / "c", [result("tf", "fp32", 1, status="oom", reason="OOM when allocating")])
-    ref = _reference(tmp_path, "precision,gpus,images_per_sec\nfp32,1,500\n")
+    ref = _reference(tmp_path, "gpu,precision,gpus,images_per_sec\nRTX A6000,fp32,1,500\n")
     code, out, _ = main_exit(["check", str(c), "--reference", ref], capsys)
     assert code == 1 and "falls short: no figure: oom (OOM when allocating) |" in out
 
@@ -68,7 +70,8 @@ def test_a_speedup_only_reference_checks_the_speedup(tmp_path, capsys):
                                        windowed("tf", "fp32", 3, [249.0, 250.0, 251.0])])
     code, out, _ = main_exit(["check", str(c), "--reference", "r740_v100_resnet50_speedup"], capsys)
     assert code == 0
-    assert "| TensorFlow (+Horovod) | fp32 | 256 | 3 | speedup | 2.500 | 2.120 | 1.18× ±0.03 | 5% | pass |" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | 3 | speedup | 2.500 | 2.120 | 1.18× ±0.03 | 5% | pass: " \
+           "across hardware: NVIDIA H200 here, V100-PCIe in the reference |" in out
 
 
 @pytest.mark.parametrize("args, message", [
@@ -90,8 +93,49 @@ def test_unknown_or_unmatched_reference_is_one_line_and_exit_2(campaign, tmp_pat
     code, _, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
     assert code == 2
     assert err.strip() == "compare: error: reference ref: no cell of the campaign matches one of its rows " \
-                          "(matched on precision and N, and on framework, batch and image size where it " \
+                          "(matched on network, precision and N, and on framework, batch and image size where it " \
                           "has them); nothing to check"
     bad = _reference(tmp_path, "precision,gpus,images_per_sec,tolerance\nfp32,1,900,lots\n")
     code, _, err = main_exit(["check", str(campaign), "--reference", bad], capsys)
     assert code == 2 and err.startswith("compare: error: reference ref.csv: tolerance 'lots': give a percentage")
+
+
+def test_a_campaign_with_planned_cells_still_to_run_fails(campaign, tmp_path, capsys):
+    # a CI gate on a half-done study: the 2-GPU cell was planned, the reference covers it, it never ran
+    (campaign / "results" / "tf-fp32-g2-b256-s224-r0.json").unlink()
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec\nH200,tf,fp32,1,1000\n"
+                               "H200,tf,fp32,2,2100\n")
+    code, out, _ = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 1
+    assert "FAIL: 1 pass, 0 fall short, 0 not comparable (of 1 figures the reference has for this " \
+           "campaign).\n\n1 planned cell of the campaign has no result yet: tf-fp32-g2-b256-s224-r0. A " \
+           "half-done campaign does not pass; `compare run … --resume` runs it." in out
+
+
+def test_images_per_sec_are_held_only_against_the_same_gpu_model(tmp_path, capsys):
+    # an H200 PyTorch campaign against tf_cnn_benchmarks on A6000s: img/s not comparable, the
+    # speedups compared across hardware and saying so
+    c = save_campaign(tmp_path / "c", [windowed("caffe2", "fp16", n, [w * n for w in WINDOWS])
+                                       for n in (1, 2)])
+    code, out, _ = main_exit(["check", str(c), "--reference", "a6000_tf_cnn_benchmarks"], capsys)
+    assert code == 0
+    assert "PASS: every comparable cell is at or above the reference less its tolerance. 2 pass, 0 fall " \
+           "short, 2 not comparable (of 4 figures" in out
+    assert "| PyTorch (Caffe2) | fp16 | 256 | 1 | img/s | 1000.60 | 1220.76 | 0.82× ±0.01 | 5% | not " \
+           "comparable: measured on NVIDIA H200, the reference on a6000: images/sec are held only " \
+           "against the same GPU model |" in out
+    assert "| PyTorch (Caffe2) | fp16 | 256 | 2 | speedup | 2.000 | 1.952 | 1.02× ±0.01 | 5% | pass: " \
+           "across hardware: NVIDIA H200 here, a6000 in the reference |" in out
+    ref = _reference(tmp_path, "gpu,precision,gpus,images_per_sec\nA100,fp16,1,900\n")
+    code, out, _ = main_exit(["check", str(c), "--reference", ref], capsys)
+    assert code == 1 and "FAIL: no comparable cell to check." in out
+
+
+@pytest.mark.parametrize("gpu,device,same", [
+    ("a6000", "NVIDIA RTX A6000", True), ("V100-PCIe", "Tesla V100-PCIE-16GB", True),
+    ("H200", "NVIDIA H200", True), ("A100", "NVIDIA RTX A1000", False), ("V100", "NVIDIA H100", False),
+    ("V100-SXM2", "Tesla V100-PCIE-16GB", False), (None, "NVIDIA H200", False),
+])
+def test_a_gpu_model_matches_word_for_word(gpu, device, same):
+    from compare.reporting.check import same_gpu
+    assert same_gpu(gpu, device) is same

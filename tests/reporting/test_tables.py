@@ -6,8 +6,9 @@ import io
 from pathlib import Path
 
 from compare.reporting import tables
+from tests.helpers import ROOT
 
-PACKAGE = Path(__file__).resolve().parent.parent / "compare" / "reporting"
+PACKAGE = ROOT / "compare" / "reporting"
 TABLE = tables.Table("Images/sec (speedup vs 1 GPU)", ["framework", "1 GPU", "2 GPUs"],
                      [["A|B <fw>", "100.00", "190.00 (1.900 ±0.010)"]], ["± is the 95 % interval."])
 
@@ -15,7 +16,7 @@ TABLE = tables.Table("Images/sec (speedup vs 1 GPU)", ["framework", "1 GPU", "2 
 def test_markdown_rendering():
     assert tables.markdown([TABLE]) == (
         "## Images/sec (speedup vs 1 GPU)\n\n| framework | 1 GPU | 2 GPUs |\n|---|---|---|\n"
-        "| A\\|B <fw> | 100.00 | 190.00 (1.900 ±0.010) |\n\n± is the 95 % interval.\n")
+        "| A\\|B \\<fw> | 100.00 | 190.00 (1.900 ±0.010) |\n\n± is the 95 % interval.\n")
 
 
 def test_csv_rendering_is_the_table_as_shown():
@@ -65,3 +66,42 @@ def test_the_reporting_package_has_no_import_cycle_and_parses_no_markdown():
     assert "report" not in graph["html"] and "html" not in graph["report"]
     sources = {p.stem: p.read_text() for p in PACKAGE.glob("*.py")}
     assert [m for m, text in sources.items() if "markdown_to_html" in text or 'split("|")' in text] == []
+
+
+def test_columns_and_tables_without_a_value_are_left_out():
+    t = tables.Table("Gain", ["framework", "N", "1 GPU", "2 GPUs", "note"],
+                     [["JAX", "1", "+10.0%", "", "n/a"], ["PyTorch", "1", "n/a", "", ""]], labels=2)
+    kept = t.pruned()
+    assert (kept.header, kept.rows) == (["framework", "N", "1 GPU"],
+                                       [["JAX", "1", "+10.0%"], ["PyTorch", "1", "n/a"]])
+    assert t.pruned().labels == 2 and TABLE.pruned() is TABLE  # nothing to leave out: the same
+    empty = tables.Table("Gain", ["framework", "1 GPU"], [["JAX", "n/a"], ["PyTorch", ""]], labels=1)
+    assert empty.pruned() is None
+
+
+def test_free_text_never_becomes_html_in_markdown():
+    text = tables.markdown([tables.Text("<b>t</b>", ["reason: <script>alert(1)</script> & n<5"],
+                                        warnings=["<!-- hidden -->"]),
+                            tables.Table("", ["a"], [["<img src=x onerror=alert(1)>"]], ["<?php ?>"])])
+    assert text == ("## \\<b>t\\</b>\n\nreason: \\<script>alert(1)\\</script> & n<5\n\n**\\<!-- hidden -->**"
+                    "\n\n| a |\n|---|\n| \\<img src=x onerror=alert(1)> |\n\n\\<?php ?>\n")
+
+
+def test_markup_in_a_reason_or_an_option_is_escaped_in_report_and_diff(tmp_path, capsys):
+    from dataclasses import replace
+
+    from backends.protocol import RunSpec
+    from tests.helpers import main_exit, result, save_campaign, windowed
+    script = "<script>alert(1)</script>"
+    ok = windowed("caffe2", "fp32", 1, [100.0, 101.0])
+    spec = replace(RunSpec.from_dict(ok.spec), options={"xla_flags": script})
+    marked = replace(ok, spec=spec.to_dict())
+    a = save_campaign(tmp_path / "a", [ok, result("mxnet", "fp32", 1, status="failed", reason=script)])
+    b = save_campaign(tmp_path / "b", [marked])
+    code, out, _ = main_exit(["report", str(a), "--format", "md,html"], capsys)
+    assert code == 0 and script not in out and "\\<script>alert(1)\\</script>" in out
+    assert script not in (a / "report" / "report.md").read_text()
+    assert script not in (a / "report" / "report.html").read_text()
+    code, out, _ = main_exit(["diff", str(a), str(b), "--out", str(tmp_path / "d")], capsys)
+    assert code == 0 and "alert(1)" in out and script not in out
+    assert script not in (tmp_path / "d" / "diff.md").read_text()

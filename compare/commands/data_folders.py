@@ -40,10 +40,12 @@ def make(
 
     from .. import imagegen
     width, height = imagegen.parse_size(image_size)
-    for name, value, low in (("--images", images, 1), ("--classes", classes, 1),
-                             ("--workers", workers or 1, 1)):
-        if value < low:
-            raise UserError("{} {}: must be >= {}".format(name, value, low))
+    for name, value, high in (("--images", images, 10_000_000), ("--classes", classes, 100_000),
+                              ("--workers", 1 if workers is None else workers, 256)):
+        if value < 1:
+            raise UserError("{} {}: must be >= 1".format(name, value))
+        if value > high:
+            raise UserError("{} {}: must be <= {}".format(name, value, high))
     if not 1 <= quality <= 95:
         raise UserError("--quality {}: give 1 to 95 (Pillow's useful range)".format(quality))
     spec = imagegen.MakeSpec(images, classes, width, height, seed, quality)
@@ -79,19 +81,19 @@ def prepare(
     python: List[str] = typer.Option([], help="FRAMEWORK=PATH: run that backend's writer with this python."),
 ):
     """Check every JPEG and write each framework's native format beside the folder (once)."""
-    from .. import datasets, envs, machine
+    from .. import datasets, envs, machine_record
     if device not in ("auto", "cpu", "cuda"):
         raise UserError("--device {!r}: choose from auto, cuda, cpu".format(device))
     fw_list = fws.parse(frameworks) if frameworks else fws.available()
     overrides = envs.parse_overrides(python)
     found = datasets.open_folder(folder, "compare data prepare")
     if device == "auto":
-        device = "cuda" if machine.gpus() else "cpu"
+        device = "cuda" if machine_record.gpus() else "cpu"
     console = _console()
     prepared = datasets.checked(found, console)
     print(datasets.summary(prepared))
-    failed = datasets.prepare_formats(prepared, fw_list, device, overrides, console.print,
-                                      datasets.cli_bar(console))
+    failed = datasets.prepare_formats(prepared, fw_list, console.print, datasets.cli_bar(console),
+                                      datasets.LocalWriter(device, overrides, console.print))
     for fw in fw_list:
         fmt = datasets.data_format(fw)
         state = "failed: " + failed[fw.name] if fw.name in failed else \

@@ -4,13 +4,13 @@ project commit; and whether two machine records are the same machine (never mix 
 The part a compute node can answer alone lives in backends/machine.py (stdlib only), so that an
 executor whose runs execute elsewhere (Slurm) takes the record there; this adds the host's side.
 """
-import datetime
 import shutil
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
 from backends.machine import _run, cpu_model, cuda_driver_version, gpus, memory_gib, node_info
+from backends.protocol import utc_now
 
 from . import __version__
 
@@ -53,9 +53,13 @@ def docker_status() -> str:
 
 
 def git_commit() -> Dict[str, Any]:
+    """The commit compare runs from, only when its source tree is this project's own checkout (the
+    folder above the package is the top of the work tree): a copy inside another repository, or an
+    installed package under one, would otherwise be credited with that repository's commit."""
     root = Path(__file__).resolve().parent.parent
+    top = _run(["git", "-C", str(root), "rev-parse", "--show-toplevel"])
     commit = _run(["git", "-C", str(root), "rev-parse", "HEAD"])
-    if commit is None:
+    if top is None or commit is None or Path(top).resolve() != root:
         return {"commit": None, "dirty": None}
     dirty = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
     return {"commit": commit, "dirty": bool(dirty)}
@@ -67,7 +71,7 @@ def host_info() -> Dict[str, Any]:
         "host_python": sys.executable,
         "compare_version": __version__,
         "git": git_commit(),
-        "recorded_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "recorded_at": utc_now(),
     }
 
 

@@ -1,12 +1,12 @@
 """The formulas, checked against the numbers the source studies published."""
 import csv
-from pathlib import Path
 
 import pytest
 
 from compare.reporting import metrics
+from tests.helpers import ROOT
 
-REFERENCES = Path(__file__).resolve().parent.parent / "compare" / "references"
+REFERENCES = ROOT / "compare" / "references"
 
 
 def test_a6000_resnet50_fp16_b256_speedups():

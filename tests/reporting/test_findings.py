@@ -49,3 +49,45 @@ def test_a_precision_gain_inside_its_interval_is_not_claimed():
     gains = [line for line in lines if "than fp32" in line or "of fp32" in line]
     assert gains[0].startswith("PyTorch (Caffe2): bf16 is within noise of fp32 (±")
     assert gains[1].startswith("TensorFlow (+Horovod): bf16 is 79 % faster than fp32 (±")
+
+
+EMULATED = ("bf16 autocast on a CPU without bf16 instructions (neither avx512_bf16 nor amx_bf16, and "
+            "no AVX-512): PyTorch emulates it, so its figure and its gain over fp32 measure the "
+            "emulation, not bf16 hardware")
+
+
+def _noted(runs, note, key="note"):
+    for r in runs:
+        r.settings = dict(r.settings or {}, **{key: note})
+    return runs
+
+
+def test_a_gain_from_an_emulated_precision_is_marked_and_its_note_listed():
+    # the main job on a CPU without AVX-512: PyTorch's bf16 about 24x slower than its fp32
+    results = _runs("caffe2", [28.0, 28.5, 29.0]) + _runs("caffe2", [27.0, 28.0, 28.2], gpus=2) + \
+        _noted(_runs("caffe2", [1.15, 1.17, 1.2], precision="bf16"), EMULATED) + \
+        _noted(_runs("caffe2", [1.1, 1.12, 1.14], gpus=2, precision="bf16"), EMULATED)
+    lines, text = _summary(results)
+    gain = next(line for line in lines if "than fp32" in line)
+    assert gain.startswith("PyTorch (Caffe2): bf16 is 96 % slower than fp32 (±")
+    assert gain.endswith(" than fp32 (±2.9 %). Note: {}.".format(EMULATED))
+    assert "| PyTorch (Caffe2) | bf16 | 32 | 64 | -95.9% ±2.9% (note) | -96.0% ±2.9% (note) |" in text
+    assert report.NOTED in text
+    assert "## Notes on cells\n\n| framework | precision | batch | image | N | note |\n" in text
+    assert "| PyTorch (Caffe2) | bf16 | 32 | 64 | 1, 2 | {} |".format(EMULATED) in text
+
+
+def test_cells_without_a_note_have_no_notes_table_and_no_mark():
+    lines, text = _summary(_runs("caffe2", [28.0, 28.5, 29.0]) +
+                           _runs("caffe2", [40.0, 41.0, 42.0], precision="bf16"))
+    assert "Notes on cells" not in text and "(note)" not in text
+    assert not any("Note:" in line for line in lines)
+
+
+def test_a_distribution_note_is_listed_but_does_not_mark_the_precision_gain():
+    one_process = "horovodrun found no gloo: the 2 workers ran as one process with 2 replicas"
+    results = _runs("tf", [10.0, 10.5, 11.0]) + _noted(_runs("tf", [18.0, 18.5, 19.0], gpus=2),
+                                                       one_process, "distribution_note")
+    _, text = _summary(results)
+    assert "| TensorFlow (+Horovod) | fp32 | 32 | 64 | 2 | {} |".format(one_process) in text
+    assert "(note)" not in text

@@ -41,7 +41,7 @@ def test_global_images_per_sec_is_global_batch_times_steps_over_wall(tmp_path):
     assert len(result.window_images_per_sec) == 5
     assert result.first_loss == 98.0 and result.final_loss == 88.0
     on_disk = json.loads((tmp_path / "r.json").read_text())
-    assert on_disk["status"] == "ok" and on_disk["settings"] == {"x": 1}
+    assert on_disk["status"] == "ok" and on_disk["settings"] == {"x": 1, "mode": "default"}
 
 
 def test_windows_split_steps_evenly():
@@ -98,3 +98,47 @@ def test_the_result_echoes_the_nonce_and_spec_hash_it_was_given(tmp_path):
     assert (on_disk["nonce"], on_disk["spec_hash"]) == ("feedface00000001", spec.spec_hash)
     assert result.spec_hash == _spec(nonce="other", repeat=3).spec_hash  # not a setting
     assert result.spec_hash != _spec(steps=11).spec_hash
+
+
+FAKE_BACKEND = {
+    "__init__.py": "OPTIONS = ()\nprepared = []\n\n\ndef prepare(spec):\n    prepared.append(spec.run_id)\n",
+    "runtime.py": (
+        "import time\n"
+        "from backends import phases\n"
+        "from backends.trainer import Runtime\n\n\n"
+        "def start(spec):\n"
+        "    time.sleep(0.01)\n"
+        "    phases.mark('devices_ready')\n"
+        "    return Runtime()\n"),
+    "train.py": (
+        "from backends.trainer import RuntimeTrainer\n\n\n"
+        "class Idle(RuntimeTrainer):\n"
+        "    def step(self):\n"
+        "        pass\n\n\n"
+        "def setup(spec, runtime):\n"
+        "    trainer = Idle()\n"
+        "    trainer.runtime = runtime\n"
+        "    return trainer\n"),
+}
+
+
+def test_a_backend_folder_is_run_prepare_then_runtime_then_trainer_phases_in_order(tmp_path, monkeypatch):
+    """harness.entry(package): the package's prepare(spec), its runtime (the framework imported,
+    then the devices), its trainer; the phases come out in their order."""
+    import importlib
+    import sys
+
+    from backends import phases
+    package = tmp_path / "fake_backend"
+    package.mkdir()
+    for name, text in FAKE_BACKEND.items():
+        (package / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(phases, "_marks", {})
+    result = harness.run(_spec(steps=2, windows=1), str(tmp_path / "r.json"),
+                         harness.backend_setup("fake_backend"))
+    assert result.status == "ok", result.reason
+    assert importlib.import_module("fake_backend").prepared == [result.run_id]
+    marks = result.phases
+    assert marks["framework_imported"] <= marks["devices_ready"] <= marks["model_built"]
+    sys.modules.pop("fake_backend", None)

@@ -9,7 +9,8 @@ from tests.helpers import fixed_results, main_exit, result
 def test_list_references(capsys):
     code, out, _ = main_exit(["list", "references"], capsys)
     assert code == 0
-    assert out.splitlines()[0].split()[:2] == ["a6000_tf_cnn_benchmarks", "36"]
+    assert out.splitlines()[0].split()[:2] == ["a6000_tf_cnn_benchmarks", "188"]  # every network's
+    assert "(resnet50 36, inception3 32, vgg16 32, nasnet 32, resnet152 28, inception4 28)" in out
     assert "r740_v100_resnet50_speedup" in out
 
 

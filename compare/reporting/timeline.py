@@ -1,0 +1,173 @@
+"""Where a sweep's time goes: per-cell phase durations, time to first step, and the duty cycle.
+
+From each result's `phases` (backends/phases.py: Unix times of named moments). A cell's time to
+first step runs from the moment its backend was launched to the end of its first training step,
+so it holds the interpreter start, the framework import, device and communicator set-up, building
+the model, and what the first step costs beyond a normal one (compilation, autotuning). The duty
+cycle is the timed work over the wall time of all the sweep's cells: the share of the sweep spent
+measuring.
+"""
+import statistics
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from backends.phases import ORDER
+from backends.protocol import DEFAULT_MODEL, RunResult
+
+from .. import frameworks
+from .tables import Section, Table, Text
+
+# (column, from, to): the spans a reader wants, in order; each covers the moments between
+SPANS = (("launch", "cell_start", "launched"),  # env resolution, container or job start
+         ("interpreter", "launched", "process_started"),
+         ("import", "process_started", "framework_imported"),
+         ("devices", "framework_imported", "devices_ready"),
+         ("model", "devices_ready", "model_built"),
+         ("first step", "model_built", "first_step_done"),
+         ("warm-up", "first_step_done", "warmup_done"),
+         ("timed", "timed_start", "timed_end"),
+         ("teardown", "timed_end", "cell_end"))
+KEY = ("framework", "model", "precision", "batch_size", "image_size", "nodes", "gpus", "mode")
+DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec from before the field
+
+
+def span(marks: Dict[str, float], start: str, end: str) -> Optional[float]:
+    if marks.get(start) is None or marks.get(end) is None:
+        return None
+    return marks[end] - marks[start]
+
+
+def time_to_first_step(marks: Dict[str, float]) -> Optional[float]:
+    return span(marks, "launched", "first_step_done")
+
+
+def ordered(marks: Dict[str, float]) -> bool:
+    """The marks present follow ORDER in time."""
+    times = [marks[n] for n in ORDER if n in marks]
+    return all(a <= b for a, b in zip(times, times[1:]))
+
+
+def _median(xs: List[float]) -> Optional[float]:
+    return float(statistics.median(xs)) if xs else None
+
+
+def rows(results: Sequence[RunResult]) -> List[Dict]:
+    """One row per cell (median over its ok repeats): the spans in seconds, time to first step."""
+    groups: Dict[tuple, List[RunResult]] = {}
+    for r in results:
+        if r.status == "ok" and r.phases:
+            key = tuple(r.spec.get(k, DEFAULTS.get(k)) for k in KEY)
+            groups.setdefault(key, []).append(r)
+    out = []
+    for key, rs in groups.items():
+        # the network as "network": "model" is the span of building it
+        row = {"network" if k == "model" else k: v for k, v in zip(KEY, key)}
+        for name, start, end in SPANS:
+            row[name] = _median([v for v in (span(r.phases, start, end) for r in rs) if v is not None])
+        row["to first step"] = _median([v for v in map(time_to_first_step, (r.phases for r in rs))
+                                        if v is not None])
+        row["cell"] = _median([v for v in (span(r.phases, "cell_start", "cell_end") for r in rs)
+                               if v is not None])
+        out.append(row)
+    return out
+
+
+def duty_cycle(results: Sequence[RunResult]) -> Optional[Dict[str, float]]:
+    """{'timed_s', 'wall_s', 'duty_cycle'} over every cell with host marks (any status); None
+    when no cell has them (results from before phases were recorded)."""
+    timed = wall = 0.0
+    for r in results:
+        cell = span(r.phases or {}, "cell_start", "cell_end")
+        if cell is None:
+            continue
+        wall += cell
+        timed += span(r.phases, "timed_start", "timed_end") or 0.0
+    if wall <= 0:
+        return None
+    return {"timed_s": timed, "wall_s": wall, "duty_cycle": timed / wall}
+
+
+def clock(seconds: float) -> str:
+    """72.4 -> '1:12'; 3725 -> '1:02:05'."""
+    s = int(round(seconds))
+    h, rest = divmod(s, 3600)
+    return "{}:{:02d}:{:02d}".format(h, *divmod(rest, 60)) if h else "{}:{:02d}".format(*divmod(rest, 60))
+
+
+def _union(spans: List[Tuple[float, float]]) -> float:
+    """Seconds covered by at least one of the (start, end) spans."""
+    total, reach = 0.0, None
+    for start, end in sorted(spans):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
+
+
+def study(results: Sequence[RunResult], machine_gpus: Optional[int] = None) -> Optional[Dict]:
+    """The sweep as a whole: its wall time (while at least one cell ran: gaps between sessions do
+    not count), the serial estimate (its cells one after the other), the most cells at once, and
+    on GPUs the GPU-hours: held (the machine's GPUs x wall), used by the cells, timed; duty cycle =
+    timed / held, and what it would be serially. None without host marks."""
+    cells = [(r.phases["cell_start"], r.phases["cell_end"], r) for r in results
+             if span(r.phases or {}, "cell_start", "cell_end") is not None]
+    if not cells:
+        return None
+    wall = _union([(a, b) for a, b, _ in cells])
+    out = {"cells": len(cells), "wall_s": wall, "serial_s": sum(b - a for a, b, _ in cells),
+           "at_once": max(sum(1 for a2, b2, _ in cells if a2 <= a < b2) for a, _, _ in cells)}
+    if machine_gpus and all(r.spec.get("device") == "cuda" for _, _, r in cells):
+        def gpu_s(r, seconds):
+            return (r.spec.get("gpus") or 1) * (r.spec.get("nodes") or 1) * seconds
+        timed = sum(gpu_s(r, span(r.phases, "timed_start", "timed_end") or 0.0) for _, _, r in cells)
+        out.update(gpus=machine_gpus, held_gpu_h=machine_gpus * wall / 3600,
+                   used_gpu_h=sum(gpu_s(r, b - a) for a, b, r in cells) / 3600,
+                   timed_gpu_h=timed / 3600, duty=timed / (machine_gpus * wall) if wall else None,
+                   duty_serial=timed / (machine_gpus * out["serial_s"]) if out["serial_s"] else None)
+    return out
+
+
+def study_lines(s: Dict) -> List[str]:
+    """The study's wall time, GPU-hours and duty cycle beside the serial estimate, in words."""
+    lines = ["Study: {} wall for {} cell{} ({} one after the other, the serial estimate; {:.2f}× "
+             "by running up to {} at once).".format(
+                 clock(s["wall_s"]), s["cells"], "" if s["cells"] == 1 else "s",
+                 clock(s["serial_s"]), s["serial_s"] / s["wall_s"] if s["wall_s"] else 1.0,
+                 s["at_once"])]
+    if "gpus" in s:
+        lines.append("GPU time: {} GPUs × {} = {:.3f} GPU-hours held, {:.3f} used by cells, {:.3f} "
+                     "timed: a duty cycle of {:.1%} (serially {:.3f} GPU-hours held, {:.1%}).".format(
+                         s["gpus"], clock(s["wall_s"]), s["held_gpu_h"], s["used_gpu_h"],
+                         s["timed_gpu_h"], s["duty"] or 0.0, s["gpus"] * s["serial_s"] / 3600,
+                         s["duty_serial"] or 0.0))
+    return lines
+
+
+def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> List[Section]:
+    """The report's sections: a table of spans per cell, then the duty cycle and the study's
+    wall time, GPU-hours and duty cycle beside the serial estimate."""
+    table, duty = rows(results), duty_cycle(results)
+    out: List[Section] = []
+    if table:
+        columns = [s[0] for s in SPANS] + ["to first step", "cell"]
+        models = len({r["network"] for r in table}) > 1  # a model column where there are several
+        out.append(Table("Where the time goes (seconds per cell, median over repeats)",
+                         ["framework"] + (["model"] if models else []) + ["precision", "batch", "N"]
+                         + columns,
+                         [[frameworks.display(r["framework"], r["mode"])] +
+                          ([r["network"]] if models else []) +
+                          [r["precision"], str(r["batch_size"]), _n(r)] +
+                          ["{:.1f}".format(r[c]) if r[c] is not None else "n/a" for c in columns]
+                          for r in table],
+                         name="phases"))
+    if duty is not None:
+        whole = study(results, len((machine or {}).get("gpus") or []))
+        out.append(Text("", ["Duty cycle: {:.1f} s timed of {:.1f} s in the cells = {:.1%} of the "
+                             "sweep spent measuring.".format(duty["timed_s"], duty["wall_s"],
+                                                             duty["duty_cycle"])]
+                        + (study_lines(whole) if whole else [])))
+    return out
+
+
+def _n(row: Dict) -> str:
+    return "{} × {}".format(row["nodes"], row["gpus"]) if (row["nodes"] or 1) > 1 else str(row["gpus"])
