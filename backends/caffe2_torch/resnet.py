@@ -1,15 +1,17 @@
-"""ResNet-50 v1.5 in PyTorch: stride on the 3x3 conv, no conv biases, 1000 classes.
+"""ResNet v1.5 in PyTorch: stride on the 3x3 conv, no conv biases, 1000 classes.
 
-25,557,032 trainable parameters (torchvision's count); 53,120 BN running statistics besides.
-The Keras and Gluon definitions in the other backends are the same network.
+ResNet-50: 25,557,032 trainable parameters (torchvision's count), 53,120 BN running statistics
+besides; ResNet-152 is the same bottleneck code with blocks (3, 8, 36, 3): 60,192,808.
+The Keras, Gluon and Flax definitions in the other backends are the same networks.
 """
 import torch
 from torch import nn
 
+from ..networks import RESNET_EXPANSION as EXPANSION
+from ..networks import resnet_stages
+
 BN_MOMENTUM = 0.1  # PyTorch convention (= 0.9 decay in Keras/Gluon terms)
 BN_EPSILON = 1e-5
-STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
-EXPANSION = 4
 
 
 def _bn(channels: int, zero_init: bool = False) -> nn.BatchNorm2d:
@@ -44,15 +46,15 @@ class Bottleneck(nn.Module):
         return self.relu(out + identity)
 
 
-class ResNet50(nn.Module):
-    def __init__(self, num_classes: int = 1000):
+class ResNet(nn.Module):
+    def __init__(self, stages, num_classes: int = 1000):
         super().__init__()
         self.conv1 = nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False)
         self.bn1 = _bn(64)
         self.relu = nn.ReLU(inplace=True)
         self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
         layers, in_channels = [], 64
-        for width, blocks, stride in STAGES:
+        for width, blocks, stride in stages:
             stage = []
             for i in range(blocks):
                 stage.append(Bottleneck(in_channels, width, stride if i == 0 else 1))
@@ -71,5 +73,9 @@ class ResNet50(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
-def trainable_parameters(model: nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+def ResNet50(num_classes: int = 1000) -> ResNet:
+    return ResNet(resnet_stages("resnet50"), num_classes)
+
+
+def ResNet152(num_classes: int = 1000) -> ResNet:
+    return ResNet(resnet_stages("resnet152"), num_classes)

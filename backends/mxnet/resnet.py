@@ -1,7 +1,8 @@
-"""ResNet-50 v1.5 as a Gluon HybridBlock: stride on the 3x3 conv, no conv biases, 1000 classes.
+"""ResNet v1.5 as Gluon HybridBlocks: stride on the 3x3 conv, no conv biases, 1000 classes.
 
-The same network as backends/caffe2_torch/resnet50.py: 25,557,032 trainable parameters. Gluon also
-lists the 53,120 BN running statistics as parameters (grad_req 'null'); `trainable_parameters`
+The same networks as backends/caffe2_torch/resnet.py: ResNet-50 25,557,032 trainable parameters,
+ResNet-152 (the same code with blocks (3, 8, 36, 3)) 60,192,808. Gluon also lists the BN running
+statistics as parameters (grad_req 'null'; 53,120 in ResNet-50); models.trainable_parameters
 leaves them out, as torchvision's count does. `layout` "NCHW" (default) or "NHWC" (channels last:
 convolution and pooling layouts, BatchNorm over axis 3; MXNet runs NHWC convolutions with cuDNN
 only, so on GPUs).
@@ -11,10 +12,11 @@ import math
 import mxnet as mx
 from mxnet.gluon import nn
 
+from ..networks import RESNET_EXPANSION as EXPANSION
+from ..networks import resnet_stages
+
 BN_MOMENTUM = 0.9  # Gluon convention: decay of the running statistics (= PyTorch momentum 0.1)
 BN_EPSILON = 1e-5
-STAGES = ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2))  # (width, blocks, stride)
-EXPANSION = 4
 # kaiming_normal_(mode="fan_out", nonlinearity="relu"), as the PyTorch model initialises convs
 CONV_INIT = mx.init.Xavier(rnd_type="gaussian", factor_type="out", magnitude=2)
 
@@ -58,43 +60,45 @@ class Bottleneck(nn.HybridBlock):
         return F.Activation(self.body(x) + identity, act_type="relu")
 
 
-class ResNet50(nn.HybridBlock):
-    def __init__(self, num_classes: int = 1000, layout: str = "NCHW", **kwargs):
+def check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        raise ValueError("layout {!r}: choose from {}".format(layout, ", ".join(LAYOUTS)))
+
+
+def linear_init(fan_in: int):
+    """PyTorch's nn.Linear default for weight and bias: uniform(+-1/sqrt(fan_in))."""
+    return mx.init.Uniform(1.0 / math.sqrt(fan_in))
+
+
+class ResNet(nn.HybridBlock):
+    def __init__(self, stages, num_classes: int = 1000, layout: str = "NCHW", **kwargs):
         super().__init__(**kwargs)
-        if layout not in LAYOUTS:
-            raise ValueError("layout {!r}: choose from {}".format(layout, ", ".join(LAYOUTS)))
+        check_layout(layout)
         self.layout = layout
         with self.name_scope():
             self.features = nn.HybridSequential(prefix="")
             self.features.add(_conv(layout, 3, 64, 7, 2, 3), _bn(layout, 64), nn.Activation("relu"),
                               nn.MaxPool2D(3, 2, 1, layout=layout))
             in_channels = 64
-            for width, blocks, stride in STAGES:
+            for width, blocks, stride in stages:
                 for i in range(blocks):
                     self.features.add(Bottleneck(in_channels, width, stride if i == 0 else 1,
                                                  layout))
                     in_channels = width * EXPANSION
             self.features.add(nn.GlobalAvgPool2D(layout=layout))
-            # PyTorch's nn.Linear default: uniform(+-1/sqrt(fan_in)) for weight and bias
-            bound = 1.0 / math.sqrt(in_channels)
             self.fc = nn.Dense(num_classes, in_units=in_channels,
-                               weight_initializer=mx.init.Uniform(bound),
-                               bias_initializer=mx.init.Uniform(bound))
+                               weight_initializer=linear_init(in_channels),
+                               bias_initializer=linear_init(in_channels))
 
     def hybrid_forward(self, F, x):
         return self.fc(self.features(x))
 
 
-def conv_layout(net: nn.Block) -> str:
-    """The layout the built network's first convolution really uses ('NCHW' or 'NHWC')."""
-    first = net.features[0]
-    return first._kwargs["layout"]
+class ResNet50(ResNet):  # its own class: Gluon names the parameters after it ("resnet500_...")
+    def __init__(self, num_classes: int = 1000, layout: str = "NCHW", **kwargs):
+        super().__init__(resnet_stages("resnet50"), num_classes, layout, **kwargs)
 
 
-def trainable_parameters(net: nn.Block) -> int:
-    """Count parameters that receive gradients (the BN running statistics have grad_req 'null')."""
-    total = 0
-    for param in net.collect_params().values():
-        if param.grad_req != "null":
-            total += int(math.prod(param.shape))
-    return total
+class ResNet152(ResNet):
+    def __init__(self, num_classes: int = 1000, layout: str = "NCHW", **kwargs):
+        super().__init__(resnet_stages("resnet152"), num_classes, layout, **kwargs)
