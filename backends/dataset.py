@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .harness import Trainer
+from .caches import cache_root
 from .options import Option
 from .protocol import RunSpec, write_json_atomic
 
@@ -33,18 +33,15 @@ AREA = (0.08, 1.0)  # random-resized crop: fraction of the image area kept
 RATIO = (3.0 / 4.0, 4.0 / 3.0)  # and the range of its aspect ratio
 AUGMENTATION = "random-resized crop (area 0.08-1, aspect 3/4-4/3), horizontal flip, mean/std"
 LOADER_WORKERS = Option("loader_workers", "int", "input-pipeline workers (decode processes or "
-                        "threads) per local worker, with --data DIR", minimum=1,
+                        "threads) per local worker, with --data DIR", minimum=1, maximum=256,
                         default_text="cores / local workers")
+PIPELINE = Option("pipeline", "str", "with --data DIR: the framework's own input pipeline, or "
+                  "DALI (decoding on the GPU's JPEG engines; CPU operators on a CPU run)",
+                  default="native", choices=("native", "dali"))
 
 
 class DataError(RuntimeError):
     """The prepared side of a folder is missing or stale: the run is recorded as failed."""
-
-
-def cache_root() -> str:
-    """compare's cache folder, as the host's envs.cache_dir() names it."""
-    return os.environ.get("COMPARE_CACHE") or os.path.join(os.path.expanduser("~"), ".cache",
-                                                           "compare")
 
 
 def candidates(root: str) -> List[str]:
@@ -67,8 +64,9 @@ class Prepared:
             if os.path.isfile(os.path.join(path, MANIFEST)):
                 return cls(path)
         if not os.path.isdir(root):
-            raise DataError("data folder {} does not exist here (a container sees only what is "
-                            "mounted into it: run real data with --executor local)".format(root))
+            raise DataError("data folder {} does not exist where this run executes (a container "
+                            "sees only what is mounted into it; a cluster's nodes, what their "
+                            "filesystems hold)".format(root))
         raise DataError("{} has no manifest (looked in {}); run `compare data prepare {}`".format(
             root, " and ".join(candidates(root)), root))
 
@@ -263,37 +261,6 @@ def settings(spec: RunSpec, prepared: Prepared, tally: Tally, *, pipeline: str, 
            "augmentation": AUGMENTATION}
     out.update(extra)
     return out
-
-
-class DataOnly(Trainer):
-    """--data-only: a step is fetching the next batch onto the device; no model, no training.
-
-    feed: the backend's pipeline (next() -> (images, labels), describe() -> settings, close()).
-    """
-
-    def __init__(self, feed, describe: Callable[[], Dict[str, Any]], sync: Callable[[], None],
-                 barrier: Callable[[], None] = lambda: None, rank: int = 0,
-                 distribution: str = "single", close: Callable[[], None] = lambda: None):
-        self.feed, self._describe, self._sync, self._barrier = feed, describe, sync, barrier
-        self.rank, self.distribution, self._close = rank, distribution, close
-
-    def step(self) -> None:
-        self.feed.next()
-
-    def sync(self) -> None:
-        self._sync()
-
-    def barrier(self) -> None:
-        self._barrier()
-
-    def describe(self) -> Dict[str, Any]:
-        out = self._describe()
-        out["settings"] = dict(self.feed.describe(), data_only=True)
-        return out
-
-    def close(self) -> None:
-        self.feed.close()
-        self._close()
 
 
 class Progress:

@@ -19,7 +19,7 @@ import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
 import backends
 from backends import dataset
@@ -132,7 +132,8 @@ def check(folder: Folder, advance: Callable[[int], None] = lambda n: None,
     where = _writable_dir(folder.root)
     try:
         prepared = dataset.Prepared(where)
-        if prepared.fingerprint == folder.fingerprint:
+        # a folder moved with its .compare inside keeps its files' fingerprint, not its root
+        if prepared.fingerprint == folder.fingerprint and prepared.root == folder.root:
             return prepared
     except (OSError, ValueError, KeyError):
         pass
@@ -191,8 +192,56 @@ def data_format(fw: Framework) -> Optional[str]:
     return getattr(fw.module(), "DATA_FORMAT", None)
 
 
-def prepare_formats(prepared: dataset.Prepared, frameworks: Sequence[Framework], device: str,
-                    overrides: Dict[str, str], log: Log, bar: Callable) -> Dict[str, str]:
+class WriterError(Exception):
+    """The environment that writes a native format is not there (not created, not built)."""
+
+
+class Writer:
+    """Runs a backend's format writer (`python -m backends.<backend>.data write PREPARED_DIR`) in
+    the framework's environment. An executor whose runs use other environments than this
+    machine's (images) has its own (Executor.data_writer)."""
+
+    def where(self, fw: Framework) -> str:
+        """Where fw's writer runs, as the log says it."""
+        raise NotImplementedError
+
+    def __call__(self, fw: Framework, prepared_path: str, err: IO[str],
+                 on_line: Callable[[str], None]) -> int:
+        """Run the writer to its end: stdout lines to on_line, stderr to err; its exit code.
+        WriterError when its environment is not there."""
+        raise NotImplementedError
+
+
+def writer_command(fw: Framework, python: str, prepared_path: str) -> List[str]:
+    return [python, "-m", "backends.{}.data".format(fw.backend), "write", prepared_path]
+
+
+class LocalWriter(Writer):
+    """The writer in fw's environment on this machine: managed (created if missing) or --python."""
+
+    def __init__(self, device: str, overrides: Dict[str, str], log: Log):
+        self.variant = "cuda" if device == "cuda" else "cpu"
+        self.overrides, self.log = overrides, log
+
+    def where(self, fw: Framework) -> str:
+        return "with its environment here"
+
+    def __call__(self, fw, prepared_path, err, on_line) -> int:
+        try:
+            interp = envs.resolve(fw, self.variant, self.overrides, self.log)
+        except envs.EnvError as exc:
+            raise WriterError(str(exc)) from None
+        code_dir = str(Path(backends.__file__).resolve().parent.parent)
+        env = dict(os.environ, PYTHONPATH=code_dir, PYTHONUNBUFFERED="1")
+        proc = subprocess.Popen(writer_command(fw, interp.python, prepared_path),
+                                stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+        for line in proc.stdout:
+            on_line(line)
+        return proc.wait()
+
+
+def prepare_formats(prepared: dataset.Prepared, frameworks: Sequence[Framework], log: Log,
+                    bar: Callable, writer: Writer) -> Dict[str, str]:
     """Write each framework's native format that is missing or stale, with the backend's writer
     in the framework's environment. Returns {framework: why it failed}; the others are ready.
     bar(description) -> a context with update(done, total)."""
@@ -205,32 +254,26 @@ def prepare_formats(prepared: dataset.Prepared, frameworks: Sequence[Framework],
         if prepared.ready(fmt):
             log("{}: {} up to date in {}".format(fw.name, fmt, prepared.format_dir(fmt)))
             continue
-        try:
-            interp = envs.resolve(fw, "cuda" if device == "cuda" else "cpu", overrides, log)
-        except envs.EnvError as exc:
-            failed[fw.name] = str(exc)
-            continue
-        log("{}: writing {} into {} (once; reused while the folder is unchanged)".format(
-            fw.name, fmt, prepared.format_dir(fmt)))
-        why = _run_writer(fw, interp.python, prepared, fmt, bar)
+        log("{}: writing {} into {} {} (once; reused while the folder is unchanged)".format(
+            fw.name, fmt, prepared.format_dir(fmt), writer.where(fw)))
+        why = _run_writer(fw, writer, prepared, fmt, bar)
         if why:
             failed[fw.name] = why
     return failed
 
 
-def _run_writer(fw: Framework, python: str, prepared: dataset.Prepared, fmt: str,
+def _run_writer(fw: Framework, writer: Writer, prepared: dataset.Prepared, fmt: str,
                 bar: Callable) -> Optional[str]:
-    code_dir = str(Path(backends.__file__).resolve().parent.parent)
-    cmd = [python, "-m", "backends.{}.data".format(fw.backend), "write", prepared.path]
-    env = dict(os.environ, PYTHONPATH=code_dir, PYTHONUNBUFFERED="1")
     log_path = os.path.join(prepared.path, fmt + ".log")
     with open(log_path, "w") as err, bar("{}: {}".format(fw.name, fmt)) as progress:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-        for line in proc.stdout:
+        def on_line(line: str) -> None:
             parts = line.split()
             if len(parts) == 3 and parts[0] == "progress":
                 progress.update(int(parts[1]), int(parts[2]))
-        rc = proc.wait()
+        try:
+            rc = writer(fw, prepared.path, err, on_line)
+        except WriterError as exc:
+            return str(exc)
     if rc == 0 and prepared.ready(fmt):
         return None
     lines = [ln for ln in Path(log_path).read_text(errors="replace").splitlines() if ln.strip()]
@@ -258,27 +301,45 @@ def cli_bar(console):
     return bar
 
 
-def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], device: str,
-            overrides: Dict[str, str], console) -> None:
-    """Before a sweep: check each real-data folder, and write the formats its frameworks lack."""
+def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
+            writer: Writer, global_batch: int = 0) -> List[dataset.Prepared]:
+    """Before a sweep: check each real-data folder, and write the formats its frameworks lack.
+    A folder with fewer usable images than the largest global batch is said to repeat them."""
     def log(text: str) -> None:
         console.print(text, soft_wrap=True)  # paths and reasons stay on one line
+    out = []
     for d in dirs:
         prepared = checked(open_folder(d), console)
         log("data: " + summary(prepared))
-        for name, why in prepare_formats(prepared, frameworks, device, overrides, log,
-                                         cli_bar(console)).items():
+        images = prepared.manifest["images"]
+        if images < global_batch:
+            log("warning: {} holds {} usable image{}, fewer than a global batch of {}: every step "
+                "repeats images, so the input pipeline decodes fewer distinct files than real data "
+                "would".format(d, images, "s" if images != 1 else "", global_batch))
+        for name, why in prepare_formats(prepared, frameworks, log, cli_bar(console),
+                                         writer).items():
             log("warning: {}: {}; its real-data cells will fail".format(name, why))
+        out.append(prepared)
+    return out
 
 
 def checked(folder: Folder, console) -> dataset.Prepared:
-    """check() with a progress bar while files are being checked."""
+    """check() with a progress bar while files are being checked; a UserError when not one of
+    the folder's JPEG files can be used."""
     from rich import progress as rp
     with rp.Progress(rp.TextColumn("checking JPEGs"), rp.BarColumn(), rp.MofNCompleteColumn(),
-                     rp.TimeRemainingColumn(), console=console, transient=True) as p:
+                     rp.TimeRemainingColumn(), console=console, transient=True,
+                     disable=not console.is_terminal) as p:  # else it leaves a blank line
         task = p.add_task("", total=None)
-        return check(folder, advance=lambda n: p.advance(task, n),
-                     total=lambda n: p.update(task, total=n))
+        prepared = check(folder, advance=lambda n: p.advance(task, n),
+                         total=lambda n: p.update(task, total=n))
+    if not prepared.manifest["images"]:
+        bad = prepared.manifest.get("corrupt", [])
+        raise UserError("{}: none of its {} JPEG file{} can be used ({}{}); {}".format(
+            folder.root, len(bad), "s" if len(bad) != 1 else "", "; ".join(
+                "{}: {}".format(c["path"], c["reason"]) for c in bad[:3]), " …" if len(bad) > 3 else "",
+            LAYOUT))
+    return prepared
 
 
 def parse_data(csv: str, data_only: bool) -> List[str]:
@@ -293,8 +354,35 @@ def parse_data(csv: str, data_only: bool) -> List[str]:
     return list(dict.fromkeys(out))
 
 
-def check_executor(data: Sequence[str], executor_name: str) -> None:
-    """Real data needs backends that see this machine's files; containers do not mount DIR."""
-    if executor_name == "docker" and any(d != "synthetic" for d in data):
-        raise UserError("--data DIR: the docker executor does not mount the folder into its "
-                        "containers; add --executor local")
+def beside(prepared: dataset.Prepared) -> bool:
+    """Whether the prepared side lies in the folder (DIR/.compare), not in the cache."""
+    return prepared.path == os.path.join(prepared.root, dataset.PREPARED)
+
+
+@dataclass
+class Mount:
+    """A bind mount of a container: a host folder seen at `container` inside."""
+    host: str
+    container: str
+    read_only: bool = True
+
+    def record(self) -> Dict[str, str]:
+        return {"host": self.host, "container": self.container,
+                "mode": "ro" if self.read_only else "rw"}
+
+
+def mounts(prepared: dataset.Prepared, cache_in: Optional[str] = None,
+           write: bool = False) -> Tuple[List[Mount], Dict[str, str]]:
+    """(mounts, environment) that let a container read a data folder where it is here: the folder
+    at its own path, read-only (the manifest and the runs name files by that path), and its
+    prepared side. That lies inside the folder (nothing more to mount; a writer gets it writable),
+    or in the cache (a read-only folder): then mounted under cache_in (None: at its own path),
+    COMPARE_CACHE pointing there. Read-write only for a writer."""
+    root = prepared.root
+    out = [Mount(root, root)]
+    if beside(prepared):
+        return out + ([Mount(prepared.path, prepared.path, read_only=False)] if write else []), {}
+    cache = dataset.cache_root()
+    inside = os.path.join(cache_in or cache, os.path.relpath(prepared.path, cache))
+    return out + [Mount(prepared.path, inside, read_only=not write)], \
+        {"COMPARE_CACHE": cache_in or cache}

@@ -22,6 +22,7 @@ from .errors import UserError
 SPECTRUM_SLOPE = 1.03  # amplitude ~ 1/f^slope; tuned with QUALITY for ~110 KB at 500x375
 QUALITY = 90
 MAKE_FILE = "make.json"
+MAX_SIDE = 4096  # pixels: rendering one image takes ~40 bytes a pixel (0.7 GB at 4096x4096)
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,9 @@ def parse_size(text: str) -> Tuple[int, int]:
         size = (int(w), int(h))
     except ValueError:
         size = (0, 0)
-    if not sep or min(size) < 16:
-        raise UserError("--image-size {!r}: give WIDTHxHEIGHT, each >= 16, e.g. 500x375".format(text))
+    if not sep or min(size) < 16 or max(size) > MAX_SIDE:
+        raise UserError("--image-size {!r}: give WIDTHxHEIGHT, each from 16 to {} (ImageNet's "
+                        "largest), e.g. 500x375".format(text, MAX_SIDE))
     return size
 
 

@@ -11,7 +11,6 @@ from PIL import Image
 from backends import dataset as ds
 from backends.protocol import RunResult, RunSpec, SchemaError
 from compare import datasets, imagegen
-from compare.errors import UserError
 from compare.reporting import data_table, metrics, report, tables
 from compare.reporting.comparator import cells as comparator_cells
 from tests.helpers import main_exit
@@ -63,7 +62,7 @@ def test_make_again_is_a_no_op_and_other_settings_are_refused(tmp_path, capsys):
                                       "settings ({0}/make.json); give a new folder".format(tmp_path / "a"))
     code, _, err = main_exit(["data", "make", str(tmp_path / "x"), "--image-size", "500by375"], capsys)
     assert (code, err.strip()) == (2, "compare: error: --image-size '500by375': give WIDTHxHEIGHT, "
-                                      "each >= 16, e.g. 500x375")
+                                      "each from 16 to 4096 (ImageNet's largest), e.g. 500x375")
 
 
 @pytest.mark.parametrize("case,why", [
@@ -87,14 +86,10 @@ def test_bad_folders_are_one_line_and_exit_2_before_anything_runs(tmp_path, caps
     assert not (tmp_path / "c").exists()
 
 
-def test_data_only_and_the_docker_executor_need_a_folder_read_locally(tmp_path, capsys):
+def test_data_only_needs_a_folder(tmp_path, capsys):
     code, _, err = main_exit(["run", "--frameworks", "caffe2", "--data-only"], capsys)
     assert (code, err) == (2, "compare: error: --data-only times an input pipeline: give --data DIR "
                               "(a folder), e.g. --data synthetic,DIR --data-only\n")
-    with pytest.raises(UserError, match="^--data DIR: the docker executor does not mount the "
-                       "folder into its containers; add --executor local$"):
-        datasets.check_executor(["synthetic", str(tmp_path)], "docker")
-    datasets.check_executor(["synthetic"], "docker")  # synthetic runs anywhere
 
 
 def _folder_with_corrupt_files(tmp_path, capsys):
@@ -136,6 +131,18 @@ def test_the_manifest_is_reused_and_only_changed_files_are_checked_again(tmp_pat
     assert checked == [str(changed)]
     assert later.fingerprint != first.fingerprint and not later.ready("tfrecord")
     assert len(later.manifest["corrupt"]) == 2  # remembered, not checked again
+
+
+def test_a_moved_folder_gets_its_new_root_and_keeps_its_formats(tmp_path, capsys):
+    make(tmp_path / "d", capsys=capsys)
+    first = datasets.check(datasets.open_folder(str(tmp_path / "d")))
+    os.makedirs(first.format_dir("recordio"))
+    first.mark_done("recordio")
+    os.rename(str(tmp_path / "d"), str(tmp_path / "moved"))
+    again = datasets.check(datasets.open_folder(str(tmp_path / "moved")))
+    # backends (and containers, which mount the folder at its path) name files by the root
+    assert (again.root, again.fingerprint) == (str(tmp_path / "moved"), first.fingerprint)
+    assert again.ready("recordio")
 
 
 def test_a_read_only_folder_is_prepared_in_the_cache(tmp_path, capsys, monkeypatch):
@@ -215,7 +222,8 @@ def test_the_matrix_runs_each_cell_in_every_data_mode(tmp_path, capsys):
 @pytest.mark.parametrize("option,message", [
     ("tf.decode=gpu", "--option tf.decode=gpu: unknown key 'decode' for tf; valid keys: tf: "),
     ("loader_workers=0", "--option loader_workers=0: must be >= 1"),
-    ("caffe2.decode=nvjpeg", "--option decode=nvjpeg: not a valid value; choose from cpu, gpu")])
+    ("caffe2.decode=nvjpeg", "--option decode=nvjpeg: not a valid value; choose from auto, hw, cpu, "
+                             "gpu")])
 def test_data_options_are_checked(capsys, option, message):
     code, _, err = main_exit(["run", "--frameworks", "tf,caffe2", "--option", option], capsys)
     assert code == 2 and err.startswith("compare: error: " + message), err
@@ -268,3 +276,110 @@ def test_an_all_synthetic_report_has_no_data_section():
     assert data_table.data_table(cells).empty
     text = tables.markdown(report.build(cells).sections())
     assert "Input pipeline" not in text and "| data |" not in text and "Synthetic data;" in text
+
+
+# --- input-bound cells: a framework ratio that compares input pipelines says so -------------------
+
+def _cell(framework, mode, ips, decode, pipeline, repeats=(0, 1, 2)):
+    """Runs of one H200 cell (three repeats a little apart, so that the findings rank them)."""
+    out = []
+    for i in repeats:
+        r = _result(framework, mode, None if ips is None else ips * (1 + 0.002 * i))
+        r.spec = dict(r.spec, repeat=i)
+        r.settings = {} if mode == "synthetic" else dict(r.settings, decode=decode,
+                                                          data_pipeline=pipeline)
+        out.append(r)
+    return out
+
+
+def _pipeline_report(jax_real: float, torch_real: float, synthetic_jax: bool = True):
+    results = (_cell("caffe2", "synthetic", 6000.0, None, None)
+               + _cell("caffe2", "real", torch_real, "hw", "torch DataLoader (file bytes) -> x")
+               + (_cell("jax", "synthetic", 7000.0, None, None) if synthetic_jax else [])
+               + _cell("jax", "real", jax_real, "cpu", "Grain worker processes (Pillow) -> x"))
+    cells = comparator_cells(results)
+    built = report.build(cells)
+    return built.summary.lines, tables.markdown(built.sections())
+
+
+def test_a_ratio_of_an_input_bound_cell_is_a_comparison_of_input_pipelines():
+    lines, text = _pipeline_report(jax_real=700.0, torch_real=5900.0)
+    line = next(x for x in lines if "real data" in x)
+    assert line.startswith("Input pipelines, not frameworks: JAX (Flax) (Grain worker processes) vs "
+                           "PyTorch (Caffe2) (nvImageCodec on the JPEG engines): 0.12× ")
+    assert line.endswith("(real data, fp16, batch 256, on 1 GPU); JAX (Flax) is input-bound "
+                         "(data efficiency 0.100).")
+    assert "JAX (Flax) versus PyTorch (Caffe2) at equal settings: faster in 1 setting (1.17×)." in lines
+    ratios = text.split("## Framework vs framework")[1].split("##")[0]
+    row = next(x for x in ratios.splitlines() if x.startswith("| JAX (Flax) | fp16 | 256 | 224 | real |"))
+    assert row.endswith(" (pipelines) |")
+    assert "(pipelines): real-data cells where either cell is input-bound" in text
+
+
+def test_a_ratio_of_two_cells_near_synthetic_compares_the_frameworks():
+    lines, text = _pipeline_report(jax_real=6900.0, torch_real=5900.0)
+    line = next(x for x in lines if "real data" in x)
+    assert line.startswith("JAX (Flax) (Grain worker processes) vs PyTorch (Caffe2) (nvImageCodec "
+                           "on the JPEG engines): 1.17× ")
+    assert line.endswith("; both cells within 5% of synthetic: a comparison of the frameworks.")
+    assert "(pipelines)" not in text
+
+
+def test_a_real_cell_without_a_synthetic_twin_is_not_taken_for_a_framework_verdict():
+    lines, _ = _pipeline_report(jax_real=6900.0, torch_real=5900.0, synthetic_jax=False)
+    line = next(x for x in lines if "real data" in x)
+    assert line.startswith("Input pipelines, not frameworks: ")
+    assert line.endswith("not known to be within 5% of synthetic: JAX (Flax) ran no synthetic twin.")
+
+
+def test_a_study_of_one_precision_and_one_gpu_count_prints_no_empty_columns():
+    lines, text = _pipeline_report(jax_real=700.0, torch_real=5900.0)
+    assert "Precision gain" not in text  # fp16 only: no fp32 to gain over
+    head = next(x for x in text.splitlines() if x.startswith("| framework | precision | batch | "
+                                                              "image | N | synthetic |"))
+    assert "data-only" not in head and "host CPU" not in head  # no cell measured them
+    assert "n/a" not in text.split("## Input pipeline")[1].split("##")[0]
+
+
+def test_a_folder_missing_where_the_run_executes_says_where_to_look(tmp_path):
+    with pytest.raises(ds.DataError, match=r"^data folder {} does not exist where this run executes "
+                       r"\(a container sees only what is mounted into it; ".format(tmp_path / "gone")):
+        ds.Prepared.find(str(tmp_path / "gone"))
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--workers", "0"], "--workers 0: must be >= 1"),
+    (["--workers", "100000"], "--workers 100000: must be <= 256"),
+    (["--image-size", "99999x99999"], "--image-size '99999x99999': give WIDTHxHEIGHT, each from 16 to 4096 "
+                                      "(ImageNet's largest), e.g. 500x375"),
+    (["--images", "1000000000"], "--images 1000000000: must be <= 10000000"),
+    (["--classes", "1000000000"], "--classes 1000000000: must be <= 100000"),
+], ids=["workers-0", "workers-1e5", "size", "images", "classes"])
+def test_make_bounds_what_sizes_memory_and_time(tmp_path, capsys, args, message):
+    code, _, err = main_exit(["data", "make", str(tmp_path / "d")] + args, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+    assert not (tmp_path / "d").exists()
+
+
+def test_prepare_of_a_folder_of_only_bad_files_is_one_line_and_exit_2(tmp_path, capsys):
+    for name in ("a.JPEG", "b.jpg"):
+        (tmp_path / "d" / "train" / "n0").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "d" / "train" / "n0" / name).write_bytes(b"\x89PNG\r\n" + bytes(50))
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks", "caffe2"], capsys)
+    assert (code, out) == (2, "")
+    assert err == ("compare: error: {}: none of its 2 JPEG files can be used (train/n0/a.JPEG: not a JPEG "
+                   "(no JPEG frame header); train/n0/b.jpg: not a JPEG (no JPEG frame header)); {}\n".format(
+                       tmp_path / "d", LAYOUT))
+
+
+def test_a_folder_with_fewer_images_than_a_batch_is_said_to_repeat_them(tmp_path, capsys, monkeypatch):
+    from tests.helpers import FAST, fake_python
+    monkeypatch.setenv("COLUMNS", "500")
+    make(tmp_path / "d", images=1, classes=1, capsys=capsys)
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--results", str(tmp_path / "c"), "--python",
+                              "caffe2={}".format(fake_python(tmp_path))] + FAST + [
+                                  "--batch-size", "32", "--data", str(tmp_path / "d")], capsys)
+    assert code == 0, err
+    assert "warning: {} holds 1 usable image, fewer than a global batch of 32: every step repeats " \
+           "images, so the input pipeline decodes fewer distinct files than real data would".format(
+               (tmp_path / "d").resolve()) in err

@@ -10,24 +10,26 @@ Either way a feeder thread moves the batch to the device and normalises it on a 
 DEPTH batches ahead of the training step, in channels_last when the model uses it.
 """
 import os
-import queue
 import random
-import threading
 from typing import Any, Dict, List, Tuple
 
 import torch
 from torch.utils import data as tud
 
 from .. import dataset as ds
-from .. import options
+from .. import feed, options, policy
+from .. import nvdecode as nvd
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
+from .runtime import TorchRuntime
 
 DEPTH = 3  # batches the feeder keeps ready on the device
 LOADER_PREFETCH = 4  # batches each loader worker keeps ready
 PIPELINES = {"cpu": "torch DataLoader + Pillow decode in the workers",
              "gpu": "torch DataLoader (file bytes) + nvJPEG batch decode on the GPU "
-                    "(torchvision.io.decode_jpeg)"}
+                    "(torchvision.io.decode_jpeg)",
+             "hw": "torch DataLoader (file bytes, crop boxes) + nvImageCodec region-of-interest "
+                   "decode on the JPEG engines, one-gather resize on the GPU"}
 
 
 class _Shuffled(tud.Sampler):
@@ -53,15 +55,10 @@ def _pixels(path: str, size: int, rng: random.Random) -> torch.Tensor:
 
 
 def _encoded(path: str, size: int, rng: random.Random) -> Tuple[torch.Tensor, List[float]]:
-    """decode=gpu: the file's bytes and [y, x, h, w, flip, height, width] of its crop."""
-    with open(path, "rb") as f:
-        data = f.read()
-    found = ds.jpeg_size(data)
-    if found is None:
-        raise ValueError("{}: no JPEG frame header".format(path))
-    x, y, w, h = ds.random_resized_crop(found[0], found[1], rng)
-    meta = [y, x, h, w, float(rng.random() < 0.5), found[1], found[0]]
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8), meta
+    """decode=gpu and hw: the file's bytes and [y, x, h, w, flip, height, width] of its crop."""
+    data, m = nvd.read_encoded(path, size, rng)  # m: [x, y, w, h, flip, width, height]
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8), [m[1], m[0], m[3], m[2],
+                                                                  float(m[4]), m[6], m[5]]
 
 
 class FolderDataset(tud.Dataset):
@@ -124,22 +121,19 @@ def crop_resize(images: List[torch.Tensor], meta: torch.Tensor, size: int) -> to
     return torch.lerp(top, torch.lerp(at(y1, x0), at(y1, x1), wx), wy)
 
 
-class Feed:
+class Feed(feed.Feed):
     """Batches on the device: next() -> (images, labels). On cuda a feeder thread prepares them
-    on a side stream, DEPTH ahead; on the CPU they are prepared when asked for.
-
-    settings(tally) -> the data settings the result records."""
+    on a side stream, DEPTH ahead; on the CPU they are prepared when asked for."""
 
     def __init__(self, loader, prepare, device: torch.device, settings):
-        self.iterator, self.prepare, self.device, self.settings = iter(loader), prepare, device, settings
-        self.tally = ds.Tally()
-        self.thread = None
+        super().__init__(settings)
+        self.iterator, self.prepare, self.device = iter(loader), prepare, device
+        self.loader = loader
+        self.ahead = None
         if device.type == "cuda":
             self.stream = torch.cuda.Stream(device)
-            self.queue = queue.Queue(maxsize=DEPTH)  # type: queue.Queue
-            self.stop = threading.Event()
-            self.thread = threading.Thread(target=self._feed, name="compare-feeder", daemon=True)
-            self.thread.start()
+            self.ahead = feed.Prefetcher(self._on_side_stream, DEPTH,
+                                         start=lambda: torch.cuda.set_device(device))
 
     def _one(self):
         batch = next(self.iterator)
@@ -147,26 +141,18 @@ class Feed:
         images, device_labels, errors = self.prepare(batch)
         return images, device_labels, (len(labels), (labels.min(), labels.max()), batch[-1] + errors)
 
-    def _feed(self) -> None:
-        torch.cuda.set_device(self.device)
-        try:
-            while not self.stop.is_set():
-                with torch.cuda.stream(self.stream):
-                    images, labels, counts = self._one()
-                    ready = torch.cuda.Event()
-                    ready.record(self.stream)
-                self.queue.put((images, labels, counts, ready))
-        except BaseException as exc:  # handed to the training thread, which raises it
-            self.queue.put(exc)
+    def _on_side_stream(self):
+        with torch.cuda.stream(self.stream):
+            images, labels, counts = self._one()
+            ready = torch.cuda.Event()
+            ready.record(self.stream)
+        return images, labels, counts, ready
 
     def next(self) -> Tuple[torch.Tensor, torch.Tensor]:
-        if self.thread is None:
+        if self.ahead is None:
             images, labels, counts = self._one()
         else:
-            item = self.queue.get()
-            if isinstance(item, BaseException):
-                raise RuntimeError("input pipeline: {}: {}".format(type(item).__name__, item))
-            images, labels, counts, ready = item
+            images, labels, counts, ready = self.ahead.get()
             current = torch.cuda.current_stream(self.device)
             current.wait_event(ready)
             images.record_stream(current)  # made on the side stream, used on this one
@@ -174,19 +160,17 @@ class Feed:
         self.tally.add(*counts)
         return images, labels
 
-    def describe(self) -> Dict[str, Any]:
-        return self.settings(self.tally)
+    def buffered(self) -> int:
+        """Batches that can be ready before the first is asked for (--data-only drains them):
+        every loader worker's prefetch (DALI: its queue), those on the device, the feeder's."""
+        own = getattr(self.loader, "buffered", None)
+        held = own() if own else self.loader.num_workers * (self.loader.prefetch_factor or 0)
+        return held + (DEPTH + 1 if self.ahead is not None else 0)
 
     def close(self) -> None:
-        if self.thread is not None:
-            self.stop.set()
-            for _ in range(300):  # the feeder may wait on a full queue: drain it until it ends
-                try:
-                    self.queue.get(timeout=0.1)
-                except queue.Empty:
-                    pass
-                if not self.thread.is_alive():
-                    break
+        self.loader = None
+        if self.ahead is not None:
+            self.ahead.close(timeout=30.0)
         self.iterator = None  # shuts the loader workers down
 
 
@@ -262,60 +246,68 @@ def _decode_batch(encoded: List[torch.Tensor], decode, meta: torch.Tensor, label
     return images, len(bad)
 
 
-def make_feed(spec: RunSpec, device: torch.device, rank: int, world: int,
-              channels_last: bool) -> Feed:
-    """This rank's pipeline over its shard of spec.data's files (every world-th file)."""
+def make_feed(spec: RunSpec, runtime: TorchRuntime) -> Feed:
+    """This rank's pipeline over its shard of spec.data's files (every world-th file), onto the
+    runtime's device in the model's layout."""
     def opt(key):
         return options.value(OPTIONS, spec.options, key)
-    decode = opt("decode")
+    device, rank, world = runtime.device, runtime.rank, runtime.world
+    channels_last = policy.channels_last(opt("channels_last"), spec.device)
     if opt("cuda_graphs"):
         raise Unsupported("cuda_graphs replays one static batch; real data (--data) runs eager steps")
-    if decode == "gpu" and device.type != "cuda":
-        raise Unsupported("decode=gpu decodes with nvJPEG on a CUDA device; this run is on the cpu")
-    prepare = (_pixels_to_device(device, channels_last) if decode == "cpu" else
-               decoded_to_device(device, spec.image_size, channels_last, nvjpeg(device)))
     prepared = ds.Prepared.find(spec.data)
     prepared.check_labels(spec.num_classes)
     files = [(os.path.join(prepared.root, rel), label)
              for rel, label in ds.shard(prepared.files(), rank, world)]
     workers = ds.loader_workers(spec, opt("loader_workers"))
-    read, collate = (_pixels, collate_pixels) if decode == "cpu" else (_encoded, collate_encoded)
-    loader = tud.DataLoader(
-        FolderDataset(files, read, spec.image_size, spec.seed + rank), batch_size=spec.batch_size,
-        sampler=_Shuffled(len(files), spec.seed + rank), num_workers=workers[0],
-        collate_fn=collate, pin_memory=device.type == "cuda" and decode == "cpu", drop_last=True,
-        persistent_workers=True, prefetch_factor=LOADER_PREFETCH)
+    make = _dali if opt("pipeline") == "dali" else _native
+    batches, prepare, decode, why, pipeline, extra = make(spec, opt("decode"), device, files,
+                                                          workers[0], spec.seed + rank,
+                                                          channels_last)
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
-        return ds.settings(spec, prepared, tally, pipeline=PIPELINES[decode],
+        return ds.settings(spec, prepared, tally, pipeline=pipeline,
                            data_format="folder (the JPEG files)", workers=workers, ranks=world,
-                           decode=decode, device_prefetch=DEPTH, loader_prefetch=LOADER_PREFETCH,
-                           shard_images=len(files))
-    return Feed(loader, prepare, device, settings)
+                           decode=decode, decode_why=why, device_prefetch=DEPTH,
+                           shard_images=len(files), **extra)
+    return Feed(batches, prepare, device, settings)
 
 
-def data_only(spec: RunSpec) -> ds.DataOnly:
-    """--data-only: the pipeline alone, on the device and ranks a training run would use."""
-    import torch.distributed as dist
+def _native(spec: RunSpec, asked: str, device: torch.device, files, workers: int, seed: int,
+            channels_last: bool):
+    """The DataLoader over the folder, and the decode that `asked` (auto|hw|cpu|gpu) resolves to."""
+    decode, why = nvd.resolve(asked, device.type == "cuda", device.index, files[0][0])
+    if decode == "gpu" and device.type != "cuda":
+        raise Unsupported("decode=gpu decodes with nvJPEG on a CUDA device; this run is on the cpu")
+    prepare = _prepare(decode, device, spec.image_size, channels_last)
+    read, collate = (_pixels, collate_pixels) if decode == "cpu" else (_encoded, collate_encoded)
+    loader = tud.DataLoader(
+        FolderDataset(files, read, spec.image_size, seed), batch_size=spec.batch_size,
+        sampler=_Shuffled(len(files), seed), num_workers=workers, collate_fn=collate,
+        pin_memory=device.type == "cuda" and decode == "cpu", drop_last=True,
+        persistent_workers=True, prefetch_factor=LOADER_PREFETCH)
+    extra = dict(nvd.describe("hw", 1) if decode == "hw" else {}, loader_prefetch=LOADER_PREFETCH)
+    return loader, prepare, decode, why, PIPELINES[decode], extra
 
-    from .. import policy
-    from ..harness import cpu_name
-    from .train import _init_distributed
-    rank, local_rank, world = _init_distributed(spec)
-    cuda = spec.device == "cuda"
-    if cuda and not torch.cuda.is_available():
-        raise Unsupported("device cuda asked for, but torch {} sees no GPU".format(torch.__version__))
-    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(device)
-    else:
-        torch.set_num_threads(policy.cpu_threads(world))
-    channels_last = options.value(OPTIONS, spec.options, "channels_last")
-    feed = make_feed(spec, device, rank, world, cuda if channels_last is None else channels_last)
-    return ds.DataOnly(
-        feed, describe=lambda: {"framework_version": "torch " + torch.__version__,
-                                "device_name": torch.cuda.get_device_name(device) if cuda else cpu_name()},
-        sync=(lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None),
-        barrier=dist.barrier if world > 1 else (lambda: None), rank=rank,
-        distribution="ddp" if world > 1 else "single",
-        close=dist.destroy_process_group if world > 1 else (lambda: None))
+
+def _dali(spec: RunSpec, asked: str, device: torch.device, files, workers: int, seed: int,
+          channels_last: bool):
+    """pipeline=dali: DALI decodes (the mixed decoder on a GPU, CPU operators without one)."""
+    from .. import dali
+    gpu = device.type == "cuda"
+    pipe = dali.build(files, spec.batch_size, spec.image_size, seed, workers,
+                      device.index if gpu else None)
+    return (dali.TorchBatches(pipe), dali.torch_prepare(device, channels_last), "dali",
+            "--option pipeline=dali (decode={} not used)".format(asked), dali.pipeline_text(gpu),
+            dali.describe(gpu, 1, workers))
+
+
+def _prepare(decode: str, device: torch.device, size: int, channels_last: bool):
+    """The feeder's batch -> device step for each decode."""
+    if decode == "cpu":
+        return _pixels_to_device(device, channels_last)
+    if decode == "hw":
+        from . import hwdecode
+        return hwdecode.hw_to_device(device, size, channels_last, hwdecode.make(device),
+                                     _scale(device))
+    return decoded_to_device(device, size, channels_last, nvjpeg(device))

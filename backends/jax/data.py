@@ -1,5 +1,7 @@
-"""JAX's input pipeline for --data DIR: the JPEG folder itself (DATA_FORMAT None), decoded by a
-thread pool with Pillow (loader.py), each batch sharded onto the devices ahead of the step.
+"""JAX's input pipeline for --data DIR: the JPEG folder itself (DATA_FORMAT None), decoded on
+the GPU's JPEG engines (decode=hw, hwfeed.py: the default where it works) or with Pillow in Grain
+worker processes (grain_loader.py; loader=threads: a thread pool, loader.py), each batch sharded
+onto the devices ahead of the step. DALI (pipeline=dali) is backends/dali.py.
 
 A feeder thread takes each host batch of this process (uint8 NHWC, its local devices' share of
 the global batch) and makes it one global array sharded along the mesh's batch axis
@@ -11,8 +13,6 @@ that takes a batch waits for its transfer on the device, never on the host; the 
 is read from the host copy.
 """
 import os
-import queue
-import threading
 from typing import Any, Dict
 
 import jax
@@ -22,13 +22,22 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from .. import dataset as ds
-from .. import options, phases
-from ..protocol import RunSpec
-from . import OPTIONS, step
-from .launch import Member, pinned
+from .. import feed, options
+from .. import nvdecode as nvd
+from ..protocol import RunSpec, Unsupported
+from . import OPTIONS
+from .flags import pinned
 from .loader import HostLoader
+from .runtime import AXIS, JaxRuntime
 
 HOST_PREFETCH = 2  # host batches the loader threads decode ahead of the feeder
+# decode=hw's loader workers per device by default: they only read bytes (~130 us of CPU an image
+# on the 2-core VM, so one keeps up with ~7,000 img/s), and each Grain worker holds 2 x 2 + 2
+# batches of ~28 MB in shared memory: 16 of them per GPU would take gigabytes of /dev/shm
+BYTE_READERS = 4
+GRAIN_PIPELINE = ("Grain worker processes (Pillow decode, crop, flip) -> uint8 NHWC -> "
+                  "jax.make_array_from_process_local_data sharded over the mesh, normalised on "
+                  "the devices, prefetched by a feeder thread")
 PIPELINE = ("thread pool (Pillow decode, crop, flip) -> uint8 NHWC -> "
             "jax.make_array_from_process_local_data sharded over the mesh, normalised on the "
             "devices, prefetched by a feeder thread")
@@ -41,43 +50,39 @@ def normaliser(sharding):
     return jax.jit(lambda x: (x.astype(jnp.float32) - shift) * scale, out_shardings=sharding)
 
 
-class Feed:
-    """Batches on the devices: next() -> (images, labels), global arrays sharded over the mesh;
-    sync() waits for the last one handed out. settings(tally) -> the data settings recorded."""
+class HostSource:
+    """CPU decode: the loader's uint8 host batches as normalised global arrays on the devices.
+    next() -> (images, labels, (images, label range, files skipped)); close()."""
 
-    def __init__(self, loader: HostLoader, sharding: NamedSharding, depth: int, settings):
-        self.loader, self.sharding, self.settings = loader, sharding, settings
+    def __init__(self, loader, sharding: NamedSharding):
+        self.loader, self.sharding = loader, sharding
         self.normalise = normaliser(sharding)
-        self.tally = ds.Tally()
-        self.last = None
-        self.queue = queue.Queue(maxsize=depth)  # type: queue.Queue
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._feed, name="compare-feeder", daemon=True)
-        self.thread.start()
-
-    def _put(self, item) -> None:
-        while not self.stop.is_set():
-            try:
-                self.queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    def _feed(self) -> None:
-        try:
-            while not self.stop.is_set():
-                images, labels, skipped = self.loader.next()
-                x, y = jax.make_array_from_process_local_data(self.sharding, (images, labels))
-                counts = (len(labels), (labels.min(), labels.max()), skipped)  # host copy: no sync
-                self._put((self.normalise(x), y, counts))
-        except BaseException as exc:  # handed to the training thread, which raises it
-            self._put(exc)
 
     def next(self):
-        item = self.queue.get()
-        if isinstance(item, BaseException):
-            raise RuntimeError("input pipeline: {}: {}".format(type(item).__name__, item))
-        images, labels, counts = item
+        images, labels, skipped = self.loader.next()
+        x, y = jax.make_array_from_process_local_data(self.sharding, (images, labels))
+        counts = (len(labels), (labels.min(), labels.max()), skipped)  # host copy: no sync
+        return self.normalise(x), y, counts
+
+    def buffered(self) -> int:
+        return self.loader.buffered()
+
+    def close(self) -> None:
+        self.loader.close()
+
+
+class Feed(feed.Feed):
+    """Batches on the devices: next() -> (images, labels), global arrays sharded over the mesh,
+    made by a feeder thread `depth` batches ahead; sync() waits for the last one handed out.
+    source: HostSource or hwfeed.HwSource (next() -> images, labels, counts; close())."""
+
+    def __init__(self, source, depth: int, settings):
+        super().__init__(settings)
+        self.source, self.last = source, None
+        self.ahead = feed.Prefetcher(source.next, depth)
+
+    def next(self):
+        images, labels, counts = self.ahead.get()
         self.tally.add(*counts)
         self.last = (images, labels)
         return images, labels
@@ -86,20 +91,23 @@ class Feed:
         if self.last is not None:
             jax.block_until_ready(self.last)
 
-    def describe(self) -> Dict[str, Any]:
-        return self.settings(self.tally)
+    def buffered(self) -> int:
+        """Batches that can be ready before the first is asked for (--data-only drains them):
+        the source's, those on the devices, and the one the feeder holds."""
+        return self.source.buffered() + self.ahead.queue.maxsize + 1
 
     def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=60)  # it ends after the batch it is decoding
-        self.loader.close()
+        self.ahead.close(timeout=60.0)  # it ends after the batch it is decoding
+        self.source.close()
 
 
-def make_feed(spec: RunSpec, mesh: Mesh, member: Member) -> Feed:
+def make_feed(spec: RunSpec, runtime: JaxRuntime) -> Feed:
     """This process's pipeline: its shard of spec.data's files (every process_count-th), batches
-    of spec.batch_size per local device of the mesh; loader_workers threads per local device."""
+    of spec.batch_size per local device of the runtime's mesh; loader_workers threads per local
+    device."""
     def opt(key):
         return options.value(OPTIONS, spec.options, key)
+    mesh, member = runtime.mesh, runtime.member
     prepared = ds.Prepared.find(spec.data)
     prepared.check_labels(spec.num_classes)
     rank, processes = jax.process_index(), jax.process_count()
@@ -109,33 +117,74 @@ def make_feed(spec: RunSpec, mesh: Mesh, member: Member) -> Feed:
     # a process pinned to its share of the cores shares them with its own devices only
     per_device, source = ds.loader_workers(spec, opt("loader_workers"),
                                            local if pinned(spec, member) else None)
+    depth = opt("device_prefetch")
+    first = [d for d in mesh.devices.flat if d.process_index == rank][0]
+    if opt("pipeline") == "dali":
+        decode, why = "dali", "--option pipeline=dali (decode={} not used)".format(opt("decode"))
+    else:
+        decode, why = nvd.resolve(opt("decode"), spec.device == "cuda",
+                                  getattr(first, "local_hardware_id", first.id), files[0][0])
+    if decode == "hw" and opt("loader_workers") is None and per_device > BYTE_READERS:
+        per_device, source = BYTE_READERS, "{} byte readers per device (decode=hw; {})".format(
+            BYTE_READERS, source)
     workers = (per_device * local, source if local == 1 else
                "{} x {} devices (one pool per process)".format(source, local))
-    depth = opt("device_prefetch")
-    loader = HostLoader(files, spec.batch_size * local, spec.image_size, spec.seed + rank,
-                        workers[0], HOST_PREFETCH)
+    source, pipeline, extra = _source(decode, opt("loader"), files, spec, mesh, workers[0], rank)
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
-        return ds.settings(spec, prepared, tally, pipeline=PIPELINE,
-                           data_format="folder (the JPEG files)", workers=workers,
-                           ranks=processes, device_prefetch=depth, host_prefetch=HOST_PREFETCH,
-                           shard_images=len(files), process_batch=spec.batch_size * local)
-    return Feed(loader, NamedSharding(mesh, P(step.AXIS)), depth, settings)
+        out = ds.settings(spec, prepared, tally, pipeline=pipeline,
+                          data_format="folder (the JPEG files)", workers=workers,
+                          ranks=processes, device_prefetch=depth, host_prefetch=HOST_PREFETCH,
+                          shard_images=len(files), process_batch=spec.batch_size * local,
+                          decode=decode, decode_why=why, **extra)
+        out.update(source.describe() if hasattr(source, "describe") else {})
+        return out
+    return Feed(source, depth, settings)
 
 
-def data_only(spec: RunSpec, member: Member) -> ds.DataOnly:
-    """--data-only: the pipeline alone, onto the devices and processes a training run would use."""
-    from ..harness import cpu_name
-    from .train import _devices, barrier, join, versions
-    join(spec, member)
-    devices = _devices(spec, member)
-    phases.mark("devices_ready")
-    feed = make_feed(spec, Mesh(np.array(devices), (step.AXIS,)), member)
-    several = member.processes > 1
-    return ds.DataOnly(
-        feed, describe=lambda: {"framework_version": versions(),
-                                "device_name": devices[0].device_kind if spec.device == "cuda"
-                                else cpu_name()},
-        sync=feed.sync, barrier=lambda: barrier(member), rank=jax.process_index(),
-        distribution="jax-spmd" if len(devices) > 1 else "single",
-        close=jax.distributed.shutdown if several else (lambda: None))
+def _source(decode: str, loader: str, files, spec: RunSpec, mesh: Mesh, workers: int, rank: int):
+    """(the feeder's source, the pipeline's description, settings) for the decode that runs."""
+    batch, seed = spec.batch_size * len(mesh.local_devices), spec.seed + rank
+    sharding = NamedSharding(mesh, P(AXIS))
+    if decode == "dali":
+        return _dali(files, spec, mesh, workers, seed, sharding)
+    if decode == "hw":
+        from . import hwfeed
+        if loader == "threads":
+            host = hwfeed.ByteLoader(files, batch, spec.image_size, seed, workers, HOST_PREFETCH)
+        else:
+            host = _grain(files, batch, spec.image_size, seed, workers, True)
+        return (hwfeed.HwSource(host, mesh, spec.batch_size, spec.image_size),
+                hwfeed.PIPELINE.format("threads" if loader == "threads" else "Grain worker processes"),
+                {"loader": "threads (file bytes)" if loader == "threads" else
+                 "grain {} (file bytes)".format(host.version)})
+    if loader == "threads":
+        host = HostLoader(files, batch, spec.image_size, seed, workers, HOST_PREFETCH)
+        return HostSource(host, sharding), PIPELINE, {"loader": "threads"}
+    host = _grain(files, batch, spec.image_size, seed, workers, False)
+    return HostSource(host, sharding), GRAIN_PIPELINE, {"loader": "grain " + host.version}
+
+
+def _grain(files, batch: int, size: int, seed: int, workers: int, encoded: bool):
+    """Grain's worker processes: file bytes and crop boxes (decode=hw) or Pillow's pixels."""
+    from . import grain_loader as gl
+    try:
+        return gl.GrainLoader(files, batch, size, seed, workers, HOST_PREFETCH,
+                              gl.encoded if encoded else gl.pixels)
+    except ImportError as exc:
+        raise Unsupported("loader=grain: grain does not import here ({}); install it or give "
+                          "--option loader=threads".format(exc)) from None
+
+
+def _dali(files, spec: RunSpec, mesh: Mesh, workers: int, seed: int, sharding):
+    """pipeline=dali: one DALI pipeline per local device over its share of the process's files."""
+    from .. import dali
+    devices = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+    gpu, k = spec.device == "cuda", len(devices)
+    threads = max(1, workers // k)
+    pipes = [dali.build(ds.shard(files, i, k), spec.batch_size, spec.image_size, seed + i, threads,
+                        getattr(d, "local_hardware_id", d.id) if gpu else None)
+             for i, d in enumerate(devices)]
+    shape = (spec.batch_size * mesh.devices.size, spec.image_size, spec.image_size, 3)
+    return (dali.JaxSource(pipes, devices, sharding, shape), dali.pipeline_text(gpu),
+            dali.describe(gpu, k, threads))

@@ -63,6 +63,10 @@ class HostLoader:
         done = [f.result() for f in futures]  # raises what a task raised
         return images, np.array([d[0] for d in done], np.int32), sum(d[1] for d in done)
 
+    def buffered(self) -> int:
+        """Batches that can be ready before the first is asked for: those in flight."""
+        return len(self.pending)
+
     def close(self) -> None:
         for _, futures in self.pending:
             for f in futures:

@@ -16,9 +16,10 @@ import mxnet as mx
 from mxnet import gluon
 
 from .. import dataset as ds
-from .. import options
+from .. import feed, options
 from ..protocol import RunSpec
 from . import DATA_FORMAT, OPTIONS
+from .runtime import MXNetRuntime
 
 PREFETCH = 4  # batches ImageRecordIter keeps decoded ahead
 PIPELINE = "mxnet ImageRecordIter (C++ threads: OpenCV decode, crop, mirror, normalise, prefetch)"
@@ -38,12 +39,12 @@ def write(prepared: ds.Prepared, files: List[Tuple[str, int]], folder: str,
     return {"records": len(order)}
 
 
-class Feed:
+class Feed(feed.Feed):
     """Batches on the contexts: next() -> (images per context, labels per context), counted."""
 
     def __init__(self, iterator, contexts: List[mx.Context], dtype: str, settings):
-        self.iterator, self.contexts, self.dtype, self.settings = iterator, contexts, dtype, settings
-        self.tally = ds.Tally()
+        super().__init__(settings)
+        self.iterator, self.contexts, self.dtype = iterator, contexts, dtype
 
     def next(self):
         try:
@@ -59,14 +60,19 @@ class Feed:
             images = [x.astype(self.dtype) for x in images]
         return images, gluon.utils.split_and_load(labels, self.contexts, even_split=True)
 
-    def describe(self) -> Dict[str, Any]:
-        return self.settings(self.tally)
+    def buffered(self) -> int:
+        """Batches ready before the first is asked for (--data-only drains them): the
+        iterator's prefetch buffer and the batch its threads are building."""
+        return PREFETCH + 1
 
     def close(self) -> None:
         self.iterator = None
 
 
-def make_feed(spec: RunSpec, contexts: List[mx.Context], dtype: str) -> Feed:
+def make_feed(spec: RunSpec, runtime: MXNetRuntime) -> Feed:
+    """One iterator for all the contexts of this process, in the dtype the model computes in."""
+    contexts = runtime.contexts
+    dtype = "float16" if spec.precision == "fp16" else "float32"  # as train.resolve_precision
     prepared = ds.Prepared.find(spec.data)
     prepared.check_labels(spec.num_classes)
     folder = prepared.require(DATA_FORMAT)
@@ -89,19 +95,6 @@ def make_feed(spec: RunSpec, contexts: List[mx.Context], dtype: str) -> Feed:
                                source, len(contexts), "s" if len(contexts) > 1 else "")),
                            ranks=1, prefetch_buffer=PREFETCH)
     return Feed(iterator, contexts, dtype, settings)
-
-
-def data_only(spec: RunSpec) -> ds.DataOnly:
-    """--data-only: the pipeline alone, onto the contexts a training run would use."""
-    from ..harness import cpu_name
-    from .train import _contexts, _gpu_name
-    contexts = _contexts(spec)
-    gpu = contexts[0].device_type == "gpu"
-    feed = make_feed(spec, contexts, "float16" if spec.precision == "fp16" else "float32")
-    return ds.DataOnly(
-        feed, describe=lambda: {"framework_version": "mxnet " + mx.__version__,
-                                "device_name": _gpu_name(contexts[0]) if gpu else cpu_name()},
-        sync=mx.nd.waitall, distribution="kvstore" if len(contexts) > 1 else "single")
 
 
 if __name__ == "__main__":

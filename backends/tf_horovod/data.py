@@ -17,13 +17,15 @@ from typing import Any, Dict, List, Tuple
 import tensorflow as tf
 
 from .. import dataset as ds
-from .. import options, policy
+from .. import feed, options, policy
 from ..protocol import RunSpec
 from . import DATA_FORMAT, OPTIONS
+from .runtime import TFRuntime
 
 SHARD_IMAGES = 1024  # images per TFRecord file: ImageNet's 1.28 M make ~1,250 files
 MIN_SHARDS = 8  # so that a few Horovod ranks still get files of their own
 SHUFFLE_BUFFER = 2048  # records
+TO_DEVICE = 2  # batches prefetch_to_device keeps on the GPU
 PIPELINE = "tf.data: TFRecord interleave, parallel map (decode_and_crop_jpeg), batch, prefetch"
 ENCODED, LABEL = "image/encoded", "image/class/label"
 
@@ -104,13 +106,14 @@ def dataset(spec: RunSpec, prepared: ds.Prepared, rank: int, world: int, batch: 
     return out.with_options(opts)
 
 
-class Feed:
+class Feed(feed.Feed):
     """Batches for the step: next() -> (images, labels), counted; labels checked on the host
     side where that costs no device sync (CPU), else on the warm-up batches."""
 
     def __init__(self, iterator, strategy, on_gpu: bool, check_batches: int, settings):
+        super().__init__(settings)
         self.iterator, self.strategy, self.on_gpu = iterator, strategy, on_gpu
-        self.check_batches, self.settings, self.tally = check_batches, settings, ds.Tally()
+        self.check_batches = check_batches
 
     def next(self):
         images, labels = next(self.iterator)
@@ -122,74 +125,41 @@ class Feed:
         self.tally.add(sum(int(p.shape[0]) for p in parts), label_range)
         return images, labels
 
-    def describe(self) -> Dict[str, Any]:
-        return self.settings(self.tally)
+    def buffered(self) -> int:
+        """Batches ready before the first is asked for (--data-only drains them): the AUTOTUNE
+        prefetch buffer (it starts small and grows only while the consumer waits: none yet), the
+        batch being built, and prefetch_to_device's 2 on a GPU."""
+        return TO_DEVICE + 2 if self.on_gpu else 2
 
     def close(self) -> None:
         self.iterator = None
 
 
-def make_feed(trainer) -> Feed:
-    """The feed of a TFTrainer (or the data-only context): its rank, world, strategy, GPUs."""
-    spec = trainer.spec
+def make_feed(spec: RunSpec, runtime: TFRuntime) -> Feed:
+    """This process's feed, on the runtime's rank, world, strategy and GPUs."""
     prepared = ds.Prepared.find(spec.data)
     prepared.check_labels(spec.num_classes)
     workers = ds.loader_workers(spec, options.value(OPTIONS, spec.options, "loader_workers"))
-    mirrored = trainer.distribution == "mirrored"
+    mirrored = runtime.distribution == "mirrored"
     if mirrored:  # one process, one pipeline for all its replicas
-        workers = (workers[0] * trainer.world, "{} x {} replicas (one pipeline)".format(
-            workers[1], trainer.world))
-    ranks = trainer.world if trainer.distribution == "horovod" else 1
-    data = dataset(spec, prepared, trainer.rank, ranks,
-                   spec.batch_size * (trainer.world if mirrored else 1), workers[0])
+        workers = (workers[0] * runtime.world, "{} x {} replicas (one pipeline)".format(
+            workers[1], runtime.world))
+    ranks = runtime.world if runtime.distribution == "horovod" else 1
+    data = dataset(spec, prepared, runtime.rank, ranks,
+                   spec.batch_size * (runtime.world if mirrored else 1), workers[0])
     if mirrored:  # splits each global batch over the replicas and prefetches onto them
-        iterator = iter(trainer.strategy.experimental_distribute_dataset(data))
-    elif trainer.gpus:
-        iterator = iter(data.apply(tf.data.experimental.prefetch_to_device("/gpu:0", 2)))
+        iterator = iter(runtime.strategy.experimental_distribute_dataset(data))
+    elif runtime.gpus:
+        iterator = iter(data.apply(tf.data.experimental.prefetch_to_device("/gpu:0", TO_DEVICE)))
     else:
         iterator = iter(data)
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
         return ds.settings(spec, prepared, tally, pipeline=PIPELINE, data_format=DATA_FORMAT,
-                           workers=workers, ranks=ranks, prefetch="to the GPU" if trainer.gpus else
+                           workers=workers, ranks=ranks, prefetch="to the GPU" if runtime.gpus else
                            "host (tf.data.AUTOTUNE)", shuffle_buffer=SHUFFLE_BUFFER)
-    return Feed(iterator, trainer.strategy if mirrored else None, bool(trainer.gpus),
+    return Feed(iterator, runtime.strategy if mirrored else None, bool(runtime.gpus),
                 spec.warmup_steps, settings)
-
-
-class _Context:
-    """What make_feed needs of a trainer, for --data-only: ranks, devices, strategy; no model."""
-
-    def __init__(self, spec: RunSpec):
-        from .train import TFTrainer, _configure_devices, _distribution
-        self.spec, self.distribution, self.rank, self.hvd = spec, _distribution(spec), 0, None
-        local_rank, self.world = 0, spec.gpus
-        if self.distribution == "horovod":
-            import horovod.tensorflow as hvd
-            hvd.init()
-            self.hvd, self.rank, local_rank, self.world = hvd, hvd.rank(), hvd.local_rank(), hvd.size()
-        self.gpus = _configure_devices(spec, self.distribution, self.world, local_rank)
-        self.strategy = TFTrainer._strategy(self)  # the trainer's choice of devices, without a model
-
-
-def data_only(spec: RunSpec) -> ds.DataOnly:
-    """--data-only: the pipeline alone, with the ranks and devices a training run would use."""
-    from ..harness import cpu_name
-    ctx = _Context(spec)
-    hvd = ctx.hvd
-
-    def sync() -> None:
-        if ctx.gpus and hasattr(tf.test.experimental, "sync_devices"):
-            tf.test.experimental.sync_devices()
-
-    def describe() -> Dict[str, Any]:
-        name = cpu_name() if not ctx.gpus else \
-            tf.config.experimental.get_device_details(ctx.gpus[0]).get("device_name", "gpu")
-        return {"framework_version": "tensorflow " + tf.__version__, "device_name": name}
-    return ds.DataOnly(
-        make_feed(ctx), describe=describe, sync=sync, rank=ctx.rank, distribution=ctx.distribution,
-        barrier=(lambda: hvd.allreduce(tf.constant(0.0), name="compare_barrier").numpy())
-        if hvd else (lambda: None), close=hvd.shutdown if hvd else (lambda: None))
 
 
 if __name__ == "__main__":

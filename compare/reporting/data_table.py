@@ -13,10 +13,14 @@ from .. import frameworks
 from . import metrics
 from .tables import Table
 
-CELL = ["framework", "precision", "batch_size", "image_size", "device", "gpus"]
+CELL = ["framework", "model", "precision", "batch_size", "image_size", "device", "gpus", "mode"]
 COLUMNS = CELL + ["synthetic_ips", "real_ips", "data_only_ips", "data_efficiency", "input_bound",
-                  "pipeline_share", "cpu_cores", "loader_workers", "data_pipeline", "decode",
-                  "images_read", "corrupt_skipped", "real_status"]
+                  "pipeline_share", "cpu_cores", "loader_workers", "host_cpu_cores",
+                  "data_pipeline", "decode", "decode_why", "images_read", "corrupt_skipped",
+                  "real_status"]
+# short names of the decode paths, for sentences that name a cell's pipeline
+DECODES = {"hw": "nvImageCodec on the JPEG engines", "gpu": "nvJPEG through torchvision",
+           "dali": "DALI"}
 
 
 def _ips(row: Optional[pd.Series]) -> Optional[float]:
@@ -53,10 +57,61 @@ def data_table(cells: pd.DataFrame) -> pd.DataFrame:
             pipeline_share=metrics.ratio(_ips(real), _ips(ceiling)),
             real_status=None if real is None else real["status"],
             **{c: _first((real, ceiling), c) for c in ("cpu_cores", "loader_workers",
-                                                       "data_pipeline", "decode", "images_read",
+                                                       "host_cpu_cores", "data_pipeline", "decode",
+                                                       "decode_why", "images_read",
                                                        "corrupt_skipped")}))
     table = pd.DataFrame(rows, columns=COLUMNS)
     return table.astype(object).where(table.notna(), None)
+
+
+def pipeline_name(row) -> str:
+    """A cell's input pipeline in a few words: its decode path, else its pipeline's first stage."""
+    decode, text = row.get("decode"), row.get("data_pipeline") or "its pipeline"
+    if decode in DECODES:
+        return DECODES[decode]
+    return text.split(" -> ")[0].split(": ")[0].split(" (")[0]
+
+
+def pipeline_verdicts(cells: pd.DataFrame) -> Dict[tuple, Dict]:
+    """For every real-data or data-only cell (key: comparator.KEY): its pipeline's name, whether
+    it is input-bound (None: unknown, no synthetic twin) and its data efficiency."""
+    out: Dict[tuple, Dict] = {}
+    if cells.empty or "data_mode" not in cells:
+        return out
+    rows = {tuple(r[c] for c in CELL): r for _, r in data_table(cells).iterrows()}
+    for _, r in cells[cells.data_mode != "synthetic"].iterrows():
+        found = rows.get(tuple(r[c] for c in CELL))
+        out[cell_key(r)] = {
+            "pipeline": pipeline_name(r), "input_bound": None if found is None else found["input_bound"],
+            "efficiency": None if found is None else found["data_efficiency"]}
+    return out
+
+
+def cell_key(row, framework=None) -> tuple:
+    """comparator.KEY of a cell record, for `framework` (default: the row's own)."""
+    return ((framework or row["framework"]), row["precision"], row["batch_size"], row["image_size"],
+            row["device"], row["data_mode"], row["nodes"], row["gpus"])
+
+
+def pipelines_compared(row, base: str, verdicts: Dict[tuple, Dict]) -> Optional[str]:
+    """Why the framework ratio of a real-data or data-only cell against the `base` framework's
+    compares input pipelines, not frameworks; None when it compares frameworks (synthetic data,
+    or both cells within INPUT_BOUND of synthetic)."""
+    if row["data_mode"] == "synthetic":
+        return None
+    if row["data_mode"] == "data-only":
+        return "data-only: the input pipelines alone"
+    pair = [(row["framework"], verdicts.get(cell_key(row), {})),
+            (base, verdicts.get(cell_key(row, base), {}))]
+    bound = ["{} is input-bound (data efficiency {:.3f})".format(frameworks.display(fw), v["efficiency"])
+             for fw, v in pair if v.get("input_bound")]
+    if bound:
+        return " and ".join(bound)
+    unknown = [frameworks.display(fw) for fw, v in pair if v.get("input_bound") is None]
+    if unknown:
+        return "not known to be within {:.0%} of synthetic: {} ran no synthetic twin".format(
+            1 - metrics.INPUT_BOUND, " and ".join(unknown))
+    return None
 
 
 def _num(x, fmt: str) -> str:
@@ -75,18 +130,24 @@ def table(cells: pd.DataFrame) -> Optional[Table]:
     if rows.empty:
         return None
     head = ["framework", "precision", "batch", "image", "N", "synthetic", "real", "data-only",
-            "data efficiency", "CPU cores", "loader workers", "pipeline"]
+            "data efficiency", "CPU cores", "loader workers", "host CPU (cores busy)", "pipeline"]
     out = []
     for _, r in rows.iterrows():
         pipeline = r["data_pipeline"] or "n/a"
         if r["decode"]:
             pipeline += " (decode={})".format(r["decode"])
-        out.append([frameworks.display(r["framework"]), r["precision"], str(r["batch_size"]),
+        out.append([frameworks.display(r["framework"], r["mode"]), r["precision"], str(r["batch_size"]),
                     str(r["image_size"]), str(r["gpus"]), _num(r["synthetic_ips"], "{:.2f}"),
                     _num(r["real_ips"], "{:.2f}"), _num(r["data_only_ips"], "{:.2f}"), _efficiency(r),
-                    _num(r["cpu_cores"], "{:.0f}"), _num(r["loader_workers"], "{:.0f}"), pipeline])
+                    _num(r["cpu_cores"], "{:.0f}"), _num(r["loader_workers"], "{:.0f}"),
+                    _num(r["host_cpu_cores"], "{:.1f}"), pipeline])
+    why = ["{} ({}, N={}): {}.".format(frameworks.display(r["framework"]), r["precision"], r["gpus"],
+                                       r["decode_why"]) for _, r in rows.iterrows() if r["decode_why"]]
     return Table("Input pipeline (real data vs synthetic, img/s)", head, out, [
         "data efficiency = img/s with real data ÷ img/s synthetic, the cell otherwise the same; "
         "below {:.2f} the input pipeline, not the model, sets the pace (input-bound). data-only = "
         "the input pipeline alone, no training: its ceiling. Loader workers are per local worker "
-        "(MXNet: the threads of its one iterator).".format(metrics.INPUT_BOUND)], name="input_pipeline")
+        "(MXNet: the threads of its one iterator). Host CPU = CPU seconds of the job's processes "
+        "÷ wall seconds of the timed region.".format(metrics.INPUT_BOUND)]
+        + (["Decode other than the default (hardware decode where it works): " + " ".join(why)]
+           if why else []), name="input_pipeline", labels=5)

@@ -5,11 +5,13 @@ truncated JPEG and a file that is no JPEG at all. One campaign: synthetic and re
 framework (TensorFlow, MXNet, PyTorch, JAX), then (--resume) the data-only ceiling.
 """
 import json
+import os
+import subprocess
 
 import pytest
 
 from compare import frameworks
-from tests.helpers import TINY_RUN, run_compare, run_in_backend
+from tests.helpers import ROOT, TINY_RUN, backend_python, run_compare, run_in_backend
 
 pytestmark = pytest.mark.backend  # real frameworks in their environments
 
@@ -56,12 +58,21 @@ def test_each_backend_read_steps_times_batch_images_with_labels_in_range(campaig
         if r["spec"]["data"] == "synthetic":
             assert "images_read" not in s
             continue
-        assert s["images_read"] == (WARMUP + STEPS) * BATCH, run_id
-        assert s["batches_read"] == WARMUP + STEPS, run_id
+        # data-only drains what the loader buffered while the run set up before its warm-up
+        drained = s["drained_batches"] if "dataonly" in run_id else 0
+        assert drained >= (2 if "dataonly" in run_id else 0), run_id  # every loader buffers
+        assert s["images_read"] == (WARMUP + STEPS + drained) * BATCH, run_id
+        assert s["batches_read"] == WARMUP + STEPS + drained, run_id
         assert 0 <= s["label_min"] <= s["label_max"] < CLASSES, run_id
-        assert s["labels_checked_batches"] == WARMUP + STEPS, run_id  # CPU: every batch
+        assert s["labels_checked_batches"] == WARMUP + STEPS + drained, run_id  # CPU: every batch
         assert s["loader_workers"] >= 1 and s["cpu_cores"] >= 1, run_id
         assert s.get("data_only", False) is ("dataonly" in run_id), run_id
+        if r["spec"]["framework"] in ("caffe2", "jax"):  # decode=auto on a CPU: Pillow, and why
+            assert (s["decode"], s["decode_why"]) == ("cpu", "decode=auto: no JPEG engines on a "
+                                                             "CPU run"), run_id
+        if r["spec"]["framework"] == "jax":  # JAX's CPU decode: Grain's worker processes
+            assert s["loader"].startswith("grain "), run_id
+        assert r["telemetry"]["host_cpu_cores"] is not None, run_id  # the job's CPU use, timed
 
 
 def test_corrupt_jpegs_are_counted_skipped_and_reported(campaign):
@@ -175,14 +186,89 @@ def test_torch_gpu_decode_path_runs_on_the_cpu_with_a_stand_in_decoder(folder):
     assert out["skipped"] == [[32, 32, 3], 0, 1]  # the next file's pixels (label 0), 1 skipped
 
 
-def test_decode_gpu_on_a_cpu_is_a_recorded_unsupported(folder, tmp_path):
+def _data_only(folder, tmp_path, option, frameworks="caffe2,jax"):
     out = tmp_path / "c"
-    run_compare(["run", "--frameworks", "caffe2", "--executor", "local", "--device", "cpu",
-                 "--data", str(folder), "--data-only", "--option", "decode=gpu",
+    run_compare(["run", "--frameworks", frameworks, "--executor", "local", "--device", "cpu",
+                 "--data", str(folder), "--data-only", "--option", option,
                  "--results", str(out)] + TINY_RUN)
-    r = json.loads((out / "results" / "caffe2-fp32-w1-b4-s32-dataonly-r0.json").read_text())
+    return {fw: json.loads((out / "results" / "{}-fp32-w1-b4-s32-dataonly-r0.json".format(fw))
+                           .read_text()) for fw in frameworks.split(",")}
+
+
+def test_gpu_and_hardware_decode_on_a_cpu_are_recorded_unsupported_with_the_reason(folder, tmp_path):
+    r = _data_only(folder, tmp_path / "gpu", "decode=gpu", "caffe2")["caffe2"]
     assert (r["status"], r["reason"]) == (
         "unsupported", "decode=gpu decodes with nvJPEG on a CUDA device; this run is on the cpu")
+    for fw, r in _data_only(folder, tmp_path / "hw", "decode=hw").items():
+        assert (r["status"], r["reason"]) == (
+            "unsupported", "decode=hw decodes on a GPU's JPEG engines; this run is on the cpu"), fw
+
+
+def test_dali_cpu_only_pipeline_reads_steps_times_batch_images_with_labels_in_range(folder, tmp_path):
+    """pipeline=dali without a GPU: DALI's CPU operators (device_id=None), in both frameworks."""
+    for fw, r in _data_only(folder, tmp_path, "pipeline=dali").items():
+        probe = run_in_backend(fw, "import nvidia.dali as d; print(d.__version__)") \
+            if r["status"] != "ok" else None
+        assert r["status"] == "ok", (fw, r["reason"], probe)
+        s = r["settings"]
+        read = WARMUP + STEPS + s["drained_batches"]  # DALI's queue (2), JAX's device prefetch
+        assert (s["decode"], s["images_read"], s["batches_read"]) == ("dali", read * BATCH, read), fw
+        assert s["drained_batches"] == (2 if fw == "caffe2" else 2 + 2 + 1), fw  # CPU: no feeder
+        assert 0 <= s["label_min"] <= s["label_max"] < CLASSES, fw
+        assert s["dali_version"] and s["hw_decoder_load"] is None, fw  # CPU operators only
+        assert s["data_pipeline"].startswith("DALI CPU-only: readers.file"), fw
+
+
+@pytest.mark.parametrize("framework,name", [("caffe2", "torch"), ("jax", "jax")])
+def test_the_hardware_decode_path_gives_pillows_pixels(folder, framework, name):
+    """Everything of decode=hw but the JPEG engines: nvImageCodec's CPU backend decodes the crop
+    windows into the flat buffer, the framework's gather resizes them; Pillow's decode of the
+    same boxes, resized by the same formula, agrees (bench/pipes_probe.py, as on the GPU)."""
+    proc = subprocess.run([backend_python(framework), str(ROOT / "bench" / "pipes_probe.py"), name,
+                           str(folder / "train" / "n00000002"), "cpu", "--batch", "6", "--size", "24"],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert (out["ok"], out["images"], out["shape"]) == (True, 6, [6, 24, 24, 3])
+    assert out["mean_abs"] < 1.0  # the same libjpeg-turbo: the same pixels
+
+
+JAX_HW_FEED = r"""
+import json, os
+os.environ.update(JAX_PLATFORMS="cpu", XLA_FLAGS="--xla_force_host_platform_device_count=2")
+import jax
+import numpy as np
+from jax.sharding import Mesh
+from backends import dataset as ds
+from backends.jax import grain_loader as gl, hwfeed
+prepared = ds.Prepared.find(FOLDER)
+files = [(os.path.join(prepared.root, rel), label) for rel, label in prepared.files()]
+loader = gl.GrainLoader(files, 8, 16, 7, 1, 2, gl.encoded)  # 1 worker: bytes and crop boxes
+source = hwfeed.HwSource(loader, Mesh(np.array(jax.devices()[:2]), ("data",)), 4, 16, "cpu")
+seen = []
+for _ in range(5):
+    x, y, (n, (lo, hi), bad) = source.next()
+    seen.append([n, int(lo), int(hi), list(x.shape), len(x.sharding.device_set),
+                 bool(np.isfinite(np.asarray(x)).all()), np.asarray(y).tolist()])
+print(json.dumps({"batches": seen, "describe": source.describe(), "buffered": source.buffered()}))
+source.close()
+"""
+
+
+def test_jax_hardware_decode_feed_reads_the_folder_through_grain(folder):
+    """decode=hw's JAX feed but the JPEG engines (nvImageCodec's CPU backend): Grain's worker
+    reads bytes and crop boxes, one decode thread per device fills its ring, the resize makes
+    one global batch sharded over both devices, counted, labels in range."""
+    run_compare(["data", "prepare", str(folder), "--frameworks", "jax", "--device", "cpu"])
+    out = json.loads(run_in_backend("jax", JAX_HW_FEED.replace("FOLDER", repr(str(folder))))
+                     .strip().splitlines()[-1])
+    for n, lo, hi, shape, devices, finite, labels in out["batches"]:
+        assert (n, shape, devices, finite) == (8, [8, 16, 16, 3], 2, True)
+        assert 0 <= lo <= hi < CLASSES and all(0 <= v < CLASSES for v in labels)
+    d = out["describe"]
+    assert (d["decode_ring"], d["decoders"]) == (3, 1)  # hwfeed.RING; the host's one decoder
+    assert out["buffered"] == 1 * (2 * 2 + 2) + 1 + 1  # Grain's, one decoded, one decoding
 
 
 def test_two_torch_workers_each_read_their_own_shard(folder, tmp_path):
@@ -192,7 +278,7 @@ def test_two_torch_workers_each_read_their_own_shard(folder, tmp_path):
     r = json.loads((out / "results" / "caffe2-fp32-w2-b4-s32-dataonly-r0.json").read_text())
     assert r["status"] == "ok", r["reason"]
     s = r["settings"]
-    assert s["images_read"] == 2 * (WARMUP + STEPS) * BATCH  # global batch 8
+    assert s["images_read"] == 2 * (WARMUP + STEPS + s["drained_batches"]) * BATCH  # global batch 8
     assert s["shard_images"] == IMAGES // 2
     assert s["loader_workers_from"].endswith("/ 2 local workers")
 
@@ -208,7 +294,7 @@ def test_two_jax_processes_each_read_their_own_shard_onto_their_own_devices(fold
     r = json.loads((out / "results" / "jax-fp32-w2-b4-s32-dataonly-r0.json").read_text())
     assert (r["status"], r["distribution"]) == ("ok", "jax-spmd"), r["reason"]
     s = r["settings"]
-    assert (s["images_read"], s["images_read_rank0"]) == (2 * (WARMUP + STEPS) * BATCH,
-                                                          (WARMUP + STEPS) * BATCH)
+    read = (WARMUP + STEPS + s["drained_batches"]) * BATCH
+    assert (s["images_read"], s["images_read_rank0"]) == (2 * read, read)
     assert (s["shard_images"], s["process_batch"]) == (IMAGES // 2, BATCH)
     assert s["loader_workers_from"].endswith(" / 1 local worker")  # its own cores, its own device
