@@ -22,7 +22,8 @@ from jax.sharding import PartitionSpec as P
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from medians import ms_per_call  # noqa: E402  (bench/, this script's folder)
 
-from backends.jax.resnet50 import ResNet50, init  # noqa: E402  (the network only)
+from backends.jax.models import init  # noqa: E402
+from backends.jax.resnet import ResNet50  # noqa: E402  (the network only)
 from backends.jax.step import _shard_map  # noqa: E402
 
 

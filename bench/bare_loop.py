@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from backends.caffe2_torch.resnet50 import ResNet50  # noqa: E402  (the network only)
+from backends.caffe2_torch.resnet import ResNet50  # noqa: E402  (the network only)
 
 
 def main() -> None:

@@ -2,18 +2,19 @@
 
 Imported only inside the backend's environment (it needs torch).
 """
-import os
 from typing import Any, Dict, Optional
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .. import options, phases, policy
-from ..harness import Trainer, cpu_name
+from .. import caches, options, policy
 from ..protocol import RunSpec, Unsupported
+from ..trainer import RuntimeTrainer, Trainer
 from . import OPTIONS
-from .resnet50 import ResNet50, trainable_parameters
+from .data import make_feed
+from .models import build, trainable_parameters
+from .runtime import TorchRuntime, start
 
 SGD_IMPL = {"fused": {"fused": True}, "foreach": {"foreach": True}, "loop": {"foreach": False}}
 
@@ -29,49 +30,25 @@ def resolve_precision(precision: str, device: torch.device) -> Optional[torch.dt
     return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision)
 
 
-def _init_distributed(spec: RunSpec):
-    """Join the process group if there is one; return (rank, local_rank, world).
-
-    torchrun, or a Slurm job's srun task (COMPARE_LAUNCHER=srun), sets RANK, WORLD_SIZE,
-    LOCAL_RANK, MASTER_ADDR and MASTER_PORT; the default env:// rendezvous reads them.
-    """
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    policy.check_workers(spec.world_size, world, os.environ.get("COMPARE_LAUNCHER", "torchrun"))
-    rank, local_rank = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
-    if world > 1:
-        dist.init_process_group("nccl" if spec.device == "cuda" else "gloo")
-    return rank, local_rank, world
-
-
-class TorchTrainer(Trainer):
-    def __init__(self, spec: RunSpec):
-        self.spec = spec
+class TorchTrainer(RuntimeTrainer):
+    def __init__(self, spec: RunSpec, runtime: TorchRuntime):
+        self.spec, self.runtime = spec, runtime
 
         def opt(key):
             return options.value(OPTIONS, spec.options, key)
-        self.rank, local_rank, self.world = _init_distributed(spec)
-        if spec.device == "cuda":
-            if not torch.cuda.is_available():
-                raise Unsupported("device cuda asked for, but torch {} sees no GPU".format(
-                    torch.__version__))
-            self.device = torch.device("cuda", local_rank)
-            torch.cuda.set_device(self.device)
+        self.rank, local_rank, self.world = runtime.rank, runtime.local_rank, runtime.world
+        self.device = runtime.device
+        if runtime.cuda:
             torch.backends.cudnn.benchmark = opt("cudnn_benchmark")
             torch.backends.cudnn.benchmark_limit = opt("cudnn_benchmark_limit")
-        else:
-            self.device = torch.device("cpu")
-            # each worker gets its share of its node's cores, so N workers do not oversubscribe them
-            torch.set_num_threads(policy.cpu_threads(spec.gpus))
-        phases.mark("devices_ready")  # communicators are created lazily, with the model
         self.amp_dtype = resolve_precision(spec.precision, self.device)
         torch.manual_seed(spec.seed)
         self.channels_last = policy.channels_last(opt("channels_last"), spec.device)
         fmt = torch.channels_last if self.channels_last else torch.contiguous_format
-        model = ResNet50(spec.num_classes).to(self.device, memory_format=fmt)
+        model = build(spec.model, spec.num_classes).to(self.device, memory_format=fmt)
         self.parameters = trainable_parameters(model)
-        self.distribution = "single"
+        self.distribution = runtime.distribution
         if self.world > 1:
-            self.distribution = "ddp"
             model = torch.nn.parallel.DistributedDataParallel(
                 model, device_ids=[local_rank] if spec.device == "cuda" else None,
                 broadcast_buffers=False, gradient_as_bucket_view=True)
@@ -90,8 +67,7 @@ class TorchTrainer(Trainer):
         self.labels = labels.to(self.device)
         self.feed = None
         if spec.data != "synthetic":  # real data: each step takes the next prefetched batch
-            from .data import make_feed
-            self.feed = make_feed(spec, self.device, self.rank, self.world, self.channels_last)
+            self.feed = make_feed(spec, runtime)
         self._loss = None
         self.graph = None
         self.cuda_graphs = opt("cuda_graphs")
@@ -142,14 +118,6 @@ class TorchTrainer(Trainer):
         else:
             self._eager_step()
 
-    def sync(self) -> None:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-
-    def barrier(self) -> None:
-        if self.world > 1:
-            dist.barrier()
-
     def loss(self) -> float:
         return float(self._loss) if self._loss is not None else float("nan")
 
@@ -177,27 +145,29 @@ class TorchTrainer(Trainer):
                             cudnn_version=torch.backends.cudnn.version(),
                             cudnn_benchmark=torch.backends.cudnn.benchmark,
                             cudnn_benchmark_limit=torch.backends.cudnn.benchmark_limit)
-        elif self.spec.precision == "fp16":
-            settings["note"] = "fp16 autocast on CPU: runs, but CPUs have no fp16 tensor cores"
+        elif policy.cpu_precision_note(self.spec.precision, "cpu"):  # fp16, or bf16 emulated
+            settings["note"] = policy.cpu_precision_note(self.spec.precision, "cpu", "autocast",
+                                                         "PyTorch")
         if self.world > 1:
             settings["process_group"] = dist.get_backend()
-        if self.feed is not None:
-            settings.update(self.feed.describe())
-        return {
-            "framework_version": "torch " + torch.__version__,
-            "device_name": torch.cuda.get_device_name(self.device) if cuda else cpu_name(),
-            "settings": settings,
-        }
-
-    def close(self) -> None:
-        if self.feed is not None:
-            self.feed.close()
-        if self.world > 1 and dist.is_initialized():
-            dist.destroy_process_group()
+        if self.spec.compile:
+            _count_compile_cache()
+        return self.record(settings)
 
 
-def setup(spec: RunSpec) -> Trainer:
-    if spec.data_only:  # the input pipeline alone (data.py)
-        from .data import data_only
-        return data_only(spec)
-    return TorchTrainer(spec)
+def _count_compile_cache() -> None:
+    """What torch.compile found in its caches (caches.py): Inductor's FX graphs, AOTAutograd's."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return
+    fx, aot = counters["inductor"], counters["aot_autograd"]
+    caches.note("torchinductor", fx_graph_hits=fx["fxgraph_cache_hit"],
+                fx_graph_misses=fx["fxgraph_cache_miss"], aot_hits=aot["autograd_cache_hit"],
+                aot_misses=aot["autograd_cache_miss"],
+                hits=fx["fxgraph_cache_hit"] + aot["autograd_cache_hit"],
+                misses=fx["fxgraph_cache_miss"] + aot["autograd_cache_miss"])
+
+
+def setup(spec: RunSpec, runtime: Optional[TorchRuntime] = None) -> Trainer:
+    return TorchTrainer(spec, runtime or start(spec))

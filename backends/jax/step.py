@@ -20,9 +20,8 @@ from jax.flatten_util import ravel_pytree
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .resnet50 import init
-
-AXIS = "data"
+from .models import init
+from .runtime import AXIS
 
 
 class TrainState(NamedTuple):
@@ -52,7 +51,8 @@ def local_step(model, tx, axis_name: Optional[str], static_scale: Optional[float
                                       train=True, mutable=["batch_stats"])
         loss = optax.softmax_cross_entropy_with_integer_labels(
             logits.astype(jnp.float32), labels).mean()
-        return loss * (static_scale or 1.0), (loss, updates["batch_stats"])
+        # .get: a network without batch norm (VGG-16) has no statistics to update
+        return loss * (static_scale or 1.0), (loss, updates.get("batch_stats", {}))
 
     finite = None
     if state.dynamic_scale is not None:
@@ -113,7 +113,7 @@ def initial_state(model, tx, key, image_size: int, mesh, dynamic_scale: bool) ->
         variables = init(model, key, image_size)
         params = variables["params"]
         stats = jax.tree_util.tree_map(
-            lambda x: jnp.broadcast_to(x, (world,) + x.shape), variables["batch_stats"])
+            lambda x: jnp.broadcast_to(x, (world,) + x.shape), variables.get("batch_stats", {}))
         scale = DynamicScale(fin_steps=jnp.int32(0), scale=jnp.float32(2.0 ** 16)) \
             if dynamic_scale else None
         return TrainState(params, stats, tx.init(params), scale)

@@ -1,27 +1,30 @@
-"""JAX (Flax) trainer for the harness: precision, devices and processes, state, the jitted step.
+"""JAX (Flax) trainer for the harness: precision, state, the jitted step, on the runtime's
+devices and processes (runtime.py).
 
-Imported only inside the backend's environment, after launch.prepare() set XLA_FLAGS and
+Imported only inside the backend's environment, after flags.prepare() set XLA_FLAGS and
 JAX_PLATFORMS (jax reads them once, at import).
 """
-import inspect
+import hashlib
 import os
 import re
 import time
-from typing import Any, Dict, List, Optional
+from collections import Counter
+from typing import Any, Dict, Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .. import options, phases, policy
-from ..harness import Trainer, cpu_name
-from ..protocol import RunSpec, Unsupported
+from .. import options, policy
+from ..protocol import RunSpec
+from ..trainer import RuntimeTrainer, Trainer
 from . import OPTIONS, step
-from .launch import Member, devices_per_process
-from .resnet50 import ResNet50, count
+from .data import make_feed
+from .models import build, count
+from .runtime import AXIS, JaxRuntime, start
 
 # precision -> (compute dtype, jax_default_matmul_precision, loss scaling); params stay float32.
 # "highest" keeps float32 matmuls and convolutions in true FP32 (no TF32 on the GPU);
@@ -30,7 +33,6 @@ PRECISIONS = {"fp32": (jnp.float32, "highest", None),
               "tf32": (jnp.float32, "tensorfloat32", None),
               "bf16": (jnp.bfloat16, None, None),
               "fp16": (jnp.float16, None, "dynamic")}
-SHUTDOWN_TIMEOUT_S = 60
 
 
 def _capability(device) -> Optional[tuple]:
@@ -48,8 +50,7 @@ def resolve_precision(precision: str, device_kind: str, device,
     static_scale (fp16 only): a fixed loss scale instead of the dynamic one."""
     policy.check_precision(precision, device_kind, _capability(device) if device_kind == "cuda" else None)
     dtype, matmul, scaling = PRECISIONS[precision]
-    if precision == "tf32" and os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
-        raise Unsupported("tf32 asked for, but NVIDIA_TF32_OVERRIDE=0 switches it off")
+    policy.check_tf32_override(precision)
     if scaling and static_scale:
         scaling = "static {:g}".format(static_scale)
     jax.config.update("jax_default_matmul_precision", matmul)
@@ -57,61 +58,21 @@ def resolve_precision(precision: str, device_kind: str, device,
             "static_scale": static_scale if scaling and static_scale else None}
 
 
-def join(spec: RunSpec, member: Member) -> None:
-    """Join the other processes of the job through jax.distributed (no-op for one process)."""
-    if member.processes == 1:
-        return
-    kwargs = {}  # type: Dict[str, Any]
-    if member.coordinator:
-        kwargs = dict(coordinator_address=member.coordinator, num_processes=member.processes,
-                      process_id=member.process_id)
-    if spec.device == "cuda":
-        k = devices_per_process(spec, member)
-        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
-        # a launcher that gives each task its own GPUs makes them devices 0..k-1
-        first = 0 if len(visible) == k else member.local_rank * k
-        kwargs["local_device_ids"] = list(range(first, first + k))
-    if "shutdown_timeout_seconds" in inspect.signature(jax.distributed.initialize).parameters:
-        # a process whose run failed waits this long for the others at shutdown (default 300 s)
-        kwargs["shutdown_timeout_seconds"] = SHUTDOWN_TIMEOUT_S
-    jax.distributed.initialize(**kwargs)  # without a coordinator: jax's own Slurm detection
-
-
-def _devices(spec: RunSpec, member: Member) -> List[Any]:
-    """Every device of the job (all processes), checked against the spec."""
-    if spec.device == "cuda" and jax.default_backend() not in ("gpu", "cuda"):
-        raise Unsupported("device cuda asked for, but jax {} sees no GPU (backend {})".format(
-            jax.__version__, jax.default_backend()))
-    devices = jax.devices()
-    if member.processes == 1:  # one process takes the first N devices it sees
-        if len(devices) < spec.world_size:
-            raise Unsupported("spec asks for {} {}s, jax {} sees {}".format(
-                spec.world_size, "GPU" if spec.device == "cuda" else "CPU device",
-                jax.__version__, len(devices)))
-        return devices[:spec.world_size]
-    policy.check_workers(spec.world_size, len(devices), "jax.distributed ({} processes)".format(
-        member.processes))
-    return devices
-
-
-class JaxTrainer(Trainer):
-    def __init__(self, spec: RunSpec, member: Member, xla_flags_added: List[str]):
-        self.spec, self.member, self.xla_flags_added = spec, member, xla_flags_added
+class JaxTrainer(RuntimeTrainer):
+    def __init__(self, spec: RunSpec, runtime: JaxRuntime):
+        self.spec, self.runtime, self.member = spec, runtime, runtime.member
+        self.xla_flags_added = runtime.xla_flags_added
         self.sync_bn = options.value(OPTIONS, spec.options, "sync_bn")
         self.donate = options.value(OPTIONS, spec.options, "donate")
         self.flat = options.value(OPTIONS, spec.options, "flat_allreduce")
-        join(spec, member)
-        self.rank = jax.process_index()
-        self.devices = _devices(spec, member)
-        phases.mark("devices_ready")  # the step is compiled ahead of time: under model_built
+        self.rank, self.devices, self.mesh = runtime.rank, runtime.devices, runtime.mesh
         self.world = len(self.devices)
         self.precision = resolve_precision(spec.precision, spec.device, self.devices[0],
                                            options.value(OPTIONS, spec.options, "loss_scale"))
-        self.distribution = "jax-spmd" if self.world > 1 else "single"
-        self.mesh = Mesh(np.array(self.devices), (step.AXIS,))
+        self.distribution = runtime.distribution
         global_bn = self.sync_bn and self.world > 1
-        self.model = ResNet50(num_classes=spec.num_classes, dtype=self.precision["dtype"],
-                              axis_name=step.AXIS if global_bn else None)
+        self.model = build(spec.model, spec.num_classes, self.precision["dtype"],
+                           AXIS if global_bn else None)
         self.tx = optax.sgd(spec.learning_rate, momentum=spec.momentum)
         key = jax.random.PRNGKey(spec.seed)
         self.state = step.initial_state(self.model, self.tx, key, spec.image_size, self.mesh,
@@ -126,16 +87,15 @@ class JaxTrainer(Trainer):
         self.compile_s = time.perf_counter() - started
         self.parameters = count(self.state.params)
         self.running_statistics = count(self.state.batch_stats) // self.world
-        self._out = None  # the last step's outputs (state, losses): what sync() waits for
+        self._losses = None  # the last step's per-device losses: what sync() waits for
         self.feed = None
         if spec.data != "synthetic":  # real data: each step takes the next prefetched batch
-            from .data import make_feed
-            self.feed = make_feed(spec, self.mesh, member)
+            self.feed = make_feed(spec, runtime)
 
     def _batch(self, key):
         """The synthetic global batch, made on the devices once, split along the mesh axis."""
         spec = self.spec
-        sharding = NamedSharding(self.mesh, P(step.AXIS))
+        sharding = NamedSharding(self.mesh, P(AXIS))
         shape = (spec.global_batch, spec.image_size, spec.image_size, 3)  # NHWC
 
         def make(key):
@@ -147,28 +107,25 @@ class JaxTrainer(Trainer):
     def step(self) -> None:
         if self.feed is not None:
             self.images, self.labels = self.feed.next()
-        self.state, losses = self._step(self.state, self.images, self.labels)  # async dispatch
-        self._out = (self.state, losses)
+        self.state, self._losses = self._step(self.state, self.images, self.labels)  # async
 
     def sync(self) -> None:
-        if self._out is not None:
-            jax.block_until_ready(self._out)
-
-    def barrier(self) -> None:
-        barrier(self.member)
+        # every output of one execution is ready at once (one completion event per device), and a
+        # device runs its steps in order: the last losses stand for the whole queue. Waiting on
+        # the state's ~430 arrays instead costs a walk over them inside each timed window
+        # (1.6 ms on a 2-core VM, bench/jax_parity.sh's note)
+        if self._losses is not None:
+            jax.block_until_ready(self._losses)
 
     def loss(self) -> float:
         """Mean loss over this process's devices (each one's loss on its own slice)."""
-        if self._out is None:
+        if self._losses is None:
             return float("nan")
-        shards = self._out[1].addressable_shards
+        shards = self._losses.addressable_shards
         return float(np.mean([np.asarray(s.data) for s in shards]))
 
     def describe(self) -> Dict[str, Any]:
-        return {"framework_version": versions(),
-                "device_name": self.devices[0].device_kind if self.spec.device == "cuda"
-                else cpu_name(),
-                "settings": self.settings()}
+        return self.record(self.settings())
 
     def settings(self) -> Dict[str, Any]:
         spec, cuda = self.spec, self.spec.device == "cuda"
@@ -184,30 +141,16 @@ class JaxTrainer(Trainer):
             gradient_allreduce=("pmean once per step" + (", one flat buffer" if self.flat else ""))
             if self.world > 1 else None,
             devices=[str(d) for d in self.devices],
-            processes=self.member.processes, process_launcher=self.member.source,
+            processes=self.member.processes, process_launcher=self.member.kind,
             devices_per_process=self.world // self.member.processes,
             allreduce_ops=allreduce_ops(self._step.as_text()),
+            **program_fingerprint(self._step.as_text()),
             platform_version=getattr(self.devices[0].client, "platform_version", None),
             donate=self.donate, compile_s=round(self.compile_s, 2),
             xla_flags=os.environ.get("XLA_FLAGS", ""), xla_flags_added=self.xla_flags_added)
-        if not cuda and spec.precision == "fp16":
-            out["note"] = "fp16 on CPU: XLA runs it, but CPUs have no fp16 tensor cores"
-        if self.feed is not None:
-            out.update(self.feed.describe())
+        if not cuda and policy.cpu_precision_note(spec.precision, "cpu"):
+            out["note"] = policy.cpu_precision_note(spec.precision, "cpu", who="XLA")
         return out
-
-    def close(self) -> None:
-        if self.feed is not None:
-            self.feed.close()
-        if self.member.processes > 1:
-            jax.distributed.shutdown()
-
-
-def barrier(member: Member) -> None:
-    """Every process of the job waits here (nothing to wait for with one process)."""
-    if member.processes > 1:
-        from jax.experimental import multihost_utils
-        multihost_utils.sync_global_devices("compare-barrier")
 
 
 def allreduce_ops(compiled_hlo: str) -> int:
@@ -216,23 +159,32 @@ def allreduce_ops(compiled_hlo: str) -> int:
     return len(re.findall(r" all-reduce(?:-start)?\(", compiled_hlo))
 
 
+def program_fingerprint(compiled_hlo: str) -> Dict[str, str]:
+    """A hash of the compiled step (its optimized HLO holds the algorithms XLA's autotuning
+    picked) and the cuDNN convolution algorithm ids it uses: two runs of one cell whose figures
+    differ can be told apart as two programs, or one program run differently."""
+    algorithms = Counter(re.findall(r'"algo_id":"?(\d+)', compiled_hlo))
+    program = _without_debug_info(compiled_hlo)
+    return {"program_fingerprint": hashlib.sha256(program.encode()).hexdigest()[:16],
+            "conv_algorithms": ",".join("{}x{}".format(k, n) for k, n in sorted(algorithms.items()))}
+
+
+def _without_debug_info(hlo: str) -> str:
+    """The HLO text without what only points back at the Python source (the file, function and
+    stack-frame tables, each instruction's metadata): an executable loaded from the persistent
+    compilation cache lists those in another order, the program being the same."""
+    lines = hlo.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(("%", "ENTRY"))), 0)
+    return re.sub(r",? metadata=\{[^}]*\}", "", "\n".join(lines[:1] + lines[start:]))
+
+
 def _threads() -> int:
-    """CPU threads this process's XLA pool has: the cores it may run on (launch.prepare pins
+    """CPU threads this process's XLA pool has: the cores it may run on (flags.prepare pins
     each of several local processes to its share); N devices of one process share them."""
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
 
 
-def versions() -> str:
-    import flax
-    import jaxlib
-    return "jax {} (jaxlib {}, flax {}, optax {})".format(
-        jax.__version__, jaxlib.__version__, flax.__version__, optax.__version__)
-
-
-def setup(spec: RunSpec, member: Optional[Member] = None, xla_flags_added=()) -> Trainer:
-    if spec.data_only:  # the input pipeline alone (data.py)
-        from .data import data_only
-        return data_only(spec, member or Member())
-    return JaxTrainer(spec, member or Member(), list(xla_flags_added))
+def setup(spec: RunSpec, runtime: Optional[JaxRuntime] = None) -> Trainer:
+    return JaxTrainer(spec, runtime or start(spec))

@@ -5,30 +5,21 @@ One process drives N contexts (mx.gpu(i), or mx.cpu(i) on CPU-only machines) thr
 `device`, as the Dell study ran MXNet.
 """
 import os
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 import mxnet as mx
 import numpy as np
 from mxnet import autograd, gluon
 
-from .. import options, phases, policy
-from ..harness import Trainer, cpu_name
+from .. import options, policy
 from ..protocol import RunSpec, Unsupported
-from . import OPTIONS, cuda_build
-from .resnet50 import ResNet50, conv_layout, trainable_parameters
+from ..trainer import RuntimeTrainer, Trainer
+from . import HYBRIDIZE, OPTIONS, cuda_build
+from .data import make_feed
+from .models import build, conv_layout, trainable_parameters
+from .runtime import MXNetRuntime, start
 
 FP16_LOSS_SCALE = 128.0  # static, as NVIDIA's MXNet ResNet-50 example: no host sync per step
-
-
-def _contexts(spec: RunSpec) -> List[mx.Context]:
-    """The contexts this process drives: one per worker."""
-    if spec.device == "cuda":
-        have = mx.context.num_gpus()
-        if have < spec.gpus:
-            raise Unsupported("spec asks for {} GPUs, mxnet {} sees {}".format(
-                spec.gpus, mx.__version__, have))
-        return [mx.gpu(i) for i in range(spec.gpus)]
-    return [mx.cpu(i) for i in range(spec.gpus)]
 
 
 def _low_dtype(name: str):
@@ -109,9 +100,7 @@ def resolve_precision(precision: str, ctx: mx.Context, layout: str = "NCHW") -> 
     capability = gpu_capability(ctx) if gpu else None
     policy.check_precision(precision, "cuda" if gpu else "cpu", capability)
     probe(ctx, {"fp16": "float16", "bf16": "bfloat16"}.get(precision, "float32"), layout)
-    if precision == "tf32":
-        if os.environ.get("NVIDIA_TF32_OVERRIDE") == "0":
-            raise Unsupported("tf32 asked for, but NVIDIA_TF32_OVERRIDE=0 switches it off")
+    policy.check_tf32_override(precision)
     if precision == "fp32" and gpu and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0":
         raise RuntimeError("fp32 on a GPU needs NVIDIA_TF32_OVERRIDE=0 set before mxnet loads "
                            "(cuDNN 8 uses TF32 by default)")
@@ -126,37 +115,24 @@ def resolve_precision(precision: str, ctx: mx.Context, layout: str = "NCHW") -> 
     return {"dtype": "float32", "amp": None, "loss_scale": 1.0}
 
 
-def _gpu_name(ctx: mx.Context) -> str:
-    """MXNet has no device-name call; the NVIDIA driver lists its GPUs under /proc."""
-    root = "/proc/driver/nvidia/gpus"
-    try:
-        folders = sorted(os.listdir(root))
-        with open(os.path.join(root, folders[ctx.device_id], "information")) as f:
-            for line in f:
-                if line.startswith("Model:"):
-                    return line.split(":", 1)[1].strip()
-    except (OSError, IndexError):
-        pass
-    return "NVIDIA GPU {}".format(ctx.device_id)
-
-
-class MXNetTrainer(Trainer):
-    def __init__(self, spec: RunSpec):
-        self.spec = spec
+class MXNetTrainer(RuntimeTrainer):
+    def __init__(self, spec: RunSpec, runtime: MXNetRuntime):
+        self.spec, self.runtime = spec, runtime
         self.kvstore = options.value(OPTIONS, spec.options, "kvstore")
-        self.contexts = _contexts(spec)
-        phases.mark("devices_ready")
+        self.contexts = runtime.contexts
         channels_last = policy.channels_last(options.value(OPTIONS, spec.options, "channels_last"),
                                              spec.device)
         self.layout = "NHWC" if channels_last else "NCHW"
         self.precision = resolve_precision(spec.precision, self.contexts[0], self.layout)
         mx.random.seed(spec.seed)
-        net = ResNet50(spec.num_classes, self.layout)
+        net = build(spec.model, spec.num_classes, self.layout)
         self.parameters = trainable_parameters(net)
         net.initialize(ctx=self.contexts)  # initialised once, copied to every context
         if self.precision["dtype"] == "float16":
             net.cast("float16")  # Gluon keeps BatchNorm parameters in float32
-        net.hybridize(static_alloc=True, static_shape=True)
+        self.hybridize = options.value(OPTIONS, spec.options, "hybridize")
+        if HYBRIDIZE[self.hybridize] is not None:
+            net.hybridize(**HYBRIDIZE[self.hybridize])
         self.net = net
         self.trainer = self._make_trainer(net.collect_params())
         self.loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
@@ -166,14 +142,13 @@ class MXNetTrainer(Trainer):
         self.images, self.labels = self._synthetic_batches()
         self.feed = None
         if spec.data != "synthetic":  # real data: each step takes the next batch (data.py)
-            from .data import make_feed
-            self.feed = make_feed(spec, self.contexts, self.precision["dtype"])
-        self._losses = []  # type: List[mx.nd.NDArray]
+            self.feed = make_feed(spec, runtime)
+        self._losses = []  # the last step's losses, one NDArray per context
 
     def _make_trainer(self, params) -> gluon.Trainer:
         opts = {"learning_rate": self.spec.learning_rate, "momentum": self.spec.momentum,
                 "multi_precision": self.precision["dtype"] == "float16"}
-        self.distribution = "kvstore" if len(self.contexts) > 1 else "single"
+        self.distribution = self.runtime.distribution
         return gluon.Trainer(params, "sgd", opts, kvstore=self.kvstore)
 
     def _synthetic_batches(self):
@@ -204,9 +179,6 @@ class MXNetTrainer(Trainer):
         self.trainer.step(self.step_scale)
         self._losses = losses
 
-    def sync(self) -> None:
-        mx.nd.waitall()
-
     def loss(self) -> float:
         if not self._losses:
             return float("nan")
@@ -222,9 +194,10 @@ class MXNetTrainer(Trainer):
             precision=self.spec.precision,
             loss_scaling="static {:g}".format(self.precision["loss_scale"]) if fp16 else None,
             tf32=gpu and os.environ.get("NVIDIA_TF32_OVERRIDE") != "0", layout=conv_layout(self.net),
-            compiler="hybridize", threads=None,
+            compiler=None if self.hybridize == "off" else "hybridize", threads=None,
             contexts=[str(ctx) for ctx in self.contexts],
-            hybridize="static_alloc, static_shape",
+            hybridize={"static": "static_alloc, static_shape", "plain": "hybridize()",
+                       "off": None}[self.hybridize],
             dtype=self.precision["dtype"],
             amp_target_dtype=self.precision["amp"],
             kvstore=self.kvstore if self.distribution == "kvstore" else None,
@@ -233,17 +206,10 @@ class MXNetTrainer(Trainer):
             features=sorted(f for f in ("MKLDNN", "CUDA", "CUDNN", "NCCL", "TENSORRT")
                             if features.is_enabled(f)),
             nvidia_tf32_override=os.environ.get("NVIDIA_TF32_OVERRIDE"))
-        if self.feed is not None:
-            settings.update(self.feed.describe())
-        return {
-            "framework_version": "mxnet " + mx.__version__,
-            "device_name": _gpu_name(self.contexts[0]) if gpu else cpu_name(),
-            "settings": settings,
-        }
+        if not gpu and policy.cpu_precision_note(self.spec.precision, "cpu"):
+            settings["note"] = policy.cpu_precision_note(self.spec.precision, "cpu", "AMP", "MXNet")
+        return self.record(settings)
 
 
-def setup(spec: RunSpec) -> Trainer:
-    if spec.data_only:  # the input pipeline alone (data.py)
-        from .data import data_only
-        return data_only(spec)
-    return MXNetTrainer(spec)
+def setup(spec: RunSpec, runtime: Optional[MXNetRuntime] = None) -> Trainer:
+    return MXNetTrainer(spec, runtime or start(spec))

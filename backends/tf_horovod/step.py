@@ -6,6 +6,8 @@ Loss scaling (fp16) works with the Keras 2 and the Keras 3 LossScaleOptimizer.
 """
 import tensorflow as tf
 
+from .runtime import MIRRORED, allreduce_name, keras_version
+
 
 def _loss_fn(labels, logits):
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -30,7 +32,7 @@ def _unscale(optimizer, grads):
 def _gradients_fn(trainer):
     """(images, labels) -> (loss, scaled gradients): the part XLA may compile."""
     model, optimizer, divisor = trainer.model, trainer.optimizer, 1.0
-    if trainer.distribution in ("mirrored", "multiworker"):
+    if trainer.distribution in MIRRORED:
         # Keras sums gradients over replicas: scale each replica's mean loss by 1/replicas
         divisor = float(trainer.strategy.num_replicas_in_sync)
 
@@ -46,7 +48,6 @@ def _gradients_fn(trainer):
 
 
 def _keras3(trainer) -> bool:
-    from .train import keras_version
     return keras_version().startswith("3")
 
 
@@ -59,7 +60,7 @@ def build_step(trainer):
     def apply(grads):
         optimizer.apply_gradients(zip(_unscale(optimizer, grads), variables))
 
-    if trainer.distribution in ("mirrored", "multiworker"):
+    if trainer.distribution in MIRRORED:
         strategy = trainer.strategy
 
         def replica_step(images, labels):
@@ -72,7 +73,6 @@ def build_step(trainer):
             losses = strategy.run(replica_step, args=(images, labels))
             return strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
 
-        from .train import allreduce_name
         # MultiWorkerMirroredStrategy names its collective by communication options (train.py)
         ops = trainer.cross_device_ops if trainer.distribution == "multiworker" else \
             allreduce_name(strategy)

@@ -1,33 +1,24 @@
-"""TensorFlow trainer for the harness: Keras ResNet-50, SGD, precision, Horovod or MirroredStrategy.
+"""TensorFlow trainer for the harness: Keras ResNet-50, SGD, precision, on the runtime's Horovod
+or tf.distribute strategy (runtime.py).
 
-Imported only inside the backend's environment (it needs tensorflow). Distribution:
-`horovod` when a horovodrun worker (HOROVOD_RANK set), `multiworker` for one worker (one device)
-of a job across nodes (MultiWorkerMirroredStrategy), `mirrored` for N > 1 devices in one
-process (N logical CPU devices on a CPU), `single` otherwise. See docs/tf_horovod.md.
+Imported only inside the backend's environment (it needs tensorflow). See docs/tf_horovod.md.
 """
-import json
 import os
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from .. import options, phases, policy
-from ..harness import Trainer, cpu_name
+from .. import options, policy
+from ..launchers.horovod import FALLBACK_ENV
 from ..protocol import RunSpec, Unsupported
-from . import OPTIONS
-from .launch import BUILD_KEYS
-from .resnet50 import non_trainable_parameters, resnet50, trainable_parameters
+from ..trainer import RuntimeTrainer, Trainer
+from . import ONEDNN, OPTIONS
+from .data import make_feed
+from .models import build, non_trainable_parameters, trainable_parameters
+from .runtime import MIRRORED, TFRuntime, horovod_build, keras_version, start
+from .step import build_step
 
-MIRRORED = ("mirrored", "multiworker")  # distributions that run through a tf.distribute strategy
 POLICIES = {"fp32": "float32", "tf32": "float32", "fp16": "mixed_float16", "bf16": "mixed_bfloat16"}
-
-
-def keras_version() -> str:
-    version = getattr(tf.keras, "__version__", None)
-    if version is None:
-        import keras
-        version = keras.__version__
-    return version
 
 
 def opt(spec: RunSpec, key: str):
@@ -64,19 +55,6 @@ def optimizer_jit_compile(opt) -> bool:
     return bool(getattr(getattr(opt, "inner_optimizer", opt), "jit_compile", False))
 
 
-def make_strategy(devices, gpu: bool):
-    """MirroredStrategy over `devices` with the all-reduce named, not left for TF to pick:
-    NCCL between GPUs, reduction through one device between logical CPU devices."""
-    ops = tf.distribute.NcclAllReduce() if gpu else tf.distribute.ReductionToOneDevice()
-    return tf.distribute.MirroredStrategy(devices, cross_device_ops=ops)
-
-
-def allreduce_name(strategy) -> str:
-    """The cross-device op a MirroredStrategy holds, e.g. 'NcclAllReduce' (read back from it)."""
-    ops = getattr(strategy.extended, "_cross_device_ops", None)
-    return type(ops).__name__ if ops is not None else "unknown"
-
-
 def check_layout(data_format: str, dtype: str, device: str) -> None:
     """Run a tiny convolution and max-pooling, forward and backward, compiled as the step is, in
     the model's layout and compute dtype; where TF has no kernel for that (its CPU pooling runs
@@ -106,83 +84,28 @@ def check_layout(data_format: str, dtype: str, device: str) -> None:
 
 def layout(model) -> str:
     """'NHWC' or 'NCHW': what the built model's first convolution really uses."""
-    return "NCHW" if model.get_layer("conv1").data_format == "channels_first" else "NHWC"
+    first = next(x for x in model.layers if isinstance(x, tf.keras.layers.Conv2D))
+    return "NCHW" if first.data_format == "channels_first" else "NHWC"
 
 
-def horovod_build(hvd) -> Dict[str, bool]:
-    """What this Horovod was built with: controllers (gloo, mpi) and GPU all-reduce (nccl, cuda)."""
-    return {key: bool(getattr(hvd, key + "_built")()) for key in BUILD_KEYS}
-
-
-def _distribution(spec: RunSpec) -> str:
-    """Which kind of run this process is part of (launch.py made the choice)."""
-    if "HOROVOD_RANK" in os.environ:
-        return "horovod"
-    if spec.nodes > 1:
-        return "multiworker"
-    return "mirrored" if spec.gpus > 1 else "single"
-
-
-def _configure_devices(spec: RunSpec, distribution: str, world: int, local_rank: int):
-    """Threads and device visibility; must run before TF touches a device. Returns GPU list."""
-    if spec.device == "cuda":
-        gpus = tf.config.list_physical_devices("GPU")
-        if not gpus:
-            raise Unsupported("device cuda asked for, but tensorflow {} sees no GPU".format(
-                tf.__version__))
-        need = spec.gpus if distribution == "mirrored" else local_rank + 1
-        if len(gpus) < need:
-            raise Unsupported("spec asks for {} GPUs; tensorflow sees {}".format(need, len(gpus)))
-        one = distribution in ("horovod", "multiworker")  # one GPU per process
-        gpus = gpus[local_rank:local_rank + 1] if one else gpus[:spec.gpus]
-        tf.config.set_visible_devices(gpus, "GPU")
-        for gpu in gpus:
-            tf.config.experimental.set_memory_growth(gpu, True)
-        return gpus
-    tf.config.set_visible_devices([], "GPU")
-    # each worker (process or logical device) gets its share of its node's cores, as in torch
-    tf.config.threading.set_intra_op_parallelism_threads(
-        opt(spec, "intra_op_threads") or policy.cpu_threads(spec.gpus))
-    tf.config.threading.set_inter_op_parallelism_threads(opt(spec, "inter_op_threads"))
-    if distribution == "mirrored":
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(
-            cpu, [tf.config.LogicalDeviceConfiguration() for _ in range(spec.gpus)])
-    return []
-
-
-class TFTrainer(Trainer):
-    def __init__(self, spec: RunSpec):
-        self.spec = spec
-        self.distribution = _distribution(spec)
-        self.hvd = None
-        local_rank, world = 0, spec.gpus
-        if self.distribution == "horovod":
-            import horovod.tensorflow as hvd
-            hvd.init()
-            self.hvd, self.rank, local_rank, world = hvd, hvd.rank(), hvd.local_rank(), hvd.size()
-            policy.check_workers(spec.gpus, world, "horovodrun")
-        elif self.distribution == "multiworker":
-            from .launch import multiworker_config
-            os.environ["TF_CONFIG"] = json.dumps(multiworker_config())
-            self.rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
-            world = int(os.environ["WORLD_SIZE"])
-            policy.check_workers(spec.world_size, world, "srun")
-        self.world = world
-        self.gpus = _configure_devices(spec, self.distribution, world, local_rank)
-        phases.mark("devices_ready")
+class TFTrainer(RuntimeTrainer):
+    def __init__(self, spec: RunSpec, runtime: TFRuntime):
+        self.spec, self.runtime = spec, runtime
+        # what step.py reads of its trainer: the runtime's choices
+        self.distribution, self.hvd, self.rank, self.world = (
+            runtime.distribution, runtime.hvd, runtime.rank, runtime.world)
+        self.gpus, self.strategy = runtime.gpus, runtime.strategy
+        self.strategy_name, self.cross_device_ops = runtime.strategy_name, runtime.cross_device_ops
         self.policy = resolve_precision(spec.precision, self.gpus)
         self.channels_last = policy.channels_last(opt(spec, "channels_last"), spec.device)
         self.data_format = "channels_last" if self.channels_last else "channels_first"
         xla = opt(spec, "xla")
         self.xla = spec.compile if xla is None else xla  # --compile means XLA here
-        # before any op runs: MultiWorkerMirroredStrategy configures collectives at start-up
-        self.strategy = self._strategy()
         compute = tf.keras.mixed_precision.Policy(self.policy).compute_dtype
         check_layout(self.data_format, compute, "/gpu:0" if self.gpus else "/cpu:0")
         tf.random.set_seed(spec.seed)  # same initial weights everywhere (Horovod broadcasts too)
         with self.strategy.scope():
-            self.model = resnet50(spec.num_classes, spec.image_size, self.data_format)
+            self.model = build(spec.model, spec.num_classes, spec.image_size, self.data_format)
             self.optimizer = make_optimizer(spec.learning_rate, spec.momentum, self.xla,
                                             self.policy == "mixed_float16")
         self.parameters = trainable_parameters(self.model)
@@ -191,27 +114,10 @@ class TFTrainer(Trainer):
         self.images, self.labels = self._synthetic_batch()
         self.feed = None
         if spec.data != "synthetic":  # real data: each step takes the next batch (data.py)
-            from .data import make_feed
-            self.feed = make_feed(self)
+            self.feed = make_feed(spec, runtime)
         self.allreduce = None
         self._train_step = self._build_step()
         self._loss = None  # type: Optional[tf.Tensor]
-
-    def _strategy(self):
-        self.strategy_name = "MirroredStrategy"
-        if self.distribution == "multiworker":
-            self.strategy_name = "MultiWorkerMirroredStrategy"
-            self.cross_device_ops = "NCCL" if self.gpus else "RING"
-            comm = tf.distribute.experimental.CommunicationOptions(
-                implementation=getattr(tf.distribute.experimental.CommunicationImplementation,
-                                       self.cross_device_ops))
-            strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=comm)
-            policy.check_workers(self.spec.world_size, strategy.num_replicas_in_sync, self.strategy_name)
-            return strategy
-        if self.distribution != "mirrored":
-            return tf.distribute.get_strategy()  # the default (no-op) strategy
-        kind = "gpu" if self.gpus else "cpu"
-        return make_strategy(["/{}:{}".format(kind, i) for i in range(self.world)], bool(self.gpus))
 
     def _synthetic_batch(self):
         """Random images and labels made on the device once, as tf_cnn_benchmarks does."""
@@ -243,7 +149,6 @@ class TFTrainer(Trainer):
         return values[0], values[1]
 
     def _build_step(self):
-        from .step import build_step
         fn, self.allreduce = build_step(self)
         return fn
 
@@ -253,18 +158,10 @@ class TFTrainer(Trainer):
         self._loss = self._train_step(self.images, self.labels)  # no .numpy(): no host sync
 
     def sync(self) -> None:
-        # reading a value back waits for the device; sync_devices (TF >= 2.14) drains every queue
+        # reading a value back waits for the device; then every queue (runtime)
         if self._loss is not None:
             self._loss.numpy()
-        if self.gpus and hasattr(tf.test.experimental, "sync_devices"):
-            tf.test.experimental.sync_devices()
-
-    def barrier(self) -> None:
-        if self.hvd is not None:
-            self.hvd.allreduce(tf.constant(0.0), name="compare_barrier").numpy()
-        elif self.distribution == "multiworker":  # a collective every worker must join
-            ones = self.strategy.run(lambda: tf.constant(1.0))
-            self.strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None).numpy()
+        self.runtime.sync()
 
     def loss(self) -> float:
         return float(self._loss.numpy()) if self._loss is not None else float("nan")
@@ -285,7 +182,8 @@ class TFTrainer(Trainer):
             keras_version=keras_version(),
             allreduce=self.allreduce,
             intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
-            inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads())
+            inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
+            onednn_opts=os.environ.get(ONEDNN))
         if self.hvd is not None:
             import horovod
             settings.update(horovod_version=horovod.__version__, horovod_controller=(
@@ -294,28 +192,16 @@ class TFTrainer(Trainer):
             settings["cluster_resolver"] = "TF_CONFIG from the Slurm job (NodeAddr of each node)"
         if self.distribution in MIRRORED:
             settings["replicas"] = self.strategy.num_replicas_in_sync
-            if os.environ.get("COMPARE_TF_FALLBACK"):
-                settings["distribution_note"] = os.environ["COMPARE_TF_FALLBACK"]
-        if not self.gpus and self.spec.precision == "fp16":
-            settings["note"] = "fp16 on CPU: runs, but CPUs have no fp16 tensor cores"
-        if self.feed is not None:
-            settings.update(self.feed.describe())
-        name = cpu_name()
+            if os.environ.get(FALLBACK_ENV):  # the horovod launcher ran one process: why
+                settings["distribution_note"] = os.environ[FALLBACK_ENV]
+        if not self.gpus and policy.cpu_precision_note(self.spec.precision, "cpu"):
+            settings["note"] = policy.cpu_precision_note(self.spec.precision, "cpu", who="TensorFlow")
         if self.gpus:
-            name = tf.config.experimental.get_device_details(self.gpus[0]).get("device_name", "gpu")
             build = tf.sysconfig.get_build_info()
             settings.update(cuda_version=build.get("cuda_version"),
                             cudnn_version=build.get("cudnn_version"))
-        return {"framework_version": "tensorflow " + tf.__version__, "device_name": name,
-                "settings": settings}
-
-    def close(self) -> None:
-        if self.hvd is not None:
-            self.hvd.shutdown()
+        return self.record(settings)
 
 
-def setup(spec: RunSpec) -> Trainer:
-    if spec.data_only:  # the input pipeline alone (data.py)
-        from .data import data_only
-        return data_only(spec)
-    return TFTrainer(spec)
+def setup(spec: RunSpec, runtime: Optional[TFRuntime] = None) -> Trainer:
+    return TFTrainer(spec, runtime or start(spec))

@@ -2,10 +2,12 @@
 interval (intervals.py).
 
 A cell is framework x precision x per-GPU batch x image size x device x data mode (synthetic, real,
-data-only) x nodes x GPUs per node; its
+data-only) x model x mode (default, tuned) x nodes x GPUs per node; its
 figure is the median over ok repeats. Speedup (versus the 1-GPU cell, and versus one node with the
 same GPUs per node), scaling efficiency (speedup / world size) and precision gain are computed only
-between comparable cells (same everything but the one axis), never across a failed cell.
+between comparable cells (same everything but the one axis), never across a failed cell, and never
+across modes: `ratio()` refuses two cells of different modes. A searched batch (`auto`) is one
+cell whatever batch its search chose (`batch_chosen`).
 """
 import json
 import statistics
@@ -13,32 +15,54 @@ from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 
-from backends.protocol import RunResult
+from backends.protocol import DEFAULT_MODEL, RunResult
 
 from .. import frameworks
 from . import intervals, metrics
 
-GROUP = ["framework", "precision", "batch_size", "image_size", "device", "data_mode"]
+GROUP = ["framework", "precision", "batch_size", "image_size", "device", "data_mode", "model", "mode"]
 KEY = GROUP + ["nodes", "gpus"]
 MIXED = ("fp16", "bf16", "tf32")
+# what a run says about how its figure came about: its precision without the hardware for it
+# (backends/policy.py cpu_precision_note), its workers run as one process (the Horovod launcher)
+NOTES = ("note", "distribution_note")
 # what a real-data run records of its input pipeline (backends/dataset.py settings)
-DATA_SETTINGS = ("cpu_cores", "loader_workers", "data_pipeline", "decode", "images_read",
-                 "corrupt_skipped")
-TELEMETRY = ("power_avg_w", "util_avg_pct", "mem_used_max_mib", "sm_clock_avg_mhz", "temp_max_c")
+DATA_SETTINGS = ("cpu_cores", "loader_workers", "data_pipeline", "decode", "decode_why",
+                 "images_read", "corrupt_skipped")
+TELEMETRY = ("power_avg_w", "util_avg_pct", "mem_used_max_mib", "sm_clock_avg_mhz", "temp_max_c",
+             "host_cpu_cores")
 RATIOS = ("speedup", "speedup_one_node", "scaling_efficiency", "precision_gain", "framework_ratio")
 COLUMNS = KEY + ["world_size", "layout", "status", "repeats", "images_per_sec",
                  "images_per_sec_ci95", "images_per_sec_rel_se", "images_per_sec_dof", "ips_min",
                  "ips_max", "spread", "cv", "mlperf_mean", "uncertainty", "jitter",
                  *[c for r in RATIOS for c in (r, r + "_ci95")], "ratio_baseline", "images_per_watt",
-                 *TELEMETRY, "device_name", "framework_version", "distribution", "model", "data",
-                 "compile", "options", *DATA_SETTINGS, "reason"]
+                 *TELEMETRY, "device_name", "framework_version", "distribution", "data",
+                 "compile", "options", "batch_chosen", *DATA_SETTINGS, *NOTES, "reason"]
+
+
+class NotComparable(ValueError):
+    """Two cells whose ratio would not be a verdict (e.g. of different modes)."""
+
+
+def ratio(here, other) -> Optional[intervals.Estimate]:
+    """here / other, two cell records, with its interval (None: no figure on a side). Cells of
+    different modes are refused: a framework at its defaults against another tuned is not a
+    comparison of frameworks."""
+    if here is None or other is None:
+        return None
+    if here["mode"] != other["mode"]:
+        raise NotComparable("a ratio across modes ({} ÷ {}) is not a verdict; compare cells of one "
+                            "mode".format(here["mode"], other["mode"]))
+    return intervals.ratio(estimate(here), estimate(other))
 
 
 def run_record(r: RunResult) -> Dict:
     """One flat record per run: the cell's key, the figures, window statistics, telemetry."""
     s, ok, tel = r.spec, r.status == "ok", r.telemetry or {}
     row = {"run_id": r.run_id, "framework": s.get("framework"), "precision": s.get("precision"),
-           "batch_size": s.get("batch_size"), "image_size": s.get("image_size"),
+           "batch_size": "auto" if s.get("batch_auto") else s.get("batch_size"),
+           "batch_chosen": s.get("batch_size") if s.get("batch_auto") else None,
+           "mode": s.get("mode", "default"), "image_size": s.get("image_size"),
            "device": s.get("device"), "nodes": s.get("nodes", 1), "gpus": s.get("gpus"),
            "repeat": s.get("repeat", 0), "status": r.status,
            "images_per_sec": r.images_per_sec if ok else None,
@@ -47,7 +71,8 @@ def run_record(r: RunResult) -> Dict:
            "windows": json.dumps(r.window_images_per_sec or []) if ok else None,
            "layout": (r.settings or {}).get("layout"),
            "distribution": r.distribution, "reason": r.reason, "device_name": r.device_name,
-           "framework_version": r.framework_version, "model": s.get("model"),
+           "framework_version": r.framework_version,
+           "model": s.get("model") or DEFAULT_MODEL,  # a cell's key: never None
            "data": s.get("data"), "compile": s.get("compile"),
            "options": json.dumps(s.get("options") or {}, sort_keys=True),
            "telemetry_samples": tel.get("samples"), "started_at": r.started_at,
@@ -55,6 +80,7 @@ def run_record(r: RunResult) -> Dict:
                                                "synthetic" else "real")}
     row.update({k: tel.get(k) if ok else None for k in TELEMETRY})
     row.update({k: (r.settings or {}).get(k) for k in DATA_SETTINGS})
+    row.update({k: (r.settings or {}).get(k) for k in NOTES})
     return row
 
 
@@ -85,8 +111,8 @@ def _cell(key, g: pd.DataFrame) -> Dict:
     cell["world_size"] = int(cell["nodes"]) * int(cell["gpus"])
     layouts = sorted({str(x) for x in g.layout if x is not None and x == x})
     cell["layout"] = "/".join(layouts) or None
-    for col in ("device_name", "framework_version", "distribution", "model", "data", "compile",
-                "options") + DATA_SETTINGS:
+    for col in ("device_name", "framework_version", "distribution", "data", "compile",
+                "options", "batch_chosen") + NOTES + DATA_SETTINGS:
         cell[col] = last[col]
     for col in TELEMETRY:
         cell[col] = _median(ok[col])
@@ -115,26 +141,25 @@ def _ratio_columns(df: pd.DataFrame, base_fw: Optional[str]) -> Dict[str, List]:
 
     for key, r in rows.items():
         group, nodes, gpus = key[:len(GROUP)], int(r["nodes"]), int(r["gpus"])
-        here = estimate(r)
-        speedup = _versus(here, key, group + (1, 1), rows)
+        speedup = _versus(r, key, group + (1, 1), rows)
         put("speedup", speedup)
-        put("speedup_one_node", _versus(here, key, group + (1, gpus), rows) if nodes > 1 else None)
+        put("speedup_one_node", _versus(r, key, group + (1, gpus), rows) if nodes > 1 else None)
         put("scaling_efficiency", speedup, lambda v: metrics.scaling_efficiency(v, nodes * gpus),
             per=nodes * gpus)
         mixed = r["precision"] in MIXED
-        put("precision_gain", _versus(here, key, (r["framework"], "fp32") + key[2:], rows)
+        put("precision_gain", _versus(r, key, (r["framework"], "fp32") + key[2:], rows)
             if mixed else None, lambda v: v - 1.0)
-        put("framework_ratio", _versus(here, key, (base_fw,) + key[1:], rows) if base_fw else None)
+        put("framework_ratio", _versus(r, key, (base_fw,) + key[1:], rows) if base_fw else None)
     return out
 
 
-def _versus(here, key, other_key, rows) -> Optional[intervals.Estimate]:
-    """here / the cell at other_key; exactly 1 (no interval) when it is the same cell."""
-    if here is None:
+def _versus(row, key, other_key, rows) -> Optional[intervals.Estimate]:
+    """The cell `row` / the cell at other_key; exactly 1 (no interval) when it is the same cell."""
+    if estimate(row) is None:
         return None
     if tuple(other_key) == tuple(key):
         return intervals.Estimate(1.0, 0.0)
-    return intervals.ratio(here, estimate(rows.get(tuple(other_key))))
+    return ratio(row, rows.get(tuple(other_key)))
 
 
 def cells(results: Sequence[RunResult], baseline: Optional[str] = None) -> pd.DataFrame:

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.backend  # a real framework in its environment
 
 def test_resnet50_v15_parameter_count():
     out = run_in_backend("caffe2", """
-from backends.caffe2_torch.resnet50 import ResNet50, trainable_parameters
+from backends.caffe2_torch.models import trainable_parameters
+from backends.caffe2_torch.resnet import ResNet50
 m = ResNet50()
 print(trainable_parameters(m), sum(b.numel() for n, b in m.named_buffers() if 'running' in n))
 print(tuple(m.layer2[0].conv2.stride), tuple(m.layer2[0].conv1.stride), m.conv1.bias)

@@ -33,7 +33,8 @@ def _json_out(code: str):
 def test_same_network_as_pytorch_layer_by_layer():
     out = _json_out("""
 import json, jax
-from backends.jax.resnet50 import ResNet50, count, init, layers
+from backends.jax.models import count, init, layers
+from backends.jax.resnet import ResNet50
 m = ResNet50(1000)
 v = init(m, jax.random.PRNGKey(0), 64)
 bn3 = [float(abs(b['bn3']['scale']).sum()) for k, b in v['params'].items() if k.startswith('layer')]
@@ -63,12 +64,12 @@ def trainers():
     return _json_out("""
 import json
 from backends.protocol import RunSpec
-from backends.jax import launch
-from backends.jax.launch import Member
+from backends.jax import flags
+from backends.world import World
 def spec(gpus, **kw):
     return RunSpec(framework='jax', backend='jax', gpus=gpus, batch_size=4 // gpus, image_size=32,
                    num_classes=10, learning_rate=0.05, **kw)
-launch.prepare(spec(2), Member())  # two CPU devices in this process
+flags.prepare(spec(2), World())  # two CPU devices in this process
 from backends.jax.train import setup
 one, two = setup(spec(1)), setup(spec(2, options={'sync_bn': True, 'flat_allreduce': False}))
 flat = setup(spec(2, options={'sync_bn': True, 'flat_allreduce': True}))
@@ -117,7 +118,9 @@ import json, jax, optax, jax.numpy as jnp, numpy as np
 from flax import linen as nn
 from jax.sharding import Mesh
 from backends.jax import step
+from backends.jax.resnet import ResNet
 class Small(nn.Module):
+    initial = staticmethod(ResNet.initial)  # PyTorch's initial values, as every network has
     @nn.compact
     def __call__(self, x, train=True):
         x = nn.Conv(8, (3, 3), use_bias=False, dtype=jnp.float16, name='conv1')(x)
@@ -180,8 +183,11 @@ def test_two_processes_joined_by_jax_distributed(tmp_path):
     assert (s["allreduce_ops"], s["gradient_allreduce"]) == (1, "pmean once per step, one flat buffer")
     cores = len(os.sched_getaffinity(0))
     assert s["threads"] == max(1, cores // 2)  # each process pinned to its share of the cores
+    # a step loaded from JAX's persistent cache hung in gloo's key exchange: off, and said so
+    assert result.environment["compile_cache"]["jax"]["state"] == "off"
+    # the command of one process; backends/launchers/processes.py starts the others
     assert jax_backend.command("py", RunSpec("jax", "jax", gpus=2), "s", "r") == [
-        "py", "-m", "backends.jax", "s", "r"]  # one process; it starts the others itself
+        "py", "-m", "backends.jax", "s", "r"]
 
 
 def test_tf32_on_cpu_is_unsupported_with_reason(tmp_path):
@@ -196,9 +202,9 @@ def test_tf32_on_cpu_is_unsupported_with_reason(tmp_path):
     ({"sync_bn": "maybe"}, "option sync_bn=maybe: not a boolean; give true or false (also 1/0, "
                            "yes/no, on/off)"),
     ({"channels_last": True}, "option channels_last: unknown option for jax; valid: "
-                              "allreduce_combine_mb, autotune_level, device_prefetch, donate, "
-                              "fail_at, fail_rank, flat_allreduce, latency_hiding, loader_workers, loss_scale, "
-                              "processes, sync_bn, xla_flags"),
+                              "allreduce_combine_mb, autotune_level, decode, device_prefetch, donate, "
+                              "fail_at, fail_rank, flat_allreduce, latency_hiding, loader, loader_workers, "
+                              "loss_scale, memory_limit_mb, pipeline, processes, sync_bn, xla_flags"),
 ])
 def test_a_bad_option_in_a_spec_is_a_failed_result_with_the_message(tmp_path, options, message):
     result, proc = helpers.run_backend("jax", tmp_path, options=options)
@@ -208,13 +214,14 @@ def test_a_bad_option_in_a_spec_is_a_failed_result_with_the_message(tmp_path, op
 
 def test_main_job_side_by_side_with_pytorch(tmp_path):
     campaign = tmp_path / "c"
+    # bf16 only: fp32 of both frameworks over 1 and 2 workers runs in test_run_e2e and above
     proc = run_compare(["run", "--frameworks", "jax,caffe2", "--gpus", "1,2", "--precision",
-                        "fp32,bf16", "--quick", "--executor", "local", "--device", "cpu",
+                        "bf16", "--quick", "--executor", "local", "--device", "cpu",
                         "--results", str(campaign)] + TINY_RUN)  # tiny sizes override --quick's
     results = [json.loads(p.read_text()) for p in (campaign / "results").glob("*.json")]
     assert sorted((r["spec"]["framework"], r["spec"]["gpus"], r["spec"]["precision"], r["status"])
                   for r in results) == sorted((fw, n, p, "ok") for fw in ("caffe2", "jax")
-                                              for n in (1, 2) for p in ("fp32", "bf16")), \
+                                              for n in (1, 2) for p in ("bf16",)), \
         [(r["run_id"], r["reason"]) for r in results if r["status"] != "ok"]
     out = proc.stdout
     assert "| JAX (Flax) | bf16 | 4 | 32 |" in out

@@ -28,8 +28,8 @@ def run_backend(tmp_path, timeout=600, **fields):
 
 def test_trainable_parameters_equal_the_pytorch_model():
     out = run_in_backend("tf", (
-        "from backends.tf_horovod.resnet50 import resnet50, trainable_parameters, "
-        "non_trainable_parameters\n"
+        "from backends.tf_horovod.resnet import resnet50\n"
+        "from backends.tf_horovod.models import trainable_parameters, non_trainable_parameters\n"
         "m = resnet50(1000, 64)\n"
         "print(trainable_parameters(m), non_trainable_parameters(m))"))
     trainable, running_stats = map(int, out.split()[-2:])
@@ -41,7 +41,7 @@ def test_same_architecture_as_pytorch_layer_by_layer():
     """Conv and BN shapes in order: strides on the 3x3 conv (v1.5), no biases, same widths."""
     out = run_in_backend("tf", (
         "import json\n"
-        "from backends.tf_horovod.resnet50 import resnet50\n"
+        "from backends.tf_horovod.resnet import resnet50\n"
         "m = resnet50(1000, 224)\n"
         "print(json.dumps([[l.strides[0], l.kernel.shape.as_list()] for l in m.layers "
         "if l.__class__.__name__ == 'Conv2D' and 'down' not in l.name]))"))
@@ -93,7 +93,11 @@ def test_mixed_precision_policies(tmp_path, precision, policy):
     assert result.status == "ok", result.reason
     assert result.settings["policy"] == policy
     assert result.settings["loss_scaling"] == ("dynamic" if precision == "fp16" else None)
-    assert ("note" in result.settings) is (precision == "fp16")
+    # fp16 always has a note on a CPU (no tensor cores); bf16 where the CPU has no bf16 instructions
+    assert ("note" in result.settings) is (precision == "fp16" or not helpers.BF16_INSTRUCTIONS)
+    if precision == "bf16" and not helpers.BF16_INSTRUCTIONS:
+        assert result.settings["note"].startswith("bf16 on a CPU without bf16 instructions (neither "
+                                                  "avx512_bf16 nor amx_bf16")
 
 
 def test_fp16_in_nchw_on_the_cpu_is_unsupported_with_tensorflows_reason(tmp_path):
@@ -141,16 +145,18 @@ def test_xla_with_two_workers_averages_with_grouped_allreduce(tmp_path):
 
 
 def _entry_without_horovod(tmp_path, **fields):
-    """Run the entry point in the env as if horovod.tensorflow were not built there."""
+    """Run the horovod launcher in the env as if horovod.tensorflow were not built there."""
     spec = RunSpec(framework="tf", backend="tf_horovod", gpus=2, batch_size=4, image_size=32,
                    warmup_steps=1, steps=2, windows=1, **fields)
     spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
     write_spec(str(spec_path), spec)
     out = run_in_backend("tf", (
-        "from backends.tf_horovod import launch, __main__ as entry\n"
+        "import sys\n"
+        "from backends.launchers import horovod as launch\n"
         "print('built', launch.horovod_tensorflow_built())\n"
         "launch.horovod_tensorflow_built = lambda: False\n"
-        "print('exit', entry._entry([{!r}, {!r}]))".format(str(spec_path), str(result_path))))
+        "print('exit', launch.main([sys.executable, '-m', 'backends.tf_horovod', {!r}, {!r}]))".format(
+            str(spec_path), str(result_path))))
     assert "built True" in out  # the real check finds the Horovod this env built
     return read_result(str(result_path))
 
@@ -186,7 +192,7 @@ def test_mirrored_strategy_over_gpus_is_given_nccl_all_reduce():
         "import tensorflow as tf\n"
         "cpu = tf.config.list_physical_devices('CPU')[0]\n"
         "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
-        "from backends.tf_horovod.train import make_strategy, allreduce_name\n"
+        "from backends.tf_horovod.runtime import make_strategy, allreduce_name\n"
         "print(allreduce_name(make_strategy(['/cpu:0', '/cpu:1'], gpu=True)),"
         " allreduce_name(make_strategy(['/cpu:0', '/cpu:1'], gpu=False)),"
         " allreduce_name(tf.distribute.MirroredStrategy(['/cpu:0', '/cpu:1'])))"))
@@ -251,11 +257,17 @@ def test_compare_run_sweeps_workers_and_precisions_and_reports(tmp_path):
     cells = {(r["precision"], r["gpus"]): r for r in rows}
     assert set(cells) == {(p, n) for p in ("fp32", "bf16") for n in (1, 2)}
     for (precision, n), cell in cells.items():
+        if precision == "bf16" and not helpers.AVX512:  # no bf16 NCHW pooling kernel here
+            assert cell["status"] == "unsupported"
+            assert "tensorflow 2.15.1 says: Default MaxPoolingOp only supports NHWC" in cell["reason"]
+            continue
         assert cell["status"] == "ok", cell["reason"]
         assert cell["images_per_sec"] > 0
         assert cell["distribution"] == ("horovod" if n > 1 else "single")
     for path in (campaign / "results").glob("*.json"):
-        helpers.assert_phases(json.loads(path.read_text()))
+        result = json.loads(path.read_text())
+        if result["status"] == "ok":  # an unsupported cell stops before its model is built
+            helpers.assert_phases(result)
 
 
 def test_compare_run_can_force_mirrored_strategy(tmp_path):

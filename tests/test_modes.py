@@ -1,0 +1,231 @@
+"""Modes (`--mode default,tuned`) and the batch search (`--batch-size auto`), on the host: the
+switches each backend declares, how a cell gets them, what run ids and hashes become, the search
+over probes, and the comparator's refusal of cross-mode ratios. No framework runs here."""
+import json
+import sys
+
+import pytest
+
+from backends.options import COMPILE, WHERE, mode_settings
+from backends.protocol import RunResult, RunSpec
+from compare import batchsearch, frameworks
+from compare.matrix import Matrix
+from compare.reporting import comparator, findings, report, tables
+from tests.helpers import compare, windowed
+
+
+def _matrix(names, modes, device="cuda", gpus=(1, 2), options=None, batches=(256,)):
+    return Matrix([frameworks.get(n) for n in names], list(gpus), ["fp16"], list(batches),
+                  device=device, common={"image_size": 224, "compile": False},
+                  options=options or {}, modes=modes, search=(64, 1024))
+
+
+def test_every_declared_switch_is_an_option_of_its_backend_and_parses_to_its_value():
+    for fw in frameworks.FRAMEWORKS:
+        declared = {o.key: o for o in fw.options()}
+        switches = fw.module().MODES["tuned"]
+        for s in switches:
+            assert s.where in WHERE, (fw.name, s)
+            assert s.key == COMPILE or declared[s.key].parse(s.value) == s.value, (fw.name, s)
+    assert set(frameworks.names()) == {"tf", "mxnet", "caffe2", "jax"}
+
+
+def test_tuned_pytorch_compiles_and_graphs_one_gpu_but_not_two_and_runs_at_a_searched_batch():
+    default, tuned = [s for s in _matrix(["caffe2"], ["default", "tuned"]).specs()
+                      if s.gpus == 1]
+    assert (default.run_id, default.compile, default.options) == ("caffe2-fp16-g1-b256-s224-r0", False, {})
+    assert tuned.run_id == "caffe2-fp16-g1-bauto-s224-tuned-r0"
+    assert (tuned.compile, tuned.batch_auto, tuned.batch_size) == (True, True, 64)
+    assert tuned.options == {"compile_mode": "default", "cuda_graphs": True}
+    two = [s for s in _matrix(["caffe2"], ["tuned"]).specs() if s.gpus == 2][0]
+    assert two.options == {"compile_mode": "default"}  # no whole-step CUDA graph under DDP
+    cpu = _matrix(["tf", "mxnet", "jax"], ["tuned"], device="cpu", gpus=(1,)).specs()
+    assert [(s.framework, s.options) for s in cpu] == [
+        ("tf", {"xla": True}), ("mxnet", {"hybridize": "static"}), ("jax", {})]
+
+
+def test_an_explicit_option_wins_over_the_mode_and_the_result_says_so():
+    spec = _matrix(["caffe2"], ["tuned"], gpus=(1,), options={"caffe2": {"cuda_graphs": False}}).specs()[0]
+    assert spec.options == {"compile_mode": "default", "cuda_graphs": False}
+    record = mode_settings(frameworks.get("caffe2").module().MODES, spec)
+    assert record == {"mode": "tuned", "mode_switches": {"compile": True, "compile_mode": "default"},
+                      "mode_overridden": {"cuda_graphs": False}}
+    assert mode_settings({}, RunSpec("jax", "jax")) == {"mode": "default"}
+
+
+def test_default_run_ids_and_spec_hashes_are_those_of_before_modes():
+    # as computed on main at 6e8c4c6, before modes existed: old campaigns resume unchanged
+    spec = RunSpec(framework="caffe2", backend="caffe2_torch", precision="fp16", batch_size=256,
+                   device="cuda", gpus=2, options={"cuda_graphs": True})
+    assert (spec.run_id, spec.spec_hash) == ("caffe2-fp16-g2-b256-s224-r0", "4afbabff320b7b4f")
+    data = RunSpec(framework="jax", backend="jax", data="/d", data_only=True)
+    assert (data.run_id, data.spec_hash) == ("jax-fp32-w1-b32-s224-dataonly-r0", "3a7b03b575155d3a")
+
+
+def test_an_auto_cell_is_one_cell_whatever_batch_it_chose_and_a_probe_is_named_apart():
+    cell = RunSpec("jax", "jax", device="cuda", batch_size=64, batch_auto=True, mode="tuned")
+    chosen = RunSpec("jax", "jax", device="cuda", batch_size=512, batch_auto=True, mode="tuned")
+    assert (cell.run_id, cell.spec_hash) == (chosen.run_id, chosen.spec_hash)
+    fixed = RunSpec("jax", "jax", device="cuda", batch_size=512, mode="tuned")
+    assert fixed.spec_hash != chosen.spec_hash
+    probe = batchsearch.probe_spec(chosen, 512)
+    assert probe.run_id == "jax-fp32-g1-b512-s224-tuned-probe"
+    assert (probe.steps, probe.warmup_steps, probe.windows) == (10, 5, 2)
+
+
+def _fake_run(fits_up_to, ips=lambda b: 100.0 * b ** 0.5, seen=None):
+    def run(spec):
+        if seen is not None:
+            seen.append(spec.batch_size)
+        b = spec.batch_size
+        if b > fits_up_to:
+            return RunResult(spec.run_id, "oom", spec.to_dict(), reason="CUDA out of memory")
+        return RunResult(spec.run_id, "ok", spec.to_dict(), images_per_sec=ips(b))
+    return run
+
+
+def test_the_search_doubles_until_out_of_memory_then_tries_one_batch_between():
+    seen = []
+    out = batchsearch.search(RunSpec("jax", "jax", batch_auto=True), (8, 1024), _fake_run(100, seen=seen),
+                             budget_s=1e9)
+    assert seen == [8, 16, 32, 64, 128, 96]
+    assert out.batch == 96  # the largest that fits is the fastest here
+    assert out.stopped == "batch 128 oom; then batch 96 ok"
+    assert [p["status"] for p in out.record()["probes"]] == ["ok"] * 4 + ["oom", "ok"]
+
+
+def test_the_search_stops_at_its_maximum_or_budget_and_keeps_the_fastest():
+    peaked = _fake_run(10 ** 6, ips=lambda b: -abs(b - 64) + 1000.0)  # fastest at 64
+    out = batchsearch.search(RunSpec("jax", "jax"), (16, 200), peaked, budget_s=1e9)
+    assert [p.spec["batch_size"] for p in out.probes] == [16, 32, 64, 128, 200]
+    assert (out.batch, out.stopped) == (64, "reached the maximum, 200")
+    ticks = iter(range(100))
+    out = batchsearch.search(RunSpec("jax", "jax"), (16, 1024), peaked, budget_s=2,
+                             clock=lambda: next(ticks))
+    assert [p.spec["batch_size"] for p in out.probes] == [16, 32]
+    assert out.stopped == "time budget of 2 s spent"
+
+
+def test_a_search_whose_first_probe_does_not_fit_says_so():
+    out = batchsearch.search(RunSpec("jax", "jax"), (256, 1024), _fake_run(100), budget_s=1e9)
+    assert out.batch is None
+    assert out.failure_reason() == ("batch search from 256: the probe at batch 256 ended oom: CUDA out "
+                                    "of memory")
+    assert batchsearch.search(RunSpec("jax", "jax"), (4, 4), None, budget_s=0).batch == 4  # no probe
+
+
+def _tuned(result):
+    spec = dict(result.spec, mode="tuned")
+    return RunResult(**dict(result.to_dict(), spec=spec, run_id=RunSpec.from_dict(spec).run_id))
+
+
+def test_the_comparator_refuses_a_ratio_across_modes():
+    torch_default = windowed("caffe2", "fp16", 1, [1000, 1002, 998])
+    mxnet_tuned = _tuned(windowed("mxnet", "fp16", 1, [1500, 1503, 1497]))
+    df = comparator.cells([torch_default, mxnet_tuned])
+    rows = {r["framework"]: r for _, r in df.iterrows()}
+    with pytest.raises(comparator.NotComparable, match=r"^a ratio across modes \(tuned ÷ default\) is "
+                                                         r"not a verdict; compare cells of one mode$"):
+        comparator.ratio(rows["mxnet"], rows["caffe2"])
+    assert rows["mxnet"]["ratio_baseline"] == "mxnet"  # the baseline framework (registry order)
+    assert rows["caffe2"]["framework_ratio"] is None  # never divided by the tuned MXNet cell
+    text = tables.markdown(report.build(df).sections())
+    assert "0.67×" not in text and "1.50×" not in text
+    assert "Framework vs framework" not in text  # no ratio in any row: no table
+
+
+def test_findings_name_the_mode_of_each_verdict():
+    cells = [windowed("caffe2", "fp16", 1, [1000, 1001, 999], repeat=i) for i in range(3)]
+    cells += [windowed("mxnet", "fp16", 1, [1170, 1171, 1169], repeat=i) for i in range(3)]
+    cells += [_tuned(windowed("caffe2", "fp16", 1, [1500, 1502, 1498], repeat=i)) for i in range(3)]
+    cells += [_tuned(windowed("mxnet", "fp16", 1, [1500, 1499, 1501], repeat=i)) for i in range(3)]
+    df = comparator.cells(cells)
+    lines = findings.summary(df, report.layout_of(df)).lines
+    assert lines[0].startswith("By mode: at defaults, PyTorch (Caffe2) is 0.85× MXNet; tuned, PyTorch "
+                               "(Caffe2) is level with MXNet (within noise, ±")
+    assert any(line.startswith("At defaults, fastest: MXNet at fp16") for line in lines)
+    assert any(line.startswith("Tuned, PyTorch (Caffe2) and MXNet are within noise") for line in lines)
+    text = tables.markdown(report.build(df).sections())
+    assert "| MXNet | tuned | fp16 | 256 | 224 |" in text and "| MXNet | default | fp16 | 256 | 224 |" in text
+
+
+FAKE = '''#!{python}
+import sys, time
+from backends import harness
+FITS = {fits}
+
+
+class Fake(harness.Trainer):
+    def __init__(self, spec):
+        if spec.batch_size > FITS:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                               "{{}} bytes".format(spec.batch_size * 10 ** 8))
+        self.spec = spec
+
+    def step(self):
+        time.sleep(0.02)  # per step, whatever the batch: a bigger batch is faster
+
+
+sys.exit(harness.main(Fake, sys.argv[-2:]))
+'''
+
+
+def test_batch_auto_records_its_probes_apart_from_the_cells(tmp_path):
+    python = tmp_path / "fake-python"
+    python.write_text(FAKE.format(python=sys.executable, fits=50))
+    python.chmod(0o755)
+    campaign = tmp_path / "c"
+    proc = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python),
+                    "--device", "cpu", "--executor", "local", "--batch-size", "4,auto",
+                    "--batch-search", "8-128", "--image-size", "32", "--steps", "3", "--warmup", "1",
+                    "--results", campaign])
+    assert proc.returncode == 0, proc.stderr
+    probes = sorted(p.name for p in (campaign / "probes").glob("*.json"))
+    assert probes == ["caffe2-fp32-w1-b{}-s32-probe.json".format(b) for b in (16, 32, 48, 64, 8)]
+    oom = json.loads((campaign / "probes" / "caffe2-fp32-w1-b64-s32-probe.json").read_text())
+    assert oom["status"] == "oom" and "can't allocate memory" in oom["reason"]
+    cells = sorted(p.name for p in (campaign / "results").glob("*.json"))
+    assert cells == ["caffe2-fp32-w1-b4-s32-r0.json", "caffe2-fp32-w1-bauto-s32-r0.json"]
+    auto = json.loads((campaign / "results" / "caffe2-fp32-w1-bauto-s32-r0.json").read_text())
+    assert (auto["status"], auto["spec"]["batch_size"], auto["spec"]["batch_auto"]) == ("ok", 48, True)
+    assert auto["settings"]["batch_search"]["stopped"] == "batch 64 oom; then batch 48 ok"
+    report_md = (campaign / "report" / "report.md").read_text()
+    assert "## Batch search (probes, not cells)" in report_md
+    assert "| PyTorch (Caffe2) | default | fp32 | 1 | 48 | ok |" in report_md
+    assert "[b48]" in report_md and "| auto |" in report_md
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--mode", "fast"], "unknown mode 'fast'; choose from default, tuned"),
+    (["--batch-size", "big"], "--batch-size 'big': not an integer or auto; give per-GPU batch sizes "
+                              ">= 1 and/or auto, e.g. 256,auto"),
+    (["--batch-search", "512-64"], "--batch-search '512-64': give MIN-MAX, two per-GPU batch sizes "
+                                   "with 1 <= MIN <= MAX, e.g. 64-1024"),
+    (["--batch-search", "64-99999"], "--batch-size 99999: must be <= 16384 (images per worker and step)"),
+])
+def test_bad_modes_and_searches_are_one_line(argv, message, tmp_path):
+    proc = compare(["run", "--frameworks", "caffe2", "--device", "cpu", "--results",
+                    tmp_path / "c"] + argv)
+    assert (proc.returncode, proc.stderr) == (2, "compare: error: {}\n".format(message))
+
+
+def test_jax_hides_latency_only_where_there_is_a_collective():
+    from backends.jax.flags import xla_flags
+    from backends.world import World
+    lhs = "--xla_gpu_enable_latency_hiding_scheduler=true"
+    one, two = (RunSpec("jax", "jax", device="cuda", gpus=n) for n in (1, 2))
+    assert lhs not in xla_flags(one, World())  # as the plain Flax loop runs one GPU
+    assert lhs in xla_flags(two, World())
+    asked = RunSpec("jax", "jax", device="cuda", options={"latency_hiding": True})
+    assert lhs in xla_flags(asked, World())
+
+
+def test_a_model_and_a_mode_are_both_named_in_the_run_id():
+    spec = RunSpec("caffe2", "caffe2_torch", device="cuda", model="resnet152", mode="tuned",
+                   batch_auto=True, batch_size=64)
+    assert spec.run_id == "caffe2-resnet152-fp32-g1-bauto-s224-tuned-r0"
+    m = Matrix([frameworks.get("jax")], [1], ["bf16"], [256], device="cuda", common={"image_size": 224},
+               models=["resnet50", "vgg16"], modes=["default", "tuned"], search=(64, 512))
+    assert [s.run_id for s in m.specs()] == [
+        "jax-bf16-g1-b256-s224-r0", "jax-bf16-g1-bauto-s224-tuned-r0",
+        "jax-vgg16-bf16-g1-b256-s224-r0", "jax-vgg16-bf16-g1-bauto-s224-tuned-r0"]
