@@ -23,9 +23,10 @@ class SweepProgress:
 
     def start(self, spec: RunSpec) -> None:
         unit = "GPU" if spec.device == "cuda" else "worker"
-        self.progress.update(self.task, description="{} {} x{} {}{} b{}{}".format(
+        self.progress.update(self.task, description="{} {} x{} {}{} b{}{}{}".format(
             spec.framework, spec.precision, spec.gpus, unit, "s" if spec.gpus > 1 else "",
-            spec.batch_size, self.last))
+            "auto" if spec.batch_auto else spec.batch_size,
+            "" if spec.mode == "default" else " " + spec.mode, self.last))
 
     def done(self, result: RunResult) -> None:
         if result.status == "ok":

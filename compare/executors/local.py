@@ -6,7 +6,6 @@ the launcher runs in a session of its own and dies with `compare` (parent-death 
 worker dies with its launcher (the harness), and whatever is left when the run ends, times out or
 is interrupted is found by the attempt's tag in its environment and stopped.
 """
-import functools
 import os
 import shutil
 import subprocess
@@ -16,28 +15,59 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 import backends
-from backends import lifeline
-from backends.lifeline import ATTEMPT_ENV, HOST_PID_ENV, die_with_parent
+from backends.lifeline import ATTEMPT_ENV, HOST_PID_ENV
 from backends.phases import LAUNCHED_ENV
-from backends.protocol import RunResult, RunSpec
 
 from .. import envs
 from ..frameworks import get
-from . import Context, Executor
-from .base import CAMPAIGN_ENV, collect, end_processes, failure, now, run_env
+from . import Attempt, Context, Executor, Refused
+from .base import CAMPAIGN_ENV, end_processes, run_env, start_launcher
 
 
 def stage_backends(dest: Path) -> Path:
-    """Copy the backends package to dest/backends (once); return dest for PYTHONPATH."""
+    """Copy the backends package to dest/backends (once); return dest for PYTHONPATH. The copy
+    is made aside and renamed into place: cells starting at once never see half of it."""
     target = dest / "backends"
     if not target.exists():
-        shutil.copytree(str(Path(backends.__file__).parent), str(target),
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        dest.mkdir(parents=True, exist_ok=True)
+        aside = Path(tempfile.mkdtemp(prefix=".staging-", dir=str(dest)))
+        try:
+            shutil.copytree(str(Path(backends.__file__).parent), str(aside / "backends"),
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            os.rename(str(aside / "backends"), str(target))
+        except OSError:
+            if not target.is_dir():  # not another cell's rename that came first
+                raise
+        finally:
+            shutil.rmtree(str(aside), ignore_errors=True)
     return dest
+
+
+TMP_PREFIX = "compare-"  # a run's temp folder: compare-<pid of the compare that made it>-XXXX
+
+
+def clean_stale_tmp() -> int:
+    """Remove this user's run temp folders whose compare is dead (killed before it could remove
+    them, e.g. by SIGKILL); return how many. A live or reused PID keeps its folders."""
+    removed = 0
+    for path in Path(tempfile.gettempdir()).glob(TMP_PREFIX + "*-*"):
+        pid = path.name[len(TMP_PREFIX):].split("-")[0]
+        try:
+            if not pid.isdigit() or path.lstat().st_uid != os.getuid() or not path.is_dir():
+                continue
+            os.kill(int(pid), 0)
+            continue  # alive (or reused): not ours to remove
+        except ProcessLookupError:
+            shutil.rmtree(str(path), ignore_errors=True)
+            removed += 1
+        except OSError:  # gone meanwhile, or a PID of another user: alive
+            continue
+    return removed
 
 
 class LocalExecutor(Executor):
     name = "local"
+    capabilities = frozenset({"real_data", "gpus"})
 
     @classmethod
     def available(cls, ctx: Context) -> Tuple[bool, str]:
@@ -48,7 +78,6 @@ class LocalExecutor(Executor):
         self.variant = ctx.device
         self.interpreters = envs.Interpreters(self.variant, ctx.overrides, ctx.log)
         self._running: Optional[Tuple[subprocess.Popen, str]] = None  # (launcher, nonce)
-        self._reaped = set()  # campaigns already cleared of processes left by a killed sweep
 
     def reap(self, campaign) -> int:
         """End this campaign's processes left by a sweep that was killed before it could (the
@@ -56,6 +85,7 @@ class LocalExecutor(Executor):
         left = end_processes(None, CAMPAIGN_ENV, str(campaign.root))
         if left:
             self.ctx.log("ended {} process(es) left by an earlier, killed sweep".format(left))
+        clean_stale_tmp()
         return left
 
     def close(self) -> None:
@@ -67,52 +97,43 @@ class LocalExecutor(Executor):
             end_processes(proc, ATTEMPT_ENV, nonce)
             self._running = None  # only once they are gone: an interrupted stop is redone by close()
 
-    def run(self, spec: RunSpec, campaign, timeout: float) -> RunResult:
-        started = now()
-        if campaign.root not in self._reaped:
-            self._reaped.add(campaign.root)
-            self.reap(campaign)
-        fw = get(spec.framework)
+    def environment(self, attempt: Attempt) -> None:
         try:
-            interp = self.interpreters.get(fw)
+            interp = self.interpreters.get(get(attempt.spec.framework))
         except envs.EnvError as exc:
-            return failure(spec, "failed", str(exc), started_at=started)
-        code_dir = stage_backends(campaign.root / "code")
-        spec_path = campaign.save_spec(spec)
-        work = campaign.work_dir(spec.run_id)
-        result_file = work / "result.json"
+            raise Refused("failed", str(exc)) from None
+        attempt.python = interp.python
+        attempt.record = dict(python=interp.python, interpreter_source=interp.source,
+                              env_dir=interp.env_dir)
+
+    def launch(self, attempt: Attempt) -> None:
+        spec, campaign, slot = attempt.spec, attempt.campaign, attempt.slot
         # the run's temp files (torchrun's torchelastic_*) go with the run; a short path under the
         # system's temp folder, as sockets live there (AF_UNIX paths are limited to 107 bytes)
-        tmp = Path(tempfile.mkdtemp(prefix="compare-"))
-        cmd = fw.module().command(interp.python, spec, str(spec_path), str(result_file))
-        env = run_env(spec, code_dir, {"COMPARE_EXECUTOR": self.name,
-                                       "COMPARE_ENV": interp.env_dir or interp.source,
-                                       ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root),
-                                       HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp)})
+        attempt.handle = tmp = Path(tempfile.mkdtemp(prefix="{}{}-".format(TMP_PREFIX, os.getpid())))
+        env = run_env(spec, stage_backends(campaign.root / "code"), {
+            "COMPARE_EXECUTOR": self.name,
+            "COMPARE_ENV": attempt.record["env_dir"] or attempt.record["interpreter_source"],
+            ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root),
+            HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp), **(slot.env() if slot else {})})
         out_path, err_path = campaign.log_paths(spec.run_id)
-        timed_out, rc = False, None
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            env[LAUNCHED_ENV] = repr(time.time())
+            try:
+                proc = start_launcher(attempt.command, out, err, env, attempt.work,
+                                      slot.cores if slot else ())
+            except (OSError, subprocess.SubprocessError) as exc:
+                raise Refused("failed", "could not start {}: {}".format(
+                    attempt.command[0], exc)) from None
+        self._running = (proc, spec.nonce)
+
+    def wait(self, attempt: Attempt, timeout: float) -> Tuple[Optional[int], bool]:
         try:
-            lifeline.prepare()
-            with open(out_path, "w") as out, open(err_path, "w") as err:
-                env[LAUNCHED_ENV] = repr(time.time())
-                try:
-                    proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=str(work),
-                                            start_new_session=True,
-                                            preexec_fn=functools.partial(die_with_parent,
-                                                                         expected=os.getpid()))
-                except (OSError, subprocess.SubprocessError) as exc:
-                    return failure(spec, "failed", "could not start {}: {}".format(cmd[0], exc),
-                                   started_at=started)
-                self._running = (proc, spec.nonce)
-                try:
-                    rc = proc.wait(timeout=timeout)
-                except subprocess.TimeoutExpired:
-                    timed_out = True
-                finally:  # timeout, Ctrl-C, SIGTERM, or workers outliving a launcher that exited
-                    self._stop_running()
-        finally:
-            shutil.rmtree(str(tmp), ignore_errors=True)
-        result = collect(spec, result_file, rc, err_path, started, timed_out, timeout)
-        result.environment.update(executor=self.name, python=interp.python,
-                                  interpreter_source=interp.source, env_dir=interp.env_dir)
-        return result
+            return self._running[0].wait(timeout=timeout), False
+        except subprocess.TimeoutExpired:
+            return None, True
+
+    def release(self, attempt: Attempt) -> None:
+        self._stop_running()  # timeout, Ctrl-C, SIGTERM, or workers outliving a launcher that exited
+        if attempt.handle is not None:
+            shutil.rmtree(str(attempt.handle), ignore_errors=True)

@@ -4,8 +4,9 @@
                 [--account A] [--time-limit MINUTES] [--slurm-option KEY=VALUE]
 
 Each run becomes `sbatch` of a job script (slurm_tools.py) on whole nodes; inside it srun starts
-the backend's tasks (one per worker, or one per node where the backend launches its workers
-itself: each backend's srun_tasks()/srun_command()), with the rendezvous at the first node's
+the backend's tasks: as many per node, each running what, as the launcher the backend asks for
+says (backends/launchers/: one task per worker, each a rank, where it is torchrun or srun; one
+per node running the launcher itself otherwise), with the rendezvous at the first node's
 address as Slurm knows it. The backend runs in a container through pyxis where srun offers it and
 an image is known, else in the managed environment on the shared filesystem (the campaign and
 COMPARE_CACHE must be visible to every node). Jobs run one after the other, so runs never share
@@ -15,20 +16,23 @@ running (or collects what they left) instead of submitting them again; close() c
 import dataclasses
 import json
 import math
+import os
 import re
 import time
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
 import backends.machine
-from backends.protocol import RunResult, RunSpec, Unsupported
+from backends import dataset, launchers
+from backends.protocol import RunResult, RunSpec, utc_now
 
-from .. import envs
+from .. import datasets, envs
 from ..errors import UserError
 from ..frameworks import Framework, get
-from . import Context, Executor
+from . import Attempt, Context, Executor, Flag, Refused
+from . import slurm_steps as steps
 from . import slurm_tools as st
-from .base import collect, failure, now, own_env, tail
+from .base import collect, failure, own_env, tail
 from .local import stage_backends
 
 JOBS_FILE = "jobs"  # JSON lines: one per submitted, collected or cancelled job
@@ -40,25 +44,22 @@ OWNED = {"nodes": "--nodes", "ntasks": "--gpus", "ntasks-per-node": "--gpus", "g
          "account": "--account", "output": "--results", "error": "--results", "chdir": "--results",
          "job-name": "--results"}
 PROBE_TIMEOUT = 900  # seconds to wait for a node to take the machine record (it may queue)
-
-
-def _tasks_per_node(module, spec: RunSpec) -> int:
-    return getattr(module, "srun_tasks", lambda s: 1)(spec)
-
-
-def _gpu_count(gres: str) -> int:
-    """'gpu:a100:4(S:0-1),nic:1' -> 4 (the GPUs per node a partition's nodes have)."""
-    counts = [int(m) for m in re.findall(r"gpu(?::[\w.-]+)?:(\d+)", gres)]
-    return max(counts or [0])
+# run on a compute node with paths as arguments: "NODE readable", or "NODE unreadable PATH"
+DATA_CHECK = ('for f; do test -r "$f" || { echo "${SLURMD_NODENAME:-$(hostname)} unreadable $f"; '
+              'exit 0; }; done; echo "${SLURMD_NODENAME:-$(hostname)} readable"')
 
 
 class SlurmExecutor(Executor):
     name = "slurm"
     auto = False  # a cluster is asked for, never picked behind the user's back
     runs_on = "job"
-    multi_node = True
-    SETTINGS = {"partition": "--partition", "account": "--account", "time_limit": "--time-limit",
-                "slurm_option": "--slurm-option"}
+    capabilities = frozenset({"real_data", "multi_node", "gpus"})
+    FLAGS = (Flag("partition", "Slurm partition of the jobs (--executor slurm)."),
+             Flag("account", "Slurm account charged (--executor slurm)."),
+             Flag("time_limit", "Slurm time limit per job: minutes or HH:MM:SS (default: --timeout; "
+                  "--executor slurm)."),
+             Flag("slurm_option", "KEY=VALUE passed to sbatch as --KEY=VALUE, e.g. qos=high "
+                  "(--executor slurm).", repeat=True))
     _machines: ClassVar[Dict[str, Dict[str, Any]]] = {}  # placement -> machine record (one probe)
 
     @classmethod
@@ -82,8 +83,8 @@ class SlurmExecutor(Executor):
         return lines
 
     @classmethod
-    def check_settings(cls, settings: Dict[str, Any]) -> Dict[str, Any]:
-        out = dict(settings)
+    def check_flags(cls, flags: Dict[str, Any]) -> Dict[str, Any]:
+        out = dict(flags)
         limit = out.get("time_limit")
         if limit is not None and not TIME_LIMIT.match(str(limit)):
             raise UserError("--time-limit {!r}: not a Slurm time; give minutes (30), MM:SS, "
@@ -103,24 +104,24 @@ class SlurmExecutor(Executor):
         return out
 
     @classmethod
-    def _placement(cls, settings: Dict[str, Any]) -> List[str]:
+    def _placement(cls, flags: Dict[str, Any]) -> List[str]:
         """sbatch/srun arguments that say where jobs go: partition, account, the user's options."""
-        args = ["--{}={}".format(k, settings[k]) for k in ("partition", "account") if settings.get(k)]
-        return args + list(settings.get("slurm_option") or [])
+        args = ["--{}={}".format(k, flags[k]) for k in ("partition", "account") if flags.get(k)]
+        return args + list(flags.get("slurm_option") or [])
 
     @classmethod
     def machine(cls, ctx: Context) -> Dict[str, Any]:
         """The machine record taken on a compute node by a one-task job (srun), with every GPU a
         node of the partition has; the submitting host adds only compare's version and commit."""
-        from .. import machine
-        placement = cls._placement(ctx.settings)
+        from .. import machine_record
+        placement = cls._placement(ctx.flags)
         key = " ".join(placement)
         if key not in cls._machines:
             try:
                 rows = [r for r in st.partitions()
-                        if not ctx.settings.get("partition") or
-                        r["partition"].rstrip("*") == ctx.settings["partition"]]
-                gpus = max([_gpu_count(r["gres"]) for r in rows] or [0])
+                        if not ctx.flags.get("partition") or
+                        r["partition"].rstrip("*") == ctx.flags["partition"]]
+                gpus = max([st.gpu_count(r["gres"]) for r in rows] or [0])
                 ctx.log("taking the machine record on a Slurm compute node (srun)")
                 out = st.call(["srun", "--nodes=1", "--ntasks=1", "--job-name=compare-machine",
                                "--time=5"] + placement +
@@ -131,24 +132,47 @@ class SlurmExecutor(Executor):
             except (st.SlurmError, ValueError, IndexError) as exc:
                 raise UserError("--executor slurm: the machine record could not be taken on a "
                                 "compute node ({}); check `srun -N1 python3 -V`".format(exc)) from None
-            record.update(machine.host_info())
+            record.update(machine_record.host_info())
             record["slurm"] = {"partitions": rows, "placement": placement}
             cls._machines[key] = record
         return dict(cls._machines[key])
 
+    def check_data(self, prepared: List[dataset.Prepared]) -> None:
+        """Every --data folder and its prepared side must be readable on the compute nodes (a
+        shared filesystem; pyxis mounts them from there too): a one-task job tests each one's
+        manifest, file list and first image before anything is submitted."""
+        for p in prepared:
+            first = p.files()[:1]
+            paths = [os.path.join(p.path, dataset.MANIFEST), os.path.join(p.path, dataset.FILE_LIST)]
+            paths += [os.path.join(p.root, rel) for rel, _ in first]
+            self.ctx.log("checking that the Slurm compute nodes read {} (srun)".format(p.root))
+            try:
+                out = st.call(["srun", "--nodes=1", "--ntasks=1", "--job-name=compare-data-check",
+                               "--time=5"] + self._placement(self.flags) +
+                              ["bash", "-c", DATA_CHECK, "check"] + paths, timeout=PROBE_TIMEOUT)
+            except st.SlurmError as exc:
+                raise UserError("--data {}: could not check it on a compute node ({})".format(
+                    p.root, exc)) from None
+            node, _, missing = (out.strip().splitlines() or [""])[-1].partition(" unreadable ")
+            if missing:
+                raise UserError("--data {}: Slurm node {} cannot read {}; the folder{} must be on a "
+                                "filesystem every node mounts".format(
+                                    p.root, node, missing, "" if datasets.beside(p) else
+                                    " and the cache of its prepared side (COMPARE_CACHE)"))
+
     def __init__(self, ctx: Context):
         super().__init__(ctx)
-        self.settings = ctx.settings
+        self.flags = ctx.flags
         self.outstanding: Dict[str, Tuple[str, Any]] = {}  # job id -> (run id, campaign)
         self.interpreters = envs.Interpreters(ctx.device, ctx.overrides, ctx.log)
         self._pyxis: Optional[bool] = None
+        self.step = None  # the job step running inside an allocation: (launcher, nonce)
 
     # --- where a run's backend runs: a pyxis container or the shared filesystem -------------
 
     def _image(self, fw: Framework) -> Optional[str]:
         """The container image of fw's runs, when pyxis runs them: COMPARE_IMAGE_<FRAMEWORK>, else
         the pinned NGC image on cuda; None: the managed environment (also with --python)."""
-        import os
         if self.ctx.overrides:
             return None
         if self._pyxis is None:
@@ -157,77 +181,119 @@ class SlurmExecutor(Executor):
         image = named or (fw.ngc_image if self.ctx.device == "cuda" else None)
         return st.enroot_uri(image) if self._pyxis and image else None
 
-    def _environment(self, fw: Framework, campaign, work: Path) -> Tuple[str, Dict[str, Any], List[str]]:
-        """(python, what the result records about it, srun arguments)."""
+    def environment(self, attempt: Attempt) -> None:
+        """A pyxis container where srun runs them and an image is known, else the managed
+        environment on the shared filesystem: attempt.python, the record, srun's arguments (a
+        real-data run's folder mounted read-only into a container). EnvError, DataError."""
+        spec, campaign = attempt.spec, attempt.campaign
+        fw, work = get(spec.framework), campaign.work_dir(spec.run_id)
+        data, attempt.notes["data_env"] = ([], {}) if spec.data == "synthetic" else \
+            datasets.mounts(dataset.Prepared.find(spec.data))  # DataError: not prepared
         image = self._image(fw)
         if image:
-            root = str(campaign.root)
-            return "python", {"slurm_environment": "pyxis", "image": image}, [
-                "--container-image=" + image, "--container-mounts={0}:{0}".format(root),
-                "--container-workdir=" + str(work)]
+            attempt.python, attempt.record = "python", dict(
+                {"slurm_environment": "pyxis", "image": image},
+                **({"data_mounts": [m.record() for m in data]} if data else {}))
+            attempt.notes["srun_args"] = ["--container-image=" + image,
+                                          st.container_mounts(str(campaign.root), data),
+                                          "--container-workdir=" + str(work)]
+            return
         interp = self.interpreters.get(fw)
-        return interp.python, {"slurm_environment": "shared filesystem", "python": interp.python,
-                               "interpreter_source": interp.source, "env_dir": interp.env_dir}, []
+        attempt.python, attempt.record = interp.python, {
+            "slurm_environment": "shared filesystem", "python": interp.python,
+            "interpreter_source": interp.source, "env_dir": interp.env_dir}
+        attempt.notes["srun_args"] = []
 
     # --- one run -----------------------------------------------------------------------------
 
-    def run(self, spec: RunSpec, campaign, timeout: float) -> RunResult:
-        started = now()
-        earlier = self._attachable(campaign, spec.run_id)
+    def run(self, spec: RunSpec, campaign, timeout: float, slot=None) -> RunResult:
+        if steps.allocation() and spec.nodes <= steps.allocation()["nodes"]:
+            return steps.run_step(self, spec, campaign, timeout, slot)  # inside salloc/sbatch
+        return super().run(spec, campaign, timeout, slot)
+
+    def prepare(self, attempt: Attempt) -> None:
+        """Re-attach to the job an earlier session submitted for this cell, else submit one."""
+        earlier = self._attachable(attempt.campaign, attempt.spec.run_id)
         if earlier:
-            job_id, work, how = earlier["job_id"], Path(earlier["work"]), earlier["how"]
-            started = earlier.get("at", started)
+            attempt.handle, attempt.work = earlier["job_id"], Path(earlier["work"])
+            attempt.record, attempt.started = earlier["how"], earlier.get("at", attempt.started)
             # the job runs the attempt it was submitted with: its result echoes that nonce
-            spec = dataclasses.replace(spec, nonce=earlier.get("nonce", spec.nonce))
+            attempt.spec = dataclasses.replace(attempt.spec,
+                                               nonce=earlier.get("nonce", attempt.spec.nonce))
             self.ctx.log("re-attaching to Slurm job {} of {} (submitted by an earlier session)".format(
-                job_id, spec.run_id))
+                attempt.handle, attempt.spec.run_id))
         else:
             try:
-                job_id, work, how = self._submit(spec, campaign, timeout)
-            except Unsupported as exc:
-                return failure(spec, "unsupported", str(exc), started_at=started)
-            except (envs.EnvError, st.SlurmError) as exc:
-                return failure(spec, "failed", "not submitted: {}".format(exc), started_at=started)
-        self.outstanding[job_id] = (spec.run_id, campaign)
-        info = self._wait(job_id, spec.run_id)
-        result = self._result(spec, job_id, work, info, campaign, started)
-        result.environment.update(executor=self.name, **how)
-        self.outstanding.pop(job_id, None)  # (close() may have run meanwhile, from a signal)
-        self._log_job(campaign, "collected", spec.run_id, job_id, state=result.environment["slurm"]["state"])
-        return result
+                super().prepare(attempt)
+            except (envs.EnvError, st.SlurmError, dataset.DataError) as exc:
+                raise Refused("failed", "not submitted: {}".format(exc)) from None
+        self.outstanding[attempt.handle] = (attempt.spec.run_id, attempt.campaign)
 
-    def _submit(self, spec: RunSpec, campaign, timeout: float) -> Tuple[str, Path, Dict[str, Any]]:
-        fw = get(spec.framework)
-        module = fw.module()
-        tasks = _tasks_per_node(module, spec)
-        work = campaign.work_dir(spec.run_id)
-        python, how, srun_args = self._environment(fw, campaign, work)
-        command = getattr(module, "srun_command", module.command)
-        cmd = command(python, spec, str(campaign.save_spec(spec)), str(work / "result.json"))
-        code_dir = stage_backends(campaign.root / "code")
-        env: Dict[str, Optional[str]] = dict(own_env(spec, code_dir), COMPARE_EXECUTOR=self.name,
-                                             COMPARE_LAUNCHER="srun",
-                                             COMPARE_ENV=how.get("env_dir") or how.get("image") or python)
+    def command(self, attempt: Attempt) -> List[str]:
+        """What each srun task runs, as many tasks per node as the backend's launcher says."""
+        spec = attempt.spec
+        launcher = launchers.for_spec(spec)
+        attempt.notes["tasks"] = launcher.tasks_per_node(spec)
+        return launcher.task_command(attempt.python, spec, launchers.rank_command(
+            attempt.python, spec, attempt.spec_path, attempt.result_path))
+
+    def job_script(self, spec: RunSpec, campaign, srun_extra=(),
+                   env_extra=None) -> Tuple[Path, Path, Dict[str, Any], int]:
+        """Write the run's job script (slurm_tools.write_job); (script, work folder, what the
+        result records about its environment, tasks per node). What a step of an allocation runs
+        (slurm_steps.py); Unsupported, EnvError, DataError as they come."""
+        attempt = Attempt(spec, campaign, utc_now(), 0)
+        self.environment(attempt)
+        self.stage(attempt)
+        attempt.command = self.command(attempt)
+        return self._write_job(attempt, srun_extra, env_extra), attempt.work, attempt.record, \
+            attempt.notes["tasks"]
+
+    def _write_job(self, attempt: Attempt, srun_extra=(), env_extra=None) -> Path:
+        spec = attempt.spec
+        code_dir = stage_backends(attempt.campaign.root / "code")
+        env: Dict[str, Optional[str]] = dict(
+            own_env(spec, code_dir), COMPARE_EXECUTOR=self.name, COMPARE_LAUNCHER="srun",
+            COMPARE_ENV=attempt.record.get("env_dir") or attempt.record.get("image") or attempt.python,
+            **attempt.notes["data_env"], **(env_extra or {}))
         if spec.precision != "fp32":
             env["NVIDIA_TF32_OVERRIDE"] = None  # only fp32 forbids TF32
+        srun_args = attempt.notes["srun_args"]
         if spec.device == "cuda":
             srun_args = ["--gpus-per-node={}".format(spec.gpus)] + srun_args
-        script = st.write_job(work, spec.run_id, spec.nodes, tasks, cmd, env, srun_args,
-                              ranks=tasks == spec.gpus)
+        return st.write_job(attempt.work, spec.run_id, spec.nodes, attempt.notes["tasks"],
+                            attempt.command, env, list(srun_extra) + srun_args)
+
+    def launch(self, attempt: Attempt) -> None:
+        """Write the job script and sbatch it on whole nodes."""
+        spec, campaign, work, tasks = attempt.spec, attempt.campaign, attempt.work, attempt.notes["tasks"]
+        script = self._write_job(attempt)
         out_path, err_path = campaign.log_paths(spec.run_id)
-        limit = self.settings.get("time_limit") or str(math.ceil(timeout / 60))
+        limit = self.flags.get("time_limit") or str(math.ceil(attempt.timeout / 60))
         args = ["--job-name=compare-" + spec.run_id, "--chdir=" + str(work), "--output=" + str(out_path),
                 "--error=" + str(err_path), "--nodes={}".format(spec.nodes),
                 "--ntasks-per-node={}".format(tasks), "--exclusive", "--mem=0", "--no-requeue",
-                "--time=" + limit] + self._placement(self.settings)
+                "--time=" + limit] + self._placement(self.flags)
         if spec.device == "cuda":
             args.append("--gpus-per-node={}".format(spec.gpus))
-        job_id = st.submit(args, script)
-        how = dict(how, slurm_tasks_per_node=tasks, slurm_time_limit=limit)
-        self._log_job(campaign, "submitted", spec.run_id, job_id, work=str(work), how=how,
-                      nonce=spec.nonce)
-        self.ctx.log("submitted Slurm job {} for {}".format(job_id, spec.run_id))
-        return job_id, work, how
+        attempt.handle = st.submit(args, script)
+        attempt.record.update(slurm_tasks_per_node=tasks, slurm_time_limit=limit)
+        self._log_job(campaign, "submitted", spec.run_id, attempt.handle, work=str(work),
+                      how=attempt.record, nonce=spec.nonce)
+        self.ctx.log("submitted Slurm job {} for {}".format(attempt.handle, spec.run_id))
+
+    def wait(self, attempt: Attempt, timeout: float) -> Optional[Dict[str, str]]:
+        return self._wait(attempt.handle, attempt.spec.run_id)
+
+    def collect(self, attempt: Attempt, info, timeout: float) -> RunResult:
+        spec, job_id = attempt.spec, attempt.handle
+        result = self._result(spec, job_id, attempt.work, info, attempt.campaign, attempt.started)
+        # close() takes the jobs it cancels (a stop signal, from another thread): such a job is
+        # logged cancelled, and --resume submits it again
+        if self.outstanding.pop(job_id, None) is not None:
+            self._log_job(attempt.campaign, "collected", spec.run_id, job_id,
+                          state=result.environment["slurm"]["state"])
+        return result
 
     def _wait(self, job_id: str, run_id: str) -> Optional[Dict[str, str]]:
         """Poll until the job has ended; its last `scontrol show job`, or None once forgotten
@@ -291,7 +357,7 @@ class SlurmExecutor(Executor):
     # --- the campaign's jobs file: resume and cancel -----------------------------------------
 
     def _log_job(self, campaign, event: str, run_id: str, job_id: str, **fields) -> None:
-        entry = dict(event=event, run_id=run_id, job_id=job_id, at=now(), **fields)
+        entry = dict(event=event, run_id=run_id, job_id=job_id, at=utc_now(), **fields)
         with open(str(campaign.root / JOBS_FILE), "a") as f:
             f.write(json.dumps(entry, sort_keys=True) + "\n")
 
@@ -314,8 +380,10 @@ class SlurmExecutor(Executor):
         return last if left else None
 
     def close(self) -> None:
-        """Cancel the jobs still queued or running (Ctrl-C, SIGTERM), and wait until squeue no
-        longer lists them; each is recorded as cancelled, so --resume submits it again."""
+        """Stop the job step running (inside an allocation); cancel the jobs still queued or
+        running (Ctrl-C, SIGTERM), and wait until squeue no longer lists them; each is recorded
+        as cancelled, so --resume submits it again."""
+        steps.stop(self)
         jobs, self.outstanding = dict(self.outstanding), {}
         if not jobs:
             return

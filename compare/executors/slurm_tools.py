@@ -6,7 +6,7 @@ import re
 import shlex
 import subprocess
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 # states after which a job does nothing more (anything else: it is queued, running or ending)
 ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
@@ -116,6 +116,20 @@ def enroot_uri(image: str) -> str:
     return first + "#" + rest
 
 
+def container_mounts(campaign_root: str, data: List[Any]) -> str:
+    """pyxis's --container-mounts: the campaign read-write (results, logs), a real-data run's
+    folder and prepared side read-only, each at its own path (SRC:DST[:FLAGS])."""
+    return "--container-mounts=" + ",".join(
+        ["{0}:{0}".format(campaign_root)] +
+        ["{}:{}{}".format(m.host, m.container, ":ro" if m.read_only else "") for m in data])
+
+
+def gpu_count(gres: str) -> int:
+    """'gpu:a100:4(S:0-1),nic:1' -> 4 (the GPUs per node a partition's nodes have)."""
+    counts = [int(m) for m in re.findall(r"gpu(?::[\w.-]+)?:(\d+)", gres)]
+    return max(counts or [0])
+
+
 JOB_SCRIPT = """#!/bin/bash
 # compare: run {run_id} as one Slurm job (written by compare/executors/slurm.py, run by sbatch)
 # the job started now: the cell's "launch" span (backends/phases.py) holds the queue wait
@@ -128,12 +142,14 @@ addrs=$(while read -r node; do
     echo "${{addr:-$node}}"
 done < {nodes_file} | paste -sd, -)
 export COMPARE_NODE_ADDRS=$addrs COMPARE_COORDINATOR_ADDR=${{addrs%%,*}}
-# a port of this job's own, so two jobs sharing a node never meet
-export COMPARE_COORDINATOR_PORT=$((20000 + SLURM_JOB_ID % 20000))
+# a port of this job's own, so two jobs sharing a node never meet (nor two cells running side by
+# side as steps of one allocation: each has an offset of its own)
+export COMPARE_COORDINATOR_PORT=$((20000 + (SLURM_JOB_ID + ${{COMPARE_PORT_OFFSET:-0}}) % 20000))
 export MASTER_ADDR=$COMPARE_COORDINATOR_ADDR MASTER_PORT=$COMPARE_COORDINATOR_PORT
 export COMPARE_COORDINATOR=$COMPARE_COORDINATOR_ADDR:$COMPARE_COORDINATOR_PORT
 {exports}
-cpus=$((SLURM_CPUS_ON_NODE / {tasks}))
+# a job's tasks share its node's cores; a step's, the cores the step was given (COMPARE_STEP_CPUS)
+cpus=$((${{COMPARE_STEP_CPUS:-${{SLURM_CPUS_ON_NODE:-1}}}} / {tasks}))
 mkdir -p {tasks_dir}
 srun --kill-on-bad-exit=1 --distribution=block --nodes={nodes} --ntasks-per-node={tasks} \\
     --ntasks={total} --cpus-per-task=$((cpus > 0 ? cpus : 1)) {srun_args}\\
@@ -143,18 +159,17 @@ echo $rc > {exit_file}.tmp && mv {exit_file}.tmp {exit_file}
 exit $rc
 """
 
+# each task reads its rank, local rank and the task counts from Slurm's own variables
+# (backends/world.py), the rendezvous from the job's COMPARE_COORDINATOR_* and MASTER_*
 TASK_SCRIPT = """#!/bin/bash
 # one srun task of {run_id}: note where it runs, then start the backend
 echo "$SLURM_PROCID ${{SLURMD_NODENAME:-?}} $(hostname)" > {tasks_dir}/$SLURM_PROCID
-{rank_vars}exec "$@"
+exec "$@"
 """
-# each task is one worker: the variables torchrun would set, from Slurm's
-RANK_VARS = ("export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID "
-             "LOCAL_WORLD_SIZE={tasks} GROUP_RANK=$SLURM_NODEID\n")
 
 
 def write_job(work: Path, run_id: str, nodes: int, tasks: int, command: Sequence[str],
-              env: Dict[str, Optional[str]], srun_args: Sequence[str], ranks: bool) -> Path:
+              env: Dict[str, Optional[str]], srun_args: Sequence[str]) -> Path:
     """Write job.sh (sbatch runs it once, on the first node) and task.sh (srun runs it once per
     task) into the run's work folder; return job.sh. env: variables to export (None: unset)."""
     q = shlex.quote
@@ -165,8 +180,7 @@ def write_job(work: Path, run_id: str, nodes: int, tasks: int, command: Sequence
         tasks_dir=q(str(work / TASKS_DIR)), nodes=nodes, total=nodes * tasks,
         srun_args="".join(q(a) + " " for a in srun_args), command=" ".join(q(c) for c in command),
         exit_file=EXIT_CODE_FILE)
-    task = TASK_SCRIPT.format(run_id=run_id, tasks_dir=q(str(work / TASKS_DIR)),
-                              rank_vars=RANK_VARS.format(tasks=tasks) if ranks else "")
+    task = TASK_SCRIPT.format(run_id=run_id, tasks_dir=q(str(work / TASKS_DIR)))
     (work / "task.sh").write_text(task)
     (work / "job.sh").write_text(job)
     return work / "job.sh"
