@@ -5,25 +5,28 @@
     lock               the PID of the `compare run` writing the campaign (an fcntl lock while it runs)
     specs/<id>.json    one RunSpec per cell, as the backend read it
     results/<id>.json  one RunResult per cell, written as soon as the run ends (atomically)
+    probes/<id>.json   one RunResult per probe of a batch search (batchsearch.py): never a cell
     logs/<id>.stdout|.stderr
     work/<id>/         scratch space of a run (the backend writes its result here first)
 
-Result files are checked on load (schema, types, status against figures, run id against file
-name, settings against the campaign's): a bad one is skipped with a warning naming it.
+Files are read through loading.py (regular files of bounded size; a result validated, its spec
+re-hashed): a bad one is skipped with a warning naming it and why. A result belongs to a cell only
+when its re-hashed spec is the planned cell's: any other file is listed as foreign and left out.
 """
+import contextlib
 import datetime
 import fcntl
 import json
 import os
-import re
 import shutil
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 from backends.protocol import (
     RunResult,
     RunSpec,
     SchemaError,
+    utc_now,
     write_json_atomic,
     write_result,
     write_spec,
@@ -31,41 +34,12 @@ from backends.protocol import (
 
 from . import validate
 from .errors import UserError
+from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_result, read_bounded  # noqa: F401
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
 LOCK_FILE = "lock"
 FINISHED = ("ok", "oom", "unsupported", "skipped")  # --resume re-runs failed and timeout cells
-# terminal escape sequences (CSI, OSC, two-byte) and the other control characters, which must
-# never reach a terminal or a report from a backend's stderr or a hand-edited file
-_ESCAPES = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-TABLE_TEXT = ("reason", "framework_version", "device_name", "distribution")  # shown in tables
-
-
-def clean_text(text: str) -> str:
-    """Escape sequences removed, carriage returns made newlines, other control characters
-    shown as \\xNN; newlines and tabs kept."""
-    text = _ESCAPES.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROL.sub(lambda m: "\\x{:02x}".format(ord(m.group())), text)
-
-
-def load_result(path: Path) -> RunResult:
-    """A result file, checked (SchemaError saying what is wrong) and with its text made safe to
-    print: no control characters, and no `|` in what Markdown tables show."""
-    try:
-        with open(str(path), "rb") as f:
-            data = json.loads(f.read().decode("utf-8"))
-    except ValueError as exc:
-        raise SchemaError("not valid JSON ({})".format(exc)) from None
-    result = RunResult.from_dict(data)
-    validate.result(result)
-    for name in TABLE_TEXT + ("stderr_tail",):
-        value = getattr(result, name)
-        if value is not None:
-            value = clean_text(value)
-            setattr(result, name, value.replace("|", "¦") if name in TABLE_TEXT else value)
-    return result
 
 
 def default_root() -> Path:
@@ -90,6 +64,28 @@ def check_writable_dir(path: Path, option: str) -> None:
             option, _short(path), exc.strerror or exc)) from None
 
 
+@contextlib.contextmanager
+def user_path(path: Path, option: str) -> Iterator[None]:
+    """An OS error while writing under a path the user gave (disk full, read-only, gone) is one
+    UserError line naming the path and what happened; what was written before stays."""
+    try:
+        yield
+    except OSError as exc:
+        raise UserError("{} {}: cannot write {} ({}); free space or give a folder you can "
+                        "write".format(option, _short(path), exc.filename or path,
+                                       exc.strerror or exc)) from None
+
+
+def _check_new(root: Path, ours: Tuple[str, ...]) -> None:
+    """A folder a new campaign may be created in: absent, empty, or holding only `ours`."""
+    if (root / CAMPAIGN_FILE).exists():
+        raise UserError("--results {}: already holds a campaign; add --resume to continue it, "
+                        "or give a new folder".format(root))
+    if root.exists() and any(p.name not in ours for p in root.iterdir()):
+        raise UserError("--results {}: folder is not empty and not a campaign; give a new "
+                        "or empty folder".format(root))
+
+
 def _short(path: Path) -> str:
     text = str(path)
     return text if len(text) <= 120 else text[:60] + "…" + text[-40:]
@@ -97,10 +93,11 @@ def _short(path: Path) -> str:
 
 def _read_json(path: Path, what: str, root: Path) -> Dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
-    except (ValueError, OSError) as exc:
+        data = json.loads(read_bounded(path, MAX_CAMPAIGN_BYTES).decode("utf-8"))
+        validate.plain(data)  # no NaN, no nesting deeper than a campaign's own
+    except (ValueError, RecursionError) as exc:  # SchemaError from read_bounded is a ValueError
         raise UserError("{}: {} is corrupt ({}); restore it or start a new campaign".format(
-            root, what, getattr(exc, "strerror", None) or exc)) from None
+            root, what, exc if isinstance(exc, ValueError) else "nested too deeply to read")) from None
     if not isinstance(data, dict):
         raise UserError("{}: {} is corrupt (not a JSON object); restore it or start a new "
                         "campaign".format(root, what))
@@ -115,26 +112,37 @@ class Campaign:
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
                settings: Optional[Dict[str, Any]] = None) -> "Campaign":
+        """A new campaign in `root` (new or empty), returned locked: the lock is taken before
+        campaign.json is looked for and written, so of two first runs into one folder one creates
+        it and the other is refused."""
         root = Path(root)
         check_writable_dir(root, "--results")
-        if (root / CAMPAIGN_FILE).exists():
-            raise UserError("--results {}: already holds a campaign; add --resume to continue it, "
-                            "or give a new folder".format(root))
-        if root.exists() and any(root.iterdir()):
-            raise UserError("--results {}: folder is not empty and not a campaign; give a new "
-                            "or empty folder".format(root))
-        c = cls(root)
+        try:  # before a lock file is made in a folder that is not ours
+            _check_new(root, (LOCK_FILE,))
+        except UserError:
+            if not (root / LOCK_FILE).exists():
+                raise
+            # another first run made the lock (and maybe its folders) since: the lock decides
         try:
-            for sub in ("specs", "results", "logs", "work"):
-                (root / sub).mkdir(parents=True, exist_ok=True)
+            root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError("--results {}: cannot create the folder ({}); give a folder you can "
                             "write".format(_short(root), exc.strerror or exc)) from None
-        write_json_atomic(str(root / "machine.json"), machine)
-        now = _now()
-        c._write_meta({"kind": CAMPAIGN_KIND, "created_at": now, "config": config,
-                       "settings": settings or {}, "planned": {},
-                       "sessions": [{"started_at": now, "config": config}]})
+        c = cls(root)
+        c.lock()
+        try:
+            _check_new(root, (LOCK_FILE,))  # again, holding the lock: the check that counts
+            with user_path(root, "--results"):
+                for sub in ("specs", "results", "logs", "work"):
+                    (root / sub).mkdir(exist_ok=True)
+                write_json_atomic(str(root / "machine.json"), machine)
+                now = utc_now()
+                c._write_meta({"kind": CAMPAIGN_KIND, "created_at": now, "config": config,
+                               "settings": settings or {}, "planned": {},
+                               "sessions": [{"started_at": now, "config": config}]})
+        except BaseException:
+            c.unlock()
+            raise
         return c
 
     @classmethod
@@ -151,8 +159,12 @@ class Campaign:
                 meta.get("planned", {}), dict) or not isinstance(meta.get("settings", {}), dict):
             raise UserError("{}: {} is corrupt (sessions, planned or settings of the wrong type); "
                             "restore it or start a new campaign".format(root, CAMPAIGN_FILE))
+        if not isinstance(meta.get("created_at", ""), str) or not all(
+                isinstance(h, str) for h in meta.get("planned", {}).values()):
+            raise UserError("{}: {} is corrupt (created_at or a planned cell's hash is not text); "
+                            "restore it or start a new campaign".format(root, CAMPAIGN_FILE))
         if (root / "machine.json").exists():
-            _read_json(root / "machine.json", "machine.json", root)
+            _check_machine(_read_json(root / "machine.json", "machine.json", root), root)
         return cls(root)
 
     @property
@@ -165,11 +177,15 @@ class Campaign:
         return _read_json(path, "machine.json", self.root) if path.exists() else {}
 
     def _write_meta(self, meta: Dict[str, Any]) -> None:
-        write_json_atomic(str(self.root / CAMPAIGN_FILE), meta)
+        with user_path(self.root / CAMPAIGN_FILE, "--results"):
+            write_json_atomic(str(self.root / CAMPAIGN_FILE), meta)
 
     def lock(self) -> None:
         """Hold the campaign's lock until this process ends: one `compare run` writes a campaign at
-        a time. A lock left by a dead process is free (the kernel drops it) and is taken over."""
+        a time. A lock left by a dead process is free (the kernel drops it) and is taken over.
+        Holding it already is fine (create() returns the campaign locked)."""
+        if self._lock_fd is not None:
+            return
         path = self.root / LOCK_FILE
         try:
             fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o644)
@@ -193,20 +209,28 @@ class Campaign:
             os.close(self._lock_fd)  # closing drops the flock; the file (a dead PID) stays
             self._lock_fd = None
 
-    def resume(self, config: Dict[str, Any], settings: Dict[str, Any]) -> None:
+    def resume(self, config: Dict[str, Any], settings: Dict[str, Any],
+               reconstruct: Callable[[List[RunResult]], Dict[str, Any]] = lambda rs: {}) -> None:
         """Continue the campaign with `config`: its settings must be the campaign's (new keys, e.g.
-        a framework's options when a framework is added, are recorded); else one UserError line."""
+        a framework's options when a framework is added, are recorded); else one UserError line.
+        A campaign of an earlier compare stored none: `reconstruct` reads them from its results
+        (a UserError when they disagree), and they are held to just the same."""
         meta = self.meta
-        fixed = meta.get("settings") or {}
-        differ = ["{} {} (campaign) vs {} (now)".format(k, _show(fixed[k]), _show(settings[k]))
+        if "settings" in meta:
+            fixed, whose = meta.get("settings") or {}, "campaign"
+        else:
+            fixed, whose = reconstruct(self.results()[0]), "its results"
+        differ = ["{} {} ({}) vs {} (now)".format(k, _show(fixed[k]), whose, _show(settings[k]))
                   for k in sorted(settings) if k in fixed and fixed[k] != settings[k]]
         if differ:
-            raise UserError("--resume {}: settings differ from the campaign's: {}; resume with the "
+            raise UserError("--resume {}: settings differ from the campaign's{}: {}; resume with the "
                             "campaign's settings or start a new campaign (--frameworks, --gpus, "
                             "--nodes, --precision, --batch-size, --repeats and --timeout may "
-                            "change)".format(self.root, "; ".join(differ)))
+                            "change)".format(self.root, "" if whose == "campaign" else
+                                             " (it stored none: read from its results)",
+                                             "; ".join(differ)))
         meta["settings"] = dict(fixed, **settings)
-        meta.setdefault("sessions", []).append({"started_at": _now(), "config": config})
+        meta.setdefault("sessions", []).append({"started_at": utc_now(), "config": config})
         self._write_meta(meta)
 
     def plan(self, specs: List[RunSpec]) -> None:
@@ -240,8 +264,24 @@ class Campaign:
 
     def save_result(self, result: RunResult) -> Path:
         path = self.result_path(result.run_id)
+        with user_path(path, "--results"):
+            write_result(str(path), result)
+        return path
+
+    def save_probe(self, result: RunResult) -> Path:
+        path = self.root / "probes" / (result.run_id + ".json")
         write_result(str(path), result)
         return path
+
+    def probes(self) -> List[RunResult]:
+        """Every readable probe of the campaign's batch searches (none in older campaigns)."""
+        out = []
+        for path in sorted((self.root / "probes").glob("*.json")):
+            try:
+                out.append(load_result(path))
+            except (SchemaError, OSError):
+                continue  # a probe only explains a choice: an unreadable one is left out
+        return out
 
     def finished_ids(self) -> set:
         results, _ = self.results()
@@ -253,8 +293,10 @@ class Campaign:
         return [run_id for run_id in self.meta.get("planned", {}) if run_id not in have]
 
     def results(self) -> Tuple[List[RunResult], List[str]]:
-        """Every valid result (one per `<run_id>.json`), and one warning per file skipped."""
-        planned = self.meta.get("planned", {})
+        """Every result that belongs to a planned cell (one per `<run_id>.json`), and one warning
+        per file left out, saying why. A campaign without a plan (made by a compare before plans
+        were recorded) takes every valid result, and says so."""
+        planned = self.meta.get("planned") or {}
         out, errors = [], []
         for path in sorted((self.root / "results").glob("*.json")):
             if path.name.startswith("."):
@@ -264,22 +306,43 @@ class Campaign:
             except (SchemaError, OSError) as exc:
                 errors.append("skipped corrupt result {}: {}".format(path.name, exc))
                 continue
-            want = planned.get(result.run_id)
-            if result.run_id != path.stem:
-                errors.append("skipped result {}: it holds run {} (a copy?); only <run_id>.json "
-                              "files count".format(path.name, result.run_id))
-            elif want and result.spec_hash and result.spec_hash != want:
-                errors.append("skipped result {}: its settings (spec hash {}) are not the "
-                              "campaign's ({}); results of other settings are never mixed into a "
-                              "cell".format(path.name, result.spec_hash, want))
+            why = _foreign(result, path, planned)
+            if why:
+                errors.append("skipped result {}: {}".format(path.name, why))
             else:
                 out.append(result)
+        if out and not planned:
+            errors.append("{} records no planned cells (a campaign of an earlier compare): its "
+                          "results are taken as found; `compare run … --resume` records the "
+                          "plan".format(CAMPAIGN_FILE))
         return out, errors
+
+
+def _check_machine(record: Dict[str, Any], root: Path) -> None:
+    """The parts of machine.json the reports read: gpus a list of objects, git an object."""
+    gpus, git = record.get("gpus", []), record.get("git")
+    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus) or not isinstance(
+            git, (dict, type(None))):
+        raise UserError("{}: machine.json is corrupt (gpus is not a list of objects, or git not an "
+                        "object); restore it or start a new campaign".format(root))
+
+
+def _foreign(result: RunResult, path: Path, planned: Dict[str, str]) -> Optional[str]:
+    """Why a valid result is not one of the campaign's cells, or None when it is: its run id is
+    its file's name and a planned cell's, and its spec, re-hashed, is that cell's spec."""
+    if result.run_id != path.stem:
+        return "it holds run {} (a copy?); only <run_id>.json files count".format(result.run_id)
+    if not planned:
+        return None
+    if result.run_id not in planned:
+        return ("run {} is not a cell this campaign planned (a file from another campaign?); "
+                "results of other cells are never mixed in".format(result.run_id))
+    actual = RunSpec.from_dict(result.spec).spec_hash
+    if actual != planned[result.run_id]:
+        return ("its settings (spec hash {}) are not the campaign's ({}); results of other "
+                "settings are never mixed into a cell".format(actual, planned[result.run_id]))
+    return None
 
 
 def _show(value: Any) -> str:
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")

@@ -233,3 +233,75 @@ def test_a_relative_python_path_means_what_it_meant_where_it_was_typed(tmp_path,
     result = json.loads((tmp_path / "c" / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text())
     assert result["status"] == "ok", result["reason"]
     assert result["environment"]["python"] == str(fake)
+
+
+def test_a_worker_killed_by_a_signal_is_failed_and_run_again_on_resume(tmp_path, run, monkeypatch):
+    from compare.executors import base
+    monkeypatch.setattr(base, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))  # no OOM logged
+    campaign = tmp_path / "c"
+    args = ["run", "--frameworks", "caffe2", "--results", campaign, "--python",
+            "caffe2={}".format(fake_python(tmp_path, "killed-once"))] + FAST
+    assert run(args).returncode == 0
+    path = campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json"
+    killed = json.loads(path.read_text())
+    assert (killed["status"], killed["reason"]) == ("failed", "killed by SIGKILL (exit code -9) and "
+                                                              "wrote no result")
+    again = run(args + ["--resume"])
+    assert again.returncode == 0 and "1 cells, 1 to run" in again.stderr
+    assert json.loads(path.read_text())["status"] == "ok"
+
+
+def test_a_campaign_that_stored_no_settings_is_held_to_those_of_its_results(tmp_path, run):
+    # a campaign made by a compare before settings were stored: its campaign.json has neither
+    # settings nor a plan
+    campaign = tmp_path / "c"
+    args = ["run", "--frameworks", "caffe2", "--results", campaign, "--python",
+            "caffe2={}".format(fake_python(tmp_path))] + FAST
+    assert run(args).returncode == 0
+    meta = json.loads((campaign / "campaign.json").read_text())
+    del meta["settings"], meta["planned"]
+    (campaign / "campaign.json").write_text(json.dumps(meta))
+    result = (campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text()
+    other = run(args + ["--resume", "--steps", "11"])
+    assert (other.returncode, other.stderr) == (2, (
+        "compare: error: --resume {}: settings differ from the campaign's (it stored none: read from "
+        "its results): steps 3 (its results) vs 11 (now); resume with the campaign's settings or "
+        "start a new campaign (--frameworks, --gpus, --nodes, --precision, --batch-size, --repeats and "
+        "--timeout may change)\n").format(campaign))
+    assert (campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text() == result  # kept
+    same = run(args + ["--resume", "--precision", "fp32,bf16"])
+    assert same.returncode == 0, same.stderr
+    assert "2 cells, 1 to run" in same.stderr  # its ok cell kept, the new one run
+    assert json.loads((campaign / "campaign.json").read_text())["settings"]["steps"] == 3
+
+
+def test_the_temp_folder_of_a_killed_compare_is_removed_by_the_next_one(tmp_path):
+    own_tmp, first, second = tmp_path / "tmp", tmp_path / "first", tmp_path / "second"
+    own_tmp.mkdir()
+    env = {"TMPDIR": str(own_tmp)}
+    proc = start_compare(["run", "--frameworks", "caffe2", "--results", first, "--python",
+                          "caffe2={}".format(fake_python(tmp_path, "hang"))] + FAST, env=env)
+    try:
+        left = wait_for(lambda: list(own_tmp.glob("compare-*")), 60)
+        assert left == [own_tmp / "compare-{}-{}".format(proc.pid, left[0].name.split("-")[2])], left
+        os.kill(proc.pid, signal.SIGKILL)  # no clean-up of its own can run
+        proc.communicate()
+        assert list(own_tmp.glob("compare-*")) == left  # left behind, and findable by its PID
+        again = compare(["run", "--frameworks", "caffe2", "--results", second, "--python",
+                         "caffe2={}".format(fake_python(tmp_path))] + FAST, env=env)
+        assert again.returncode == 0, again.stderr
+        assert list(own_tmp.glob("compare-*")) == []
+    finally:
+        kill_leftovers(first)
+
+
+def test_every_test_the_reliability_page_names_exists():
+    import re
+
+    from tests.helpers import ROOT
+    page = (ROOT / "docs" / "reliability.md").read_text()
+    named = re.findall(r"`([\w/]+\.py)::(\w+)`", page)
+    assert len(named) >= 40
+    missing = ["{}::{}".format(f, t) for f, t in named
+               if "def {}(".format(t) not in (ROOT / "tests" / f).read_text()]
+    assert missing == []

@@ -1,8 +1,11 @@
 """The campaign folder: its lock, corrupt files as one-line errors, text made safe to print."""
 import fcntl
+import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -14,6 +17,7 @@ from tests.helpers import MACHINE, main_exit, result
 def _campaign(tmp_path):
     c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
     c.save_result(result("caffe2", "fp32", 1, 100.0))
+    c.unlock()  # create() returns the campaign locked, as `compare run` goes on to write it
     return c
 
 
@@ -21,7 +25,8 @@ def test_a_second_writer_is_refused_naming_the_pid_that_holds_the_lock(tmp_path)
     c = _campaign(tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
                                "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-                               "fcntl.flock(fd, fcntl.LOCK_EX); os.write(fd, b'%d' % os.getpid())\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX); os.ftruncate(fd, 0)\n"
+                               "os.write(fd, b'%d\\n' % os.getpid())\n"
                                "print('locked', flush=True); time.sleep(60)", str(c.root / "lock")],
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -33,7 +38,7 @@ def test_a_second_writer_is_refused_naming_the_pid_that_holds_the_lock(tmp_path)
         holder.kill()
         holder.wait()
     # the holder is dead: its PID stays in the file, its lock went with it and is taken over
-    assert (c.root / "lock").read_text() == str(holder.pid)
+    assert (c.root / "lock").read_text().strip() == str(holder.pid)
     again = Campaign.open(c.root)
     again.lock()
     assert (c.root / "lock").read_text() == "{}\n".format(os.getpid())
@@ -50,7 +55,14 @@ def test_a_second_writer_is_refused_naming_the_pid_that_holds_the_lock(tmp_path)
      "campaign"),
     ("machine.json", "\x00\x01", "machine.json is corrupt (Expecting value: line 1 column 1 (char 0)); "
      "restore it or start a new campaign"),
-], ids=["campaign-garbage", "campaign-list", "machine-garbage"])
+    ("campaign.json", '{"kind": "compare-campaign", "created_at": 5}', "campaign.json is corrupt "
+     "(created_at or a planned cell's hash is not text); restore it or start a new campaign"),
+    ("campaign.json", '{"kind": "compare-campaign", "config": {"x": NaN}}', "campaign.json is corrupt "
+     "(config.x is nan, not a finite number); restore it or start a new campaign"),
+    ("machine.json", '{"gpus": "8x H200"}', "machine.json is corrupt (gpus is not a list of objects, "
+     "or git not an object); restore it or start a new campaign"),
+], ids=["campaign-garbage", "campaign-list", "machine-garbage", "created-at-number", "campaign-nan",
+        "machine-gpus-text"])
 def test_a_corrupt_campaign_file_is_one_line_and_exit_2(tmp_path, capsys, name, text, why):
     c = _campaign(tmp_path)
     (c.root / name).write_text(text)
@@ -78,3 +90,130 @@ def test_report_out_must_be_a_folder_that_can_be_written(tmp_path, capsys):
 def test_clean_text_removes_escape_sequences_and_shows_control_characters():
     assert clean_text("\x1b[1;31mred\x1b[0m \x1b]0;title\x07ok\r\nnext\x08\x00\tend") == \
         "red ok\nnext\\x08\\x00\tend"
+
+
+def test_a_result_of_a_cell_never_planned_is_listed_and_left_out(tmp_path, capsys):
+    from tests.helpers import save_campaign, windowed
+    root = save_campaign(tmp_path / "c", [windowed("caffe2", "fp32", 1, [100.0, 101.0])])
+    stray = windowed("caffe2", "fp32", 4, [300.0, 301.0])  # a 4-worker cell from elsewhere
+    Campaign(root).save_result(stray)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0
+    assert ("compare: warning: skipped result {}.json: run {} is not a cell this campaign planned (a "
+            "file from another campaign?); results of other cells are never mixed in\n".format(
+                stray.run_id, stray.run_id)) in err
+    assert "4 GPUs" not in out and "300.50" not in out
+    assert "## Result files left out\n\n- skipped result {}.json: run {} is not a cell".format(
+        stray.run_id, stray.run_id) in out  # the report says so too
+
+
+def test_a_fifo_or_a_link_to_dev_zero_is_skipped_without_blocking(tmp_path):
+    from tests.helpers import compare
+    c = _campaign(tmp_path)
+    os.mkfifo(str(c.root / "results" / "zz.json"))
+    os.symlink("/dev/zero", str(c.root / "results" / "zero.json"))
+    (c.root / "results" / "big.json").write_bytes(b" " * (16 * 2 ** 20 + 1))
+    proc = compare(["report", c.root], timeout=60)  # a hang fails the test, not the suite
+    assert proc.returncode == 0, proc.stderr
+    assert "compare: warning: skipped corrupt result zz.json: not a regular file but a FIFO; only " \
+           "regular files are read\n" in proc.stderr
+    assert "compare: warning: skipped corrupt result zero.json: not a regular file but a device; " \
+           "only regular files are read\n" in proc.stderr
+    assert "compare: warning: skipped corrupt result big.json: 16777217 bytes, more than the " \
+           "16777216 such a file may have\n" in proc.stderr
+    (c.root / "machine.json").unlink()
+    os.mkfifo(str(c.root / "machine.json"))
+    proc = compare(["report", c.root], timeout=60)
+    assert (proc.returncode, proc.stderr) == (2, "compare: error: {}: machine.json is corrupt (not a "
+                                                 "regular file but a FIFO; only regular files are read); "
+                                                 "restore it or start a new campaign\n".format(c.root))
+
+
+def test_two_first_runs_into_one_folder_cannot_both_create_the_campaign(tmp_path, monkeypatch):
+    import threading
+
+    from compare import store
+    slow = store.write_json_atomic
+
+    def write_slowly(path, data):  # widen the window between looking for campaign.json and writing it
+        time.sleep(0.3)
+        slow(path, data)
+    monkeypatch.setattr(store, "write_json_atomic", write_slowly)
+    root, start, outcomes = tmp_path / "c", threading.Barrier(2), []
+
+    def first_run(who):
+        start.wait()
+        try:
+            store.Campaign.create(root, {"who": who}, MACHINE)
+            outcomes.append("created")
+        except UserError as exc:
+            outcomes.append(str(exc))
+    threads = [threading.Thread(target=first_run, args=(who,)) for who in ("a", "b")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes)[1] == "created", outcomes
+    assert re.fullmatch(r"--results {}: (another `compare run` \(PID ({}|unknown)\) is running this "
+                        r"campaign; wait for it to end or stop it, then --resume|already holds a "
+                        r"campaign; add --resume to continue it, or give a new folder)".format(
+                            re.escape(str(root)), os.getpid()), sorted(outcomes)[0]), outcomes
+    assert json.loads((root / "campaign.json").read_text())["config"]["who"] in ("a", "b")
+
+
+def test_a_full_disk_under_results_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
+    import errno
+
+    from backends import protocol
+    from tests.helpers import FAST, fake_python
+    root, fake = tmp_path / "c", fake_python(tmp_path)
+    real = protocol.json.dump
+
+    def dump(data, f, **kw):
+        if "run_id" in data and "status" in data:  # a result: the disk is full by now
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(data, f, **kw)
+    monkeypatch.setattr(protocol.json, "dump", dump)
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--results", str(root), "--python",
+                              "caffe2={}".format(fake)] + FAST, capsys)
+    path = root / "results" / "caffe2-fp32-w1-b4-s32-r0.json"
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: --results {}: cannot write {} (No space "
+                                               "left on device); free space or give a folder you can "
+                                               "write".format(path, path))
+    assert [p.name for p in (root / "results").iterdir()] == []  # no half-written file either
+
+
+def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
+    c = _campaign(tmp_path)
+    code, _, err = main_exit(["diff", str(c.root), str(c.root), "--out", "/proc/x"], capsys)
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: --out /proc/x: cannot write /proc/x "
+                                               "(No such file or directory); free space or give a "
+                                               "folder you can write")
+
+
+def test_a_cache_that_is_a_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    cache = tmp_path / "cache"
+    cache.write_text("not a folder")
+    monkeypatch.setenv("COMPARE_CACHE", str(cache))
+    monkeypatch.setenv("COMPARE_NO_CURRENT", "1")  # the managed environment, in the cache
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor", "local",
+                              "--quick", "--results", str(tmp_path / "c")], capsys)
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: COMPARE_CACHE {}: cannot create {} "
+                                               "(Not a directory); give a folder you can write".format(
+                                                   cache, cache / "envs"))
+
+
+def test_a_campaign_without_settings_whose_results_disagree_is_not_resumed(tmp_path):
+    from dataclasses import replace
+
+    from backends.protocol import RunSpec
+    from compare.settings import settings_of_results
+    a = result("caffe2", "fp32", 1, 100.0)
+    spec = replace(RunSpec.from_dict(a.spec), repeat=1, steps=11)
+    b = replace(a, run_id=spec.run_id, spec=spec.to_dict())
+    assert settings_of_results([a])["steps"] == 50
+    with pytest.raises(UserError) as exc:
+        settings_of_results([a, b])
+    assert str(exc.value) == ("--resume: the campaign stored no settings (an earlier compare made it) "
+                              "and its results disagree: steps 50 in caffe2-fp32-g1-b256-s224-r0 vs 11 in "
+                              "caffe2-fp32-g1-b256-s224-r1; start a new campaign")

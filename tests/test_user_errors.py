@@ -67,6 +67,42 @@ def test_relative_paths_are_resolved_where_they_were_typed(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").write_text("")
+    (tmp_path / "bin" / "python").chmod(0o755)
     cfg = _parse(results="campaign", python=["caffe2=bin/python"])
     assert cfg.results == str(tmp_path / "campaign")
     assert cfg.python == {"caffe2": str(tmp_path / "bin" / "python")}
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--option", "caffe2.fail_at=start", "--repeats", "1000000000"],
+     "--repeats 1000000000: must be <= 100 (runs per cell)"),
+    (["--batch-size", "100000000"], "--batch-size 100000000: must be <= 16384 (images per worker and step)"),
+    (["--batch-size", "32,100000000"], "--batch-size 100000000: must be <= 16384 (images per worker and step)"),
+    (["--image-size", "99999"], "--image-size 99999: must be <= 2048 (pixels per side; one 2048 px image "
+                                "is 48 MiB as float32)"),
+    (["--steps", "1000000000"], "--steps 1000000000: must be <= 1000000 (timed steps)"),
+    (["--warmup", "1000000000"], "--warmup 1000000000: must be <= 100000 (warm-up steps)"),
+    (["--windows", "100000"], "--windows 100000: must be <= 1000 (timed windows)"),
+    (["--timeout", "1e12"], "--timeout 1000000000000: must be <= 604800 (seconds, one week)"),
+    (["--nodes", "100000"], "--nodes 100000: must be <= 1024 (machines per job)"),
+    (["--batch-size", ",".join(str(b) for b in range(1, 201)), "--repeats", "100"],
+     "the matrix has 20000 cells (1 framework × 1 precision × 200 batch sizes × 1 node count × 1 GPU "
+     "count × 1 data × 100 repeats); at most 10000 per campaign: give fewer values or split the study "
+     "into campaigns"),
+], ids=["repeats-1e9", "batch-1e8", "batch-list", "image-99999", "steps", "warmup", "windows",
+        "timeout", "nodes", "cells"])
+def test_what_sizes_memory_or_time_is_bounded_before_anything_runs(args, message, tmp_path, capsys):
+    code, _, err = main_exit(_cpu(tmp_path) + args, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+    assert not (tmp_path / "c").exists()  # no campaign: nothing ran, nothing was planned
+
+
+def test_python_must_name_an_interpreter_not_a_folder(tmp_path, capsys):
+    text = tmp_path / "python.txt"
+    text.write_text("")
+    for path, what in (("/tmp", "a folder"), (str(text), "not an executable file")):
+        code, _, err = main_exit(_cpu(tmp_path)[:-4] + ["--python", "caffe2=" + path, "--results",
+                                                        str(tmp_path / "c")], capsys)
+        assert (code, err) == (2, "compare: error: --python 'caffe2={0}': {0} is {1}, not an interpreter; "
+                                  "give the path of a python executable\n".format(path, what))
+    assert not (tmp_path / "c").exists()

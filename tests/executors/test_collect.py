@@ -4,7 +4,11 @@ Only rank 0 writes the result file, so a worker that ran out of memory shows onl
 stderr (horovodrun and torchrun merge every rank's output there). The texts below are the forms
 TensorFlow, Horovod, PyTorch and MXNet print.
 """
+import datetime
+import time
+
 from backends.protocol import RunResult, RunSpec, write_result
+from compare.executors import base
 from compare.executors.base import collect, oom_line
 
 SPEC = RunSpec("tf", "tf_horovod", gpus=2, device="cuda", precision="fp16", batch_size=512)
@@ -94,3 +98,36 @@ def test_every_frameworks_form_is_recognised():
     ]
     assert [oom_line("I starting\n" + form + "\nI done") for form in forms] == forms
     assert oom_line(BFC_RETRY_WARNING + NOISE) is None
+
+
+def test_a_worker_killed_by_a_signal_is_failed_with_the_signal(tmp_path, monkeypatch):
+    monkeypatch.setattr(base, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
+    for code in (-9, 137):  # Popen's form, and a shell's or a container's
+        result = _collect(tmp_path, "", returncode=code)
+        assert (result.status, result.reason) == (
+            "failed", "killed by SIGKILL (exit code {}) and wrote no result".format(code))
+    term = _collect(tmp_path, "Traceback ...\nKeyboardInterrupt\n", returncode=-15)
+    assert (term.status, term.reason) == ("failed", "killed by SIGTERM (exit code -15) and wrote no "
+                                                    "result: KeyboardInterrupt")
+
+
+def _iso(t):
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).isoformat()
+
+
+def test_a_kill_is_an_oom_where_the_kernel_log_says_so(tmp_path, monkeypatch):
+    boot = time.time() - time.monotonic()
+    started = time.time() - 5
+    log = tmp_path / "kmsg"
+    line = "Out of memory: Killed process 4242 (python) total-vm:91234567kB, anon-rss:81234567kB"
+    log.write_text("6,100,{},-;Started session 3\n3,101,{},-;{}\n".format(
+        int((started - 60 - boot) * 1e6), int((started + 2 - boot) * 1e6), line))
+    monkeypatch.setattr(base, "KERNEL_LOG", str(log))
+    spec_file, err = tmp_path / "none.json", tmp_path / "stderr.log"
+    err.write_text("")
+    result = collect(SPEC, spec_file, -9, err, _iso(started), False, 600)
+    assert (result.status, result.reason) == (
+        "oom", "killed by SIGKILL (exit code -9) and wrote no result (the kernel's OOM killer: "
+               "{})".format(line))
+    # the same line logged before the cell started is not this cell's
+    assert collect(SPEC, spec_file, -9, err, _iso(started + 30), False, 600).status == "failed"
