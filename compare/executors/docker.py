@@ -2,8 +2,10 @@
 
     compare run --executor docker --gpus 1,2 --quick
 
-Each run gets its GPUs (device_requests), NGC's recommended IPC and ulimits, the spec (read-only)
-and a per-run output folder, and runs the backend's own command() with the image's python. The
+Each run gets its GPUs (device_requests), NGC's recommended IPC and ulimits, the spec (read-only),
+a per-run output folder and, for real data, the data folder and its prepared side (read-only, at
+the folder's own path), and runs the backend's own command() with the image's python. Native data
+formats are written before the sweep by the backend's writer in the same image. The
 image is compare/<backend>:<version>-<cpu|gpu>-<hash> (docker_images.py); a missing one is built
 first, with its progress shown. A timeout, an OOM kill, an image that does not build or a
 container that does not start is a recorded result; the sweep goes on.
@@ -14,18 +16,29 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from backends import caches, dataset
 from backends.phases import LAUNCHED_ENV
 from backends.protocol import RunResult, RunSpec
 
+from .. import datasets
+from ..errors import UserError
 from ..frameworks import Framework, get
-from . import Context, Executor
+from ..resources import cpuset
+from . import Attempt, Context, Executor, Refused
 from . import docker_images as images
-from .base import collect, failure, now, own_env
+from .base import failure, own_env
 
 SPEC_IN = "/compare/spec.json"  # the spec, mounted read-only
 OUT_IN = "/compare/out"  # the run's output folder (result.json), mounted read-write
-SHM_SIZE = "1g"  # NGC: --shm-size=1g --ulimit memlock=-1 --ulimit stack=67108864
+CACHE_IN = "/compare/cache"  # COMPARE_CACHE inside: the prepared side of a read-only data folder
+COMPILE_CACHE_IN = "/compare/compile-cache"  # the host's compile caches, mounted read-write
+# NGC: --ipc=host --ulimit memlock=-1 --ulimit stack=67108864. Host IPC gives the containers the
+# host's /dev/shm, which loader workers pass batches through (Docker's own is 64 MB; --shm-size
+# does nothing beside --ipc=host), so its size is what a run records (shm_bytes)
 STACK_BYTES = 64 * 1024 * 1024
+# paths a run needs inside the image: a data folder mounted at its own path must not hide them
+NEEDED_INSIDE = ("/tmp", "/usr", "/etc", "/bin", "/lib", "/opt/venv", images.CODE_DIR, "/compare",
+                 "/dev", "/proc", "/sys")
 
 
 def container_env(spec: RunSpec, extra: Dict[str, str]) -> Dict[str, str]:
@@ -40,17 +53,33 @@ def gpu_ids(count: int) -> Optional[List[str]]:
     return visible[:count] if len(visible) >= count else None
 
 
+def shm_bytes() -> Optional[int]:
+    """The size of /dev/shm, the host's, which host IPC gives every container."""
+    try:
+        st = os.statvfs("/dev/shm")
+    except OSError:
+        return None
+    return st.f_blocks * st.f_frsize
+
+
+def bind(mounts: List[datasets.Mount]) -> List:
+    from docker.types import Mount
+    return [Mount(m.container, m.host, type="bind", read_only=m.read_only) for m in mounts]
+
+
 def run_kwargs(spec: RunSpec, image: str, command: List[str], spec_path: Path, out_dir: Path,
                env: Dict[str, str], ids: Optional[List[str]] = None,
-               user: Optional[str] = None, memlock: int = -1) -> Dict:
-    """The arguments of client.containers.create() for one run (pure: tested without an engine)."""
+               user: Optional[str] = None, memlock: int = -1,
+               mounts: List[datasets.Mount] = (), cpus: Optional[str] = None) -> Dict:
+    """The arguments of client.containers.create() for one run (pure: tested without an engine).
+    ids: the GPUs it gets; cpus: the cores it is pinned to ('0-15'), when cells share the host."""
     from docker.types import DeviceRequest, Ulimit
     kwargs = {
         "image": image, "command": list(command), "environment": dict(env),
         "volumes": {str(Path(spec_path).resolve()): {"bind": SPEC_IN, "mode": "ro"},
                     str(Path(out_dir).resolve()): {"bind": OUT_IN, "mode": "rw"}},
         "working_dir": OUT_IN,
-        "ipc_mode": "host", "shm_size": SHM_SIZE,
+        "ipc_mode": "host",
         "ulimits": [Ulimit(name="memlock", soft=memlock, hard=memlock),
                     Ulimit(name="stack", soft=STACK_BYTES, hard=STACK_BYTES)],
         "network_mode": "host",  # Horovod/torchrun rendezvous on the host; engines without a bridge
@@ -59,11 +88,46 @@ def run_kwargs(spec: RunSpec, image: str, command: List[str], spec_path: Path, o
     }
     if user:
         kwargs["user"] = user
+    if mounts:
+        kwargs["mounts"] = bind(mounts)
+    if cpus:
+        kwargs["cpuset_cpus"] = cpus
     if spec.device == "cuda":
         request = DeviceRequest(device_ids=list(ids), capabilities=[["gpu"]]) if ids else \
             DeviceRequest(count=spec.gpus, capabilities=[["gpu"]])
         kwargs["device_requests"] = [request]
     return kwargs
+
+
+def _mount_compile_cache(kwargs: Dict) -> None:
+    """The host's compile caches (backends/caches.py) mounted read-write, so that a container's
+    compilation outlives it as a local run's does."""
+    from .. import envs
+    host = envs.cache_dir() / "compile"
+    host.mkdir(parents=True, exist_ok=True)
+    kwargs["volumes"][str(host)] = {"bind": COMPILE_CACHE_IN, "mode": "rw"}
+    kwargs["environment"][caches.ENV] = COMPILE_CACHE_IN
+
+
+def data_mounts(spec: RunSpec) -> Tuple[List[datasets.Mount], Dict[str, str]]:
+    """(mounts, environment) of a real-data run: its folder and prepared side, read-only (the
+    formats were written before the sweep); none for synthetic data. DataError: not prepared."""
+    if spec.data == "synthetic":
+        return [], {}
+    return datasets.mounts(dataset.Prepared.find(spec.data), CACHE_IN)
+
+
+class ImageWriter(datasets.Writer):
+    """The native formats of --data folders, written by each backend's writer in its image."""
+
+    def __init__(self, executor: "DockerExecutor"):
+        self.executor = executor
+
+    def where(self, fw: Framework) -> str:
+        return "in image " + images.wanted(fw, self.executor.variant)
+
+    def __call__(self, fw, prepared_path, err, on_line) -> int:
+        return self.executor.write_format(fw, prepared_path, err, on_line)
 
 
 def _remove(container) -> None:
@@ -85,6 +149,7 @@ def _message(exc: BaseException) -> str:
 
 class DockerExecutor(Executor):
     name = "docker"
+    capabilities = frozenset({"real_data", "gpus"})  # the folder is mounted (data_mounts)
 
     @classmethod
     def available(cls, ctx: Context) -> Tuple[bool, str]:
@@ -154,54 +219,130 @@ class DockerExecutor(Executor):
     def _remove_labelled(self, root) -> list:
         """Remove every container of the campaign at `root` (its label); returns them."""
         label = "org.compare.campaign={}".format(root.resolve())
-        found = self.client.containers.list(all=True, filters={"label": label})
+        # a container removed between the engine's list and its inspect is not an error: it is gone
+        found = self.client.containers.list(all=True, filters={"label": label}, ignore_removed=True)
         for container in found:
             _remove(container)
         return found
 
-    def run(self, spec: RunSpec, campaign, timeout: float) -> RunResult:
+    def reap_once(self, campaign) -> None:
+        self._reaped.add(campaign.root)  # close() removes every container of these campaigns
+        super().reap_once(campaign)
+
+    def environment(self, attempt: Attempt) -> None:
+        """The framework's image (built first where it is missing), the python it names, and a
+        real-data run's folders to mount."""
         import docker
-        started = now()
-        if campaign.root not in self._reaped:
-            self._reaped.add(campaign.root)
-            self.reap(campaign)
-        fw = get(spec.framework)
+        fw = get(attempt.spec.framework)
         name = images.wanted(fw, self.variant)
+        try:
+            with self.ctx.lock:  # cells starting at once build a missing image once, not twice
+                image = self.image(fw)
+        except images.ImageError as exc:
+            raise Refused("failed", str(exc)) from None
+        except docker.errors.DockerException as exc:
+            raise Refused("failed", "image {}: {}".format(name, _message(exc))) from None
+        try:
+            attempt.notes["mounts"], attempt.notes["data_env"] = data_mounts(attempt.spec)
+        except dataset.DataError as exc:
+            raise Refused("failed", str(exc)) from None
+        attempt.python = image.labels.get("org.compare.python", "python")
+        attempt.record = dict(image=name, image_id=image.id, python=attempt.python)
+
+    def stage(self, attempt: Attempt) -> None:
+        super().stage(attempt)
+        attempt.spec_path, attempt.result_path = SPEC_IN, OUT_IN + "/result.json"  # its mounts
+
+    def launch(self, attempt: Attempt) -> None:
+        import docker
+        spec, campaign, slot, mounts = attempt.spec, attempt.campaign, attempt.slot, attempt.notes["mounts"]
+        env = container_env(spec, dict(attempt.notes["data_env"], COMPARE_EXECUTOR=self.name,
+                                       COMPARE_IMAGE=attempt.record["image_id"], HOME="/tmp"))
+        kwargs = run_kwargs(spec, attempt.record["image_id"], attempt.command,
+                            campaign.spec_path(spec.run_id), attempt.work, env,
+                            list(slot.gpus) if slot and slot.gpus else gpu_ids(spec.gpus),
+                            "{}:{}".format(os.getuid(), os.getgid()), self.memlock, mounts,
+                            cpuset(slot.cores) if slot and slot.cores else None)
+        _mount_compile_cache(kwargs)
+        kwargs["labels"]["org.compare.campaign"] = str(campaign.root.resolve())
+        kwargs["environment"][LAUNCHED_ENV] = repr(time.time())  # the container's start counts
+        attempt.notes["ipc_mode"] = kwargs["ipc_mode"]
+        try:
+            attempt.handle = self._start(kwargs)
+        except docker.errors.DockerException as exc:
+            self._remove_running()
+            raise Refused("failed", "container did not start: {}".format(_message(exc))) from None
+
+    def wait(self, attempt: Attempt, timeout: float) -> Tuple[Optional[int], bool, bool]:
+        """(exit code, timed out, OOM-killed), the container's logs saved into the campaign."""
+        outcome = self._wait(attempt.handle, timeout)
+        self._save_logs(attempt.handle, attempt.campaign, attempt.spec.run_id)
+        return outcome
+
+    def release(self, attempt: Attempt) -> None:
+        self._remove_running()
+
+    def collect(self, attempt: Attempt, outcome, timeout: float) -> RunResult:
+        rc, timed_out, oom_killed = outcome
+        result = super().collect(attempt, outcome, timeout)
+        if oom_killed and not timed_out and result.status == "failed":
+            result = failure(attempt.spec, "oom", "the container was killed by the out-of-memory "
+                             "killer (exit {})".format(rc), result.stderr_tail, attempt.started)
+        attempt.record.update(ulimit_memlock=self.memlock, ipc_mode=attempt.notes["ipc_mode"],
+                              shm_bytes=shm_bytes())
+        if attempt.notes["mounts"]:
+            attempt.record["data_mounts"] = [m.record() for m in attempt.notes["mounts"]]
+        return result
+
+    # --- real data: formats written in the image before the sweep, folders checked ----------
+
+    def data_writer(self) -> datasets.Writer:
+        return ImageWriter(self)
+
+    def check_data(self, prepared: List[dataset.Prepared]) -> None:
+        """A folder mounted at its own path must not hide what the run needs inside the image."""
+        for p in prepared:
+            hidden = [h for h in NEEDED_INSIDE if (h + "/").startswith(p.root.rstrip("/") + "/")]
+            if hidden:
+                raise UserError("--data {}: the docker executor mounts the folder at its own path, "
+                                "where it would hide {} inside the containers; copy or bind-mount "
+                                "it elsewhere (e.g. /data/imagenet)".format(p.root, hidden[0]))
+
+    def write_format(self, fw: Framework, prepared_path: str, err, on_line) -> int:
+        """Run fw's format writer in fw's image: the folder read-only, its prepared side
+        read-write (the only mount a container of compare writes data into)."""
+        import docker
         try:
             image = self.image(fw)
         except images.ImageError as exc:
-            return failure(spec, "failed", str(exc), started_at=started)
+            raise datasets.WriterError(str(exc)) from None
         except docker.errors.DockerException as exc:
-            return failure(spec, "failed", "image {}: {}".format(name, _message(exc)),
-                           started_at=started)
-        spec_path = campaign.save_spec(spec)
-        work = campaign.work_dir(spec.run_id)
+            raise datasets.WriterError("image {}: {}".format(images.wanted(fw, self.variant),
+                                                             _message(exc))) from None
+        mounts, data_env = datasets.mounts(dataset.Prepared(prepared_path), CACHE_IN, write=True)
+        inside = next(m.container for m in mounts if m.host == prepared_path)
         python = image.labels.get("org.compare.python", "python")
-        command = fw.module().command(python, spec, SPEC_IN, OUT_IN + "/result.json")
-        env = container_env(spec, {"COMPARE_EXECUTOR": self.name, "COMPARE_IMAGE": image.id,
-                                   "HOME": "/tmp"})
-        kwargs = run_kwargs(spec, image.id, command, spec_path, work, env, gpu_ids(spec.gpus),
-                            "{}:{}".format(os.getuid(), os.getgid()), self.memlock)
-        kwargs["labels"]["org.compare.campaign"] = str(campaign.root.resolve())
-        kwargs["environment"][LAUNCHED_ENV] = repr(time.time())  # the container's start counts
+        kwargs = {"image": image.id, "command": datasets.writer_command(fw, python, inside),
+                  "environment": dict(data_env, PYTHONPATH=images.CODE_DIR, PYTHONUNBUFFERED="1",
+                                      HOME="/tmp"),
+                  "mounts": bind(mounts), "user": "{}:{}".format(os.getuid(), os.getgid()),
+                  "working_dir": "/tmp", "network_mode": "host",
+                  "labels": {"org.compare.writer": fw.name}}
         try:
             container = self._start(kwargs)
+            pending = ""
+            for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=False):
+                *lines, pending = (pending + chunk.decode(errors="replace")).split("\n")
+                for line in lines:
+                    on_line(line)
+            rc = container.wait()["StatusCode"]
+            err.write(container.logs(stdout=False, stderr=True).decode(errors="replace"))
         except docker.errors.DockerException as exc:
-            self._remove_running()
-            return failure(spec, "failed", "container did not start: {}".format(_message(exc)),
-                           started_at=started)
-        try:
-            rc, timed_out, oom_killed = self._wait(container, timeout)
-            err_path = self._save_logs(container, campaign, spec.run_id)
+            raise datasets.WriterError("the writer's container in {}: {}".format(
+                images.wanted(fw, self.variant), _message(exc))) from None
         finally:
             self._remove_running()
-        result = collect(spec, work / "result.json", rc, err_path, started, timed_out, timeout)
-        if oom_killed and not timed_out and result.status == "failed":
-            result = failure(spec, "oom", "the container was killed by the out-of-memory killer "
-                             "(exit {})".format(rc), result.stderr_tail, started)
-        result.environment.update(executor=self.name, image=name, image_id=image.id, python=python,
-                                  ulimit_memlock=self.memlock)
-        return result
+        return rc
 
     def close(self) -> None:
         """Remove the running container, and any other of the campaigns this executor ran: a

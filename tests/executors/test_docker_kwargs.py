@@ -1,20 +1,24 @@
-"""The Docker executor's pure parts: container arguments for 1, 2, 3 GPUs, environment, choice."""
+"""The Docker executor's pure parts: container arguments for 1, 2, 3 GPUs, environment, choice,
+the data folder's mounts."""
+import os
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("docker", reason="the docker package (host extra: pip install -e '.[docker]')")
 
+from backends import dataset
 from backends.protocol import RunSpec
-from compare import frameworks
+from compare import datasets, frameworks
+from compare.errors import UserError
 from compare.executors import docker as dx
 from compare.executors import docker_images as images
 
 
-def _kwargs(spec, ids=None, memlock=-1):
+def _kwargs(spec, ids=None, memlock=-1, mounts=()):
     return dx.run_kwargs(spec, "sha256:abc", ["python", "-m", "backends.caffe2_torch"],
                          Path("/tmp/c/specs/x.json"), Path("/tmp/c/work/x"), {"A": "1"}, ids,
-                         "1000:1000", memlock)
+                         "1000:1000", memlock, list(mounts))
 
 
 @pytest.mark.parametrize("gpus", [1, 2, 3])
@@ -34,7 +38,9 @@ def test_exact_gpu_ids_go_to_device_requests(ids):
 
 def test_ngc_settings_mounts_and_no_privilege():
     kw = _kwargs(RunSpec("mxnet", "mxnet", gpus=2, device="cuda"))
-    assert (kw["ipc_mode"], kw["shm_size"], kw["privileged"]) == ("host", "1g", False)
+    # host IPC: the host's /dev/shm (a --shm-size beside it would do nothing); no data, no mounts
+    assert (kw["ipc_mode"], kw["privileged"]) == ("host", False)
+    assert "shm_size" not in kw and "mounts" not in kw
     limits = {u["Name"]: (u["Soft"], u["Hard"]) for u in kw["ulimits"]}
     assert limits == {"memlock": (-1, -1), "stack": (67108864, 67108864)}
     assert kw["volumes"]["/tmp/c/specs/x.json"] == {"bind": dx.SPEC_IN, "mode": "ro"}
@@ -92,3 +98,63 @@ def test_a_changed_input_changes_the_tag(tmp_path):
     assert images.inputs_hash(changed) != before
     assert "build/setup.sh" in images.context_files(frameworks.get("tf"), "cpu")
 
+
+
+def _prepared(tmp_path, monkeypatch, capsys, read_only=False):
+    """A checked folder of 6 JPEGs whose prepared side is beside it, or in the cache."""
+    from tests.test_data import make
+    make(tmp_path / "d", capsys=capsys)
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path / "cache"))
+    if read_only:
+        monkeypatch.setattr(datasets.os, "access", lambda path, mode: False)
+    return datasets.check(datasets.open_folder(str(tmp_path / "d")))
+
+
+def _binds(kw):
+    return [(m["Source"], m["Target"], m["ReadOnly"]) for m in kw["mounts"]]
+
+
+def test_a_real_data_run_mounts_its_folder_read_only_at_its_own_path(tmp_path, monkeypatch, capsys):
+    prepared = _prepared(tmp_path, monkeypatch, capsys)
+    root = str(tmp_path / "d")
+    spec = RunSpec("caffe2", "caffe2_torch", data=root)
+    mounts, env = dx.data_mounts(spec)
+    assert (env, [m.record() for m in mounts]) == ({}, [{"host": root, "container": root, "mode": "ro"}])
+    assert _binds(_kwargs(spec, mounts=mounts)) == [(root, root, True)]  # .compare/ lies inside
+    assert prepared.path == root + "/.compare"
+    assert dx.data_mounts(RunSpec("caffe2", "caffe2_torch")) == ([], {})
+
+
+def test_the_prepared_side_in_the_cache_is_mounted_read_only_under_compare_cache(tmp_path, monkeypatch, capsys):
+    prepared = _prepared(tmp_path, monkeypatch, capsys, read_only=True)
+    root, key = str(tmp_path / "d"), os.path.basename(prepared.path)
+    mounts, env = dx.data_mounts(RunSpec("mxnet", "mxnet", data=root))
+    inside = dx.CACHE_IN + "/data/" + key
+    assert [(m.host, m.container, m.read_only) for m in mounts] == [
+        (root, root, True), (prepared.path, inside, True)]
+    assert env == {"COMPARE_CACHE": dx.CACHE_IN}
+    # inside, with COMPARE_CACHE so set, backends look exactly there
+    monkeypatch.setenv("COMPARE_CACHE", dx.CACHE_IN)
+    assert dataset.candidates(root)[1] == inside
+
+
+def test_only_a_format_writer_gets_the_prepared_side_writable(tmp_path, monkeypatch, capsys):
+    beside = _prepared(tmp_path, monkeypatch, capsys)
+    mounts, _ = datasets.mounts(beside, dx.CACHE_IN, write=True)
+    assert [m.record()["mode"] for m in mounts] == ["ro", "rw"]  # the folder, then .compare/ over it
+    assert mounts[1].host == mounts[1].container == beside.path
+
+
+@pytest.mark.parametrize("folder,hidden", [("/", "/tmp"), ("/tmp", "/tmp"), ("/opt", "/opt/venv"),
+                                           ("/compare", "/compare")])
+def test_a_folder_that_would_hide_what_runs_need_inside_is_refused(folder, hidden):
+    class P:
+        root = folder
+    executor = dx.DockerExecutor.__new__(dx.DockerExecutor)
+    with pytest.raises(UserError, match="^--data {}: the docker executor mounts the folder at its "
+                       "own path, where it would hide {} inside the containers; ".format(folder, hidden)):
+        executor.check_data([P])
+    P.root = "/tmp/imagenet"
+    executor.check_data([P])
+    P.root = "/data/compare"  # /compare is not under it
+    executor.check_data([P])
