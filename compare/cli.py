@@ -4,11 +4,14 @@ commands/reporting.py, images in commands/images.py. One function per command.
 Bad input is one line on stderr and exit code 2 (UserError, caught once in main()); a traceback
 only with --debug.
 """
+import functools
+import inspect
+import os
 import shlex
 import signal
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 import typer
 
@@ -24,10 +27,11 @@ from .runner import Interrupted
 
 FRAMEWORKS_HELP = "Comma list of {} (aliases: `compare list frameworks`).".format(fws.choices())
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
-                  rich_markup_mode=None, help="Benchmark ResNet-50 training across frameworks.")
+                  rich_markup_mode=None,
+                  help="Benchmark CNN training (ResNet-50 by default) across frameworks.")
 list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
-from .commands import data as _data  # noqa: E402  (compare data make|prepare|info)
+from .commands import data_folders as _data  # noqa: E402  (compare data make|prepare|info)
 from .commands import images as _images  # noqa: E402  (compare images build|list)
 from .commands import reporting as _reporting  # noqa: E402  (report, diff, history, check)
 
@@ -44,15 +48,47 @@ def _err(msg: str) -> None:
     sys.stderr.write("compare: {}\n".format(msg))
 
 
+def _with_executor_flags(command):
+    """Give `command` every executor's own flags (Executor.FLAGS), after its --executor: typer reads
+    the parameters from __signature__; the command gets the values as one dict, executor_flags."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "executor_flags"]
+    added = []
+    for _, flag in executors.flags():
+        if flag.repeat:
+            option, kind = typer.Option([], flag.option, help=flag.help), List[str]
+        else:
+            option, kind = typer.Option(None, flag.option, help=flag.help), Optional[str]
+        added.append(inspect.Parameter(flag.key, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                       annotation=kind))
+    at = next(i for i, p in enumerate(own) if p.name == "executor") + 1
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[:at] + added + own[at:]]
+
+    @functools.wraps(command)
+    def with_flags(**given):
+        flags = {p.name: given.pop(p.name) for p in added}
+        return command(executor_flags=flags, **given)
+    with_flags.__signature__ = inspect.Signature(params)
+    return with_flags
+
+
 @app.command()
+@_with_executor_flags
 def run(
     frameworks: str = typer.Option(None, help=FRAMEWORKS_HELP + " Default: all available."),
     gpus: str = typer.Option("1", help="Comma list of GPU counts per node (on CPU: worker processes)."),
     nodes: str = typer.Option("1", help="Comma list of node counts (an executor of a cluster)."),
     precision: str = typer.Option("fp32", help="Comma list of fp32, tf32, fp16, bf16."),
-    batch_size: str = typer.Option("32", help="Comma list of per-GPU batch sizes."),
+    batch_size: str = typer.Option("32", help="Comma list of per-GPU batch sizes, and/or auto: "
+                                   "the fastest batch that fits, searched (--batch-search)."),
+    batch_search: Optional[str] = typer.Option(None, help="MIN-MAX: where an auto batch is "
+                                               "searched, doubling from MIN (default: cuda "
+                                               "64-1024, cpu 8-128)."),
+    mode: str = typer.Option("default", help="Comma list of default, tuned: each framework as a "
+                             "plain script runs it, or its documented fastest way at its best "
+                             "batch (`compare list modes`)."),
     device: str = typer.Option("auto", help="auto, cuda or cpu."),
-    image_size: Optional[int] = typer.Option(None, help="Square image side (default 224; --quick 64)."),
+    image_size: Optional[int] = typer.Option(None, help="Square image side (default: each network's "
+                                             "native size, 224 or 299; --quick 64 or 75)."),
     steps: Optional[int] = typer.Option(None, help="Timed steps (default 50; --quick 10)."),
     warmup: Optional[int] = typer.Option(None, help="Warm-up steps (default 10; --quick 3)."),
     windows: int = typer.Option(5, help="Timed steps are split into this many windows."),
@@ -68,16 +104,22 @@ def run(
                                      "backends, checked against `compare list options`."),
     executor: str = typer.Option("auto", help="auto or one of {} (`compare doctor` says which "
                                  "can run here).".format(", ".join(executors.names()))),
-    partition: Optional[str] = typer.Option(None, help="Slurm partition of the jobs (--executor slurm)."),
-    account: Optional[str] = typer.Option(None, help="Slurm account charged (--executor slurm)."),
-    time_limit: Optional[str] = typer.Option(None, help="Slurm time limit per job: minutes or "
-                                             "HH:MM:SS (default: --timeout; --executor slurm)."),
-    slurm_option: List[str] = typer.Option([], help="KEY=VALUE passed to sbatch as --KEY=VALUE, "
-                                           "e.g. qos=high (--executor slurm)."),
     data: str = typer.Option("synthetic", help="Comma list of synthetic and/or an ImageNet-layout "
                              "folder read by each framework's own input pipeline (docs/data.md)."),
     data_only: bool = typer.Option(False, "--data-only", help="Time the input pipeline alone on "
                                    "the --data folder, no training: its ceiling."),
+    model: str = typer.Option("resnet50", help="Comma list of networks (`compare list models`); "
+                              "each runs at its native image size unless --image-size is given."),
+    concurrency: str = typer.Option("auto", help="Cells at once, each on GPUs (or cores) of its "
+                                    "own: auto = as many as the free GPUs allow, 1 on a CPU."),
+    plan: bool = typer.Option(False, "--plan", help="Print the schedule (which cells run together, "
+                              "where) and its estimated wall time from earlier runs, then exit."),
+    plan_gpus: Optional[int] = typer.Option(None, help="With --plan: the same study on a machine "
+                                            "of this many GPUs."),
+    plan_from: Optional[Path] = typer.Option(None, help="With --plan: the folder of earlier "
+                                             "campaigns whose cell times make the estimate "
+                                             "(default results)."),
+    executor_flags: Optional[Dict[str, Any]] = None,  # every executor's FLAGS (_with_executor_flags)
 ):
     """Run the benchmark matrix and record every cell in a campaign folder."""
     from .runner import RunConfig, execute
@@ -86,9 +128,9 @@ def run(
                           warmup=warmup, windows=windows, repeats=repeats, results=results,
                           resume=resume, timeout=timeout, compile=compile, quick=quick,
                           python=python, option=option, executor=executor, nodes=nodes,
-                          settings={"partition": partition, "account": account,
-                                    "time_limit": time_limit, "slurm_option": slurm_option},
-                          data=data, data_only=data_only)
+                          executor_flags=executor_flags, data=data, data_only=data_only,
+                          concurrency=concurrency, plan=plan, plan_gpus=plan_gpus,
+                          plan_from=plan_from, model=model, mode=mode, batch_search=batch_search)
     raise typer.Exit(execute(cfg))
 
 
@@ -104,6 +146,35 @@ def list_frameworks():
             fw.name, ", ".join(fw.aliases), fw.backend, state))
 
 
+@list_app.command("launchers")
+def list_launchers():
+    """How the processes of a run start (backends/launchers/); each backend asks for one."""
+    from backends import launchers
+    for name, line in launchers.described().items():
+        print("{:<10} {}".format(name, line))
+
+
+@list_app.command("models")
+def list_models():
+    """The networks --model takes: definition, parameters, image size, FLOPs per image."""
+    from backends import networks
+    print("{:<11} {:<16} {:>12} {:>7} {:>10} {:>6}  {}".format(
+        "model", "network", "parameters", "input", "GFLOPs", "quick", "definition (every framework)"))
+    for name, n in networks.summary().items():
+        if n["unsupported"]:
+            print("{:<11} {:<16} unsupported: {}".format(name, n["title"], n["unsupported"]))
+            continue
+        print("{:<11} {:<16} {:>12,} {:>7} {:>10.2f} {:>6}  {}: {}".format(
+            name, n["title"], n["parameters"], "{0}x{0}".format(n["native"]), 2 * n["macs"] / 1e9,
+            n["quick"], n["reference"], n["note"]))
+    print("parameters: trainable, 1000 classes (BN running statistics not counted). GFLOPs: "
+          "2 x the multiply-adds of the convolutions and fully connected layers of one forward "
+          "pass at the native input size, counted from the layer shapes (backends/networks.py); "
+          "BN, ReLU, pooling and additions left out; a training step is about 3x. torchvision's "
+          "tables list the multiply-adds (half these figures) as GFLOPS. quick: the size --quick "
+          "uses. " + networks.DROPOUT_NOTE)
+
+
 @list_app.command("options")
 def list_options(framework: Optional[str] = typer.Argument(
         None, help="One framework (default: all).")):
@@ -114,6 +185,26 @@ def list_options(framework: Optional[str] = typer.Argument(
             "\n" if i else "", fw.name, fw.display, fw.name))
         for opt in fw.options():
             print("  " + opt.describe())
+        _print_modes(fw, "  --mode {} sets: ")
+
+
+def _print_modes(fw, heading: str) -> None:
+    for name, switches in getattr(fw.module(), "MODES", {}).items():
+        print((heading.format(name) + ("" if switches else "no switch (the default's), only "
+                                       "the best batch (--batch-size auto)")).rstrip())
+        for switch in switches:
+            print("    " + switch.describe())
+
+
+@list_app.command("modes")
+def list_modes(framework: Optional[str] = typer.Argument(None, help="One framework (default: all).")):
+    """What each mode switches on, per framework: `default` sets nothing; `tuned` sets the
+    switches below and runs at the best batch (--batch-size auto)."""
+    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    for i, fw in enumerate(chosen):
+        print("{}{} ({}):".format("\n" if i else "", fw.name, fw.display))
+        print("  default: no switch: every option at its default")
+        _print_modes(fw, "  {}, at the best batch: ")
 
 
 @app.command()
@@ -121,10 +212,10 @@ def doctor():
     """What this machine offers: GPUs, CUDA driver, executors, backend environments."""
     import importlib.util
 
-    from . import envs, machine
-    gpus = machine.gpus()
-    print("cpu:     {} ({} cores, {} GiB)".format(machine.cpu_model(), machine.info()["cpu_count"],
-                                                 machine.memory_gib()))
+    from . import envs, machine_record
+    gpus = machine_record.gpus()
+    print("cpu:     {} ({} cores, {} GiB)".format(
+        machine_record.cpu_model(), machine_record.info()["cpu_count"], machine_record.memory_gib()))
     print("gpus:    {}".format(", ".join(g["name"] for g in gpus) if gpus else
                                "none (nvidia-smi lists no GPU)"))
     print("driver:  {}".format(gpus[0]["driver"] if gpus else "none"))
@@ -133,6 +224,7 @@ def doctor():
     for name, ok, why in executors.status(ctx):
         print("{:<17}{}: {}".format("executor " + name + ":", "available" if ok else "not available",
                                     why))
+        print("  can run: " + executors.can_run(executors.load(name)))
         for line in executors.load(name).describe(ctx) if ok else []:
             print("  " + line)
     try:
@@ -167,7 +259,35 @@ def resume_command(argv: List[str], campaign: Path) -> str:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Console entry point: one line on stderr per error, exit 2 for bad input."""
+    """Console entry point: one line on stderr per error, exit 2 for bad input. A reader that
+    goes away (`compare list options | head -1`) ends the output quietly: exit 0, or the code
+    the command had already decided."""
+    try:
+        _main(argv)
+        code = 0
+    except SystemExit as exc:
+        # click answers a broken pipe itself: exit 1, stdout swapped for its PacifyFlushWrapper
+        code = 0 if type(sys.stdout).__name__ == "PacifyFlushWrapper" else exc.code
+    except BrokenPipeError:
+        code = 0
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    if _broken(sys.stdout):  # nothing more may reach it, also not at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(code)
+
+
+def _broken(stream) -> bool:
+    try:
+        stream.flush()
+        return False
+    except (BrokenPipeError, ValueError):
+        return True
+
+
+def _main(argv: Optional[List[str]]) -> None:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
     try:
@@ -190,9 +310,14 @@ def main(argv: Optional[List[str]] = None) -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        raise  # main() ends quietly
     except Exception as exc:  # unexpected: one line unless --debug
         if debug:
             raise
+        if isinstance(exc, OSError) and exc.filename:  # on a path, most often one the user gave
+            _err("error: {}: {}".format(exc.filename, exc.strerror or exc))
+            sys.exit(2)
         _err("internal error: {}: {} (rerun with --debug for the traceback)".format(
             type(exc).__name__, exc))
         sys.exit(1)

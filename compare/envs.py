@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
+from backends.protocol import utc_now
+
 from .errors import UserError
 from .frameworks import Framework
 
@@ -78,6 +80,10 @@ def parse_overrides(items) -> Dict[str, str]:
                             .format(item, names()[0]))
         if not Path(path).exists():
             raise UserError("--python {!r}: no interpreter at {}".format(item, path))
+        if not Path(path).is_file() or not os.access(path, os.X_OK):
+            raise UserError("--python {!r}: {} is {}, not an interpreter; give the path of a python "
+                            "executable".format(item, path, "a folder" if Path(path).is_dir() else
+                                                "not an executable file"))
         out[get(name).name] = path
     return out
 
@@ -100,8 +106,13 @@ def ensure(fw: Framework, variant: str, log: Callable[[str], None] = lambda s: N
         raise EnvError("no pinned requirements for {} on {} ({} is missing)".format(
             fw.name, variant, req.name))
     path = env_dir(fw, variant)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(path) + ".lock", "w") as lock:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(str(path) + ".lock", "w")
+    except OSError as exc:  # COMPARE_CACHE is a file, read-only, ...
+        raise UserError("COMPARE_CACHE {}: cannot create {} ({}); give a folder you can write".format(
+            cache_dir(), exc.filename or path.parent, exc.strerror or exc)) from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (path / READY).exists():
             return path
@@ -124,7 +135,7 @@ def ensure(fw: Framework, variant: str, log: Callable[[str], None] = lambda s: N
                     raise EnvError("creating the {} environment failed at `{}` (exit {}); see {}"
                                    .format(fw.name, " ".join(cmd[:4]), rc, logfile))
         info = {"framework": fw.name, "variant": variant, "requirements": req.read_text(),
-                "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "created_at": utc_now(),
                 "seconds": round(time.time() - started, 1)}
         (path / READY).write_text(json.dumps(info, indent=2))
         return path

@@ -99,10 +99,11 @@ def parse(csv: str) -> List[Framework]:
     return out
 
 
-def display(name: str) -> str:
-    """How reports name a framework; a result from a framework no longer registered keeps its name."""
+def display(name: str, mode: str = "default") -> str:
+    """How reports name a framework ('JAX (Flax)', in a mode other than default 'JAX (Flax),
+    tuned'); a result from a framework no longer registered keeps its name."""
     fw = _BY_NAME.get(str(name).lower())
-    return fw.display if fw else str(name)
+    return (fw.display if fw else str(name)) + ("" if mode in ("default", None) else ", " + mode)
 
 
 def color(name: str):

@@ -15,6 +15,22 @@ RESNET50_TRAINABLE = 25557032  # torchvision's count for resnet50 (ResNet-50 v1.
 RESNET50_BN_RUNNING_STATS = 53120  # BN running mean/var: not trained, counted by Keras and Gluon
 
 
+def _cpu_flags() -> set:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return {w for line in f if line.startswith("flags") for w in line.split(":", 1)[1].split()}
+    except OSError:
+        return set()
+
+
+# oneDNN's bfloat16 CPU kernels need AVX-512 (avx512_core: F, BW, VL, DQ). Without it MXNet 1.9.1
+# has no bf16 kernel at all and TensorFlow none for NCHW pooling in bf16: those cells are
+# recorded `unsupported` with the framework's words, and tests expect that on such a CPU.
+AVX512 = "avx512bw" in _cpu_flags()
+# with neither, bf16 is emulated and each result says so in settings["note"]
+BF16_INSTRUCTIONS = bool(_cpu_flags() & {"avx512_bf16", "amx_bf16"})
+
+
 def backend_python(name: str) -> str:
     """The interpreter `compare run` would use for framework `name` on this CPU machine."""
     from compare import envs, frameworks
@@ -24,6 +40,8 @@ def backend_python(name: str) -> str:
 def run_in_backend(name: str, code: str, timeout: int = 600) -> str:
     """Run `code` with the backend's interpreter, `backends` importable; return its stdout."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if name == "tf":  # what backends.tf_horovod.prepare sets for CPU runs before TF loads
+        env.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
     proc = subprocess.run([backend_python(name), "-c", code], capture_output=True, text=True,
                           env=env, timeout=timeout, cwd=str(ROOT))
     if proc.returncode != 0:
@@ -33,10 +51,10 @@ def run_in_backend(name: str, code: str, timeout: int = 600) -> str:
 
 
 def run_backend(framework: str, tmp_path, timeout: int = 600, **fields):
-    """Write a spec, run the backend's command() in its environment as the local executor would
-    (same environment variables); return (RunResult, CompletedProcess)."""
-    import importlib
-
+    """Write a spec, run it in the backend's environment as the local executor would (the launcher
+    the backend asks for around its command, same environment variables); return (RunResult,
+    CompletedProcess)."""
+    from backends import launchers
     from backends.protocol import RunSpec, read_result, write_spec
     from compare import frameworks
     from compare.executors.base import run_env
@@ -47,8 +65,7 @@ def run_backend(framework: str, tmp_path, timeout: int = 600, **fields):
     spec = RunSpec(**defaults)
     spec_path, result_path = tmp_path / "spec.json", tmp_path / "result.json"
     write_spec(str(spec_path), spec)
-    backend = importlib.import_module("backends." + fw.backend)
-    cmd = backend.command(backend_python(fw.name), spec, str(spec_path), str(result_path))
+    cmd = launchers.command(backend_python(fw.name), spec, str(spec_path), str(result_path))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env(spec, ROOT),
                           timeout=timeout, cwd=str(tmp_path))
     assert result_path.exists(), "no result file; exit {}:\n{}".format(
@@ -68,7 +85,7 @@ def torch_layers() -> dict:
         out = run_in_backend("caffe2", """
 import json
 from torch import nn
-from backends.caffe2_torch.resnet50 import ResNet50
+from backends.caffe2_torch.resnet import ResNet50
 m = ResNet50(1000)
 convs = [(n, c) for n, c in m.named_modules() if isinstance(c, nn.Conv2d)]
 print(json.dumps({
@@ -175,8 +192,10 @@ def save_campaign(root, results, machine=None, created_at=None):
     from backends.protocol import write_json_atomic
     from compare.store import CAMPAIGN_FILE, Campaign
     c = Campaign.create(root, {"test": True}, machine if machine is not None else MACHINE)
+    c.plan([RunSpec.from_dict(r.spec) for r in results])  # as `compare run` plans its cells
     for r in results:
         c.save_result(r)
+    c.unlock()
     if created_at:
         write_json_atomic(str(c.root / CAMPAIGN_FILE), dict(c.meta, created_at=created_at))
     return c.root
@@ -223,6 +242,13 @@ if MODE == "stale":  # only a result written by another attempt (a late orphan's
     sys.exit(0)
 if MODE == "orphan":  # a worker that leaves its launcher's session and outlives it
     subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True)
+if MODE == "killed-once":  # killed by SIGKILL (`kill -9`) with nothing on stderr, the first time
+    marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "killed-once")
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), 9)
+if MODE == "hang":  # a cell that runs until it is stopped
+    time.sleep(300)
 if MODE == "escape":  # colours, a window title and a bell on stderr, then a crash
     sys.stderr.write("\\x1b[31mboom\\x1b[0m\\x1b]0;pwned\\x07 | done\\r\\n")
     sys.exit(3)

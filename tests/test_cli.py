@@ -34,15 +34,15 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
 
 
 def test_more_gpus_than_the_machine_has(monkeypatch, capsys):
-    from compare import machine
-    monkeypatch.setattr(machine, "gpus", lambda: [{"index": 0, "name": "H200"}])
+    from compare import machine_record
+    monkeypatch.setattr(machine_record, "gpus", lambda: [{"index": 0, "name": "H200"}])
     code, _, err = main_exit(["run", "--device", "cuda", "--gpus", "1,2"], capsys)
     assert (code, err) == (2, "compare: error: --gpus 2: this machine has 1 GPU; give counts from 1 to 1\n")
 
 
 def test_cuda_without_a_gpu(monkeypatch, capsys):
-    from compare import machine
-    monkeypatch.setattr(machine, "gpus", lambda: [])
+    from compare import machine_record
+    monkeypatch.setattr(machine_record, "gpus", lambda: [])
     code, _, err = main_exit(["run", "--device", "cuda"], capsys)
     assert (code, err) == (2, "compare: error: --device cuda: no NVIDIA GPU found on this machine (nvidia-smi lists none); use --device cpu\n")
 
@@ -76,3 +76,31 @@ def test_list_frameworks(capsys):
     names = [line.split()[0] for line in out.splitlines()]
     assert names == ["tf", "mxnet", "caffe2", "jax"]
     assert "torch, pytorch" in out
+
+
+def test_a_reader_that_goes_away_ends_the_output_quietly():
+    # `compare list options | head -1`: the pipe closes before compare has written all
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+    reader = subprocess.run("{} -m compare list options | head -1; exit ${{PIPESTATUS[0]}}".format(
+        sys.executable), shell=True, executable="/bin/bash", cwd=str(ROOT), capture_output=True,
+        text=True, timeout=120)
+    assert (reader.returncode, reader.stdout, reader.stderr) == (
+        0, "tf (TensorFlow (+Horovod)): --option KEY=VALUE or tf.KEY=VALUE\n", "")
+    proc = subprocess.Popen([sys.executable, "-m", "compare", "list", "options"], cwd=str(ROOT),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # gone before compare writes a byte
+    assert (proc.wait(timeout=120), proc.stderr.read()) == (0, b"")
+
+
+def test_an_os_error_on_a_path_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
+    from compare import cli
+
+    def fails():
+        raise IsADirectoryError(21, "Is a directory", str(tmp_path))
+    command = next(c for c in cli.list_app.registered_commands if c.callback.__name__ == "list_frameworks")
+    monkeypatch.setattr(command, "callback", fails)
+    code, _, err = main_exit(["list", "frameworks"], capsys)
+    assert (code, err) == (2, "compare: error: {}: Is a directory\n".format(tmp_path))

@@ -22,15 +22,16 @@ def _err(msg: str) -> None:
     sys.stderr.write("compare: {}\n".format(msg))
 
 
-def _cells(path: Path):
-    """(campaign, its cells) with one warning line per unreadable result."""
+def _cells(path: Path, with_missing: bool = False):
+    """(campaign, its cells[, planned cells without a result]) with one warning line per result
+    left out."""
     from ..reporting.comparator import cells
     from ..store import Campaign
     c = Campaign.open(path)
     results, errors = c.results()
     for e in errors:
         _err("warning: {}: {}".format(path, e))
-    return c, cells(results)
+    return (c, cells(results), c.missing(results)) if with_missing else (c, cells(results))
 
 
 def report(
@@ -45,13 +46,14 @@ def report(
 ):
     """Print the Markdown report of a campaign and write the report files."""
     from ..reporting import parse_formats, references, write_report
-    from ..store import Campaign, check_writable_dir
+    from ..store import Campaign, check_writable_dir, user_path
     formats = parse_formats(format)
     refs = [references.load(r) for r in reference]
     base = fws.get(baseline).name if baseline else None
     c = Campaign.open(campaign)
     check_writable_dir(out or c.root / "report", "--out")
-    text, paths, warnings = write_report(c, out or c.root / "report", formats, refs, base)
+    with user_path(out or c.root / "report", "--out"):
+        text, paths, warnings = write_report(c, out or c.root / "report", formats, refs, base)
     for w in warnings:
         _err("warning: " + w)
     sys.stdout.write(text)
@@ -68,7 +70,7 @@ def diff(
     others listed with the reason."""
     from ..reporting import diff as d
     from ..reporting import tables
-    from ..store import check_writable_dir
+    from ..store import check_writable_dir, user_path
     if out is not None:
         check_writable_dir(out, "--out")
     (ca, da), (cb, db) = _cells(campaign_a), _cells(campaign_b)
@@ -77,10 +79,11 @@ def diff(
                                       str(campaign_b)))
     sys.stdout.write(text)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "diff.md").write_text(text)
-        table.to_csv(out / "diff.csv", index=False)
-        (out / "diff.json").write_text(json.dumps(d.records(table), indent=2) + "\n")
+        with user_path(out, "--out"):
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "diff.md").write_text(text)
+            table.to_csv(out / "diff.csv", index=False)
+            (out / "diff.json").write_text(json.dumps(d.records(table), indent=2) + "\n")
         _err("wrote {}".format(", ".join(str(out / n) for n in ("diff.md", "diff.csv", "diff.json"))))
 
 
@@ -92,24 +95,25 @@ def history(
     """Each cell's figure over time (date, commit, versions), regressions flagged."""
     from ..reporting import charts, html, tables
     from ..reporting import history as hist
-    from ..store import check_writable_dir
+    from ..store import check_writable_dir, user_path
     if out is not None:
         check_writable_dir(out, "--out")
-    h = hist.history(hist.campaigns(campaigns))
+    h = hist.history(hist.campaigns(campaigns), lambda w: _err("warning: " + w))
     parts = hist.sections(h)
     text = tables.markdown([s for _, secs in parts for s in secs])
     sys.stdout.write(text)
     if out is None:
         return
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "history.md").write_text(text)
-    h.to_csv(out / "history.csv", index=False)
     body = []
     for key, secs in parts:
         chart = charts.history(h[[tuple(r) == key for r in h[hist.KEY].itertuples(index=False)]],
                                hist.title(key)) if key else None
         body += ([html.figure(chart)] if chart else []) + [tables.html_fragment(secs)]
-    (out / "history.html").write_text(html.document("compare history", body))
+    with user_path(out, "--out"):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "history.md").write_text(text)
+        h.to_csv(out / "history.csv", index=False)
+        (out / "history.html").write_text(html.document("compare history", body))
     _err("wrote {}".format(", ".join(str(out / n) for n in ("history.md", "history.csv", "history.html"))))
 
 
@@ -125,8 +129,8 @@ def check(
     from ..reporting import references, tables
     tol = references.parse_tolerance(tolerance)
     name, ref = references.load(reference)
-    _, cells = _cells(campaign)
-    secs, passed = chk.sections(chk.check(cells, ref, name, tol), name)
+    c, cells, missing = _cells(campaign, with_missing=True)
+    secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing)
     sys.stdout.write(tables.markdown(secs))
     raise typer.Exit(0 if passed else 1)
 

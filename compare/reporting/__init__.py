@@ -28,12 +28,12 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
                 extra: Sequence = ()) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
     as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
-    from . import html, phases, report, tables
+    from . import html, report, tables, timeline
     from . import references as refs
     from .comparator import runs
     rep = report.build(df, machine)
     rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
-    rep.tables += phases.sections(results) + list(extra)
+    rep.tables += timeline.sections(results, machine) + list(extra)
     text = tables.markdown(rep.sections())
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -75,12 +75,18 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     df = cells(results, baseline=baseline)
     missing = campaign.missing(results)
     extra = []
+    from .tables import Text
     if missing:  # a half-done campaign says so, and which cells are still to run
-        from .tables import Text
         extra.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
                                           "`compare run … --resume` runs them.".format(
                                               len(missing), len(campaign.meta.get("planned", {})),
                                               ", ".join(missing))]))
+    from . import packing, probes
+    extra += packing.sections(results, campaign.root, campaign.machine)
+    searched = probes.table(campaign.probes(), probes.chosen_batches(results))
+    extra += [searched] if searched is not None else []
+    if warnings:  # foreign or unreadable files: listed in the report too, never counted
+        extra.append(Text("Result files left out", warnings, bullets=True))
     text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references,
                               extra)
     return text, paths, warnings

@@ -55,13 +55,14 @@ def scaling(df: pd.DataFrame) -> Optional[Chart]:
     """images/sec versus the job's GPU count (nodes × GPUs per node), one line per framework,
     dashed: perfect linear scaling."""
     ok = _ok(df)
-    groups = [(k, g) for k, g in ok.groupby(["precision", "batch_size", "image_size"], sort=False)
+    groups = [(k, g) for k, g in ok.groupby(["precision", "batch_size", "image_size", "model",
+                                              "mode"], sort=False)
               if g.world_size.nunique() > 1][:MAX_PANELS]
     if not groups:
         return None
     plt = _plt()
     fig, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 4.2), squeeze=False)
-    for ax, ((precision, batch, image), g) in zip(axes[0], groups):
+    for ax, ((precision, batch, image, model, mode), g) in zip(axes[0], groups):
         for fw, f in g.groupby("framework", sort=False):
             f = f.sort_values(["world_size", "nodes"]).drop_duplicates("world_size")
             color = frameworks.color(fw)
@@ -71,7 +72,9 @@ def scaling(df: pd.DataFrame) -> Optional[Chart]:
                 base = float(one.images_per_sec.iloc[0])
                 ax.plot(f.world_size, base * f.world_size, "--", color=color, alpha=0.5,
                         label="{} ideal".format(_name(fw)))
-        ax.set_title("{} · batch {} · {}px".format(precision, batch, image))
+        ax.set_title("{}{} · batch {} · {}px{}".format(
+            model + " · " if ok.model.nunique() > 1 else "", precision, batch, image,
+            _mode(mode, " · ")))
         ax.set_xlabel(_unit(df))
         ax.set_ylabel("images/sec (whole job)")
         ax.set_xticks(sorted(g.world_size.unique()))
@@ -108,13 +111,8 @@ def precision_gain(df: pd.DataFrame) -> Optional[Chart]:
     if not len(g):
         return None
     plt = _plt()
-    labels = ["{} ×{} b{}".format(p, n, b) for p, n, b in
-              g[["precision", "gpus", "batch_size"]].drop_duplicates().itertuples(index=False)]
-    series = []
-    for fw, f in g.groupby("framework", sort=False):
-        by = {"{} ×{} b{}".format(r.precision, r.gpus, r.batch_size): 100 * r.precision_gain
-              for r in f.itertuples()}
-        series.append((_name(fw), [by.get(lab) for lab in labels], frameworks.color(fw)))
+    labels, series = _grouped(g.assign(gain=100 * g.precision_gain.astype(float)),
+                              ["precision", "gpus", "batch_size"], "{} ×{} b{}", "gain")
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels) + 3), 4))
     _bars(ax, labels, series, "{:+.0f}%")
     ax.axhline(0, color="black", linewidth=0.8)
@@ -145,12 +143,22 @@ def framework_bars(df: pd.DataFrame) -> Optional[Chart]:
 def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str):
     """Bar groups: one label per distinct `keys` setting, one series per framework (None where
     that framework has no figure for the setting)."""
-    labels = [fmt.format(*k) for k in ok[keys].drop_duplicates().itertuples(index=False)]
+    if ok.model.nunique() > 1:  # one group per network too
+        keys, fmt = ["model"] + keys, "{} " + fmt
+
+    def label(r) -> str:  # a tuned cell is never one bar group with a default cell
+        return fmt.format(*(r[k] for k in keys)) + _mode(r["mode"], " ")
+    labels = list(dict.fromkeys(label(r) for _, r in ok.iterrows()))
     series = []
     for fw, f in ok.groupby("framework", sort=False):
-        by = {fmt.format(*(getattr(r, k) for k in keys)): getattr(r, value) for r in f.itertuples()}
+        by = {label(r): r[value] for _, r in f.iterrows()}
         series.append((_name(fw), [by.get(lab) for lab in labels], frameworks.color(fw)))
     return labels, series
+
+
+def _mode(mode: str, sep: str) -> str:
+    """'' for the default mode, else sep + the mode ('tuned')."""
+    return "" if mode in ("default", None) else sep + mode
 
 
 def energy(df: pd.DataFrame) -> Optional[Chart]:

@@ -6,8 +6,15 @@ matching reference row has (images/sec, published speedup). The tolerance is the
 timed out where the reference has a figure falls short; unsupported and skipped cells are listed as
 not comparable and do not decide. The median is held against the floor; the ± beside measured ÷
 reference shows how far from noise the verdict is.
+
+Images/sec are held only against a reference row of the same GPU model (its `gpu` column, matched
+word for word within the device name the runs recorded, e.g. `V100-PCIe` in `Tesla V100-PCIE-16GB`;
+a row of another framework never matches): any other row is not comparable, with the reason. A
+speedup is a ratio on one machine, so it may cross hardware, and the verdict says so. A campaign
+with planned cells still to run fails: a half-done study does not pass.
 """
-from typing import List, Tuple
+import re
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
@@ -18,65 +25,114 @@ from .intervals import pm
 from .tables import Section, Table, Text
 
 NO_FIGURE = ("failed", "oom", "timeout")  # fall short; unsupported/skipped do not decide
+# a cell of references.compare
+KEY = ("framework", "model", "precision", "batch_size", "image_size", "nodes", "gpus")
+COLUMNS = list(KEY) + ["status", "figure", "measured", "published", "ratio", "ratio_ci95",
+                       "tolerance", "floor", "verdict", "why"]
 FIGURES = (("img/s", "images_per_sec", "published_images_per_sec", "ratio"),
            ("speedup", "speedup", "published_speedup", "speedup_ratio"))
 PASS, SHORT, NOT_COMPARABLE = "pass", "falls short", "not comparable"
 
 
-def check(cells: pd.DataFrame, ref: pd.DataFrame, name: str, tolerance: float) -> pd.DataFrame:
+def _words(text) -> List[str]:
+    return re.findall(r"[a-z0-9]+", str(text).lower())
+
+
+def same_gpu(reference_gpu, device: str) -> bool:
+    """Whether the reference's GPU model is the device the cell ran on: every word of it is a word
+    of the device's name ('a6000' in 'NVIDIA RTX A6000'; 'A100' is not in 'RTX A1000')."""
+    ref = _words(reference_gpu) if reference_gpu is not None else []
+    return bool(ref) and set(ref) <= set(_words(device))
+
+
+def device_of(cell, machine: Dict) -> str:
+    """What a cell ran on: the device name its runs recorded, else the campaign's machine's."""
+    if cell.get("device_name"):
+        return str(cell["device_name"])
+    gpus = [g.get("name") for g in machine.get("gpus", []) if g.get("name")]
+    return gpus[0] if cell.get("device") == "cuda" and gpus else "CPU {}".format(
+        machine.get("cpu_model") or "")
+
+
+def _reason(r) -> str:
+    return " ({})".format(str(r.reason).splitlines()[0][:120]) if r.reason else ""
+
+
+def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[str, Optional[str]]:
+    gpu = r.reference_gpu
+    if figure == "img/s" and not same_gpu(gpu, device):
+        return NOT_COMPARABLE, "measured on {}, the reference on {}: images/sec are held only against " \
+            "the same GPU model".format(device, gpu if gpu is not None else "a GPU it does not name")
+    if r.status == "ok" and r[measured] is not None:
+        verdict, why = (PASS, None) if r[measured] >= floor else (SHORT, "below {:.2f}".format(floor))
+    elif r.status in NO_FIGURE:
+        verdict, why = SHORT, "no figure: {}{}".format(r.status, _reason(r))
+    else:
+        return NOT_COMPARABLE, "{}{}".format(r.status, _reason(r))
+    if figure == "speedup" and not same_gpu(gpu, device):  # a ratio on one machine may cross
+        across = "across hardware: {} here, {} in the reference".format(device, gpu or "unnamed")
+        why = across if why is None else "{}; {}".format(why, across)
+    return verdict, why
+
+
+def check(cells: pd.DataFrame, ref: pd.DataFrame, name: str, tolerance: float,
+          machine: Optional[Dict] = None, missing: Sequence[str] = ()) -> pd.DataFrame:
     """One row per (cell, reference figure) it matches: measured, published, ratio, floor, verdict."""
     rows = []
+    devices = {tuple(c[k] for k in KEY): device_of(c, machine or {}) for _, c in cells.iterrows()}
     for _, r in references.compare(cells, ref).iterrows():
         for figure, measured, published, ratio in FIGURES:
             if r[published] is None:
                 continue
             tol = r.tolerance if r.tolerance is not None else tolerance
             floor = r[published] * (1 - tol)
-            if r.status == "ok" and r[measured] is not None:
-                verdict, why = (PASS, None) if r[measured] >= floor else (SHORT, "below {:.2f}".format(floor))
-            elif r.status in NO_FIGURE:
-                verdict, why = SHORT, "no figure: {}{}".format(r.status, " ({})".format(
-                    str(r.reason).splitlines()[0][:120]) if r.reason else "")
-            else:
-                verdict, why = NOT_COMPARABLE, "{}{}".format(r.status, " ({})".format(
-                    str(r.reason).splitlines()[0][:120]) if r.reason else "")
-            rows.append({**{k: r[k] for k in ("framework", "precision", "batch_size", "image_size",
-                                              "nodes", "gpus", "status")},
+            verdict, why = _verdict(r, figure, measured, floor, devices[tuple(r[k] for k in KEY)])
+            rows.append({**{k: r[k] for k in KEY + ("status",)},
                          "figure": figure, "measured": r[measured], "published": r[published],
                          "ratio": r[ratio], "ratio_ci95": r[ratio + "_ci95"], "tolerance": tol,
                          "floor": floor, "verdict": verdict, "why": why})
-    if not rows:
+    if not rows and not missing:
         raise UserError("reference {}: no cell of the campaign matches one of its rows (matched on "
-                        "precision and N, and on framework, batch and image size where it has them); "
-                        "nothing to check".format(name))
-    d = pd.DataFrame(rows).astype(object)
+                        "network, precision and N, and on framework, batch and image size where it "
+                        "has them); nothing to check".format(name))
+    d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
     return d.where(d.notna(), None)
 
 
-def _row(r) -> List[str]:
+def _row(r, models: bool) -> List[str]:
     n = str(r.gpus) if int(r.nodes) == 1 else "{}×{}".format(r.nodes, r.gpus)
     fmt = "{:.2f}" if r.figure == "img/s" else "{:.3f}"
-    return [frameworks.display(r.framework), r.precision, str(r.batch_size), n, r.figure,
-            fmt.format(r.measured) if r.measured is not None else r.status, fmt.format(r.published),
-            pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"),
-            "{:g}%".format(round(100 * r.tolerance, 3)),
-            r.verdict + (": " + r.why if r.why else "")]
+    return [frameworks.display(r.framework)] + ([r.model] if models else []) + [
+        r.precision, str(r.batch_size), n, r.figure,
+        fmt.format(r.measured) if r.measured is not None else r.status, fmt.format(r.published),
+        pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"),
+        "{:g}%".format(round(100 * r.tolerance, 3)), r.verdict + (": " + r.why if r.why else "")]
 
 
-def sections(c: pd.DataFrame, name: str) -> Tuple[List[Section], bool]:
-    """The check as table models, and whether it passed (no cell falls short, one passes)."""
-    head = ["framework", "precision", "batch", "N", "figure", "measured", "reference",
-            "measured ÷ reference", "tolerance", "verdict"]
+def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = ()) -> Tuple[List[Section], bool]:
+    """The check as table models, and whether it passed (no cell falls short, one passes, and no
+    planned cell is still to run)."""
+    models = c.model.nunique() > 1  # a model column where the campaign has several networks
+    head = ["framework"] + (["model"] if models else []) + [
+        "precision", "batch", "N", "figure", "measured", "reference", "measured ÷ reference",
+        "tolerance", "verdict"]
     short, passed = c[c.verdict == SHORT], c[c.verdict == PASS]
     counts = "{} pass, {} fall{} short, {} not comparable (of {} figures the reference has for this " \
              "campaign).".format(len(passed), len(short), "s" if len(short) == 1 else "",
                                  int((c.verdict == NOT_COMPARABLE).sum()), len(c))
-    ok = len(short) == 0 and len(passed) > 0
+    ok = len(short) == 0 and len(passed) > 0 and not missing
     verdict = ("PASS: every comparable cell is at or above the reference less its tolerance. "
-               if ok else "FAIL: " if len(short) else "FAIL: no comparable cell to check. ")
-    out: List[Section] = [Text("Check against {}".format(name), [verdict + counts]),
-                          Table("", head, [_row(r) for _, r in c.iterrows()], name="check")]
+               if ok else "FAIL: " if len(short) or missing else "FAIL: no comparable cell to check. ")
+    lines = [verdict + counts]
+    if missing:
+        lines.append("{} planned cell{} of the campaign {} no result yet: {}. A half-done campaign "
+                     "does not pass; `compare run … --resume` runs {}.".format(
+                         len(missing), "s" if len(missing) != 1 else "",
+                         "have" if len(missing) != 1 else "has", ", ".join(missing),
+                         "them" if len(missing) != 1 else "it"))
+    out: List[Section] = [Text("Check against {}".format(name), lines),
+                          Table("", head, [_row(r, models) for _, r in c.iterrows()], name="check")]
     if len(short):
-        out.append(Table("Cells that fall short", head, [_row(r) for _, r in short.iterrows()],
-                         name="falls_short"))
+        out.append(Table("Cells that fall short", head,
+                         [_row(r, models) for _, r in short.iterrows()], name="falls_short"))
     return out, ok

@@ -1,7 +1,8 @@
 """`compare diff A B`: machine versus machine (or before versus after) on comparable cells.
 
-Cells match on framework, precision, per-GPU batch, image size, nodes and GPUs per node. A cell is
-compared only when both sides have a figure and ran the same model, data, compile switch and
+Cells match on framework, model, precision, per-GPU batch, image size, data mode, mode (default,
+tuned: never across), nodes and GPUs per node. A cell is compared only when both sides have a
+figure and ran the same data, compile switch and
 options; every other cell is listed with the reason, never dropped. Each compared cell gets B ÷ A
 with its 95 % interval and a state: better (B faster), worse, within noise (intervals.py), or not
 comparable; the output ends with the count of each.
@@ -12,14 +13,15 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
-from .. import frameworks, machine
+from .. import frameworks, machine_record
 from . import findings, intervals
 from .comparator import estimate
 from .intervals import pm
 from .tables import Section, Table, Text
 
-MATCH = ["framework", "precision", "batch_size", "image_size", "data_mode", "nodes", "gpus"]
-SETTINGS = ["model", "data", "compile", "options"]
+MATCH = ["framework", "model", "precision", "batch_size", "image_size", "data_mode", "mode", "nodes",
+         "gpus"]
+SETTINGS = ["data", "compile", "options"]
 COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "ratio",
                    "ratio_ci95", "state", "comparable", "why"]
 
@@ -105,30 +107,32 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
     """The diff as table models: summary and machines, the compared cells, the rest, the counts."""
     label_a = "A ({}, {})".format(name_a, _gpu_label(machine_a))
     label_b = "B ({}, {})".format(name_b, _gpu_label(machine_b))
-    differ = machine.differences(machine_a, machine_b)
+    differ = machine_record.differences(machine_a, machine_b)
     head = Text("{} versus {}".format(label_b, label_a), [summary(d, label_a, label_b)])
-    lines = ["A: " + (machine.describe(machine_a) if machine_a else "no machine record"),
-             "B: " + (machine.describe(machine_b) if machine_b else "no machine record"),
+    lines = ["A: " + (machine_record.describe(machine_a) if machine_a else "no machine record"),
+             "B: " + (machine_record.describe(machine_b) if machine_b else "no machine record"),
              "Machines differ in: " + "; ".join(differ) if differ else
              "Same machine fingerprint (CPU, GPUs, driver): a before/after comparison."]
     if any(findings.smoke(r) for df in (a, b) for _, r in df[df.status == "ok"].iterrows()):
         lines.append("Single runs on a CPU: their intervals only count the noise inside one run, so "
                      "a state from them is a hint, not a finding (use --repeats 3 or more).")
     out: List[Section] = [head, Text("", lines, bullets=True)]
-    ok = d[d.comparable.astype(bool)]
+    ok, models = d[d.comparable.astype(bool)], d.model.nunique() > 1
+
+    def who(r) -> List[str]:  # the model only where the campaigns hold several
+        return [frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) + \
+            [r.precision, str(r.batch_size), str(r.image_size), _n(r)]
+    first = ["framework"] + (["model"] if models else []) + ["precision", "batch", "image", "N"]
     if len(ok):
-        out.append(Table("", ["framework", "precision", "batch", "image", "N", "A img/s", "B img/s",
-                              "B ÷ A", "state"],
-                         [[frameworks.display(r.framework), r.precision, str(r.batch_size),
-                           str(r.image_size), _n(r), "{:.2f}".format(r.images_per_sec_a),
+        out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],
+                         [who(r) + ["{:.2f}".format(r.images_per_sec_a),
                            "{:.2f}".format(r.images_per_sec_b),
                            pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}"), r.state]
                           for _, r in ok.iterrows()], name="diff"))
     bad = d[~d.comparable.astype(bool)]
     if len(bad):
-        out.append(Table("Not comparable", ["framework", "precision", "batch", "image", "N", "why"],
-                         [[frameworks.display(r.framework), r.precision, str(r.batch_size),
-                           str(r.image_size), _n(r), r.why] for _, r in bad.iterrows()],
+        out.append(Table("Not comparable", first + ["why"],
+                         [who(r) + [r.why] for _, r in bad.iterrows()],
                          name="not_comparable"))
     return out + [Text("", [counts(d.state)])]
 

@@ -3,15 +3,16 @@
 A difference is stated only where its 95 % interval excludes "no difference"; otherwise the
 sentence says "within noise (±x %)". Cells that are single runs on a CPU are smoke numbers: the
 windows of one run do not see how much a shared CPU moves between runs, so no ranking is drawn
-from them.
+from them. A campaign of several modes (default, tuned) gets its findings mode by mode, each
+sentence naming its mode, and a headline of the framework verdict in each.
 """
 from typing import List
 
 import pandas as pd
 
 from .. import frameworks
-from . import intervals
-from .comparator import estimate
+from . import data_table, intervals, metrics
+from .comparator import ratio
 from .tables import Text
 
 SMOKE = ("Smoke numbers, not a ranking: every cell is a single run on a CPU, where figures move "
@@ -24,8 +25,14 @@ def smoke(row) -> bool:
     return row["device"] == "cpu" and int(row["repeats"] or 0) < 2
 
 
-def _name(fw: str) -> str:
-    return frameworks.display(fw)
+def _name(fw: str, model=None) -> str:
+    """How a sentence names a framework, with the network where the campaign holds several."""
+    return frameworks.display(fw) + (" {}".format(model) if model else "")
+
+
+def _by(lay) -> list:
+    """What a sentence's cells are grouped by: the framework, the model where several, precision."""
+    return ["framework"] + (["model"] if getattr(lay, "model_column", False) else []) + ["precision"]
 
 
 def _span(values, fmt: str) -> str:
@@ -56,28 +63,37 @@ def _fastest(ok: pd.DataFrame, lay) -> List[str]:
         return []
     ranked = ok.sort_values("images_per_sec", ascending=False)
     top = ranked.iloc[0]
+    model = lay.model_column
     text = "Fastest: {} at {}, batch {}, on {}: {} images/sec".format(
-        _name(top.framework), top.precision, top.batch_size, lay.label(top.nodes, top.gpus),
+        _name(top.framework, model and top.model), top.precision, _batch(top),
+        lay.label(top.nodes, top.gpus),
         intervals.pm(top.images_per_sec, top.images_per_sec_ci95, "{:.1f}"))
     if len(ranked) > 1:
         second = ranked.iloc[1]
-        r = intervals.ratio(estimate(top), estimate(second))
+        r = ratio(top, second)
         hw = r.half_width() if r else None
         if hw is None:
             return [text + "; no interval tells it from the next cell."]
         if intervals.state(r.value, hw) == intervals.NOISE:
             return [text + "; within noise of {} at {}, batch {}, on {} ({}).".format(
-                _name(second.framework), second.precision, second.batch_size,
+                _name(second.framework, model and second.model), second.precision, _batch(second),
                 lay.label(second.nodes, second.gpus), pct(hw / r.value))]
     return [text + "."]
+
+
+def _batch(row) -> str:
+    """'256', or 'auto (512)' for a searched batch."""
+    if row.batch_size == "auto" and row.batch_chosen is not None:
+        return "auto ({})".format(int(row.batch_chosen))
+    return str(row.batch_size)
 
 
 def _scaling(ok: pd.DataFrame, lay) -> List[str]:
     out = []
     multi = ok[ok.speedup.notna() & ok.speedup_ci95.notna() & (ok.world_size > 1)]
-    for (fw, precision), g in multi.groupby(["framework", "precision"], sort=False):
+    for key, g in multi.groupby(_by(lay), sort=False):
         r = g.loc[g.world_size.astype(int).idxmax()]
-        where = "{} ({}) on {}".format(_name(fw), precision, lay.label(r.nodes, r.gpus))
+        where = "{} ({}) on {}".format(_name(*key[:-1]), key[-1], lay.label(r.nodes, r.gpus))
         if intervals.state(r.speedup, r.speedup_ci95) == intervals.NOISE:
             out.append("{} is within noise of one {} ({}).".format(where, lay.word, _noise(
                 g.loc[[r.name]], "speedup")))
@@ -87,10 +103,11 @@ def _scaling(ok: pd.DataFrame, lay) -> List[str]:
     return out
 
 
-def _gains(ok: pd.DataFrame) -> List[str]:
+def _gains(ok: pd.DataFrame, lay=None) -> List[str]:
     out = []
     rows = ok[ok.precision_gain.notna() & ok.precision_gain_ci95.notna()]
-    for (fw, precision), g in rows.groupby(["framework", "precision"], sort=False):
+    for key, g in rows.groupby(_by(lay), sort=False):
+        precision = key[-1]
         states = _states(g, "precision_gain", null=0.0)
         sig, noise = g[states != intervals.NOISE], g[states == intervals.NOISE]
         parts = []
@@ -102,7 +119,9 @@ def _gains(ok: pd.DataFrame) -> List[str]:
         if len(noise):
             at = " at " + ", ".join("N={}".format(int(n)) for n in noise.world_size) if len(sig) else ""
             parts.append("within noise of fp32{} ({})".format(at, _noise(noise, "precision_gain", False)))
-        out.append("{}: {} is {}.".format(_name(fw), precision, "; ".join(parts)))
+        notes = sorted({n for n in g.note if n})  # "bf16 on a CPU without bf16 instructions …"
+        why = ". Note: {}".format("; ".join(notes)) if notes else ""
+        out.append("{}: {} is {}{}.".format(_name(*key[:-1]), precision, "; ".join(parts), why))
     return out
 
 
@@ -128,6 +147,29 @@ def _frameworks(ok: pd.DataFrame, base) -> List[str]:
     return out
 
 
+def _pipelines(rows: pd.DataFrame, df: pd.DataFrame, base, lay) -> List[str]:
+    """Framework ratios of real-data and data-only cells, each naming both input pipelines; where
+    either cell is input-bound (or not known not to be) it is a comparison of input pipelines."""
+    rows = rows[(rows.data_mode != "synthetic") & rows.framework_ratio.notna() & (rows.framework != base)]
+    verdicts = data_table.pipeline_verdicts(df)
+    out = []
+    for _, r in rows.iterrows():
+        pair = "{} ({}) vs {} ({})".format(
+            _name(r.framework), verdicts.get(data_table.cell_key(r), {}).get("pipeline"),
+            _name(base), verdicts.get(data_table.cell_key(r, base), {}).get("pipeline"))
+        figure = "{} ({} data, {}, batch {}, on {})".format(
+            intervals.pm(r.framework_ratio, r.framework_ratio_ci95, "{:.2f}×", "{:.2f}"),
+            "real" if r.data_mode == "real" else "data-only", r.precision, r.batch_size,
+            lay.label(r.nodes, r.gpus))
+        why = data_table.pipelines_compared(r, base, verdicts)
+        if why:
+            out.append("Input pipelines, not frameworks: {}: {}; {}.".format(pair, figure, why))
+        else:
+            out.append("{}: {}; both cells within {:.0%} of synthetic: a comparison of the "
+                       "frameworks.".format(pair, figure, 1 - metrics.INPUT_BOUND))
+    return out
+
+
 def _failures(df: pd.DataFrame) -> List[str]:
     bad = df[df.status != "ok"]
     if not len(bad):
@@ -136,10 +178,57 @@ def _failures(df: pd.DataFrame) -> List[str]:
         len(bad), "s" if len(bad) > 1 else "", ", ".join(sorted(set(bad.status))))]
 
 
+IN_MODE = {"default": "At defaults, ", "tuned": "Tuned, "}
+
+
+def _in_mode(mode: str, line: str) -> str:
+    """'Fastest: …' -> 'Tuned, fastest: …'."""
+    first = line.split(" ", 1)[0]
+    return IN_MODE.get(mode, mode + ": ") + (line[0].lower() + line[1:] if first == "Fastest:"
+                                             else line)
+
+
+def _verdict(g: pd.DataFrame, base) -> str:
+    """'is 1.17–1.43× PyTorch' / 'is level with PyTorch (within noise, ±1 %)': one framework's
+    ratios to the baseline in one mode."""
+    states = _states(g, "framework_ratio")
+    if (states == intervals.NOISE).all():
+        return "is level with {} (within noise, {})".format(_name(base), _noise(g, "framework_ratio"))
+    sig = g[states != intervals.NOISE]
+    text = "is {}× {}".format(_span(sig.framework_ratio, "{:.2f}"), _name(base))
+    noise = int((states == intervals.NOISE).sum())
+    return text + (" (level in {} of {} settings)".format(noise, len(g)) if noise else "")
+
+
+def _headline(trusted: pd.DataFrame, base) -> List[str]:
+    """'By mode: at defaults, JAX is 1.17–1.43× PyTorch; tuned, JAX is level with PyTorch …'."""
+    rows = trusted[trusted.framework_ratio.notna() & trusted.framework_ratio_ci95.notna()
+                   & (trusted.framework != base)]
+    parts = []
+    for mode, g in rows.groupby("mode", sort=False):
+        verdicts = ["{} {}".format(_name(fw), _verdict(f, base)) for fw, f in g.groupby("framework",
+                                                                                      sort=False)]
+        parts.append(IN_MODE.get(mode, mode + ": ").lower() + "; ".join(verdicts))
+    return ["By mode: " + "; ".join(parts) + "."] if len(parts) > 1 else []
+
+
+def _findings(trusted: pd.DataFrame, lay, base) -> List[str]:
+    """The sentences of each mode, named by it when the campaign is not all default."""
+    def sentences(g: pd.DataFrame) -> List[str]:  # framework ratios on synthetic data only
+        return _fastest(g, lay) + _scaling(g, lay) + _gains(g, lay) + \
+            _frameworks(g[g.data_mode == "synthetic"], base)
+    if set(trusted["mode"]) <= {"default"}:
+        return sentences(trusted)
+    lines = _headline(trusted[trusted.data_mode == "synthetic"], base)
+    for mode, g in trusted.groupby("mode", sort=False):
+        lines += [_in_mode(mode, line) for line in sentences(g)]
+    return lines
+
+
 def summary(df: pd.DataFrame, lay) -> Text:
     """'What the numbers say': the fastest cell, scaling, precision gain, framework ratios and
     failures, each stated only as far as its interval allows."""
-    ok = df[(df.status == "ok") & df.images_per_sec.notna()]
+    ok = all_ok = df[(df.status == "ok") & df.images_per_sec.notna()]
     if ok.data_mode.nunique() > 1:  # real data is the input-pipeline table's subject
         ok = ok[ok.data_mode == "synthetic"]
     is_smoke = pd.Series([smoke(r) for _, r in ok.iterrows()], index=ok.index, dtype=bool)
@@ -152,6 +241,8 @@ def summary(df: pd.DataFrame, lay) -> Text:
                 int(is_smoke.sum()), "s" if is_smoke.sum() > 1 else ""))
         trusted = ok[~is_smoke]
         base = df.ratio_baseline.iloc[0]
-        lines += _fastest(trusted, lay) + _scaling(trusted, lay) + _gains(trusted) + \
-            _frameworks(trusted, base)
+        lines += _findings(trusted, lay, base)
+        real = all_ok[all_ok.data_mode != "synthetic"]
+        lines += _pipelines(real[pd.Series([not smoke(r) for _, r in real.iterrows()],
+                                           index=real.index, dtype=bool)], df, base, lay)
     return Text("What the numbers say", lines + _failures(df), bullets=True)

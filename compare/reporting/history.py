@@ -6,11 +6,13 @@ regression. A point on another machine, or with other settings, is not comparabl
 before it and says why.
 """
 from pathlib import Path
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import pandas as pd
 
-from .. import frameworks, machine
+from backends.protocol import DEFAULT_MODEL
+
+from .. import frameworks, machine_record
 from ..errors import UserError
 from . import diff, intervals
 from .comparator import KEY, cells
@@ -43,11 +45,15 @@ def _commit(m: Dict) -> str:
     return (git.get("commit") or "unknown")[:10] + ("+dirty" if git.get("dirty") else "")
 
 
-def points(camps: Sequence) -> List[Tuple[Dict, Dict, pd.DataFrame]]:
-    """(campaign facts, machine record, cells) per campaign; unreadable results are skipped."""
+def points(camps: Sequence, warn: Callable[[str], None] = lambda s: None
+           ) -> List[Tuple[Dict, Dict, pd.DataFrame]]:
+    """(campaign facts, machine record, cells) per campaign; unreadable results are skipped,
+    each with warn("CAMPAIGN: why")."""
     out = []
     for c in camps:
-        results, _ = c.results()
+        results, skipped = c.results()
+        for why in skipped:
+            warn("{}: {}".format(c.root, why))
         m = c.machine
         facts = {"date": (c.meta.get("created_at") or "")[:19].replace("T", " "),
                  "commit": _commit(m), "campaign": c.root.name}
@@ -55,10 +61,10 @@ def points(camps: Sequence) -> List[Tuple[Dict, Dict, pd.DataFrame]]:
     return out
 
 
-def history(camps: Sequence) -> pd.DataFrame:
+def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd.DataFrame:
     """One row per cell per campaign, with the ratio to that cell's previous figure and its state."""
     rows, last = [], {}  # last: cell key -> (cell record, machine record) of its previous figure
-    for facts, m, df in points(camps):
+    for facts, m, df in points(camps, warn):
         for _, r in df.iterrows():
             key = tuple(r[c] for c in KEY)
             before = last.get(key)
@@ -69,7 +75,7 @@ def history(camps: Sequence) -> pd.DataFrame:
                            if r.status == "ok" else "no figure: {}".format(r.status))
             else:
                 row.update(diff.versus(before[0], r, ("before", "now")))
-                changed = machine.differences(before[1], m)
+                changed = machine_record.differences(before[1], m)
                 if changed:
                     row.update(state=intervals.NOT_COMPARABLE, why="machine changed: " + "; ".join(changed))
             row["regression"] = row["state"] == intervals.WORSE
@@ -84,8 +90,10 @@ def history(camps: Sequence) -> pd.DataFrame:
 def title(key) -> str:
     k = dict(zip(KEY, key))
     n = str(k["gpus"]) if int(k["nodes"]) == 1 else "{}×{}".format(k["nodes"], k["gpus"])
-    return "{} {} b{} {}px ×{} ({})".format(frameworks.display(k["framework"]), k["precision"],
-                                           k["batch_size"], k["image_size"], n, k["device"])
+    model = "" if k["model"] == DEFAULT_MODEL else " " + k["model"]  # ResNet-50 titles as before
+    return "{}{} {} b{} {}px ×{} ({})".format(frameworks.display(k["framework"]), model,
+                                             k["precision"], k["batch_size"], k["image_size"], n,
+                                             k["device"])
 
 
 def _state(r) -> str:

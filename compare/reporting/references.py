@@ -4,14 +4,17 @@ Built in: compare/references/*.csv. The user's: any CSV path, or CSVs dropped in
 $COMPARE_CACHE/references/ (default ~/.cache/compare/references/). Columns: `precision` and `gpus`
 (required), `images_per_sec` and/or `speedup_published` (at least one), and optionally `framework`
 (a name or alias; absent = any framework), `batch_size`, `image_size`, `nodes` (absent = one node;
-`gpus` is per node), `model` (rows of other models are ignored), `gpu`/`system` (shown), and
+`gpus` is per node), `model` (a network of `compare list models`, e.g. vgg16 or VGG-16; absent =
+every row is ResNet-50's; rows match cells of the same network), `gpu`/`system` (shown), and
 `tolerance` (`5%` or `0.05`: how far below the figure `compare check` still passes). Matching
-ignores a column the reference does not have.
+ignores the other columns the reference does not have.
 """
 from pathlib import Path
 from typing import Dict, Tuple
 
 import pandas as pd
+
+from backends.protocol import DEFAULT_MODEL
 
 from .. import envs, frameworks
 from ..errors import UserError
@@ -78,8 +81,9 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
         raise UserError("reference {}: gpus {!r} on line {} is not a GPU count; give whole numbers "
                         ">= 1".format(path, str(bad.iloc[0]), int(bad.index[0]) + 2))
     df = df.assign(gpus=counts.astype(int))
-    if "model" in df.columns:
-        df = df[df.model.astype(str).str.lower().str.replace("-", "") == "resnet50"]
+    # 'ResNet-50' -> 'resnet50', as `--model` names it; a reference without the column is ResNet-50's
+    df = df.assign(model=df.model.astype(str).str.lower().str.replace("-", "").str.strip()
+                   if "model" in df.columns else DEFAULT_MODEL)
     if "framework" in df.columns:
         df = df.assign(framework=[frameworks.get(str(f)).name for f in df.framework])
     if "tolerance" in df.columns:
@@ -92,12 +96,14 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
 def describe(name: str, df: pd.DataFrame) -> str:
     where = sorted(set(df.gpu)) if "gpu" in df.columns else ["?"]
     figures = [c for c in FIGURES if c in df.columns]
-    return "{:<32} {:>4} ResNet-50 rows  gpu: {:<12} figures: {}".format(
-        name, len(df), ", ".join(map(str, where)), ", ".join(figures))
+    models = ", ".join("{} {}".format(m, n) for m, n in df.model.value_counts(sort=False).items())
+    return "{:<32} {:>4} rows ({})  gpu: {:<12} figures: {}".format(
+        name, len(df), models, ", ".join(map(str, where)), ", ".join(figures))
 
 
 def _matches(ref: pd.DataFrame, cell: pd.Series) -> pd.DataFrame:
     m = (ref.precision == cell.precision) & (ref.gpus.astype(int) == int(cell.gpus))
+    m &= ref.model == cell.model
     m &= (ref.nodes.astype(int) == int(cell.nodes)) if "nodes" in ref.columns else int(cell.nodes) == 1
     for key in OPTIONAL_KEYS:
         if key in ref.columns:
@@ -127,7 +133,7 @@ def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
             pub_ips, pub_sp = _figure(p, "images_per_sec"), _figure(p, "speedup_published")
             r, r_hw = _versus(c.images_per_sec, c.images_per_sec_ci95, pub_ips)
             s, s_hw = _versus(c.speedup, c.speedup_ci95, pub_sp)
-            rows.append({"framework": c.framework, "precision": c.precision,
+            rows.append({"framework": c.framework, "model": c.model, "precision": c.precision,
                          "batch_size": c.batch_size, "image_size": c.image_size, "nodes": c.nodes,
                          "gpus": c.gpus, "status": c.status, "reason": c.reason,
                          "images_per_sec": c.images_per_sec, "published_images_per_sec": pub_ips,
@@ -135,7 +141,7 @@ def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
                          "speedup": c.speedup, "published_speedup": pub_sp,
                          "speedup_ratio": s, "speedup_ratio_ci95": s_hw,
                          "tolerance": _figure(p, "tolerance"),
-                         "reference_gpu": None if p is None else p.get("gpu")})
+                         "reference_gpu": None if p is None or pd.isna(p.get("gpu")) else p.get("gpu")})
     return pd.DataFrame(rows).astype(object).where(lambda d: d.notna(), None)
 
 
@@ -144,7 +150,9 @@ def table(name: str, compared: pd.DataFrame) -> Table:
     def num(x, fmt):
         return fmt.format(x) if x is not None else "—"
     gpu = sorted({str(g) for g in compared.reference_gpu if g is not None})
-    rows = [[frameworks.display(r.framework), r.precision, str(r.batch_size), str(r.gpus),
+    models = compared.model.nunique() > 1  # a model column where the campaign has several
+    rows = [[frameworks.display(r.framework)] + ([r.model] if models else []) +
+            [r.precision, str(r.batch_size), str(r.gpus),
              num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
              num(r.published_images_per_sec, "{:.2f}"),
              pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"), num(r.speedup, "{:.3f}"),
@@ -155,9 +163,10 @@ def table(name: str, compared: pd.DataFrame) -> Table:
                       if r.published_images_per_sec is not None or r.published_speedup is not None))
     where = " ({})".format(", ".join(gpu)) if gpu else ""
     return Table("Measured versus published: {}{}".format(name, where),
-                 ["framework", "precision", "batch", "N", "img/s", "published", "ratio", "speedup",
+                 ["framework"] + (["model"] if models else []) +
+                 ["precision", "batch", "N", "img/s", "published", "ratio", "speedup",
                   "published speedup", "ratio"], rows,
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "
-                  "precision and N, and on framework, batch and image size where the reference has "
+                  "network, precision and N, and on framework, batch and image size where the reference has "
                   "them).".format(matched, len(compared))], name="reference_" + name)

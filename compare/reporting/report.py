@@ -9,8 +9,8 @@ from typing import Callable, Dict, List, NamedTuple, Optional
 import pandas as pd
 
 from .. import frameworks
-from . import data_table, findings
-from .comparator import MIXED
+from . import data_table, findings, metrics
+from .comparator import MIXED, NOTES
 from .intervals import pm
 from .tables import Section, Table, Text
 
@@ -19,6 +19,10 @@ INTERVAL_NOTE = ("± is the half width of the 95 % interval, from the timed wind
                  "the spread of the repeats (README: How sure is a figure).")
 LEGEND = ("fp32 = true FP32 (TF32 off); tf32; fp16 = mixed precision with loss scaling; bf16 = "
           "bfloat16 mixed precision. {}; figures are global images/sec (median over repeats).")
+MODES_NOTE = ("mode: default = each framework as a plain script of it runs; tuned = its documented "
+              "fastest switches (`compare list modes`) at its best batch. Ratios are taken within "
+              "one mode only. batch auto = the fastest batch of a search (its probes, if any, are "
+              "listed below); [bN] = the batch it chose.")
 
 
 class Layout(NamedTuple):
@@ -29,6 +33,8 @@ class Layout(NamedTuple):
     layout_column: bool
     word: str  # "GPU" or "worker"
     data_column: bool = False  # the campaign mixes data modes: rows say which
+    model_column: bool = False  # the campaign holds more than one network: rows say which
+    mode_column: bool = False  # a cell is not in the default mode: rows say their mode
 
 
 def _plural(n: int, word: str) -> str:
@@ -39,26 +45,41 @@ def layout_of(df: pd.DataFrame) -> Layout:
     cpu = set(df.device) == {"cpu"}
     word = "worker" if cpu else "GPU"
     layouts = {x for x in df.layout if x is not None}
-    mixed_data = df.data_mode.nunique() > 1
+    mixed_data, models = df.data_mode.nunique() > 1, df.model.nunique() > 1
+    modes = set(df["mode"]) != {"default"}
     if (df.nodes == 1).all():
         return Layout(lambda n, g: _plural(g, word) + (" (CPU)" if cpu else ""), lambda n, g: str(g),
-                      len(layouts) > 1, word, mixed_data)
+                      len(layouts) > 1, word, mixed_data, models, modes)
     return Layout(lambda n, g: "{} × {}".format(_plural(n, "node"), _plural(g, word)),
-                  lambda n, g: "{}×{}".format(n, g), len(layouts) > 1, word, mixed_data)
+                  lambda n, g: "{}×{}".format(n, g), len(layouts) > 1, word, mixed_data, models, modes)
+
+
+def _rows(lay: Layout) -> List[str]:
+    """The columns a pivot's rows are grouped by: ROW, the model, the mode and the data mode where
+    they vary."""
+    return ROW[:1] + (["model"] if lay.model_column else []) + (["mode"] if lay.mode_column else []) \
+        + ROW[1:] + (["data_mode"] if lay.data_column else [])
 
 
 def _row_label(key, g: pd.DataFrame, lay: Layout) -> List[str]:
-    label = [frameworks.display(key[0]), key[1], str(key[2]), str(key[3])]
-    if lay.data_column:
-        label.append(str(key[4]))
+    label = [frameworks.display(key[0])] + [str(k) for k in key[1:]]
     if lay.layout_column:
         label.append("/".join(sorted({x for x in g.layout if x is not None})) or "?")
     return label
 
 
+def _label(r, lay: Layout, data: bool = True) -> List[str]:
+    """The row label of one cell record (a table that lists cells, not a pivot)."""
+    return [frameworks.display(r.framework)] + ([r.model] if lay.model_column else []) + \
+        ([r["mode"]] if lay.mode_column else []) + \
+        [r.precision, str(r.batch_size), str(r.image_size)] + \
+        ([r.data_mode] if data and lay.data_column else [])
+
+
 def _head(lay: Layout) -> List[str]:
-    return ["framework", "precision", "batch", "image"] + (["data"] if lay.data_column else []) + \
-        (["layout"] if lay.layout_column else [])
+    return ["framework"] + (["model"] if lay.model_column else []) + \
+        (["mode"] if lay.mode_column else []) + ["precision", "batch", "image"] + \
+        (["data"] if lay.data_column else []) + (["layout"] if lay.layout_column else [])
 
 
 def pivot(df: pd.DataFrame, title: str, value: Callable, lay: Layout,
@@ -66,10 +87,11 @@ def pivot(df: pd.DataFrame, title: str, value: Callable, lay: Layout,
     """Rows framework x precision x batch x image size; one column per (nodes, GPUs per node)."""
     cols = sorted({(int(n), int(g)) for n, g in zip(df.nodes, df.gpus)}, key=lambda c: (c[0] * c[1], c[0]))
     rows = []
-    for key, g in df.groupby(ROW + (["data_mode"] if lay.data_column else []), sort=False):
+    for key, g in df.groupby(_rows(lay), sort=False):
         by = {(int(r["nodes"]), int(r["gpus"])): r for _, r in g.iterrows()}
         rows.append(_row_label(key, g, lay) + [value(by[c]) if c in by else "" for c in cols])
-    return Table(title, _head(lay) + [lay.label(n, g) for n, g in cols], rows, list(notes or []))
+    return Table(title, _head(lay) + [lay.label(n, g) for n, g in cols], rows, list(notes or []),
+                 labels=len(_head(lay)))
 
 
 def _num(x, fmt: str) -> str:
@@ -82,7 +104,13 @@ def _images(r) -> str:
     text = "{:.2f}".format(r["images_per_sec"])
     if r["world_size"] != 1 and r["speedup"] is not None:
         text += " ({})".format(pm(r["speedup"], r["speedup_ci95"], "{:.3f}"))
-    return text
+    return text + chosen(r)
+
+
+def chosen(r) -> str:
+    """' [b512]': the batch an auto cell's search chose ('' for a batch given)."""
+    return " [b{}]".format(int(r["batch_chosen"])) if r["batch_size"] == "auto" and \
+        r["batch_chosen"] is not None else ""
 
 
 @dataclass
@@ -119,35 +147,100 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None) -> Report:
             r["scaling_efficiency"], r["scaling_efficiency_ci95"], "{:.3f}"), lay))
     mixed = df[df.precision.isin(MIXED)]
     if len(mixed):
-        out.append(pivot(mixed, "Precision gain over fp32 (img/s ÷ img/s fp32 − 1, same N)", lambda r: pm(
-            r["precision_gain"], r["precision_gain_ci95"], "{:+.1%}", "{:.1%}"), lay))
-    base = df.ratio_baseline.iloc[0]
-    others = df[df.framework != base]
-    if len(others) and base is not None:
-        out.append(pivot(others, "Framework vs framework (img/s ÷ img/s of {}, same precision, batch, N)"
-                         .format(frameworks.display(base)), lambda r: pm(
-                             r["framework_ratio"], r["framework_ratio_ci95"], "{:.2f}×", "{:.2f}"), lay))
-    out += [t for t in (data_table.table(df), repeats(df, lay), energy(df, lay), failures(df, lay))
-            if t is not None]
+        out.append(precision_gains(mixed, lay))
+    out += [framework_ratios(df, lay), data_table.table(df), repeats(df, lay), energy(df, lay),
+            cell_notes(df, lay), failures(df, lay)]
+    # no table, no column without a value in any row (one GPU count, one precision)
+    out = [p for p in (t.pruned() for t in out if t is not None) if p is not None]
     data = "Synthetic data" if set(df.data_mode) == {"synthetic"} else \
         "Data: " + ", ".join(sorted(set(df.data_mode)))
-    out += [provenance(df, machine), Text("", [LEGEND.format(data)])]
+    legend = [LEGEND.format(data)]
+    if lay.mode_column or (df.batch_size == "auto").any():
+        legend.append(MODES_NOTE)
+    out += [provenance(df, machine), Text("", legend)]
     return Report(findings.summary(df, lay), out)
+
+
+NOTED = ("(note): the cell carries a note (Notes on cells, below): its precision ran without the "
+         "hardware made for it, so its gain says little about that precision.")
+
+
+def precision_gains(mixed: pd.DataFrame, lay: Layout) -> Table:
+    """Each mixed precision over fp32 at the same N; a gain whose cell ran its precision on a
+    CPU without the instructions for it (a note) is marked so."""
+    marked = []
+
+    def value(r) -> str:
+        text = pm(r["precision_gain"], r["precision_gain_ci95"], "{:+.1%}", "{:.1%}")
+        if r["precision_gain"] is not None and r["note"]:
+            marked.append(r)
+            text += " (note)"
+        return text
+    table = pivot(mixed, "Precision gain over fp32 (img/s ÷ img/s fp32 − 1, same N)", value, lay)
+    if marked:
+        table.notes.append(NOTED)
+    return table
+
+
+def cell_notes(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+    """What the runs of a cell said about how its figure came about (fp16 on a CPU, bf16 emulated,
+    workers run as one process), once per framework, precision and note, with the N it holds at."""
+    said = pd.Series(["; ".join(str(r[k]) for k in NOTES if r[k]) for _, r in df.iterrows()],
+                     index=df.index, dtype=object)
+    noted = df.assign(said=said)[(said != "") & (df.status == "ok")]
+    if not len(noted):
+        return None
+    plain = lay._replace(layout_column=False)
+    rows = []
+    for key, g in noted.groupby(_rows(plain) + ["said"], sort=False):
+        ns = sorted({(int(r.nodes), int(r.gpus)) for _, r in g.iterrows()}, key=lambda c: c[0] * c[1])
+        rows.append(_row_label(key[:-1], g, plain) + [", ".join(lay.n(n, p) for n, p in ns), key[-1]])
+    head = _head(plain)
+    return Table("Notes on cells", head + ["N", "note"], rows, labels=len(head) + 1)
+
+
+PIPELINES_NOTE = ("(pipelines): real-data cells where either cell is input-bound (data efficiency "
+                  "below {:.2f}) or not known to be within it, and data-only cells: the ratio "
+                  "compares the two input pipelines, not the frameworks.")
+
+
+def framework_ratios(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+    """Framework vs framework; a real-data ratio that an input pipeline bounds says so."""
+    base = df.ratio_baseline.iloc[0]
+    others = df[df.framework != base]
+    if not len(others) or base is None:
+        return None
+    verdicts = data_table.pipeline_verdicts(df)
+    marked = []
+
+    def value(r) -> str:
+        text = pm(r["framework_ratio"], r["framework_ratio_ci95"], "{:.2f}×", "{:.2f}")
+        if r["framework_ratio"] is not None and data_table.pipelines_compared(r, base, verdicts):
+            marked.append(r)
+            text += " (pipelines)"
+        return text
+    table = pivot(others, "Framework vs framework (img/s ÷ img/s of {}, same {}precision, batch, "
+                  "N)".format(frameworks.display(base), "mode, " if lay.mode_column else ""),
+                  value, lay)
+    if marked:
+        table.notes.append(PIPELINES_NOTE.format(metrics.INPUT_BOUND))
+    return table
 
 
 def repeats(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
     rep = df[df.repeats > 1]
     if not len(rep):
         return None
-    rows = [[frameworks.display(r.framework), r.precision, str(r.batch_size), str(r.image_size),
-             lay.n(r.nodes, r.gpus), str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
-             "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), _num(r.spread, "{:.1%}"), _num(r.cv, "{:.1%}"),
-             _num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"] for _, r in rep.iterrows()]
+    rows = [_label(r, lay, data=False) + [
+        lay.n(r.nodes, r.gpus), str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
+        "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), _num(r.spread, "{:.1%}"), _num(r.cv, "{:.1%}"),
+        _num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"] for _, r in rep.iterrows()]
+    head = _head(lay._replace(data_column=False, layout_column=False))
     return Table("Repeats (img/s of each cell over its runs)",
-                 ["framework", "precision", "batch", "image", "N", "runs", "median", "min–max",
-                  "spread", "CV", "MLPerf mean"], rows,
+                 head + ["N", "runs", "median", "min–max", "spread", "CV", "MLPerf mean"], rows,
                  ["spread = (max − min) ÷ median; CV = standard deviation ÷ mean; MLPerf mean = mean "
-                  "after dropping the fastest and the slowest run (5 runs or more)."])
+                  "after dropping the fastest and the slowest run (5 runs or more)."],
+                 labels=len(head) + 1)
 
 
 def energy(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
@@ -163,12 +256,12 @@ def failures(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
     bad = df[df.status != "ok"]
     if not len(bad):
         return None
-    rows = [[frameworks.display(r.framework), r.precision, str(r.batch_size), str(r.image_size)]
-            + ([r.data_mode] if lay.data_column else []) + [lay.n(r.nodes, r.gpus), r.status,
-             r.reason.splitlines()[0][:200] if r.reason else "no reason recorded"]
+    rows = [_label(r, lay) + [lay.n(r.nodes, r.gpus), r.status,
+                              r.reason.splitlines()[0][:200] if r.reason else "no reason recorded"]
             for _, r in bad.iterrows()]
-    return Table("Cells without a figure", ["framework", "precision", "batch", "image"]
-                 + (["data"] if lay.data_column else []) + ["N", "status", "reason"], rows)
+    head = _head(lay._replace(layout_column=False))
+    return Table("Cells without a figure", head + ["N", "status", "reason"], rows,
+                 labels=len(head) + 1)
 
 
 def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> Text:
@@ -176,7 +269,7 @@ def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> Text:
     devices."""
     lines = []
     if machine:
-        from ..machine import describe
+        from ..machine_record import describe
         lines.append("Machine: " + describe(machine))
     software = df[df.framework_version.notna()].drop_duplicates(["framework", "framework_version"])
     if len(software):
@@ -186,6 +279,9 @@ def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> Text:
     layouts = sorted({x for x in df.layout if x is not None})
     if len(layouts) == 1:
         lines.append("Layout: {} in every cell.".format(layouts[0]))
+    if set(df["mode"]) == {"default"}:  # else a mode column names each row's
+        lines.append("Mode: default in every cell (each framework as a plain script of it runs; "
+                     "`--mode tuned` runs each at its fastest).")
     warnings = []
     for device, g in df[df.device_name.notna()].groupby("device"):
         names = sorted(set(g.device_name))

@@ -9,7 +9,7 @@ import html
 import io
 import re
 from dataclasses import dataclass, field
-from typing import List, Sequence, Union
+from typing import List, Optional, Sequence, Union
 
 
 @dataclass
@@ -19,9 +19,26 @@ class Table:
     rows: List[List[str]]
     notes: List[str] = field(default_factory=list)  # paragraphs under the table
     name: str = ""  # stem of its CSV file (default: from the title)
+    labels: int = 0  # leading columns that name the row (never left out by pruned())
 
     def csv_name(self) -> str:
         return self.name or slug(self.title)
+
+    def pruned(self) -> Optional["Table"]:
+        """The table without the value columns that have no value in any row (empty or n/a: a
+        study with one GPU count or one precision), or None when no value is left at all."""
+        keep = [i for i in range(len(self.header))
+                if i < self.labels or any(row[i] not in EMPTY for row in self.rows)]
+        if not self.rows or len(keep) == self.labels:
+            return None
+        if len(keep) == len(self.header):
+            return self
+        return Table(self.title, [self.header[i] for i in keep],
+                     [[row[i] for i in keep] for row in self.rows], self.notes, self.name,
+                     self.labels)
+
+
+EMPTY = ("", "n/a", None)  # what a table cell without a value shows
 
 
 @dataclass
@@ -42,26 +59,34 @@ def slug(title: str) -> str:
 
 
 # --- Markdown ---------------------------------------------------------------------------------------
+# a `<` that could open an HTML tag, comment or autolink: free text (a reason, an option value, a
+# version) must render as the text it is, never as HTML (`<script>` in a reason)
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
+def _md(text) -> str:
+    return _TAG_START.sub(r"\<", str(text))
+
 
 def _md_row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(_md(c).replace("|", "\\|") for c in cells) + " |"
 
 
 def _md_lines(section: Section) -> List[str]:
-    out = ["## " + section.title, ""] if section.title else []
+    out = ["## " + _md(section.title), ""] if section.title else []
     if isinstance(section, Table):
         out += [_md_row(section.header), "|" + "---|" * len(section.header)]
         out += [_md_row(r) for r in section.rows] + [""]
         for note in section.notes:
-            out += [note, ""]
+            out += [_md(note), ""]
         return out
     if section.bullets:
-        out += ["- " + line for line in section.lines] + ([""] if section.lines else [])
+        out += ["- " + _md(line) for line in section.lines] + ([""] if section.lines else [])
     else:
         for line in section.lines:
-            out += [line, ""]
+            out += [_md(line), ""]
     for w in section.warnings:
-        out += ["**{}**".format(w), ""]
+        out += ["**{}**".format(_md(w)), ""]
     return out
 
 

@@ -118,3 +118,17 @@ def test_importing_backends_pulls_no_nvml():
     code = "import sys, backends.harness, backends.telemetry; print('pynvml' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_host_cpu_counts_the_cpu_seconds_of_the_jobs_process_group():
+    """The CPU seconds of the timed region, whatever else the machine runs (so not the ratio)."""
+    from backends import hostcpu
+    sampler = hostcpu.Sampler()
+    sampler.start()
+    t0 = time.process_time()
+    while time.process_time() - t0 < 0.3:  # this process burns 0.3 s of CPU
+        pass
+    record = sampler.stop()
+    assert record["host_cpu_s"] >= 0.3 - 0.03  # ticks of 10 ms
+    assert record["host_cpu_processes"] >= 1 and record["host_cpu_cores"] > 0
+    assert record["host_cpu_scope"] == "the job's process group (launcher, ranks, loader workers)"
