@@ -20,7 +20,7 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 # NVLink multicast off in every process we start (the machine's rule)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 MODELS=${MODELS:-resnet50,resnet152,inception3,vgg16}  # MODELS=...,inception4 adds the seed's fifth
-COMMON="--model $MODELS --gpus 1,2 --batch-size 256 --steps 20 --warmup 5 --device cuda --executor local --timeout 400"
+COMMON="--model $MODELS --gpus ${GPUS:-1,2} --batch-size 256 --steps 20 --warmup 5 --device cuda --executor local --timeout 400"
 run() {  # NAME ARGS...: one campaign in $out/NAME, then its report beside the seed
     local t0=$(date +%s.%N)
     python3 -m compare run $COMMON --results $out/$1 "${@:2}" > /dev/null 2> $out/$1.err

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 23's study on the nvidia-h200-x2 kind: PyTorch and JAX, 1 and 2 GPUs, fp16 and bf16, each
+# Issue 23's study on the nvidia-h200-x2 kind (GPUS=1 on the one-GPU kind): PyTorch and JAX, 1 and 2 GPUs, fp16 and bf16, each
 # at its defaults and tuned, in ONE campaign with one report (headline: the verdict per mode).
 #   bash bench/modes_gpu.sh $OUT [CAMPAIGN]
 # CAMPAIGN (default results/modes-study, ignored by git) is resumed when it exists: the study
@@ -29,7 +29,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" 2>&1 | tail -1
 resume=""; [ -f $camp/campaign.json ] && resume="--resume"
 timeout -k 30 -s TERM ${STUDY_SECONDS:-540} python3 -m compare run --frameworks caffe2,jax --device ${DEVICE:-cuda} \
-    --gpus 1,2 --precision fp16,bf16 --mode default,tuned --batch-size 256 --batch-search 512-512 \
+    --gpus ${GPUS:-1,2} --precision fp16,bf16 --mode default,tuned --batch-size 256 --batch-search 512-512 \
     --steps 30 --warmup 10 --timeout 400 --executor local --python caffe2=$PY \
     --python jax=$PY --results $camp $resume > $out/run.md 2> $out/run.err
 echo "compare run: exit $? after $(( $(date +%s) - T0 )) s (143: stopped to fit; run again to resume)"
