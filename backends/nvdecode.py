@@ -27,8 +27,8 @@ from .protocol import Unsupported
 MIN_CAPACITY = 1 << 20  # a flat buffer holds at least 1 MiB
 # the extension modules loaded: JPEG only (nvJPEG: the engines; libjpeg-turbo: the CPU backend)
 JPEG_EXTENSIONS = ("libnvjpeg_ext.", "libjpeg_turbo_ext.")
-_DECODERS = {}  # type: Dict[Tuple[Optional[int], str], Any]
-_FAILED = {}  # type: Dict[Tuple[Optional[int], str], str]
+_DECODERS = {}  # type: Dict[Tuple[Optional[int], str, str], Any]
+_FAILED = {}  # type: Dict[Tuple[Optional[int], str, str], str]
 
 
 class NotAvailable(RuntimeError):
@@ -93,22 +93,41 @@ def module():
     if "nvidia.nvimgcodec" in sys.modules or "NVIMGCODEC_EXTENSIONS_PATH" in os.environ:
         from nvidia import nvimgcodec
         return nvimgcodec
-    import importlib.util
-    found = importlib.util.find_spec("nvidia.nvimgcodec")
-    if found is None or not found.submodule_search_locations:
-        raise ImportError("No module named 'nvidia.nvimgcodec'")
-    package = list(found.submodule_search_locations)[0]
-    try:
-        mirror = tempfile.mkdtemp(prefix="compare-nvimgcodec-")
-        atexit.register(shutil.rmtree, mirror, True)  # kept while the process may load from it
-        os.environ["NVIMGCODEC_EXTENSIONS_PATH"] = _mirror(package, mirror)
-    except OSError:  # no temporary folder: every extension, and their lines on stderr
-        pass
+    mirror = extensions_dir(package_dir())
+    if mirror:
+        os.environ["NVIMGCODEC_EXTENSIONS_PATH"] = mirror
     try:
         from nvidia import nvimgcodec
     finally:
         os.environ.pop("NVIMGCODEC_EXTENSIONS_PATH", None)  # not for the processes we start
     return nvimgcodec
+
+
+def package_dir() -> str:
+    """The installed nvidia/nvimgcodec folder (ImportError where it is not installed)."""
+    import importlib.util
+    found = importlib.util.find_spec("nvidia.nvimgcodec")
+    if found is None or not found.submodule_search_locations:
+        raise ImportError("No module named 'nvidia.nvimgcodec'")
+    return list(found.submodule_search_locations)[0]
+
+
+_MIRROR = []  # type: List[Optional[str]]
+
+
+def extensions_dir(package: str) -> Optional[str]:
+    """The JPEG-only extensions folder (module()), made once per process; None where it cannot
+    be made (every extension is loaded then), or where the user set NVIMGCODEC_EXTENSIONS_PATH."""
+    if "NVIMGCODEC_EXTENSIONS_PATH" in os.environ:
+        return os.environ["NVIMGCODEC_EXTENSIONS_PATH"]
+    if not _MIRROR:
+        try:
+            mirror = tempfile.mkdtemp(prefix="compare-nvimgcodec-")
+            atexit.register(shutil.rmtree, mirror, True)  # kept while the process may load from it
+            _MIRROR.append(_mirror(package, mirror))
+        except OSError:  # no temporary folder: every extension, and their lines on stderr
+            _MIRROR.append(None)
+    return _MIRROR[0]
 
 
 def _mirror(package: str, into: str) -> str:
@@ -130,29 +149,49 @@ def _mirror(package: str, into: str) -> str:
     return extensions
 
 
-def decoder(device_id: Optional[int], kind: str = "hw"):
+API_NAMES = {"c": "C API through ctypes (nvcapi.py)", "python": "Python binding"}
+_LIBRARY = []  # type: List[Any]
+
+
+def library():
+    """This process's nvImageCodec C library and instance (nvcapi.Library), made once."""
+    if not _LIBRARY:
+        from . import nvcapi
+        package = package_dir()
+        _LIBRARY.append(nvcapi.Library(package, extensions_dir(package)))
+    return _LIBRARY[0]
+
+
+def decoder(device_id: Optional[int], kind: str = "hw", api: str = "c"):
     """The process's decoder for a device (None: the host), created on first use and reused.
     kind "hw": the JPEG engines only (BackendKind.HW_GPU_ONLY); "cpu": nvImageCodec's CPU backend
-    (tests on machines without a GPU). NotAvailable with the reason when it cannot be made."""
-    key = (device_id, kind)
+    (tests on machines without a GPU). api "c": nvcapi.Decoder (the C API: two hand-overs of the
+    GIL a batch); "python": the package's nvimgcodec.Decoder. NotAvailable with the reason when
+    it cannot be made."""
+    key = (device_id, kind, api)
     if key in _DECODERS:
         return _DECODERS[key]
     if key in _FAILED:
         raise NotAvailable(_FAILED[key])
-    try:
-        nv = module()
+    try:  # the C API does without the Python binding (and its own instance of the library)
+        nv = module() if api == "python" else None
+        lib = library() if api == "c" else None
     except Exception as exc:  # not installed, or its libraries do not load
         raise NotAvailable("nvImageCodec does not import: {}: {}".format(
             type(exc).__name__, exc)) from None
     try:
-        if kind == "hw":
+        if api == "c":
+            from . import nvcapi
+            made = nvcapi.Decoder(lib, device_id, kind)  # type: Any
+        elif kind == "hw":
             made = nv.Decoder(device_id=device_id, backends=[nv.Backend(nv.BackendKind.HW_GPU_ONLY)])
         else:
             made = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY,
                               backends=[nv.Backend(nv.BackendKind.CPU_ONLY)])
     except Exception as exc:  # no GPU, no JPEG engines, no driver
-        _FAILED[key] = "nvImageCodec {} could not make a {} decoder{}: {}: {}".format(
-            getattr(nv, "__version__", "?"), "hardware (HW_GPU_ONLY)" if kind == "hw" else "CPU",
+        _FAILED[key] = "{} ({}) could not make a {} decoder{}: {}: {}".format(
+            version(), API_NAMES[api],
+            "hardware (HW_GPU_ONLY)" if kind == "hw" else "CPU",
             "" if device_id is None else " on device {}".format(device_id), type(exc).__name__,
             str(exc).strip()[:300])
         raise NotAvailable(_FAILED[key]) from None
@@ -160,34 +199,60 @@ def decoder(device_id: Optional[int], kind: str = "hw"):
     return made
 
 
-def probe(device_id: Optional[int], path: str, kind: str = "hw") -> None:
+def probe(device_id: Optional[int], path: str, kind: str = "hw", api: str = "c") -> None:
     """Decode a 16 x 16 window of one file of the data set with the device's decoder (made here,
     once), so that a decoder that is made but cannot decode (a GPU without JPEG engines) is
     known before the run starts. NotAvailable with the reason."""
-    nv = module()
-    made = decoder(device_id, kind)
+    made = BatchDecoder(device_id, kind, api)
     with open(path, "rb") as f:
         data = f.read()
     found = ds.jpeg_size(data)
     if found is None:
         raise NotAvailable("{}: no JPEG frame header (the probe needs a JPEG)".format(path))
     h, w = min(16, found[1]), min(16, found[0])
+    size = h * w * 3
     try:
-        region = nv.CodeStream(data).get_sub_code_stream(region=nv.Region(0, 0, h, w))
-        image = made.decode([region])[0]
+        with _scratch(size, device_id if kind == "hw" else None) as (ptr, stream):
+            bad = made.decode_into([data], [[0, 0, w, h]], ptr, stream)
+        reason = "it did not decode the window" if bad else ""
+    except NotAvailable:
+        raise
     except Exception as exc:
-        image, reason = None, "{}: {}".format(type(exc).__name__, str(exc).strip()[:300])
-    else:
-        reason = "it returned {}".format("no image" if image is None else tuple(image.shape))
-    if image is None or tuple(image.shape)[:2] != (h, w):
-        _FAILED[(device_id, kind)] = "the {} decoder of {} did not decode a {}x{} window of {}: {}".format(
-            kind, version(), w, h, path, reason)
-        _DECODERS.pop((device_id, kind), None)
-        raise NotAvailable(_FAILED[(device_id, kind)])
+        bad, reason = [0], "{}: {}".format(type(exc).__name__, str(exc).strip()[:300])
+    if bad:
+        key = (device_id, kind, api)
+        _FAILED[key] = "the {} decoder of {} ({}) did not decode a {}x{} window of {}: {}".format(
+            kind, version(), API_NAMES[api], w, h, path, reason)
+        _DECODERS.pop(key, None)
+        raise NotAvailable(_FAILED[key])
+
+
+class _scratch:
+    """`size` bytes to decode into, and the stream to order it on: host memory (device None), or
+    device memory of the CUDA driver API on the device's primary context, freed on exit."""
+
+    def __init__(self, size: int, device: Optional[int]):
+        self.size, self.device, self.host, self.stream = size, device, None, None  # type: Any
+
+    def __enter__(self) -> Tuple[int, int]:
+        if self.device is None:
+            self.host = ctypes.create_string_buffer(self.size)
+            return ctypes.addressof(self.host), 0
+        self.stream = Stream(self.device)
+        self.ptr = ctypes.c_uint64()
+        self.stream._check(self.stream.lib.cuMemAlloc_v2(ctypes.byref(self.ptr), self.size),
+                           "cuMemAlloc")
+        return int(self.ptr.value), self.stream.value
+
+    def __exit__(self, *exc) -> None:
+        if self.stream is not None:
+            self.stream.synchronize()
+            self.stream.lib.cuMemFree_v2(self.ptr)
+            self.stream.lib.cuStreamDestroy_v2(self.stream.handle)
 
 
 def resolve(asked: str, cuda: bool, device_id: Optional[int], sample: str,
-            default: str = "cpu") -> Tuple[str, Optional[str]]:
+            default: str = "cpu", api: str = "c") -> Tuple[str, Optional[str]]:
     """(the decode that runs, why it is not hw) for --option decode=ASKED. auto: hw where the
     hardware decoder decodes a sample here, else `default` with the reason; hw: Unsupported
     where it cannot run. Never a silent fallback: the reason is recorded."""
@@ -198,7 +263,7 @@ def resolve(asked: str, cuda: bool, device_id: Optional[int], sample: str,
             raise Unsupported("decode=hw decodes on a GPU's JPEG engines; this run is on the cpu")
         return default, "decode=auto: no JPEG engines on a CPU run"
     try:
-        probe(device_id, sample)
+        probe(device_id, sample, api=api)
     except NotAvailable as exc:
         if asked == "hw":
             raise Unsupported("decode=hw: {}".format(exc)) from None
@@ -207,6 +272,17 @@ def resolve(asked: str, cuda: bool, device_id: Optional[int], sample: str,
 
 
 def version() -> str:
+    """"nvImageCodec X.Y.Z", from the installed package's metadata (the C API path never imports
+    the Python binding), else from the binding."""
+    try:
+        import importlib.metadata as metadata
+        for name in ("nvidia-nvimgcodec-cu13", "nvidia-nvimgcodec-cu12", "nvidia-nvimgcodec-cu11"):
+            try:
+                return "nvImageCodec " + ".".join(metadata.version(name).split(".")[:3])
+            except metadata.PackageNotFoundError:
+                continue
+    except ImportError:
+        pass
     try:
         return "nvImageCodec " + str(getattr(module(), "__version__", "?"))
     except Exception:
@@ -220,19 +296,23 @@ class BatchDecoder:
     and returns the indices of the images that did not decode (their slots hold no pixels).
     """
 
-    def __init__(self, device_id: Optional[int], kind: str = "hw"):
-        self.nv = nv = module()
-        self.kind, self.device_id = kind, device_id
-        self.decoder = decoder(device_id, kind)
+    def __init__(self, device_id: Optional[int], kind: str = "hw", api: str = "c"):
+        self.kind, self.device_id, self.api = kind, device_id, api
+        self.decoder = decoder(device_id, kind, api)
         self.on_device = kind == "hw"
+        if api == "c":
+            return
+        self.nv = nv = module()
         # header sizes and crop boxes are in stored (unrotated) pixels, as Pillow reads them
         self.params = nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.ColorSpec.SRGB,
                                       allow_any_depth=False, sample_format=nv.SampleFormat.I_RGB)
 
     def decode_into(self, datas: Sequence[bytes], boxes: Sequence[Sequence[int]], ptr: int,
                     stream: int = 0) -> List[int]:
-        nv = self.nv
         offsets, _ = layout(boxes)
+        if self.api == "c":
+            return self.decoder.decode_into(datas, boxes, offsets, ptr, stream)
+        nv = self.nv
         sources, views, bad = [], [], []
         for i, (data, box) in enumerate(zip(datas, boxes)):
             x, y, w, h = (int(v) for v in box[:4])
@@ -268,7 +348,7 @@ class Stream:
     that give the feeder none of their own (JAX): the decode is ordered on it and the feeder
     waits for it before the framework reads the buffer. device: the CUDA ordinal."""
 
-    def __init__(self, device: int):
+    def __init__(self, device: int, high: bool = False):
         self.lib = ctypes.CDLL("libcuda.so.1")
         self._check(self.lib.cuInit(0), "cuInit")
         dev, ctx, stream = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p()
@@ -277,7 +357,11 @@ class Stream:
                     "cuDevicePrimaryCtxRetain")  # the context the framework itself uses
         self.ctx = ctx
         self.enter()
-        self._check(self.lib.cuStreamCreate(ctypes.byref(stream), 1), "cuStreamCreate")  # non-blocking
+        least, greatest = ctypes.c_int(), ctypes.c_int()
+        self._check(self.lib.cuCtxGetStreamPriorityRange(ctypes.byref(least), ctypes.byref(greatest)),
+                    "cuCtxGetStreamPriorityRange")
+        self._check(self.lib.cuStreamCreateWithPriority(  # non-blocking; high: ahead of the step's
+            ctypes.byref(stream), 1, greatest if high else least), "cuStreamCreateWithPriority")
         self.handle = stream
 
     def _check(self, code: int, what: str) -> None:
@@ -311,10 +395,12 @@ class Stream:
         self._check(self.lib.cuEventSynchronize(event), "cuEventSynchronize")
 
 
-def describe(kind: str, decoders: int, note: Optional[str] = None) -> Dict[str, Any]:
+def describe(kind: str, decoders: int, note: Optional[str] = None,
+             api: str = "c") -> Dict[str, Any]:
     """The settings a hardware-decode run records beside the common data settings."""
-    out = {"decoder": "{} {} (region-of-interest decode into one flat buffer per device)".format(
-        version(), "HW_GPU_ONLY" if kind == "hw" else "CPU_ONLY"), "decoders": decoders}
+    out = {"decoder": "{} {} through its {} (region-of-interest decode into one flat buffer per "
+           "device)".format(version(), "HW_GPU_ONLY" if kind == "hw" else "CPU_ONLY",
+                            API_NAMES[api]), "decoders": decoders, "nvimgcodec_api": api}
     if note:
         out["decoders_note"] = note
     return out

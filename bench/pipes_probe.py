@@ -57,7 +57,7 @@ def samples(folder: str, batch: int, size: int):
     return files, [d for d, _ in picked], [m for _, m in picked]
 
 
-def torch_pixels(datas, meta, size: int, kind: str) -> np.ndarray:
+def torch_pixels(datas, meta, size: int, kind: str, api: str = "c") -> np.ndarray:
     import torch
 
     from backends.caffe2_torch import data, hwdecode
@@ -66,14 +66,14 @@ def torch_pixels(datas, meta, size: int, kind: str) -> np.ndarray:
     rows = [[m[1], m[0], m[3], m[2], m[4], m[6], m[5]] for m in meta]  # collate_encoded's order
     batch = (flat, torch.tensor([len(d) for d in datas]), torch.tensor(rows, dtype=torch.float64),
              torch.zeros(len(datas), dtype=torch.int64), 0)
-    prepare = hwdecode.hw_to_device(device, size, True, hwdecode.make(device, kind),
+    prepare = hwdecode.hw_to_device(device, size, True, hwdecode.make(device, kind, api),
                                     data._scale(device))
     x, _, errors = prepare(batch)
     assert errors == 0, "{} images did not decode".format(errors)
     return x.permute(0, 2, 3, 1).float().cpu().numpy()
 
 
-def jax_pixels(datas, meta, size: int, kind: str) -> np.ndarray:
+def jax_pixels(datas, meta, size: int, kind: str, api: str = "c") -> np.ndarray:
     import jax
     from jax.sharding import Mesh
 
@@ -89,7 +89,7 @@ def jax_pixels(datas, meta, size: int, kind: str) -> np.ndarray:
         def close(self):
             pass
     mesh = Mesh(np.array(jax.devices()[:1]), ("data",))
-    source = hwfeed.HwSource(Once(), mesh, len(datas), size, kind)
+    source = hwfeed.HwSource(Once(), mesh, len(datas), size, kind, api=api)
     try:
         outs = [source.next() for _ in range(hwfeed.RING + 1)]  # every buffer, one of them twice
     finally:
@@ -109,15 +109,18 @@ def main() -> int:
     parser.add_argument("kind", nargs="?", default="hw", choices=("hw", "cpu"))
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--api", default="c", choices=("c", "python"),
+                        help="nvImageCodec's C API (nvcapi.py) or its Python binding")
     a = parser.parse_args()
     files, datas, meta = samples(a.folder, a.batch, a.size)
-    got = (torch_pixels if a.framework == "torch" else jax_pixels)(datas, meta, a.size, a.kind)
+    got = (torch_pixels if a.framework == "torch" else jax_pixels)(datas, meta, a.size, a.kind,
+                                                                   a.api)
     mean, std = np.array(ds.MEAN, np.float32) * 255, np.array(ds.STD, np.float32) * 255
     got = got * std + mean  # back to 0-255 pixel levels
     same = np.stack([reference(p, m, a.size, False) for p, m in zip(files, meta)])
     pillow = np.stack([reference(p, m, a.size, True) for p, m in zip(files, meta)])
     diff, loose = np.abs(got - same), np.abs(got - pillow)
-    print(json.dumps({"framework": a.framework, "kind": a.kind, "images": len(files),
+    print(json.dumps({"framework": a.framework, "kind": a.kind, "api": a.api, "images": len(files),
                       "shape": list(got.shape), "decoder": nvd.version(),
                       "mean_abs": round(float(diff.mean()), 3), "max_abs": round(float(diff.max()), 1),
                       "pillow_resize_mean_abs": round(float(loose.mean()), 3),

@@ -5,7 +5,7 @@ per worker) in a Slurm job; backends/world.py reads the rank from either (launch
 """
 from typing import List
 
-from ..dataset import LOADER_WORKERS, PIPELINE
+from ..dataset import FEEDER_PRIORITY, LOADER_WORKERS, NVIMGCODEC_API, PIPELINE, SWITCH_INTERVAL
 from ..options import CHANNELS_LAST, COMPILE, Option, Switch
 from ..protocol import RunSpec
 
@@ -29,6 +29,9 @@ OPTIONS = (
            choices=("auto", "hw", "cpu", "gpu")),
     LOADER_WORKERS,
     PIPELINE,
+    NVIMGCODEC_API,
+    SWITCH_INTERVAL,
+    FEEDER_PRIORITY,
 )
 # `tuned` (docs/modes.md): PyTorch 2's documented fast path, torch.compile, with the whole step
 # captured as one CUDA graph where compare can (one GPU; its capture does not cover DDP's

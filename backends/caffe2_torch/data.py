@@ -125,13 +125,15 @@ class Feed(feed.Feed):
     """Batches on the device: next() -> (images, labels). On cuda a feeder thread prepares them
     on a side stream, DEPTH ahead; on the CPU they are prepared when asked for."""
 
-    def __init__(self, loader, prepare, device: torch.device, settings):
+    def __init__(self, loader, prepare, device: torch.device, settings, high: bool = False):
         super().__init__(settings)
         self.iterator, self.prepare, self.device = iter(loader), prepare, device
         self.loader = loader
         self.ahead = None
         if device.type == "cuda":
-            self.stream = torch.cuda.Stream(device)
+            # high: the GPU schedules the feeder's kernels ahead of the step's waiting ones
+            # (out-of-range priorities map to the device's highest)
+            self.stream = torch.cuda.Stream(device, priority=-100 if high else 0)
             self.ahead = feed.Prefetcher(self._on_side_stream, DEPTH,
                                          start=lambda: torch.cuda.set_device(device))
 
@@ -264,29 +266,35 @@ def make_feed(spec: RunSpec, runtime: TorchRuntime) -> Feed:
     batches, prepare, decode, why, pipeline, extra = make(spec, opt("decode"), device, files,
                                                           workers[0], spec.seed + rank,
                                                           channels_last)
+    high = False
+    if decode == "hw" and device.type == "cuda":
+        extra.update(ds.hw_feeder_settings(opt))
+        high = opt("feeder_priority") == "high"
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
         return ds.settings(spec, prepared, tally, pipeline=pipeline,
                            data_format="folder (the JPEG files)", workers=workers, ranks=world,
                            decode=decode, decode_why=why, device_prefetch=DEPTH,
                            shard_images=len(files), **extra)
-    return Feed(batches, prepare, device, settings)
+    return Feed(batches, prepare, device, settings, high)
 
 
 def _native(spec: RunSpec, asked: str, device: torch.device, files, workers: int, seed: int,
             channels_last: bool):
     """The DataLoader over the folder, and the decode that `asked` (auto|hw|cpu|gpu) resolves to."""
-    decode, why = nvd.resolve(asked, device.type == "cuda", device.index, files[0][0])
+    api = options.value(OPTIONS, spec.options, "nvimgcodec_api")
+    decode, why = nvd.resolve(asked, device.type == "cuda", device.index, files[0][0], api=api)
     if decode == "gpu" and device.type != "cuda":
         raise Unsupported("decode=gpu decodes with nvJPEG on a CUDA device; this run is on the cpu")
-    prepare = _prepare(decode, device, spec.image_size, channels_last)
+    prepare = _prepare(decode, device, spec.image_size, channels_last, api)
     read, collate = (_pixels, collate_pixels) if decode == "cpu" else (_encoded, collate_encoded)
     loader = tud.DataLoader(
         FolderDataset(files, read, spec.image_size, seed), batch_size=spec.batch_size,
         sampler=_Shuffled(len(files), seed), num_workers=workers, collate_fn=collate,
         pin_memory=device.type == "cuda" and decode == "cpu", drop_last=True,
         persistent_workers=True, prefetch_factor=LOADER_PREFETCH)
-    extra = dict(nvd.describe("hw", 1) if decode == "hw" else {}, loader_prefetch=LOADER_PREFETCH)
+    extra = dict(nvd.describe("hw", 1, api=api) if decode == "hw" else {},
+                 loader_prefetch=LOADER_PREFETCH)
     return loader, prepare, decode, why, PIPELINES[decode], extra
 
 
@@ -302,12 +310,12 @@ def _dali(spec: RunSpec, asked: str, device: torch.device, files, workers: int, 
             dali.describe(gpu, 1, workers))
 
 
-def _prepare(decode: str, device: torch.device, size: int, channels_last: bool):
+def _prepare(decode: str, device: torch.device, size: int, channels_last: bool, api: str = "c"):
     """The feeder's batch -> device step for each decode."""
     if decode == "cpu":
         return _pixels_to_device(device, channels_last)
     if decode == "hw":
         from . import hwdecode
-        return hwdecode.hw_to_device(device, size, channels_last, hwdecode.make(device),
+        return hwdecode.hw_to_device(device, size, channels_last, hwdecode.make(device, api=api),
                                      _scale(device))
     return decoded_to_device(device, size, channels_last, nvjpeg(device))

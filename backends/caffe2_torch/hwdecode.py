@@ -71,12 +71,12 @@ def _to(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.to(device, non_blocking=True)
 
 
-def make(device: torch.device, kind: str = "hw") -> nvd.BatchDecoder:
+def make(device: torch.device, kind: str = "hw", api: str = "c") -> nvd.BatchDecoder:
     """This process's decoder for the device (created once: nvdecode.decoder)."""
     index: Optional[int] = device.index if device.type == "cuda" else None
     if device.type == "cuda" and index is None:
         index = torch.cuda.current_device()
-    return nvd.BatchDecoder(index, kind)
+    return nvd.BatchDecoder(index, kind, api)
 
 
 def boxes_of(meta: torch.Tensor) -> List[List[int]]:

@@ -7,7 +7,7 @@ the details.
 """
 from typing import List
 
-from ..dataset import LOADER_WORKERS, PIPELINE
+from ..dataset import FEEDER_PRIORITY, LOADER_WORKERS, NVIMGCODEC_API, PIPELINE, SWITCH_INTERVAL
 from ..options import Option
 from ..protocol import RunSpec
 
@@ -43,6 +43,9 @@ OPTIONS = (
     Option("loader", "str", "with --data DIR and CPU decode: Grain worker processes, or a thread "
            "pool in the training process", default="grain", choices=("grain", "threads")),
     PIPELINE,
+    NVIMGCODEC_API,
+    SWITCH_INTERVAL,
+    FEEDER_PRIORITY,
     Option("device_prefetch", "int", "with --data DIR: batches kept ready on the devices ahead "
            "of the step (each one a global batch of float32 images)", default=2, minimum=1,
            maximum=64),

@@ -123,13 +123,18 @@ def make_feed(spec: RunSpec, runtime: JaxRuntime) -> Feed:
         decode, why = "dali", "--option pipeline=dali (decode={} not used)".format(opt("decode"))
     else:
         decode, why = nvd.resolve(opt("decode"), spec.device == "cuda",
-                                  getattr(first, "local_hardware_id", first.id), files[0][0])
+                                  getattr(first, "local_hardware_id", first.id), files[0][0],
+                                  api=opt("nvimgcodec_api"))
     if decode == "hw" and opt("loader_workers") is None and per_device > BYTE_READERS:
         per_device, source = BYTE_READERS, "{} byte readers per device (decode=hw; {})".format(
             BYTE_READERS, source)
     workers = (per_device * local, source if local == 1 else
                "{} x {} devices (one pool per process)".format(source, local))
-    source, pipeline, extra = _source(decode, opt("loader"), files, spec, mesh, workers[0], rank)
+    high = decode == "hw" and spec.device == "cuda" and opt("feeder_priority") == "high"
+    source, pipeline, extra = _source(decode, opt("loader"), files, spec, mesh, workers[0], rank,
+                                      high, opt("nvimgcodec_api"))
+    if decode == "hw" and spec.device == "cuda":
+        extra.update(ds.hw_feeder_settings(opt))
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
         out = ds.settings(spec, prepared, tally, pipeline=pipeline,
@@ -142,7 +147,8 @@ def make_feed(spec: RunSpec, runtime: JaxRuntime) -> Feed:
     return Feed(source, depth, settings)
 
 
-def _source(decode: str, loader: str, files, spec: RunSpec, mesh: Mesh, workers: int, rank: int):
+def _source(decode: str, loader: str, files, spec: RunSpec, mesh: Mesh, workers: int, rank: int,
+            high: bool = False, api: str = "c"):
     """(the feeder's source, the pipeline's description, settings) for the decode that runs."""
     batch, seed = spec.batch_size * len(mesh.local_devices), spec.seed + rank
     sharding = NamedSharding(mesh, P(AXIS))
@@ -154,7 +160,8 @@ def _source(decode: str, loader: str, files, spec: RunSpec, mesh: Mesh, workers:
             host = hwfeed.ByteLoader(files, batch, spec.image_size, seed, workers, HOST_PREFETCH)
         else:
             host = _grain(files, batch, spec.image_size, seed, workers, True)
-        return (hwfeed.HwSource(host, mesh, spec.batch_size, spec.image_size),
+        return (hwfeed.HwSource(host, mesh, spec.batch_size, spec.image_size, high=high,
+                                api=api),
                 hwfeed.PIPELINE.format("threads" if loader == "threads" else "Grain worker processes"),
                 {"loader": "threads (file bytes)" if loader == "threads" else
                  "grain {} (file bytes)".format(host.version)})

@@ -138,12 +138,15 @@ class HwSource:
     devices). kind "hw": the JPEG engines; "cpu": nvImageCodec's CPU backend into host buffers
     (the tests' stand-in without a GPU: everything but the engines, the streams and events)."""
 
-    def __init__(self, loader, mesh, per_device: int, size: int, kind: str = "hw"):
+    def __init__(self, loader, mesh, per_device: int, size: int, kind: str = "hw",
+                 high: bool = False, api: str = "c"):
         from jax.sharding import NamedSharding
         from jax.sharding import PartitionSpec as P
 
         from .step import AXIS
         self.loader, self.per_device, self.size, self.kind = loader, per_device, size, kind
+        self.high = high  # the decode streams at the device's highest priority
+        self.api = api  # nvImageCodec's C API or its Python binding (nvdecode.decoder)
         self.devices = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
         self.sharding = NamedSharding(mesh, P(AXIS))
         self.global_shape = (per_device * mesh.devices.size, size, size, 3)
@@ -163,8 +166,9 @@ class HwSource:
         owned, parts, note, locks = {}, [], None, {}  # type: Any, List[Part], Optional[str], Any
         for i, d in enumerate(self.devices):
             try:
-                made = nvd.BatchDecoder(ordinal(d) if self.kind == "hw" else None, self.kind)
-                stream = nvd.Stream(ordinal(d)) if self.kind == "hw" else None
+                made = nvd.BatchDecoder(ordinal(d) if self.kind == "hw" else None, self.kind,
+                                        self.api)
+                stream = nvd.Stream(ordinal(d), self.high) if self.kind == "hw" else None
                 # one lock per decoder: the host's (kind cpu) serves every part
                 owned[i] = (made, stream, locks.setdefault(id(made.decoder), threading.Lock()))
                 owner = i
@@ -278,7 +282,8 @@ class HwSource:
         return self.loader.buffered() + AHEAD + 1
 
     def describe(self) -> Dict[str, Any]:
-        out = nvd.describe(self.kind, len({id(p.decoder.decoder) for p in self.parts}), self.note)
+        out = nvd.describe(self.kind, len({id(p.decoder.decoder) for p in self.parts}), self.note,
+                           self.api)
         out["resize_programs"] = len(self.programs)  # compiled shapes: devices x size classes
         out["decode_ring"] = RING
         return out

@@ -219,19 +219,67 @@ def test_dali_cpu_only_pipeline_reads_steps_times_batch_images_with_labels_in_ra
         assert s["data_pipeline"].startswith("DALI CPU-only: readers.file"), fw
 
 
-@pytest.mark.parametrize("framework,name", [("caffe2", "torch"), ("jax", "jax")])
-def test_the_hardware_decode_path_gives_pillows_pixels(folder, framework, name):
+@pytest.mark.parametrize("framework,name,api", [("caffe2", "torch", "c"), ("jax", "jax", "c"),
+                                               ("caffe2", "torch", "python")])
+def test_the_hardware_decode_path_gives_pillows_pixels(folder, framework, name, api):
     """Everything of decode=hw but the JPEG engines: nvImageCodec's CPU backend decodes the crop
-    windows into the flat buffer, the framework's gather resizes them; Pillow's decode of the
-    same boxes, resized by the same formula, agrees (bench/pipes_probe.py, as on the GPU)."""
+    windows into the flat buffer (through its C API, the default, or its Python binding), the
+    framework's gather resizes them; Pillow's decode of the same boxes, resized by the same
+    formula, agrees (bench/pipes_probe.py, as on the GPU)."""
     proc = subprocess.run([backend_python(framework), str(ROOT / "bench" / "pipes_probe.py"), name,
-                           str(folder / "train" / "n00000002"), "cpu", "--batch", "6", "--size", "24"],
+                           str(folder / "train" / "n00000002"), "cpu", "--batch", "6", "--size", "24",
+                           "--api", api],
                           capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert (out["ok"], out["images"], out["shape"]) == (True, 6, [6, 24, 24, 3])
+    assert (out["ok"], out["images"], out["shape"], out["api"]) == (True, 6, [6, 24, 24, 3], api)
     assert out["mean_abs"] < 1.0  # the same libjpeg-turbo: the same pixels
+
+
+C_API_BATCH = r"""
+import json, sys
+import numpy as np
+from backends import nvdecode as nvd
+good = sorted(FILES)[:3]
+datas = [open(p, "rb").read() for p in good]
+datas.insert(1, datas[0][:400])  # truncated after its headers
+datas.insert(3, b"GIF89a" + bytes(200))  # no JPEG at all
+datas[2] = np.frombuffer(datas[2], np.uint8)  # a numpy view, as the loaders hand them over
+boxes = [[3, 2, 20, 16], [0, 0, 8, 8], [0, 0, 64, 48], [1, 1, 4, 4], [60, 40, 4, 8]]
+offsets, total = nvd.layout(boxes)
+out = {}
+for api in ("c", "python"):
+    buf = np.zeros(total, np.uint8)
+    bad = nvd.BatchDecoder(None, "cpu", api).decode_into(datas, boxes, buf.ctypes.data, 0)
+    out[api] = [bad, buf.tolist()]
+try:
+    nvd.probe(0, good[0], "hw", "c")
+    out["probe"] = "decoded"
+except nvd.NotAvailable as exc:
+    out["probe"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+def test_the_c_api_decodes_what_the_python_binding_decodes_and_names_what_did_not(folder):
+    """nvcapi.py (the default) against nvImageCodec's own Python binding on the CPU backend: the
+    same pixels for every crop (one of them from a numpy view), the same images reported bad (a
+    truncated JPEG, bytes that are no JPEG); the hardware probe on a machine without a GPU fails
+    with a reason that names the API."""
+    files = sorted(str(p) for p in (folder / "train" / "n00000002").glob("*.JPEG"))
+    out = json.loads(run_in_backend("caffe2", C_API_BATCH.replace("FILES", repr(files)))
+                     .strip().splitlines()[-1])
+    (bad_c, pixels_c), (bad_py, pixels_py) = out["c"], out["python"]
+    assert bad_c == bad_py == [1, 3]
+    good = [i for i in range(5) if i not in (1, 3)]
+    boxes = [[3, 2, 20, 16], [0, 0, 8, 8], [0, 0, 64, 48], [1, 1, 4, 4], [60, 40, 4, 8]]
+    at = [sum(b[2] * b[3] * 3 for b in boxes[:i]) for i in range(5)]
+    for i in good:
+        span = slice(at[i], at[i] + boxes[i][2] * boxes[i][3] * 3)
+        assert pixels_c[span] == pixels_py[span], i
+        assert max(pixels_c[span]) > 0, i  # something was written
+    assert "C API through ctypes" in out["probe"] and "device 0" in out["probe"], out["probe"]
 
 
 JAX_HW_FEED = r"""

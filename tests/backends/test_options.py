@@ -8,7 +8,8 @@ from compare.runner import parse_options
 from tests.helpers import main_exit
 
 CAFFE2_KEYS = ("channels_last, compile_mode, cuda_graphs, cudnn_benchmark, cudnn_benchmark_limit, decode, "
-               "fail_at, fail_rank, loader_workers, memory_limit_mb, optimizer, pipeline")
+               "fail_at, fail_rank, feeder_priority, loader_workers, memory_limit_mb, nvimgcodec_api, "
+               "optimizer, pipeline, switch_interval_ms")
 
 
 def test_a_misspelt_key_is_one_line_naming_the_valid_keys(capsys):
