@@ -66,13 +66,17 @@ def prepare_for(mode: str, device):
         return full
     nv = decoder.nv if decoder.api == "python" else None
 
-    def pyonly(batch):
+    def unpack(batch):
+        """(JPEG views, boxes, offsets, a flat device buffer for the crops, the current stream)"""
         flat_bytes, lengths, meta = batch[:3]
         datas = [t.numpy() for t in flat_bytes.split(lengths.tolist())]
         boxes = hwdecode.boxes_of(meta)
         offsets, total = nvd.layout(boxes)
         pixels = torch.empty(total, dtype=torch.uint8, device=device)
-        stream = torch.cuda.current_stream().cuda_stream
+        return datas, boxes, offsets, pixels, torch.cuda.current_stream().cuda_stream
+
+    def pyonly(batch):
+        datas, boxes, offsets, pixels, stream = unpack(batch)
         for i, (data, box) in enumerate(zip(datas, boxes)):
             x, y, w, h = (int(v) for v in box[:4])
             code = nv.CodeStream(data).get_sub_code_stream(region=nv.Region(y, x, y + h, x + w))
@@ -80,12 +84,8 @@ def prepare_for(mode: str, device):
         return code
 
     def decode_only(batch):
-        flat_bytes, lengths, meta = batch[:3]
-        datas = [t.numpy() for t in flat_bytes.split(lengths.tolist())]
-        boxes = hwdecode.boxes_of(meta)
-        _, total = nvd.layout(boxes)
-        pixels = torch.empty(total, dtype=torch.uint8, device=device)
-        decoder.decode_into(datas, boxes, pixels.data_ptr(), torch.cuda.current_stream().cuda_stream)
+        datas, boxes, _, pixels, stream = unpack(batch)
+        decoder.decode_into(datas, boxes, pixels.data_ptr(), stream)
         return pixels
     return pyonly if base == "pyonly" else decode_only
 
