@@ -203,8 +203,9 @@ def test_tf32_on_cpu_is_unsupported_with_reason(tmp_path):
                            "yes/no, on/off)"),
     ({"channels_last": True}, "option channels_last: unknown option for jax; valid: "
                               "allreduce_combine_mb, autotune_level, decode, device_prefetch, donate, "
-                              "fail_at, fail_rank, flat_allreduce, latency_hiding, loader, loader_workers, "
-                              "loss_scale, memory_limit_mb, pipeline, processes, sync_bn, xla_flags"),
+                              "fail_at, fail_rank, feeder_priority, flat_allreduce, latency_hiding, "
+                              "loader, loader_workers, loss_scale, memory_limit_mb, nvimgcodec_api, "
+                              "pipeline, processes, switch_interval_ms, sync_bn, xla_flags"),
 ])
 def test_a_bad_option_in_a_spec_is_a_failed_result_with_the_message(tmp_path, options, message):
     result, proc = helpers.run_backend("jax", tmp_path, options=options)
