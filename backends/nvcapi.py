@@ -87,16 +87,12 @@ def _head(s, kind: int):
     return s
 
 
-def library_path(package_dir: str) -> str:
-    return os.path.join(package_dir, "libnvimgcodec.so.0")
-
-
 class Library:
     """The C library, loaded twice over: `held` calls keep the GIL (PyDLL), `free` calls let go
     of it (CDLL). One instance of the library (nvimgcodecInstance_t) per process."""
 
     def __init__(self, package_dir: str, extensions_dir: Optional[str]):
-        path = library_path(package_dir)
+        path = os.path.join(package_dir, "libnvimgcodec.so.0")
         self.held, self.free = C.PyDLL(path), C.CDLL(path)
         P = C.c_void_p
         for lib in (self.held, self.free):
@@ -108,9 +104,7 @@ class Library:
                     ("nvimgcodecCodeStreamGetSubCodeStream", [P, C.POINTER(P),
                                                               C.POINTER(CodeStreamView)]),
                     ("nvimgcodecCodeStreamGetImageInfo", [P, C.POINTER(ImageInfo)]),
-                    ("nvimgcodecCodeStreamDestroy", [P]),
                     ("nvimgcodecImageCreate", [P, C.POINTER(P), C.POINTER(ImageInfo)]),
-                    ("nvimgcodecImageDestroy", [P]),
                     ("nvimgcodecDecoderDecode", [P, C.POINTER(P), C.POINTER(P), C.c_int,
                                                  C.POINTER(DecodeParams), C.POINTER(P)]),
                     ("nvimgcodecFutureWaitForAll", [P]),
@@ -247,6 +241,5 @@ class Decoder:
                       "nvimgcodecFutureGetProcessingStatus")
         finally:
             held.nvimgcodecFutureDestroy(future)
-        del keep
         bad.extend(i for k, i in enumerate(todo) if self.status[k] != PROCESSING_SUCCESS)
         return sorted(bad)

@@ -266,17 +266,15 @@ def make_feed(spec: RunSpec, runtime: TorchRuntime) -> Feed:
     batches, prepare, decode, why, pipeline, extra = make(spec, opt("decode"), device, files,
                                                           workers[0], spec.seed + rank,
                                                           channels_last)
-    high = False
-    if decode == "hw" and device.type == "cuda":
-        extra.update(ds.hw_feeder_settings(opt))
-        high = opt("feeder_priority") == "high"
+    feeder = ds.hw_feeder_settings(opt) if decode == "hw" and device.type == "cuda" else {}
+    extra.update(feeder)
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
         return ds.settings(spec, prepared, tally, pipeline=pipeline,
                            data_format="folder (the JPEG files)", workers=workers, ranks=world,
                            decode=decode, decode_why=why, device_prefetch=DEPTH,
                            shard_images=len(files), **extra)
-    return Feed(batches, prepare, device, settings, high)
+    return Feed(batches, prepare, device, settings, feeder.get("feeder_priority") == "high")
 
 
 def _native(spec: RunSpec, asked: str, device: torch.device, files, workers: int, seed: int,

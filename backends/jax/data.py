@@ -130,11 +130,11 @@ def make_feed(spec: RunSpec, runtime: JaxRuntime) -> Feed:
             BYTE_READERS, source)
     workers = (per_device * local, source if local == 1 else
                "{} x {} devices (one pool per process)".format(source, local))
-    high = decode == "hw" and spec.device == "cuda" and opt("feeder_priority") == "high"
+    feeder = ds.hw_feeder_settings(opt) if decode == "hw" and spec.device == "cuda" else {}
     source, pipeline, extra = _source(decode, opt("loader"), files, spec, mesh, workers[0], rank,
-                                      high, opt("nvimgcodec_api"))
-    if decode == "hw" and spec.device == "cuda":
-        extra.update(ds.hw_feeder_settings(opt))
+                                      feeder.get("feeder_priority") == "high",
+                                      opt("nvimgcodec_api"))
+    extra.update(feeder)
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
         out = ds.settings(spec, prepared, tally, pipeline=pipeline,
