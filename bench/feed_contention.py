@@ -90,31 +90,10 @@ def prepare_for(mode: str, device):
     return pyonly if base == "pyonly" else decode_only
 
 
-def load_thread(mode, device, data, tokens, stop, done):
+def pace(prepare, stream, data, tokens, stop, report) -> None:
+    """prepare() the batches in turn on `stream`, one per token, until `stop`; report(count) after
+    each (Feed hands the step an event; here the load just keeps pace)."""
     import torch
-    torch.cuda.set_device(device)
-    prepare = prepare_for(mode, device)
-    stream = torch.cuda.Stream(device, priority=-100 if mode.endswith("_hp") else 0)
-    i = 0
-    while not stop.is_set():
-        if not tokens.acquire(timeout=0.1):
-            continue
-        with torch.cuda.stream(stream):
-            prepare(data[i % len(data)])
-        stream.synchronize()  # Feed hands the step an event; here the load just keeps pace
-        i += 1
-        done[0] = i
-
-
-def load_process(root, batch, count, tokens, stop, done, mode="process"):
-    import torch
-    device = torch.device("cuda", 0)
-    torch.cuda.set_device(device)
-    data = batches(root, batch, count)
-    prepare = prepare_for(mode, device)
-    stream = torch.cuda.Stream(device)
-    prepare(data[0])
-    done.value = -1  # ready
     i = 0
     while not stop.is_set():
         if not tokens.acquire(timeout=0.1):
@@ -123,7 +102,29 @@ def load_process(root, batch, count, tokens, stop, done, mode="process"):
             prepare(data[i % len(data)])
         stream.synchronize()
         i += 1
+        report(i)
+
+
+def load_thread(mode, device, data, tokens, stop, done):
+    import torch
+    torch.cuda.set_device(device)
+    prepare = prepare_for(mode, device)
+    stream = torch.cuda.Stream(device, priority=-100 if mode.endswith("_hp") else 0)
+    pace(prepare, stream, data, tokens, stop, lambda i: done.__setitem__(0, i))
+
+
+def load_process(root, batch, count, tokens, stop, done, mode="process"):
+    import torch
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    data = batches(root, batch, count)
+    prepare = prepare_for(mode, device)
+    prepare(data[0])
+    done.value = -1  # ready
+
+    def report(i):
         done.value = i
+    pace(prepare, torch.cuda.Stream(device), data, tokens, stop, report)
 
 
 def main() -> None:
