@@ -29,8 +29,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 MODES = ("alone", "thread", "switch", "pyonly", "decode", "process")
 # more: NAME_hp = NAME on a stream of the highest priority; NAME_py = NAME through nvImageCodec's
-# Python binding (else its C API, nvcapi.py, the default); decode_switch; decode_proc = decode
-# only in a child process; decode_alone = the decode flat out with no training (its rate alone)
+# Python binding (else its C API, nvcapi.py, the default; pyonly always uses the binding);
+# decode_switch; decode_proc = decode only in a child process; decode_alone = the decode flat out
+# with no training (its rate alone). Keep the binding (_py) and the C API in separate runs: one
+# hardware decoder per process.
 
 
 def batches(root: str, size: int, count: int, seed: int = 0):
@@ -59,7 +61,8 @@ def prepare_for(mode: str, device):
     from backends import nvdecode as nvd
     from backends.caffe2_torch import hwdecode
     from backends.caffe2_torch.data import _scale
-    decoder = hwdecode.make(device, api="python" if "_py" in mode else "c")
+    # pyonly makes the binding's own objects, so it runs through the binding
+    decoder = hwdecode.make(device, api="python" if "_py" in mode or "pyonly" in mode else "c")
     full = hwdecode.hw_to_device(device, 224, True, decoder, _scale(device))
     base = mode.replace("_hp", "").replace("_py", "")
     if base in ("thread", "switch", "process"):
@@ -109,7 +112,7 @@ def load_thread(mode, device, data, tokens, stop, done):
     import torch
     torch.cuda.set_device(device)
     prepare = prepare_for(mode, device)
-    stream = torch.cuda.Stream(device, priority=-100 if mode.endswith("_hp") else 0)
+    stream = torch.cuda.Stream(device, priority=-100 if "_hp" in mode else 0)
     pace(prepare, stream, data, tokens, stop, lambda i: done.__setitem__(0, i))
 
 
@@ -155,10 +158,10 @@ def main() -> None:
     print("mode      img/s   vs alone  load batches/step")
     for mode in a.modes.split(","):
         ctx = mp.get_context("spawn")
-        if mode == "decode_alone":
+        if mode.startswith("decode_alone"):
             tokens, stop, done = threading.Semaphore(10 ** 6), threading.Event(), [0]
-            th = threading.Thread(target=load_thread, args=("decode", device, data, tokens, stop,
-                                                            done), daemon=True)
+            th = threading.Thread(target=load_thread, daemon=True, args=(
+                mode.replace("_alone", ""), device, data, tokens, stop, done))
             th.start()
             time.sleep(3)
             n0, t0 = done[0], time.perf_counter()
@@ -168,7 +171,7 @@ def main() -> None:
             th.join(timeout=30)
             print("decode alone (no training, stream synchronised per batch): {:.0f} img/s".format(rate))
             continue
-        proc = mode in ("process", "decode_proc")
+        proc = mode.replace("_py", "") in ("process", "decode_proc")
         if proc:
             tokens, stop, done = ctx.Semaphore(0), ctx.Event(), ctx.Value("i", 0)
             child = ctx.Process(target=load_process, args=(a.root, a.batch_size, a.batches,
