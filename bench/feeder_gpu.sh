@@ -55,7 +55,7 @@ capi)
         run $fw binding-$fw --precision fp16 --data $D $PY_API
     done
     for api in "" _py; do
-        echo "== step as one CUDA graph, decode through the ${api:+Python binding}${api:-C API}"
+        echo "== step as one CUDA graph, decode through the $([ -n "$api" ] && echo Python binding || echo C API)"
         timeout 120 python3 bench/feed_contention.py $D --cuda-graphs --steps 60 \
             --modes alone,decode$api,thread$api 2>&1 | grep -v -i 'nvjpeg2k\|nvtiff\|went wrong'
     done ;;
