@@ -13,7 +13,11 @@ from typing import Any, Dict, List, Optional
 
 SCHEMA_VERSION = 1
 
-STATUSES = ("ok", "failed", "oom", "timeout", "unsupported", "skipped")
+# not_converged: a time-to-accuracy run that trained --max-epochs without reaching its target
+# (a finished cell, with the best accuracy it reached); never a throughput run's status
+STATUSES = ("ok", "failed", "oom", "timeout", "unsupported", "skipped", "not_converged")
+# what a run measures: images/sec over timed steps, or the time to a target top-1 accuracy
+KINDS = ("throughput", "accuracy")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 DEVICES = ("cpu", "cuda")
 # how a framework is run (docs/modes.md): as a plain script of it would, or its documented fastest
@@ -68,6 +72,11 @@ class RunSpec:
     mode: str = "default"  # one of MODES; its switches are already in options (and compile)
     batch_auto: bool = False  # batch_size was chosen by a batch search (compare/batchsearch.py)
     probe: bool = False  # a short run of a batch search: recorded as a probe, never as a cell
+    # time to accuracy (docs/accuracy.md): train on data/train, evaluate top-1 on data/val every
+    # eval_every epochs until target_accuracy (0 < t <= 1) or max_epochs; None: a throughput run
+    target_accuracy: Optional[float] = None
+    max_epochs: int = 10
+    eval_every: int = 1
     # set by the host for each attempt; the result must echo it, so a late result of a process
     # left over from an earlier attempt is never taken for this attempt's
     nonce: str = ""
@@ -77,14 +86,26 @@ class RunSpec:
         """e.g. caffe2-fp16-g2-b256-s224-r0; a model other than the default is named after the
         framework, a searched batch is `bauto`, a mode other than default and a probe of a search
         are named at the end: ResNet-50 ids at defaults stay what they always were."""
-        return "{}-{}{}-{}{}{}-b{}-s{}{}{}-{}".format(
+        return "{}-{}{}-{}{}{}-b{}-s{}{}{}{}-{}".format(
             self.framework, "" if self.model == DEFAULT_MODEL else self.model + "-",
             self.precision, "n{}x".format(self.nodes) if self.nodes > 1 else "",
             "g" if self.device == "cuda" else "w", self.gpus,
             "auto" if self.batch_auto and not self.probe else self.batch_size, self.image_size,
             "" if self.data_mode == "synthetic" else "-" + self.data_mode.replace("-", ""),
+            "" if self.kind == "throughput" else "-tta",
             "" if self.mode == "default" else "-" + self.mode,
             "probe" if self.probe else "r{}".format(self.repeat))
+
+    @property
+    def kind(self) -> str:
+        """throughput (images/sec over timed steps) or accuracy (time to a target accuracy)."""
+        return "throughput" if self.target_accuracy is None else "accuracy"
+
+    @property
+    def run_seed(self) -> int:
+        """The seed this run trains with: the spec's for a throughput run (its repeats measure the
+        same thing); for time to accuracy a different, recorded one per repeat, as MLPerf's runs."""
+        return self.seed if self.kind == "throughput" else self.seed + 1000 * self.repeat
 
     @property
     def data_mode(self) -> str:
@@ -130,6 +151,16 @@ class RunSpec:
             raise SchemaError("image_size must be >= 32, got {}".format(self.image_size))
         if self.data_only and self.data == "synthetic":
             raise SchemaError("data_only measures an input pipeline: it needs data = a folder")
+        if self.target_accuracy is not None:
+            if not 0 < self.target_accuracy <= 1:
+                raise SchemaError("target_accuracy must be in (0, 1], got {}".format(
+                    self.target_accuracy))
+            if self.data == "synthetic" or self.data_only:
+                raise SchemaError("target_accuracy trains on a folder: it needs data = a folder "
+                                  "with train/ and val/, and no data_only")
+            for name in ("max_epochs", "eval_every"):
+                if getattr(self, name) < 1:
+                    raise SchemaError("{} must be >= 1, got {}".format(name, getattr(self, name)))
 
     def to_dict(self) -> Dict[str, Any]:
         d = asdict(self)
@@ -181,6 +212,10 @@ class RunResult:
     phases: Dict[str, float] = field(default_factory=dict)
     nonce: Optional[str] = None  # echoed from the spec the backend was given (None in old files)
     spec_hash: Optional[str] = None  # RunSpec.spec_hash of that spec, as given (None in old files)
+    # a time-to-accuracy run (docs/accuracy.md): target, reached, best, epochs, epochs_to_target,
+    # time_to_train_s (run_start -> run_stop), init_s, compile_s, evals [{epoch, accuracy, time_s}],
+    # epoch_images_per_sec, seed, recipe, mllog (its MLPerf log's file name); {} for throughput
+    accuracy: Dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:

@@ -39,7 +39,8 @@ from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_result, read_bounded  
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
 LOCK_FILE = "lock"
-FINISHED = ("ok", "oom", "unsupported", "skipped")  # --resume re-runs failed and timeout cells
+# --resume re-runs failed and timeout cells; not_converged is a finished time-to-accuracy cell
+FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
 
 
 def default_root() -> Path:
