@@ -394,6 +394,29 @@ class Stream:
         """Block this thread (without the GIL: ctypes releases it) until the event completes."""
         self._check(self.lib.cuEventSynchronize(event), "cuEventSynchronize")
 
+    def copy_in(self, device_ptr: int, host_ptr: int, size: int) -> None:
+        """Queue a copy of `size` bytes of host memory to the device on this stream. From
+        pageable memory the driver stages the bytes before it returns (the host buffer may be
+        reused then); from registered (pinned) memory it returns at once."""
+        self._check(self.lib.cuMemcpyHtoDAsync_v2(ctypes.c_uint64(device_ptr),
+                                                  ctypes.c_void_p(host_ptr), ctypes.c_size_t(size),
+                                                  self.handle), "cuMemcpyHtoDAsync")
+
+    def make_wait(self, stream: int, event: ctypes.c_void_p) -> None:
+        """Work queued on `stream` (a raw CUstream/cudaStream_t, another framework's) after this
+        call waits on the device for `event`; the host does not wait."""
+        self._check(self.lib.cuStreamWaitEvent(ctypes.c_void_p(stream), event, 0),
+                    "cuStreamWaitEvent")
+
+    def register(self, host_ptr: int, size: int) -> bool:
+        """Pin `size` bytes of this process's memory for the device's copy engines (their copies
+        then need no staging); False where the driver refuses (the copies still work)."""
+        return self.lib.cuMemHostRegister_v2(ctypes.c_void_p(host_ptr), ctypes.c_size_t(size),
+                                             0) == 0
+
+    def unregister(self, host_ptr: int) -> None:
+        self.lib.cuMemHostUnregister(ctypes.c_void_p(host_ptr))
+
 
 def describe(kind: str, decoders: int, note: Optional[str] = None,
              api: str = "c") -> Dict[str, Any]:
