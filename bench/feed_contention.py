@@ -62,12 +62,12 @@ def prepare_for(mode: str, device):
     from backends.caffe2_torch import hwdecode
     from backends.caffe2_torch.data import _scale
     # pyonly makes the binding's own objects, so it runs through the binding
-    decoder = hwdecode.make(device, api="python" if "_py" in mode or "pyonly" in mode else "c")
-    full = hwdecode.hw_to_device(device, 224, True, decoder, _scale(device))
+    decoder, _ = hwdecode.make(device, api="python" if "_py" in mode or "pyonly" in mode else "c")
+    full = hwdecode.hw_to_device(device, 224, True, decoder, _scale(device))  # the engines alone
     base = mode.replace("_hp", "").replace("_py", "")
     if base in ("thread", "switch", "process"):
         return full
-    nv = decoder.nv if decoder.api == "python" else None
+    nv = decoder.engines.nv if decoder.engines.api == "python" else None
 
     def unpack(batch):
         """(JPEG views, boxes, offsets, a flat device buffer for the crops, the current stream)"""
