@@ -117,7 +117,7 @@ class SplitDecoder:
         self.batches = 0
         if pool is not None and device is not None:
             self.copier = nvd.Stream(device, high)  # the CPU crops' copies, on no one's queue
-            self.copied = self.copier.event()
+            self.copied, self.before = self.copier.event(), self.copier.event()
             self.copier.record(self.copied)
             self.pinned = self.copier.register(pool.address(pool.out), pool.out.size)
 
@@ -128,7 +128,8 @@ class SplitDecoder:
         reads the buffer next. Bytes objects or numpy views (one flat array: copied at once)."""
         n = len(datas)
         offsets, total = nvd.layout(boxes)
-        lengths = [len(d) if isinstance(d, bytes) else int(d.nbytes) for d in datas]
+        lengths = datas.lengths if isinstance(datas, nvd.Flat) else \
+            [len(d) if isinstance(d, bytes) else int(d.nbytes) for d in datas]
         k = self.split.count(n) if self.pool is not None else 0
         pending = None
         if k:
@@ -137,6 +138,11 @@ class SplitDecoder:
         if k:
             pending = self._submit(datas[:k], lengths[:k], boxes[:k], offsets[:k],
                                    offsets[k] if k < n else total)
+            if self.copier is not None:
+                # the copy comes after what the framework has queued on its stream so far: that
+                # may still read this memory (a caching allocator hands a buffer out again once
+                # its last use is queued, not done)
+                self.copier.record(self.before, stream)
         started = time.perf_counter()
         bad = []  # type: List[int]
         try:
@@ -184,6 +190,7 @@ class SplitDecoder:
             ctypes.memmove(ptr, source, pending.out_bytes)
         else:
             self.copier.enter()
+            self.copier.make_wait(self.copier.value, self.before)
             self.copier.copy_in(ptr, source, pending.out_bytes)
             self.copier.record(self.copied)
             self.copier.make_wait(stream, self.copied)  # the framework's resize waits for it
@@ -218,8 +225,14 @@ class SplitDecoder:
 
 
 def _contiguous(datas: Sequence[Any], lengths: Sequence[int]) -> Tuple[Optional[int], List[int]]:
-    """(address of the first, offsets from it) where the JPEGs are numpy views lying one after
-    another in one array (the loaders' flat batch), else (None, offsets if joined)."""
+    """(address of the first, offsets from it) where the JPEGs lie one after another in one
+    buffer (an nvdecode.Flat, or numpy views of one array), else (None, offsets if joined)."""
+    if isinstance(datas, nvd.Flat):
+        if all(datas.offsets[i + 1] == datas.offsets[i] + datas.lengths[i]
+               for i in range(len(datas) - 1)):
+            first = datas.offsets[0] if len(datas) else 0
+            return datas.address + first, [o - first for o in datas.offsets]
+        datas = [datas[i] for i in range(len(datas))]
     offsets, at = [], 0
     for n in lengths:
         offsets.append(at)

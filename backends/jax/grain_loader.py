@@ -79,10 +79,10 @@ class Samples:
 
 class GrainLoader:
     """next() for decode=cpu (read=pixels): (images uint8 (batch, size, size, 3), labels int32,
-    files skipped), as loader.HostLoader; for decode=hw (read=encoded): ([bytes of each file],
-    [[x, y, w, h, flip, width, height, file index]], labels int32, files skipped), as
-    hwfeed.ByteLoader.
-    `ahead` batches buffered per worker process."""
+    files skipped), as loader.HostLoader; for decode=hw (read=encoded): (the files' bytes as an
+    nvdecode.Flat over the batch's one array, [[x, y, w, h, flip, width, height, file index]],
+    labels int32, files skipped), as hwfeed.ByteLoader. `ahead` batches buffered per worker
+    process."""
 
     def __init__(self, files: List[Tuple[str, int]], batch: int, size: int, seed: int,
                  workers: int, ahead: int, read=pixels):
@@ -102,8 +102,8 @@ class GrainLoader:
     def next(self):
         if self.bytes:
             flat, lengths, meta, labels, skipped = next(self.iterator)
-            ends = np.cumsum(lengths).tolist()
-            datas = [flat[end - n:end] for end, n in zip(ends, lengths.tolist())]  # views
+            flat = np.ascontiguousarray(flat)
+            datas = nvd.Flat(flat, flat.ctypes.data, lengths.tolist())  # the JPEGs by address
             return datas, meta.tolist(), np.asarray(labels, np.int32), int(skipped)
         images, labels, skipped = next(self.iterator)
         return np.asarray(images), np.asarray(labels, np.int32), int(np.sum(skipped))
