@@ -178,3 +178,75 @@ def test_a_reduced_scale_decode_writes_a_smaller_crop_and_says_its_size():
     assert (h, w, scaled) == (96, 128, True)  # 1/2 scale: 1/4 would leave 48 rows, below 64
     h, w, scaled = cpudecode.decode_crop(Image, data, (10, 20, 100, 80, 256, 192), out, 0, draft=64)
     assert (h, w, scaled) == (80, 100, False)  # a smaller crop keeps its full-scale pixels
+
+
+class FakeStream:
+    """nvdecode.Stream's driver calls, recorded in order (copies done at once, in host memory)."""
+    log = []  # type: list
+
+    def __init__(self, device, high=False):
+        self.value = 1000 + device
+        FakeStream.log.append(("stream", device, high))
+
+    def event(self):
+        return object()
+
+    def enter(self):
+        pass
+
+    def record(self, event, stream=None):
+        FakeStream.log.append(("record", "copier" if stream is None else stream))
+
+    def wait(self, event):
+        FakeStream.log.append(("host waits",))
+
+    def make_wait(self, stream, event):
+        FakeStream.log.append(("wait", "copier" if stream == self.value else stream))
+
+    def copy_in(self, device_ptr, host_ptr, size):
+        ctypes.memmove(device_ptr, host_ptr, size)
+        FakeStream.log.append(("copy", size))
+
+    def register(self, ptr, size):
+        FakeStream.log.append(("register", size))
+        return True
+
+    def unregister(self, ptr):
+        FakeStream.log.append(("unregister",))
+
+
+class LoggingEngines(PillowEngines):
+    def decode_into(self, datas, boxes, ptr, stream=0):
+        FakeStream.log.append(("engines", len(datas), stream))
+        return super().decode_into(datas, boxes, ptr, stream)
+
+
+def test_on_a_device_the_crops_copy_waits_for_the_frameworks_queue_and_its_resize_for_the_copy(
+        monkeypatch):
+    """The device path's order of driver calls (nvdecode.Stream faked): the framework's stream
+    marked before the engines queue work on it, the copy queued behind that mark, the framework's
+    stream made to wait for the copy; the next batch writes the crops' buffer only once the host
+    saw the last copy done."""
+    monkeypatch.setattr(splitdecode.nvd, "Stream", FakeStream)
+    FakeStream.log = []
+    datas, boxes = _batch(4)
+    flat, views = _flat(datas)
+    _, total = nvd.layout(boxes)
+    decoder, _ = splitdecode.make(LoggingEngines(), 2, 4, 0.5, device=0, high=True)
+    try:
+        out = np.zeros(total, np.uint8)
+        decoder.decode_into(views, boxes, out.ctypes.data, stream=77)
+        crops = sum(b[2] * b[3] * 3 for b in boxes[:2])
+        first = FakeStream.log[:]
+        decoder.decode_into(views, boxes, out.ctypes.data, stream=77)
+        d = decoder.describe()
+    finally:
+        decoder.close()
+    assert first == [("stream", 0, True), ("record", "copier"), ("register", 4 * cpudecode.OUT_PER_IMAGE),
+                     ("host waits",), ("record", 77), ("engines", 2, 77), ("wait", "copier"),
+                     ("copy", crops), ("record", "copier"), ("wait", 77)]
+    assert FakeStream.log[len(first)] == ("host waits",)  # the next batch: the last copy is done
+    assert FakeStream.log[-2:] == [("host waits",), ("unregister",)]
+    alone = np.zeros(total, np.uint8)
+    PillowEngines().decode_into(views, boxes, alone.ctypes.data)
+    assert np.array_equal(out, alone) and d["cpu_crops_buffer"] == "pinned"
