@@ -83,9 +83,9 @@ class Split:
         return {"cpu_share": round(sum(self.shares) / len(self.shares), 4) if self.shares else None,
                 "cpu_share_first": self.first,
                 "cpu_share_last": round(self.shares[-1], 4) if self.shares else None,
-                "rule": "--option cpu_share={:g}".format(self.fixed) if self.fixed is not None
-                else ("auto: in proportion to the measured rates" if self.workers else
-                      "no CPU decoders: the engines alone"),
+                "rule": "no CPU decoders: the engines alone" if not self.workers else
+                ("--option cpu_share={:g}".format(self.fixed) if self.fixed is not None
+                 else "auto: in proportion to the measured rates"),
                 "cpu_images": self.images["cpu"], "hw_images": self.images["hw"],
                 "cpu_img_s": rate(self.cpu_job, self.workers), "hw_img_s": rate(self.hw_image)}
 

@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch.utils import data as tud
 
-from .. import cpudecode, feed, options, policy
 from .. import dataset as ds
+from .. import feed, options, policy
 from .. import nvdecode as nvd
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
@@ -350,8 +350,10 @@ def _native(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int,
         if opt("loader_workers") is None and workers[0] > BYTE_READERS:
             workers = (BYTE_READERS, "{} byte readers (decode=hw; {})".format(BYTE_READERS,
                                                                               workers[1]))
-        decoder, note = _split_decoder(spec, opt, device, api)
-        prepare = _hw_prepare(device, spec.image_size, channels_last, decoder)
+        from . import hwdecode
+        decoder, note = hwdecode.split_decoder(spec, opt, device, api)
+        prepare = hwdecode.hw_to_device(device, spec.image_size, channels_last, decoder,
+                                        _scale(device))
         extra.update(nvd.describe("hw", 1, api=api))
         if note:
             extra["cpu_decoders_note"] = note
@@ -364,23 +366,6 @@ def _native(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int,
         pin_memory=device.type == "cuda" and decode == "cpu", drop_last=True,
         persistent_workers=True, prefetch_factor=LOADER_PREFETCH)
     return Made(loader, prepare, decode, why, PIPELINES[decode], extra, workers, decoder)
-
-
-def _split_decoder(spec: RunSpec, opt, device: torch.device, api: str, kind: str = "hw"):
-    """decode=hw's decoder: the engines and `cpu_decoders` CPU decoder processes (default: this
-    rank's share of the cores less two) sharing each batch; (decoder, note or None)."""
-    from . import hwdecode
-    processes = opt("cpu_decoders")
-    if processes is None:
-        processes = cpudecode.default_processes(ds.loader_workers(spec, None)[0])
-    high = opt("feeder_priority") == "high"
-    return hwdecode.make(device, kind, api, processes, spec.batch_size, opt("cpu_share"),
-                         spec.image_size if opt("cpu_draft") else 0, high)
-
-
-def _hw_prepare(device: torch.device, size: int, channels_last: bool, decoder):
-    from . import hwdecode
-    return hwdecode.hw_to_device(device, size, channels_last, decoder, _scale(device))
 
 
 def _dali(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, str], seed: int,
@@ -396,7 +381,7 @@ def _dali(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, s
 
 
 def _prepare(decode: str, device: torch.device, size: int, channels_last: bool):
-    """The feeder's batch -> device step for decode cpu and gpu (hw: _hw_prepare)."""
+    """The feeder's batch -> device step for decode cpu and gpu (hw: hwdecode.hw_to_device)."""
     if decode == "cpu":
         return _pixels_to_device(device, channels_last)
     return decoded_to_device(device, size, channels_last, nvjpeg(device))

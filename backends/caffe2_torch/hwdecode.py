@@ -13,8 +13,9 @@ from typing import List, Optional
 
 import torch
 
+from .. import cpudecode, splitdecode
+from .. import dataset as ds
 from .. import nvdecode as nvd
-from .. import splitdecode
 
 MAX_LISTED = 20  # files that did not decode, listed by path in the result (all are counted)
 
@@ -101,6 +102,17 @@ def make(device: torch.device, kind: str = "hw", api: str = "c", processes: int 
     engines = nvd.BatchDecoder(index, kind, api)
     return splitdecode.make(engines, processes, batch, share, index if kind == "hw" else None,
                             high, draft)
+
+
+def split_decoder(spec, opt, device: torch.device, api: str, kind: str = "hw"):
+    """decode=hw's decoder for a run: the engines and `cpu_decoders` CPU decoder processes
+    (default: this rank's share of the cores less two) sharing each batch; (decoder, why the CPU
+    decoders did not start or None). opt(key): the run's option values."""
+    processes = opt("cpu_decoders")
+    if processes is None:
+        processes = cpudecode.default_processes(ds.loader_workers(spec, None)[0])
+    return make(device, kind, api, processes, spec.batch_size, opt("cpu_share"),
+                spec.image_size if opt("cpu_draft") else 0, opt("feeder_priority") == "high")
 
 
 def boxes_of(meta: torch.Tensor) -> List[List[int]]:

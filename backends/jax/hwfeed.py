@@ -5,14 +5,14 @@ flipped and normalised on the devices by one jitted gather.
 Grain worker processes (grain_loader.py; loader=threads: ByteLoader below) read each file's
 bytes and draw its crop and flip. In the training process, one decode thread per local device
 takes that device's share of each batch and has the device's decoder write every crop into a
-flat uint8 buffer on the device (region-of-interest decode), ordered on a CUDA stream of its own,
+flat uint8 buffer on the device (region-of-interest decode), ordered on a CUDA stream of its own
 (the CPU decoders' crops arrive at its head in one copy, on a stream of the split decoder's,
 which the thread's stream waits for), and records an event behind it. The buffers are a ring of
-RING per device, allocated once (the
-decode writes every byte the resize reads: no zero fill, no allocation per batch). The feeder
-(next()) waits for that event only (its thread sleeps; the GIL is free) and calls the jitted
-resize; meanwhile the decode thread already decodes the next batch into the next buffer. A buffer
-is decoded into again only once the resize that read it is done. The per-device results become
+RING per device, allocated once (the decode writes every byte the resize reads: no zero fill,
+no allocation per batch). The feeder (next()) waits for that event only (its thread sleeps;
+the GIL is free) and calls the jitted resize; meanwhile the decode thread already decodes the
+next batch into the next buffer. A buffer is decoded into again only once the resize that read
+it is done. The per-device results become
 one global array sharded over the mesh.
 
 No recompilation for images of other sizes: crops of any size go into the flat buffer one after

@@ -384,11 +384,24 @@ batch = d.collate_encoded([d.FolderDataset(picked, d._encoded, 32, 1)[i] for i i
 half, _ = hwdecode.make(cpu, "cpu", "c", 2, 6, 0.5)
 prepare = hwdecode.hw_to_device(cpu, 32, True, half, d._scale(cpu))
 images, labels, errors = prepare(batch)
+half.close()
+# 3. the run's options: cpu_decoders (default: the cores less two), cpu_share
+from backends import options
+from backends.caffe2_torch import OPTIONS
+from backends.protocol import RunSpec
+runs = []
+for given in ({"cpu_share": 0.25}, {"cpu_share": 0.25, "cpu_decoders": 2}):
+    spec = RunSpec(framework="caffe2", backend="caffe2_torch", batch_size=4, image_size=32,
+                   options=given)
+    made, why = hwdecode.split_decoder(spec, lambda key: options.value(OPTIONS, spec.options, key),
+                                       cpu, "c", kind="cpu")
+    runs.append([made.describe()["cpu_decoders"], made.describe()["rule"], why])
+    made.close()
 print(json.dumps({"shape": list(x.shape), "finite": bool(torch.isfinite(x).all()),
                   "images": feed.tally.images, "note": note, "split": split, "errors": errors,
-                  "failed": prepare.failed, "labels": labels.tolist(),
+                  "failed": prepare.failed, "labels": labels.tolist(), "runs": runs,
+                  "cores": len(os.sched_getaffinity(0)),
                   "half": half.describe(), "bad_finite": bool(torch.isfinite(images).all())}))
-half.close()
 """
 
 
@@ -407,6 +420,9 @@ def test_torch_split_feed_reads_the_folder_and_a_corrupt_jpeg_in_either_half_is_
     first = out["labels"][0]
     assert out["labels"][1] == out["labels"][4] == first  # the first good image's label
     assert (out["half"]["cpu_images"], out["half"]["hw_images"]) == (3, 3)
+    rule = "--option cpu_share=0.25"
+    assert out["runs"] == [[max(0, out["cores"] - 2), rule if out["cores"] > 2 else
+                            "no CPU decoders: the engines alone", None], [2, rule, None]]
 
 
 JAX_HW_HALVES = r"""
