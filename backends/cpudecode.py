@@ -10,7 +10,8 @@ context that must not be forked, and multiprocessing's spawn would import the ca
 module again), at a lower CPU priority (nice) than the training process, whose own threads then
 never wait for a core.
 
-Shared memory: three files under /dev/shm (else the temporary folder), mapped by every process:
+Shared memory: three files under /dev/shm (else the temporary folder), mapped by every process
+and removed once all have mapped them (the memory lives as long as the mappings):
 the JPEG bytes of the CPU share of a batch (`inp`, written by the feeder with one memmove), the
 decoded crops (`out`, HWC uint8, at the offsets of the batch's flat buffer: nvdecode.layout), and
 a control block per worker (its jobs in, its results and times out). Per batch the feeder writes
@@ -39,7 +40,7 @@ IN_PER_IMAGE = 192 * 1024  # bytes of JPEG reserved per image of a batch (ImageN
 # bytes of crop reserved per image: a whole 500x375 image takes 549 KiB, the average crop (54 % of
 # the area) 300; the CPU decoders take at most what fits (Pool.capacity), the engines the rest
 OUT_PER_IMAGE = 512 * 1024
-HEAD = struct.Struct("<4q")  # job count, sizes of inp and out (the workers map as much), draft
+HEAD = struct.Struct("<2q")  # a worker's job count, and the draft size (0: full scale)
 JOB = 9  # int64s per job: inp offset, length, x, y, w, h, image width, height, out offset
 STATS = struct.Struct("<3q")  # wall ns, CPU ns, crops decoded at a reduced DCT scale
 START_TIMEOUT = 120.0  # seconds for every worker to start, import Pillow and map the memory
@@ -80,27 +81,15 @@ def decode_crop(image_module, data: bytes, box: Sequence[int], out, at: int,
 
 
 class Segment:
-    """A file of shared memory mapped into this process (`size` bytes, grown on demand)."""
+    """A file of shared memory mapped into this process: made `size` bytes long by its creator
+    (sparse: tmpfs gives pages as they are written), mapped whole by the others (size None)."""
 
-    def __init__(self, path: str, size: int, create: bool):
-        self.path, self.size = path, 0
-        if create:
-            with open(path, "wb"):
-                pass
-        self.map = None  # type: Any
-        self.fit(size)
-
-    def fit(self, size: int) -> None:
-        """Map at least `size` bytes (the creator first makes the file that large)."""
-        if size <= self.size:
-            return
-        if self.map is not None:
-            self.map.close()
-        with open(self.path, "r+b") as f:
-            if os.fstat(f.fileno()).st_size < size:
-                f.truncate(size)  # sparse: tmpfs gives pages as they are written
-            self.map = mmap.mmap(f.fileno(), size)
-        self.size = size
+    def __init__(self, path: str, size: Optional[int] = None):
+        with open(path, "r+b" if size is None else "w+b") as f:
+            if size is not None:
+                f.truncate(size)
+            self.size = os.fstat(f.fileno()).st_size
+            self.map = mmap.mmap(f.fileno(), self.size)  # type: Any
 
     def close(self) -> None:
         if self.map is not None:
@@ -140,14 +129,10 @@ def worker(folder: str, index: int, batch: int, go: int, done: int, niceness: in
     Image.preinit()  # the JPEG plugin now, not in the first batch
     block, results_at, stats_at = _control(batch)
     base = index * block
-    ctl = Segment(os.path.join(folder, "control"), base + block, False)
-    inp = Segment(os.path.join(folder, "inp"), 1, False)
-    out = Segment(os.path.join(folder, "out"), 1, False)
+    ctl, inp, out = (Segment(os.path.join(folder, name)) for name in ("control", "inp", "out"))
     os.write(done, b"r")
     while os.read(go, 1):  # empty: the pipe was closed, the pool is gone
-        count, in_size, out_size, draft = HEAD.unpack_from(ctl.map, base)
-        inp.fit(in_size)
-        out.fit(out_size)
+        count, draft = HEAD.unpack_from(ctl.map, base)
         wall, cpu = time.perf_counter(), time.process_time()
         jobs = struct.unpack_from("<{}q".format(JOB * count), ctl.map, base + HEAD.size)
         sizes, drafted = [], 0
@@ -194,9 +179,9 @@ class Pool:
                                        dir=shm_dir(batch * (IN_PER_IMAGE + OUT_PER_IMAGE)))
         atexit.register(shutil.rmtree, self.folder, True)
         self.block, self.results_at, self.stats_at = _control(batch)
-        self.ctl = Segment(os.path.join(self.folder, "control"), self.block * processes, True)
-        self.inp = Segment(os.path.join(self.folder, "inp"), batch * IN_PER_IMAGE, True)
-        self.out = Segment(os.path.join(self.folder, "out"), batch * OUT_PER_IMAGE, True)
+        self.ctl = Segment(os.path.join(self.folder, "control"), self.block * processes)
+        self.inp = Segment(os.path.join(self.folder, "inp"), batch * IN_PER_IMAGE)
+        self.out = Segment(os.path.join(self.folder, "out"), batch * OUT_PER_IMAGE)
         self.done, done_w = os.pipe()
         self.go, self.workers = [], []  # type: List[int], List[subprocess.Popen]
         top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds backends/
@@ -218,6 +203,9 @@ class Pool:
         except PoolError:
             self.close()
             raise
+        # every process has mapped the files: their names can go, the memory stays until the
+        # last mapping does (nothing is left in /dev/shm, however the processes end)
+        shutil.rmtree(self.folder, ignore_errors=True)
 
     def _await(self, count: int, timeout: float, what: str) -> None:
         """Take `count` bytes from the `done` pipe, checking that every worker is alive."""
@@ -268,7 +256,7 @@ class Pool:
                 rows += [int(offsets[i]), int(lengths[i]), x, y, bw, bh, width, height,
                          int(out_offsets[i])]
             base = w * self.block
-            HEAD.pack_into(self.ctl.map, base, hi - lo, self.inp.size, self.out.size, self.draft)
+            HEAD.pack_into(self.ctl.map, base, hi - lo, self.draft)
             struct.pack_into("<{}q".format(len(rows)), self.ctl.map, base + HEAD.size, *rows)
             active.append((w, list(range(lo, hi))))
         for w, _ in active:
