@@ -110,6 +110,8 @@ class SplitDecoder:
     def __init__(self, engines: nvd.BatchDecoder, pool: Optional[cpudecode.Pool], split: Split,
                  device: Optional[int] = None, high: bool = False):
         self.engines, self.pool, self.split, self.device = engines, pool, split, device
+        self.what = cpudecode.describe(pool)  # kept for describe() after close()
+        self.processes = pool.processes if pool is not None else 0
         self.copier = self.copied = None  # type: Any
         self.pinned = False
         self.seconds = {"hw": 0.0, "cpu_wait": 0.0, "copy": 0.0}
@@ -203,8 +205,7 @@ class SplitDecoder:
     def describe(self) -> Dict[str, Any]:
         """The split's settings: rule, shares, rates, CPU time, the feeder's time per part."""
         out = self.split.describe()
-        out.update(cpu_decoders=self.pool.processes if self.pool is not None else 0,
-                   cpu_decoders_what=cpudecode.describe(self.pool),
+        out.update(cpu_decoders=self.processes, cpu_decoders_what=self.what,
                    cpu_decode_cpu_seconds=round(self.cpu_seconds, 3),
                    cpu_drafted=int(self.drafted),
                    cpu_crops_buffer="pinned" if self.pinned else
