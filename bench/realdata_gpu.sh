@@ -42,11 +42,13 @@ fits() {  # SECONDS NAME: whether a stage of about SECONDS still fits before the
     if [ "$(left)" -ge "$1" ]; then return 0; fi
     echo "$2: skipped, $(left) s left of the deadline, it needs about $1 s"; return 1
 }
-run() {  # NAME ARGS...: one campaign $W/NAME, cut at the deadline (the running cell is then lost)
+run() {  # NAME ARGS...: one campaign $W/NAME, cut at the deadline (the running cell is then lost);
+    # a campaign already there (an earlier call on this warm machine) is resumed: its missing cells
     local t0=$(date +%s) limit=$(( $(left) > 10 ? $(left) : 10 ))
+    local resume=$([ -f $W/$1/campaign.json ] && echo --resume)
     ${PIN:-} timeout -k 20 -s TERM $limit python3 -m compare run --executor local --device $DEVICE \
         --timeout 300 --python caffe2=$PY_CAFFE2 --python jax=$PY_JAX --gpus 1 --steps 30 \
-        --warmup 10 --results $W/$1 "${@:2}" $RUNARGS >> $W/$1.out 2>> $W/$1.err
+        --warmup 10 --results $W/$1 "${@:2}" $RUNARGS $resume >> $W/$1.out 2>> $W/$1.err
     echo "$1: exit $?, $(( $(date +%s) - t0 )) s, $(ls $W/$1/results 2>/dev/null | wc -l) results ($(el) s)"
     grep -v -i -E 'nvjpeg2k|nvtiff|^Note: If using' $W/$1.err | tail -3
 }
