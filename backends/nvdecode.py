@@ -443,8 +443,11 @@ class Stream:
     def register(self, host_ptr: int, size: int) -> bool:
         """Pin `size` bytes of this process's memory for the device's copy engines (their copies
         then need no staging); False where the driver refuses (the copies still work)."""
-        return self.lib.cuMemHostRegister_v2(ctypes.c_void_p(host_ptr), ctypes.c_size_t(size),
-                                             0) == 0
+        try:
+            return self.lib.cuMemHostRegister_v2(ctypes.c_void_p(host_ptr), ctypes.c_size_t(size),
+                                                 0) == 0
+        except AttributeError:  # a driver without it
+            return False
 
     def unregister(self, host_ptr: int) -> None:
         self.lib.cuMemHostUnregister(ctypes.c_void_p(host_ptr))
