@@ -75,3 +75,16 @@ def test_throughput_runs_are_left_out_and_the_chart_draws_every_run(results):
     assert chart.png.startswith(b"\x89PNG") and "one run" in chart.caption
     assert accuracy.tables([plain]) == [] and accuracy.chart([plain]) is None
     assert "## Time to accuracy (minutes to target)" in tables.markdown(accuracy.tables(results))
+
+
+def test_a_campaign_report_holds_the_tables_and_the_chart(tmp_path, results):
+    from compare.reporting import write_report
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        campaign.save_result(r)
+    text, paths, _ = write_report(campaign, tmp_path / "report", ("md", "html"), price=2.5)
+    assert "## Time to accuracy (minutes to target)" in text and "$ to target" in text
+    assert "## Speedup in time to train beside speedup in throughput" in text
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Accuracy versus time to train</h2>" in page and "data:image/png;base64," in page
