@@ -31,10 +31,18 @@ CELLS = [("caffe2", "fp16"), ("caffe2", "bf16"), ("jax", "fp16"), ("jax", "bf16"
 
 def spec_of(fw: str, precision: str, repeat: int, args, classes: int) -> RunSpec:
     f = frameworks.get(fw)
-    return RunSpec(framework=f.name, backend=f.backend, device="cuda", precision=precision,
-                   batch_size=args.batch, image_size=64, num_classes=classes, data=args.data,
+    return RunSpec(framework=f.name, backend=f.backend, device=args.device, precision=precision,
+                   batch_size=args.batch, image_size=args.image_size, num_classes=classes, data=args.data,
                    target_accuracy=args.target, max_epochs=args.max_epochs, eval_every=1,
-                   repeat=repeat, options={"loader_workers": args.workers})
+                   repeat=repeat, options=dict(
+                       {"loader_workers": args.workers},
+                       # grain is not installed on the lent machine: JAX's thread-pool loader
+                       **({"loader": "threads"} if fw == "jax" and not _has("grain") else {})))
+
+
+def _has(module: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(module) is not None
 
 
 def run_one(spec: RunSpec, out: Path, timeout: float):
@@ -65,9 +73,12 @@ def main() -> int:
     p.add_argument("--target", type=float, default=0.9)
     p.add_argument("--max-epochs", type=int, default=12)
     p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     args = p.parse_args()
     out, t0 = Path(args.out), time.time()
+    out.mkdir(parents=True, exist_ok=True)
     classes = len([d for d in os.listdir(os.path.join(args.data, "train")) if not d.startswith(".")])
     results, skipped = [], []
     for repeat in range(args.repeats):

@@ -40,7 +40,7 @@ def make(
     learnable: Optional[str] = typer.Option(
         None, help="small or large: DIR/train and DIR/val of images whose classes a network can "
         "learn, for --target-accuracy (small: 10 classes, 480 + 200 images, for a CPU; large: "
-        "100 classes, 30,000 + 4,000, for one GPU); --classes K and --images N (training "
+        "100 classes, 20,000 + 3,000, for one GPU); --classes K and --images N (training "
         "images) resize it."),
 ):
     """Write an ImageNet-layout folder of JPEGs with ImageNet's size and entropy (deterministic)."""
