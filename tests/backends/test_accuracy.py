@@ -7,7 +7,7 @@ import pytest
 from backends import mllog, recipe
 from compare import datasets, learnable, mlperf
 from compare.imagegen import make
-from tests.helpers import run_backend
+from tests.helpers import run_backend, run_in_backend
 
 pytestmark = pytest.mark.backend  # real frameworks in their environments
 
@@ -78,3 +78,21 @@ def test_an_unreachable_target_is_not_converged_with_the_best_accuracy(tmp_path,
         "trained)".format(a["best"])
     assert a["epochs"] == 1 and a["epochs_to_target"] is None and not a["reached"]
     assert mlperf.check(str(log)).passed
+
+
+def test_warm_up_changes_no_state_and_set_up_reads_no_image(folder):
+    out = run_in_backend("caffe2", """
+import torch
+from backends.protocol import RunSpec
+from backends.caffe2_torch.accuracy import setup
+t = setup(RunSpec(framework='caffe2', backend='caffe2_torch', batch_size=4, image_size=32,
+                  num_classes=4, data={!r}, target_accuracy=0.5))
+before = {{k: v.clone() for k, v in t.model.state_dict().items()}}
+t.warm_up()
+after = t.model.state_dict()
+print(all(torch.equal(before[k], after[k]) for k in before), len(t.optimizer.state),
+      t.feed is None and t.val is None, [g["weight_decay"] for g in t.optimizer.param_groups])
+""".format(folder))
+    same, momentum, no_pipeline, decay = out.split(" ", 3)
+    assert (same, momentum, no_pipeline) == ("True", "0", "True")  # BN statistics included
+    assert decay.strip() == "[{}, 0.0]".format(recipe.WEIGHT_DECAY)
