@@ -51,3 +51,11 @@ def test_prepare_checks_the_held_out_part_and_its_classes(tmp_path, capsys):
                              capsys)
     assert code == 2 and err.strip().endswith("class folders n99 are not in {}; val/ must name "
                                               "train/'s classes".format(tmp_path / "a" / "train"))
+
+
+def test_an_image_size_with_learnable_is_refused(tmp_path, capsys):
+    code, _, err = main_exit(["data", "make", str(tmp_path / "x"), "--learnable", "small",
+                              "--image-size", "64x64"], capsys)
+    assert (code, err.strip()) == (2, "compare: error: --image-size '64x64': --learnable images "
+                                      "are 80x80 (the crops of training are image_size of the "
+                                      "run); leave it out")

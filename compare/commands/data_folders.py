@@ -46,6 +46,11 @@ def make(
     """Write an ImageNet-layout folder of JPEGs with ImageNet's size and entropy (deterministic)."""
     from .. import imagegen
     if learnable is not None:
+        from ..learnable import SIDE
+        if image_size != "500x375":
+            raise UserError("--image-size {!r}: --learnable images are {n}x{n} (the crops of "
+                            "training are image_size of the run); leave it out".format(
+                                image_size, n=SIDE))
         spec = _learnable(learnable, images, classes, seed, quality)
         images = spec.images
     else:
