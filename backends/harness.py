@@ -260,8 +260,8 @@ def backend_setup(package: str) -> Callable[[RunSpec], Trainer]:
             return DataOnly(importlib.import_module(package + ".data").make_feed(spec, runtime),
                             runtime)
         # time to accuracy: the backend's accuracy.py (docs/accuracy.md), else its train.py
-        trainer = ".accuracy" if spec.kind == "accuracy" else ".train"
-        return importlib.import_module(package + trainer).setup(spec, runtime)
+        module = ".accuracy" if spec.kind == "accuracy" else ".train"
+        return importlib.import_module(package + module).setup(spec, runtime)
     return setup
 
 
