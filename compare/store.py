@@ -32,7 +32,7 @@ from backends.protocol import (
     write_spec,
 )
 
-from . import validate
+from . import mllogs, validate
 from .errors import UserError
 from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_result, read_bounded  # noqa: F401
 
@@ -253,6 +253,7 @@ class Campaign:
 
     def work_dir(self, run_id: str) -> Path:
         d = self.root / "work" / run_id
+        mllogs.keep_aborted(self.root, run_id, d)  # an uncollected attempt's MLPerf log
         if d.exists():
             shutil.rmtree(str(d))
         d.mkdir(parents=True)

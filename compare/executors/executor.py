@@ -15,6 +15,7 @@ from typing import Any, Callable, ClassVar, Dict, FrozenSet, List, Optional, Tup
 from backends import launchers
 from backends.protocol import RunResult, RunSpec, Unsupported, utc_now
 
+from .. import mllogs
 from ..frameworks import Framework
 from .base import collect, failure
 
@@ -151,6 +152,7 @@ class Executor:
         except Refused as exc:
             return failure(attempt.spec, exc.status, str(exc), started_at=attempt.started)
         result = self.collect(attempt, outcome, timeout)
+        mllogs.keep(attempt.campaign.root, attempt.work, result)  # time to accuracy's MLPerf log
         result.environment.update(executor=self.name, **attempt.record)
         return result
 

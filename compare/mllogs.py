@@ -1,0 +1,63 @@
+"""Where a campaign keeps the MLPerf logs of its time-to-accuracy runs (docs/accuracy.md).
+
+A backend writes `mlperf.log` beside the result file it was given (the run's work folder,
+rank 0 only: backends/accuracy.py). When the run is collected, the log moves to
+`logs/<run_id>.mllog`, and the result's accuracy['mllog'] names it. An attempt that ended
+without a finished result (failed, timed out, killed) keeps its partial log as
+`logs/<run_id>.<UTC time>.aborted.mllog`, marked with a closing comment line (mlperf-logging's
+parser reads only `:::MLLOG` lines); the cell runs again as a new attempt, whose log is its own.
+"""
+import datetime
+import os
+import shutil
+from pathlib import Path
+from typing import Optional
+
+from backends.mllog import FILE_NAME
+from backends.protocol import RunResult
+
+FINISHED = ("ok", "not_converged")  # a run whose loop ended: its log holds run_stop
+SUFFIX = ".mllog"
+
+
+def log_path(campaign_root: Path, run_id: str) -> Path:
+    """The MLPerf log of a collected run."""
+    return Path(campaign_root) / "logs" / (run_id + SUFFIX)
+
+
+def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Optional[Path]:
+    """After collecting `result` from the work folder: move its MLPerf log into logs/ (aborted
+    when the run did not finish). Returns where it went (None: the run wrote no log)."""
+    source = Path(work) / FILE_NAME if work is not None else None
+    if source is None or not source.is_file():
+        return None
+    if result.status in FINISHED:
+        dest = log_path(campaign_root, result.run_id)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(source), str(dest))
+        if isinstance(result.accuracy, dict) and result.accuracy:
+            result.accuracy["mllog"] = os.path.join("logs", dest.name)
+        return dest
+    dest = keep_aborted(campaign_root, result.run_id, work,
+                        "{}: {}".format(result.status, ((result.reason or "").splitlines() or [""])[0]))
+    if dest is not None and isinstance(result.accuracy, dict):
+        result.accuracy["aborted_mllog"] = os.path.join("logs", dest.name)
+    return dest
+
+
+def keep_aborted(campaign_root: Path, run_id: str, work: Path,
+                 why: str = "the attempt was not collected (compare was stopped)") -> Optional[Path]:
+    """Keep a partial log that `work` holds as logs/<run_id>.<time>.aborted.mllog, before the
+    folder is reused by a new attempt. None when there is none."""
+    source = Path(work) / FILE_NAME
+    if not source.is_file():
+        return None
+    stamp = datetime.datetime.fromtimestamp(source.stat().st_mtime, datetime.timezone.utc)
+    dest = Path(campaign_root) / "logs" / "{}.{}.aborted{}".format(
+        run_id, stamp.strftime("%Y%m%dT%H%M%SZ"), SUFFIX)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(source), str(dest))
+    with open(str(dest), "a") as f:
+        f.write("# compare: attempt aborted ({}); the cell ran again as a new attempt\n".format(
+            why.replace("\n", " ")))
+    return dest
