@@ -6,7 +6,7 @@
 # Prints one line per run and the report's time-to-accuracy table (minutes to target ± across
 # seeds, median, spread, epochs, MLPerf score, cost at $2.50/GPU-hour). What comes back ($OUT):
 # summary.txt (everything printed), accuracy.md (the table), runs.tgz (specs, results, stderr),
-# logs/<run_id>.mllog (each run's MLPerf log: check them on the host with
+# logs.tgz: logs/<run_id>.mllog (each run's MLPerf log: check them on the host with
 # `python -m mlperf_logging.compliance_checker --usage training --ruleset 4.0.0 LOG`).
 set -uo pipefail
 out=${1:?outdir}
@@ -18,16 +18,14 @@ mkdir -p $out $W
   echo "== $(date -u +%FT%TZ) $(nvidia-smi -L | head -1), $(nproc) cores"
   python3 -c "import torch, jax; print('torch', torch.__version__, '| jax', jax.__version__)"
   t=$(date +%s)
+  # Grain (JAX's loader) from the wheels carried in .whl/ where they are (carry: [".whl"])
+  [ -d .whl ] && { python3 -m pip install -q --no-index --find-links .whl grain 2>&1 | tail -1 \
+      || python3 -m pip install -q --break-system-packages --no-index --find-links .whl grain 2>&1 | tail -1; }
   python3 -m compare data make $D --learnable large --workers $(nproc) 2>/dev/null | tail -1
-  python3 - $D <<'PY'
-import sys
-from compare import datasets
-for part in (sys.argv[1], sys.argv[1] + "/val"):
-    print(datasets.summary(datasets.check(datasets.open_folder(part))))
-PY
+  python3 -m compare data prepare $D --frameworks caffe2,jax 2>&1 | tail -3  # train/ and val/
   echo "data made and checked in $(( $(date +%s) - t )) s"
   python3 bench/accuracy_gpu.py $W $D --deadline ${ACC_DEADLINE:-450}
 } 2>&1 | tee $out/summary.txt
 cp $W/accuracy.md $out/ 2>/dev/null
-cp -r $W/logs $out/ 2>/dev/null
+tar czf $out/logs.tgz -C $W logs 2>/dev/null  # the MLPerf logs (at most 8 files come back)
 tar czf $out/runs.tgz -C $W runs 2>/dev/null
