@@ -14,6 +14,8 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 D=/tmp/tta-large W=/tmp/tta-work
 mkdir -p $out $W
+# runs an earlier call finished (its runs.tgz carried back in .tta-prev/) are kept, not run again
+[ -f .tta-prev/runs.tgz ] && tar xzf .tta-prev/runs.tgz -C $W
 {
   echo "== $(date -u +%FT%TZ) $(nvidia-smi -L | head -1), $(nproc) cores"
   python3 -c "import torch, jax; print('torch', torch.__version__, '| jax', jax.__version__)"
