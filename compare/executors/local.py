@@ -98,6 +98,7 @@ class LocalExecutor(Executor):
             self._running = None  # only once they are gone: an interrupted stop is redone by close()
 
     def environment(self, attempt: Attempt) -> None:
+        since = time.time()
         try:
             interp = self.interpreters.get(get(attempt.spec.framework))
         except envs.EnvError as exc:
@@ -105,6 +106,9 @@ class LocalExecutor(Executor):
         attempt.python = interp.python
         attempt.record = dict(python=interp.python, interpreter_source=interp.source,
                               env_dir=interp.env_dir)
+        built = envs.built_during(interp.env_dir, since)  # a one-time build, not cell time
+        if built is not None:
+            attempt.record["env_build_s"] = built
 
     def launch(self, attempt: Attempt) -> None:
         spec, campaign, slot = attempt.spec, attempt.campaign, attempt.slot
