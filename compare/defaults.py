@@ -142,3 +142,35 @@ def steps(batches: Sequence[int], device: str, windows: int) -> Tuple[int, int, 
     n = windows * math.ceil(n / windows)
     return n, 5, ("{} timed steps after 5 warm-up: at batch {} they time at least {:,} images, as "
                   "50 steps of 256 did".format(n, smallest, TIMED_IMAGES))
+
+
+def native_size(model: str) -> Optional[int]:
+    from backends import networks
+    try:
+        return networks.get(model).native
+    except (KeyError, ValueError):
+        return None
+
+
+def fill(machine: Dict[str, Any], device: str, given: Dict[str, Any], models: Sequence[str],
+         sizes: Dict[str, int], windows: int) -> Tuple[Dict[str, Any], Dict[str, int], Dict[str, str]]:
+    """The run's flags with every one not given (None) at its default here: (flags, each
+    network's default batch, {setting: why} for the defaults used). `given` holds gpus,
+    precision, batch_size (comma lists as typed), steps, warmup and quick. Explicit flags win;
+    the batch of an auto cell starts at its network's default batch either way."""
+    out, said = dict(given), {}
+    batches = {m: batch(m, machine, device, sizes.get(m), native_size(m)) for m in models}
+    if given.get("gpus") is None:
+        counts, said["gpus"] = gpu_counts(machine, device)
+        out["gpus"] = ",".join(str(c) for c in counts)
+    if given.get("precision") is None:
+        names, said["precision"] = precisions(device)
+        out["precision"] = ",".join(names)
+    if given.get("batch_size") is None:
+        out["batch_size"] = None  # the matrix takes each network's own
+        said["batch_size"] = "; ".join(why for _, why in batches.values())
+        if given.get("steps") is None and given.get("warmup") is None and not given.get("quick"):
+            n, warm, why = steps([b for b, _ in batches.values()], device, windows)
+            if (n, warm) != (50, 10):
+                out["steps"], out["warmup"], said["steps"] = n, warm, why
+    return out, {m: b for m, (b, _) in batches.items()}, said

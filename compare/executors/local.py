@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import backends
 from backends.lifeline import ATTEMPT_ENV, HOST_PID_ENV
-from backends.phases import LAUNCHED_ENV
+from backends.phases import FILE_ENV, LAUNCHED_ENV, PHASE_FILE
 
 from .. import envs
 from ..frameworks import get
@@ -119,7 +119,8 @@ class LocalExecutor(Executor):
             "COMPARE_EXECUTOR": self.name,
             "COMPARE_ENV": attempt.record["env_dir"] or attempt.record["interpreter_source"],
             ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root),
-            HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp), **(slot.env() if slot else {})})
+            HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp), **(slot.env() if slot else {}),
+            FILE_ENV: str(attempt.work / PHASE_FILE)})  # the progress bar reads the phase there
         out_path, err_path = campaign.log_paths(spec.run_id)
         with open(out_path, "w") as out, open(err_path, "w") as err:
             env[LAUNCHED_ENV] = repr(time.time())
