@@ -114,7 +114,7 @@ def batch(model: str, machine: Dict[str, Any], device: str, image_size: Optional
           native: Optional[int] = None) -> Tuple[int, str]:
     """The per-GPU batch of `model` at defaults here, and why."""
     if device != "cuda":
-        return CPU_BATCH, "{} per worker (the README's CPU study)".format(CPU_BATCH)
+        return CPU_BATCH, "the README's CPU study"
     memory = gpu_memory_gib(machine)
     entry = measured(model, memory) if memory else None
     rule = batch_rule(model, memory) if memory else None
@@ -152,6 +152,15 @@ def native_size(model: str) -> Optional[int]:
         return None
 
 
+# how the report names each setting
+WORDS = {"gpus": "GPU counts", "precision": "precisions", "batch_size": "batch", "steps": "steps"}
+
+
+def lines(said: Dict[str, str]) -> List[str]:
+    """The report's words for the settings a campaign ran at their defaults."""
+    return ["{}: {}".format(WORDS.get(k, k), v) for k, v in said.items()]
+
+
 def fill(machine: Dict[str, Any], device: str, given: Dict[str, Any], models: Sequence[str],
          sizes: Dict[str, int], windows: int) -> Tuple[Dict[str, Any], Dict[str, int], Dict[str, str]]:
     """The run's flags with every one not given (None) at its default here: (flags, each
@@ -161,16 +170,21 @@ def fill(machine: Dict[str, Any], device: str, given: Dict[str, Any], models: Se
     out, said = dict(given), {}
     batches = {m: batch(m, machine, device, sizes.get(m), native_size(m)) for m in models}
     if given.get("gpus") is None:
-        counts, said["gpus"] = gpu_counts(machine, device)
+        counts, why = gpu_counts(machine, device)
         out["gpus"] = ",".join(str(c) for c in counts)
+        said["gpus"] = "{} ({})".format(", ".join(str(c) for c in counts), why)
     if given.get("precision") is None:
-        names, said["precision"] = precisions(device)
+        names, why = precisions(device)
         out["precision"] = ",".join(names)
+        said["precision"] = "{} ({})".format(", ".join(names), why)
     if given.get("batch_size") is None:
         out["batch_size"] = None  # the matrix takes each network's own
-        said["batch_size"] = "; ".join(why for _, why in batches.values())
+        unit = "GPU" if device == "cuda" else "worker"
+        said["batch_size"] = "; ".join("{} per {} ({})".format(b, unit, why)
+                                       for b, why in batches.values())
         if given.get("steps") is None and given.get("warmup") is None and not given.get("quick"):
             n, warm, why = steps([b for b, _ in batches.values()], device, windows)
             if (n, warm) != (50, 10):
-                out["steps"], out["warmup"], said["steps"] = n, warm, why
+                out["steps"], out["warmup"] = n, warm
+                said["steps"] = why
     return out, {m: b for m, (b, _) in batches.items()}, said

@@ -1,8 +1,12 @@
 """The defaults of `compare run` on fake GPU inventories (compare/defaults.py): GPU counts, the
 precisions, the per-model batch and the steps, each with the sentence the report prints."""
+import os
+import sys
+
 import pytest
 
 from compare import defaults
+from tests.helpers import compare
 
 H200 = {"name": "NVIDIA H200", "memory_mib": 143771.0}  # nvidia-smi's memory.total
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559.0}
@@ -30,7 +34,7 @@ def test_a_cpu_keeps_the_readme_study():
     cpu = {"gpus": [], "cpu_count": 2}
     assert defaults.gpu_counts(cpu, "cpu")[0] == [1]
     assert defaults.precisions("cpu")[0] == ["fp32"]
-    assert defaults.batch("resnet50", cpu, "cpu") == (32, "32 per worker (the README's CPU study)")
+    assert defaults.batch("resnet50", cpu, "cpu") == (32, "the README's CPU study")
     assert defaults.steps([32], "cpu", 5)[:2] == (50, 10)
     # --device cpu on a machine with GPUs is a CPU study too
     assert defaults.gpu_counts(machine(8), "cpu")[0] == [1]
@@ -79,3 +83,57 @@ def test_steps_at_a_large_batch_time_as_many_images_as_fifty_of_256():
     assert defaults.steps([512, 1024], "cuda", 5)[:2] == (25, 5)
     assert defaults.steps([256], "cuda", 5)[:2] == (50, 10)
     assert defaults.steps([2048], "cuda", 4)[:2] == (12, 5)  # 10 at least, rounded to the windows
+
+
+# --- compare run with no flag: the plan of the study it would run ------------------------------
+
+def _gpus(tmp_path, n, memory_mib=143771):
+    rows = "".join("{0}, NVIDIA H200, {1}, 580.1\\n".format(i, memory_mib) for i in range(n))
+    ids = "".join("{0}, 00000000:{0:02d}:00.0, GPU-{0}\\n".format(i) for i in range(n))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(
+        '#!/bin/sh\ncase "$*" in\n  *index,name,memory.total,driver_version*) printf \'{}\' ;;\n'
+        '  *index,pci.bus_id,uuid*) printf \'{}\' ;;\n  *query-compute-apps*) ;;\n'
+        '  *) echo "| NVIDIA-SMI 580.1   Driver Version: 580.1   CUDA Version: 13.0 |" ;;\n'
+        'esac\n'.format(rows, ids))
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    return {"PATH": "{}:{}".format(bin_dir, os.environ["PATH"])}
+
+
+def _planned(args, env=None):
+    out = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(sys.executable),
+                   "--plan"] + args, env=env)
+    assert out.returncode == 0, out.stderr
+    return sorted(line.split()[-1] for line in out.stdout.splitlines() if "-r0" in line)
+
+
+def test_no_flag_on_three_h200s_plans_the_seeds_study_at_a_filling_batch(tmp_path):
+    cells = _planned(["--plan-from", tmp_path], env=_gpus(tmp_path, 3))
+    assert cells == ["caffe2-{}-g{}-b1024-s224-r0".format(p, g) for p in ("fp16", "fp32")
+                     for g in (1, 2, 3)]
+
+
+def test_explicit_flags_win_and_a_cpu_plans_the_readme_study(tmp_path):
+    env = _gpus(tmp_path, 8)
+    assert _planned(["--plan-from", tmp_path, "--gpus", "2", "--precision", "bf16",
+                     "--batch-size", "256"], env=env) == ["caffe2-bf16-g2-b256-s224-r0"]
+    assert _planned(["--plan-from", tmp_path, "--device", "cpu"], env=env) == \
+        ["caffe2-fp32-w1-b32-s224-r0"]
+
+
+def test_a_campaign_at_its_defaults_says_so_in_its_report(tmp_path):
+    from tests.test_modes import FAKE
+    python = tmp_path / "fake-python"
+    python.write_text(FAKE.format(python=sys.executable, fits=50, pids=str(tmp_path / "pids")))
+    python.chmod(0o755)
+    out = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python),
+                   "--device", "cpu", "--executor", "local", "--image-size", "32", "--steps", "2",
+                   "--warmup", "1", "--results", tmp_path / "c"])
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "c" / "results" / "caffe2-fp32-w1-b32-s32-r0.json").exists()
+    text = (tmp_path / "c" / "report" / "report.md").read_text()
+    assert "## Defaults (flags not given: the seeds' study sized to this machine" in text
+    assert "- GPU counts: 1 (1 worker (on a CPU, N is worker processes sharing the cores))" in text
+    assert "- batch: 32 per worker (the README's CPU study)" in text
+    assert "plan: 1 cell on " in out.stderr  # the plan before the first cell

@@ -25,13 +25,13 @@ def parse_formats(csv: str) -> List[str]:
 
 def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dict],
                 results: Sequence = (), references: Sequence[Tuple[str, object]] = (),
-                extra: Sequence = ()) -> Tuple[str, List[Path]]:
+                extra: Sequence = (), defaults: Sequence[str] = ()) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
     as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
     from . import html, report, tables, timeline
     from . import references as refs
     from .comparator import runs
-    rep = report.build(df, machine)
+    rep = report.build(df, machine, list(defaults))
     rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
     rep.tables += timeline.sections(results, machine) + list(extra)
     text = tables.markdown(rep.sections())
@@ -87,6 +87,8 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     extra += [searched] if searched is not None else []
     if warnings:  # foreign or unreadable files: listed in the report too, never counted
         extra.append(Text("Result files left out", warnings, bullets=True))
+    from ..defaults import lines
+    said = ((campaign.meta.get("sessions") or [{}])[-1].get("config") or {}).get("defaults") or {}
     text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references,
-                              extra)
+                              extra, lines(said))
     return text, paths, warnings
