@@ -22,7 +22,7 @@ SPANS = (("launch", "cell_start", "launched"),  # env resolution, container or j
          ("import", "process_started", "framework_imported"),
          ("devices", "framework_imported", "devices_ready"),
          ("batch search", "devices_ready", "batch_searched"),  # in the cell's process, if it did
-         ("model", "batch_searched|devices_ready", "model_built"),
+         ("model", ("batch_searched", "devices_ready"), "model_built"),
          ("first step", "model_built", "first_step_done"),
          ("warm-up", "first_step_done", "warmup_done"),
          ("timed", "timed_start", "timed_end"),
@@ -31,9 +31,10 @@ KEY = ("framework", "model", "precision", "batch_size", "image_size", "nodes", "
 DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec from before the field
 
 
-def span(marks: Dict[str, float], start: str, end: str) -> Optional[float]:
-    """Seconds from `start` to `end` ("a|b": a where it was marked, else b)."""
-    start = next((n for n in start.split("|") if marks.get(n) is not None), start)
+def span(marks: Dict[str, float], start, end: str) -> Optional[float]:
+    """Seconds from `start` to `end` (a tuple of starts: the first that was marked)."""
+    if isinstance(start, tuple):
+        start = next((n for n in start if marks.get(n) is not None), start[-1])
     if marks.get(start) is None or marks.get(end) is None:
         return None
     return marks[end] - marks[start]
@@ -44,7 +45,7 @@ def env_build_s(r: RunResult) -> float:
     return float((r.environment or {}).get("env_build_s") or 0.0)
 
 
-def _span(r: RunResult, name: str, start: str, end: str) -> Optional[float]:
+def _span(r: RunResult, name: str, start, end: str) -> Optional[float]:
     value = span(r.phases, start, end)
     return value - env_build_s(r) if value is not None and name == "launch" else value
 
