@@ -9,7 +9,7 @@ the running ones have had so far, at the plan's overlap (its serial time ÷ its 
 """
 import time
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 from rich.console import Console
 from rich.progress import (
@@ -22,7 +22,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from backends.phases import PHASE_FILE
+from backends.phases import ORDER, PHASE_FILE
 from backends.protocol import RunResult, RunSpec
 
 from .reporting.timeline import clock
@@ -39,8 +39,11 @@ def phase_of(path: Path) -> Optional[str]:
         lines = path.read_text().split("\n")
     except OSError:
         return None
-    names = [line.split()[0] for line in lines if line.strip()]
-    return WORDS.get(names[-1], names[-1]) if names else None
+    names = {line.split()[0] for line in lines if line.strip()} & set(ORDER)
+    if not names:
+        return None
+    latest = max(names, key=ORDER.index)  # a backend adds its start-up marks only at the end
+    return WORDS.get(latest, latest)
 
 
 class _Status(ProgressColumn):
@@ -117,20 +120,23 @@ class SweepProgress:
             return "building env"
         return "batch search" if spec.batch_auto else "starting"
 
-    def eta(self) -> Optional[float]:
-        """Seconds the sweep still needs by the plan, None without one."""
+    def eta(self) -> Optional[Tuple[float, float]]:
+        """(seconds the sweep still needs by the plan, how far the running cells are past their
+        own estimates), None without a plan."""
         if not self.estimates:
             return None
         now = time.monotonic()
-        left = sum(self.estimates.values())
-        left -= sum(min(now - t, self.estimates.get(r, 0.0)) for r, (_, t) in self.running.items())
-        return max(left, 0.0) / self.overlap
+        ran = {r: now - t for r, (_, t) in self.running.items()}
+        left = sum(max(e - ran.get(r, 0.0), 0.0) for r, e in self.estimates.items())
+        over = max([ran[r] - self.estimates.get(r, 0.0) for r in ran] or [0.0])
+        return left / self.overlap, max(over, 0.0)
 
     def status(self) -> str:
         parts = [self.phase(spec) for spec, _ in self.running.values()]
         eta = self.eta()
-        return " · ".join(filter(None, [", ".join(dict.fromkeys(parts)),
-                                        "ETA ~{}".format(clock(eta)) if eta is not None else ""]))
+        said = "" if eta is None else "ETA ~{}".format(clock(eta[0])) + (
+            " (running past its estimate by {})".format(clock(eta[1])) if eta[1] >= 1 else "")
+        return " · ".join(filter(None, [", ".join(dict.fromkeys(parts)), said]))
 
     def done(self, result: RunResult) -> None:
         self.running.pop(result.run_id, None)
