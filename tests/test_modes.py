@@ -2,6 +2,7 @@
 switches each backend declares, how a cell gets them, what run ids and hashes become, the search
 over probes, and the comparator's refusal of cross-mode ratios. No framework runs here."""
 import json
+import re
 import sys
 
 import pytest
@@ -242,6 +243,8 @@ def test_batch_auto_records_its_probes_apart_from_the_cells(tmp_path):
     assert "## Batch search (probes, not cells)" in report_md
     assert "| PyTorch (Caffe2) | default | fp32 | 1 | 48 | ok |" in report_md
     assert "[b48]" in report_md and "| auto |" in report_md
+    assert re.search(r"caffe2-fp32-w1-bauto-s32-r0: 3 probes in the cell's process in \d+ s, batch 64 "
+                     r"oom; then batch 48 ok; chose 48 \(the last probe's model went on\)\.", report_md)
 
 
 def test_the_separate_process_search_chooses_the_same_batch_in_five_processes(tmp_path):

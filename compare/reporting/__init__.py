@@ -83,7 +83,8 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
                                               ", ".join(missing))]))
     from . import packing, probes
     extra += packing.sections(results, campaign.root, campaign.machine)
-    searched = probes.table(campaign.probes(), probes.chosen_batches(results))
+    searched = probes.table(campaign.probes(), probes.chosen_batches(results),
+                            [r for r in results if r.spec.get("batch_auto")])
     extra += [searched] if searched is not None else []
     if warnings:  # foreign or unreadable files: listed in the report too, never counted
         extra.append(Text("Result files left out", warnings, bullets=True))
