@@ -186,18 +186,24 @@ class Decoder:
 
     def decode_into(self, datas: Sequence, boxes: Sequence[Sequence[int]], offsets: Sequence[int],
                     ptr: int, stream: int = 0) -> List[int]:
-        """Crop i of boxes ([x, y, w, h, ...]) of JPEG datas[i] (bytes or a buffer) decoded as
-        h x w x 3 RGB at ptr + offsets[i]; returns the indices that did not decode."""
+        """Crop i of boxes ([x, y, w, h, ...]) of JPEG datas[i] (bytes or a buffer; or datas is
+        an nvdecode.Flat, the JPEGs by address) decoded as h x w x 3 RGB at ptr + offsets[i];
+        returns the indices that did not decode."""
         n = len(datas)
         self._grow(n)
         held, lib = self.lib.held, self.lib
         view, info = self.view, self.info
         bad, todo = [], []  # type: Tuple[List[int], List[int]]
-        keep = []  # the buffers' owners, alive until the decode is done
+        keep = [datas]  # the buffers' owners, alive until the decode is done
+        flat = getattr(datas, "address", None)  # an nvdecode.Flat: no object per image
         for i in range(n):
-            x, y, w, h = (int(v) for v in boxes[i][:4])
-            address, size, owner = _address(datas[i])
-            keep.append(owner)
+            box = boxes[i]
+            x, y, w, h = int(box[0]), int(box[1]), int(box[2]), int(box[3])
+            if flat is not None:
+                address, size = flat + datas.offsets[i], datas.lengths[i]
+            else:
+                address, size, owner = _address(datas[i])
+                keep.append(owner)
             if held.nvimgcodecCodeStreamCreateFromHostMem(
                     lib.instance, C.byref(self.streams[i]), address, size, None) != SUCCESS:
                 bad.append(i)

@@ -13,6 +13,8 @@ prints the step's img/s against training alone:
   pyonly     thread, the per-image Python objects only (no decode, no resize): the GIL's share
   decode     thread, the decode without the resize
   process    the same prepare in a child process (its own interpreter and CUDA context, same GPU)
+  split      thread, each batch split between the engines and CPU decoder processes (the cores
+             less two; backends/splitdecode.py), as decode=hw runs since issue 36
 
     python bench/feed_contention.py DIR [--precision fp16] [--batch-size 256] [--steps 60]
         [--modes alone,decode,...] [--cuda-graphs]
@@ -27,7 +29,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-MODES = ("alone", "thread", "switch", "pyonly", "decode", "process")
+MODES = ("alone", "thread", "switch", "pyonly", "decode", "process", "split")
 # more: NAME_hp = NAME on a stream of the highest priority; NAME_py = NAME through nvImageCodec's
 # Python binding (else its C API, nvcapi.py, the default; pyonly always uses the binding);
 # decode_switch; decode_proc = decode only in a child process; decode_alone = the decode flat out
@@ -58,16 +60,19 @@ def prepare_for(mode: str, device):
     """The load's per-batch function on this process's device."""
     import torch
 
+    from backends import cpudecode
     from backends import nvdecode as nvd
     from backends.caffe2_torch import hwdecode
     from backends.caffe2_torch.data import _scale
     # pyonly makes the binding's own objects, so it runs through the binding
-    decoder = hwdecode.make(device, api="python" if "_py" in mode or "pyonly" in mode else "c")
-    full = hwdecode.hw_to_device(device, 224, True, decoder, _scale(device))
     base = mode.replace("_hp", "").replace("_py", "")
-    if base in ("thread", "switch", "process"):
+    cpus = cpudecode.default_processes(len(os.sched_getaffinity(0))) if base == "split" else 0
+    decoder, _ = hwdecode.make(device, api="python" if "_py" in mode or "pyonly" in mode else "c",
+                               processes=cpus, batch=1024)  # split: the CPU decoders beside
+    full = hwdecode.hw_to_device(device, 224, True, decoder, _scale(device))
+    if base in ("thread", "switch", "process", "split"):
         return full
-    nv = decoder.nv if decoder.api == "python" else None
+    nv = decoder.engines.nv if decoder.engines.api == "python" else None
 
     def unpack(batch):
         """(JPEG views, boxes, offsets, a flat device buffer for the crops, the current stream)"""

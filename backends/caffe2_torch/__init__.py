@@ -8,6 +8,7 @@ from typing import List
 from ..dataset import FEEDER_PRIORITY, LOADER_WORKERS, NVIMGCODEC_API, PIPELINE, SWITCH_INTERVAL
 from ..options import CHANNELS_LAST, COMPILE, Option, Switch
 from ..protocol import RunSpec
+from ..splitdecode import OPTIONS as SPLIT_OPTIONS  # cpu_decoders, cpu_share, cpu_draft
 
 MODULE = "backends.caffe2_torch"
 DATA_FORMAT = None  # --data DIR: the DataLoader reads the JPEG folder itself (data.py)
@@ -32,6 +33,7 @@ OPTIONS = (
     NVIMGCODEC_API,
     SWITCH_INTERVAL,
     FEEDER_PRIORITY,
+    *SPLIT_OPTIONS,
 )
 # `tuned` (docs/modes.md): PyTorch 2's documented fast path, torch.compile, with the whole step
 # captured as one CUDA graph where compare can (one GPU; its capture does not cover DDP's

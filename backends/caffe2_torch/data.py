@@ -6,12 +6,19 @@ decode=gpu  loader workers only read each file's bytes, its size from the JPEG h
             the crop and flip; the feeder decodes the whole batch at once with nvJPEG
             (torchvision.io.decode_jpeg on cuda: the A100/H100 hardware decoder for baseline
             JPEGs) and crops, resizes and flips all images with one gather (crop_resize).
+decode=hw   as decode=gpu, the crop windows decoded on the JPEG engines by nvImageCodec and a
+            share of each batch by CPU decoder processes beside them (hwdecode.py,
+            ../splitdecode.py).
 Either way a feeder thread moves the batch to the device and normalises it on a side CUDA stream,
-DEPTH batches ahead of the training step, in channels_last when the model uses it.
+DEPTH batches ahead of the training step, in channels_last when the model uses it; the training
+thread keeps at most INFLIGHT steps queued on the GPU, so that it sleeps on an event rather than
+in a CUDA launch beside the feeder's work.
 """
+import collections
 import os
 import random
-from typing import Any, Dict, List, Tuple
+import time
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch.utils import data as tud
@@ -23,8 +30,10 @@ from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
 from .runtime import TorchRuntime
 
-DEPTH = 3  # batches the feeder keeps ready on the device
+DEPTH = 4  # batches the feeder keeps ready on the device (~0.6 GB at batch 256, 224 px)
 LOADER_PREFETCH = 4  # batches each loader worker keeps ready
+INFLIGHT = 2  # real data on cuda: training steps queued on the GPU beyond the one being issued
+BYTE_READERS = 4  # decode=hw's loader workers by default: they only read bytes (~130 us an image)
 PIPELINES = {"cpu": "torch DataLoader + Pillow decode in the workers",
              "gpu": "torch DataLoader (file bytes) + nvJPEG batch decode on the GPU "
                     "(torchvision.io.decode_jpeg)",
@@ -63,7 +72,8 @@ def _encoded(path: str, size: int, rng: random.Random) -> Tuple[torch.Tensor, Li
 
 class FolderDataset(tud.Dataset):
     """(path, label) pairs read with `read` (_pixels or _encoded). A file that fails is counted
-    and the next one taken in its place, so batches stay full."""
+    and the next one taken in its place, so batches stay full. _encoded's crop row also gets the
+    index of the file in the shard (what a decoder that fails on it lists)."""
 
     def __init__(self, files: List[Tuple[str, int]], read, size: int, seed: int):
         self.files, self.read, self.size, self.seed = files, read, size, seed
@@ -72,7 +82,10 @@ class FolderDataset(tud.Dataset):
         return len(self.files)
 
     def __getitem__(self, i: int):
-        return ds.read_sample(self.files, i, self.read, self.size, self.seed)
+        value, label, bad = ds.read_sample(self.files, i, self.read, self.size, self.seed)
+        if self.read is _encoded:  # read_sample read files[(i + bad) % n]
+            value = (value[0], value[1] + [float((i + bad) % len(self.files))])
+        return value, label, bad
 
 
 def collate_pixels(samples):
@@ -123,13 +136,17 @@ def crop_resize(images: List[torch.Tensor], meta: torch.Tensor, size: int) -> to
 
 class Feed(feed.Feed):
     """Batches on the device: next() -> (images, labels). On cuda a feeder thread prepares them
-    on a side stream, DEPTH ahead; on the CPU they are prepared when asked for."""
+    on a side stream, DEPTH ahead; on the CPU they are prepared when asked for. closing: what
+    else to stop with it (the CPU decoders)."""
 
-    def __init__(self, loader, prepare, device: torch.device, settings, high: bool = False):
+    def __init__(self, loader, prepare, device: torch.device, settings, high: bool = False,
+                 closing=()):
         super().__init__(settings)
         self.iterator, self.prepare, self.device = iter(loader), prepare, device
-        self.loader = loader
+        self.loader, self.closing = loader, list(closing)
         self.ahead = None
+        self.inflight = collections.deque()  # type: collections.deque
+        self.waited = self.prepared = 0.0  # the feeder's seconds waiting for the loader, preparing
         if device.type == "cuda":
             # high: the GPU schedules the feeder's kernels ahead of the step's waiting ones
             # (out-of-range priorities map to the device's highest)
@@ -138,9 +155,13 @@ class Feed(feed.Feed):
                                          start=lambda: torch.cuda.set_device(device))
 
     def _one(self):
+        started = time.perf_counter()
         batch = next(self.iterator)
+        got = time.perf_counter()
         labels = batch[-2]  # still on the host: its range costs no device sync
         images, device_labels, errors = self.prepare(batch)
+        self.waited += got - started
+        self.prepared += time.perf_counter() - got
         return images, device_labels, (len(labels), (labels.min(), labels.max()), batch[-1] + errors)
 
     def _on_side_stream(self):
@@ -156,11 +177,30 @@ class Feed(feed.Feed):
         else:
             images, labels, counts, ready = self.ahead.get()
             current = torch.cuda.current_stream(self.device)
+            self._throttle(current)
             current.wait_event(ready)
             images.record_stream(current)  # made on the side stream, used on this one
             labels.record_stream(current)
         self.tally.add(*counts)
         return images, labels
+
+    def _throttle(self, current) -> None:
+        """Wait (asleep, without the GIL) until at most INFLIGHT steps are queued on the GPU
+        before the next one is issued: a training thread that runs further ahead only blocks
+        inside a CUDA launch or graph replay when the queue is full, and beside such a loop the
+        feeder thread made no progress at all (BENCHMARKS.md, issue 22)."""
+        mark = torch.cuda.Event(blocking=True)
+        mark.record(current)  # the end of the previous step's work
+        self.inflight.append(mark)
+        if len(self.inflight) > INFLIGHT:
+            self.inflight.popleft().synchronize()
+
+    def describe(self) -> Dict[str, Any]:
+        out = self.settings(self.tally)
+        batches = max(1, self.tally.batches)
+        out["feeder_ms_per_batch_loader"] = round(1000 * self.waited / batches, 3)
+        out["feeder_ms_per_batch_prepare"] = round(1000 * self.prepared / batches, 3)
+        return out
 
     def buffered(self) -> int:
         """Batches that can be ready before the first is asked for (--data-only drains them):
@@ -174,6 +214,8 @@ class Feed(feed.Feed):
         if self.ahead is not None:
             self.ahead.close(timeout=30.0)
         self.iterator = None  # shuts the loader workers down
+        for close in self.closing:
+            close()
 
 
 def _scale(device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -248,6 +290,16 @@ def _decode_batch(encoded: List[torch.Tensor], decode, meta: torch.Tensor, label
     return images, len(bad)
 
 
+class Made:
+    """What a pipeline maker returns: the batches, prepare(), the decode that runs and why, the
+    pipeline's description, its extra settings, the loader workers, the split decoder (hw)."""
+
+    def __init__(self, batches, prepare, decode: str, why: Optional[str], pipeline: str,
+                 extra: Dict[str, Any], workers: Tuple[int, str], decoder=None):
+        self.batches, self.prepare, self.decode, self.why = batches, prepare, decode, why
+        self.pipeline, self.extra, self.workers, self.decoder = pipeline, extra, workers, decoder
+
+
 def make_feed(spec: RunSpec, runtime: TorchRuntime) -> Feed:
     """This rank's pipeline over its shard of spec.data's files (every world-th file), onto the
     runtime's device in the model's layout."""
@@ -255,65 +307,81 @@ def make_feed(spec: RunSpec, runtime: TorchRuntime) -> Feed:
         return options.value(OPTIONS, spec.options, key)
     device, rank, world = runtime.device, runtime.rank, runtime.world
     channels_last = policy.channels_last(opt("channels_last"), spec.device)
-    if opt("cuda_graphs"):
-        raise Unsupported("cuda_graphs replays one static batch; real data (--data) runs eager steps")
     prepared = ds.Prepared.find(spec.data)
     prepared.check_labels(spec.num_classes)
     files = [(os.path.join(prepared.root, rel), label)
              for rel, label in ds.shard(prepared.files(), rank, world)]
     workers = ds.loader_workers(spec, opt("loader_workers"))
     make = _dali if opt("pipeline") == "dali" else _native
-    batches, prepare, decode, why, pipeline, extra = make(spec, opt("decode"), device, files,
-                                                          workers[0], spec.seed + rank,
-                                                          channels_last)
-    feeder = ds.hw_feeder_settings(opt) if decode == "hw" and device.type == "cuda" else {}
-    extra.update(feeder)
+    made = make(spec, opt, device, files, workers, spec.seed + rank, channels_last)
+    cuda = device.type == "cuda"
+    feeder = ds.hw_feeder_settings(opt) if made.decode == "hw" and cuda else {}
+    made.extra.update(feeder)
+    if cuda:
+        made.extra["steps_in_flight"] = INFLIGHT
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
-        return ds.settings(spec, prepared, tally, pipeline=pipeline,
-                           data_format="folder (the JPEG files)", workers=workers, ranks=world,
-                           decode=decode, decode_why=why, device_prefetch=DEPTH,
-                           shard_images=len(files), **extra)
-    return Feed(batches, prepare, device, settings, feeder.get("feeder_priority") == "high")
+        out = ds.settings(spec, prepared, tally, pipeline=made.pipeline,
+                          data_format="folder (the JPEG files)", workers=made.workers,
+                          ranks=world, decode=made.decode, decode_why=made.why,
+                          device_prefetch=DEPTH, shard_images=len(files), **made.extra)
+        if made.decoder is not None:
+            out["decode_split"] = made.decoder.describe()
+            out["decode_error_files"] = [files[i][0] for i in made.prepare.failed]
+        return out
+    return Feed(made.batches, made.prepare, device, settings,
+                feeder.get("feeder_priority") == "high",
+                [made.decoder.close] if made.decoder is not None else [])
 
 
-def _native(spec: RunSpec, asked: str, device: torch.device, files, workers: int, seed: int,
-            channels_last: bool):
-    """The DataLoader over the folder, and the decode that `asked` (auto|hw|cpu|gpu) resolves to."""
-    api = options.value(OPTIONS, spec.options, "nvimgcodec_api")
-    decode, why = nvd.resolve(asked, device.type == "cuda", device.index, files[0][0], api=api)
+def _native(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, str], seed: int,
+            channels_last: bool) -> Made:
+    """The DataLoader over the folder, and the decode that --option decode (auto|hw|cpu|gpu)
+    resolves to; decode=hw reads with BYTE_READERS workers unless loader_workers says otherwise,
+    and splits each batch with CPU decoders."""
+    api = opt("nvimgcodec_api")
+    decode, why = nvd.resolve(opt("decode"), device.type == "cuda", device.index, files[0][0],
+                              api=api)
     if decode == "gpu" and device.type != "cuda":
         raise Unsupported("decode=gpu decodes with nvJPEG on a CUDA device; this run is on the cpu")
-    prepare = _prepare(decode, device, spec.image_size, channels_last, api)
+    extra = {"loader_prefetch": LOADER_PREFETCH}  # type: Dict[str, Any]
+    decoder = None
+    if decode == "hw":
+        if opt("loader_workers") is None and workers[0] > BYTE_READERS:
+            workers = (BYTE_READERS, "{} byte readers (decode=hw; {})".format(BYTE_READERS,
+                                                                              workers[1]))
+        from . import hwdecode
+        decoder, note = hwdecode.split_decoder(spec, opt, device, api)
+        prepare = hwdecode.hw_to_device(device, spec.image_size, channels_last, decoder,
+                                        _scale(device))
+        extra.update(nvd.describe("hw", 1, api=api))
+        if note:
+            extra["cpu_decoders_note"] = note
+    else:
+        prepare = _prepare(decode, device, spec.image_size, channels_last)
     read, collate = (_pixels, collate_pixels) if decode == "cpu" else (_encoded, collate_encoded)
     loader = tud.DataLoader(
         FolderDataset(files, read, spec.image_size, seed), batch_size=spec.batch_size,
-        sampler=_Shuffled(len(files), seed), num_workers=workers, collate_fn=collate,
+        sampler=_Shuffled(len(files), seed), num_workers=workers[0], collate_fn=collate,
         pin_memory=device.type == "cuda" and decode == "cpu", drop_last=True,
         persistent_workers=True, prefetch_factor=LOADER_PREFETCH)
-    extra = dict(nvd.describe("hw", 1, api=api) if decode == "hw" else {},
-                 loader_prefetch=LOADER_PREFETCH)
-    return loader, prepare, decode, why, PIPELINES[decode], extra
+    return Made(loader, prepare, decode, why, PIPELINES[decode], extra, workers, decoder)
 
 
-def _dali(spec: RunSpec, asked: str, device: torch.device, files, workers: int, seed: int,
-          channels_last: bool):
+def _dali(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, str], seed: int,
+          channels_last: bool) -> Made:
     """pipeline=dali: DALI decodes (the mixed decoder on a GPU, CPU operators without one)."""
     from .. import dali
     gpu = device.type == "cuda"
-    pipe = dali.build(files, spec.batch_size, spec.image_size, seed, workers,
+    pipe = dali.build(files, spec.batch_size, spec.image_size, seed, workers[0],
                       device.index if gpu else None)
-    return (dali.TorchBatches(pipe), dali.torch_prepare(device, channels_last), "dali",
-            "--option pipeline=dali (decode={} not used)".format(asked), dali.pipeline_text(gpu),
-            dali.describe(gpu, 1, workers))
+    return Made(dali.TorchBatches(pipe), dali.torch_prepare(device, channels_last), "dali",
+                "--option pipeline=dali (decode={} not used)".format(opt("decode")),
+                dali.pipeline_text(gpu), dali.describe(gpu, 1, workers[0]), workers)
 
 
-def _prepare(decode: str, device: torch.device, size: int, channels_last: bool, api: str = "c"):
-    """The feeder's batch -> device step for each decode."""
+def _prepare(decode: str, device: torch.device, size: int, channels_last: bool):
+    """The feeder's batch -> device step for decode cpu and gpu (hw: hwdecode.hw_to_device)."""
     if decode == "cpu":
         return _pixels_to_device(device, channels_last)
-    if decode == "hw":
-        from . import hwdecode
-        return hwdecode.hw_to_device(device, size, channels_last, hwdecode.make(device, api=api),
-                                     _scale(device))
     return decoded_to_device(device, size, channels_last, nvjpeg(device))

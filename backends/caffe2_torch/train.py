@@ -66,13 +66,13 @@ class TorchTrainer(RuntimeTrainer):
         self.images = images.to(self.device, memory_format=fmt)
         self.labels = labels.to(self.device)
         self.feed = None
-        if spec.data != "synthetic":  # real data: each step takes the next prefetched batch
-            self.feed = make_feed(spec, runtime)
         self._loss = None
         self.graph = None
         self.cuda_graphs = opt("cuda_graphs")
         if self.cuda_graphs:
             self._capture()
+        if spec.data != "synthetic":  # real data: each step takes the next prefetched batch
+            self.feed = make_feed(spec, runtime)  # after the capture: no feeder work during it
 
     def _eager_step(self) -> None:
         self.optimizer.zero_grad(set_to_none=True)
@@ -92,7 +92,8 @@ class TorchTrainer(RuntimeTrainer):
     def _capture(self) -> None:
         """Record one whole step (forward, backward, optimizer) as a CUDA graph, replayed by step().
 
-        Valid because the synthetic batch is static; warm-up steps run first on a side stream
+        Its input tensors are static: the synthetic batch, or (real data) the tensors each
+        step's batch is copied into (step()); warm-up steps run first on a side stream
         so that cuDNN autotuning and the optimizer's lazily created state stay out of the graph.
         """
         if self.device.type != "cuda":
@@ -112,7 +113,12 @@ class TorchTrainer(RuntimeTrainer):
 
     def step(self) -> None:
         if self.feed is not None:
-            self.images, self.labels = self.feed.next()
+            images, labels = self.feed.next()
+            if self.graph is not None:  # the graph reads the tensors it was captured with:
+                self.images.copy_(images)  # refilled in stream order, after the last replay
+                self.labels.copy_(labels)
+            else:
+                self.images, self.labels = images, labels
         if self.graph is not None:
             self.graph.replay()
         else:

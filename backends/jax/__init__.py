@@ -10,6 +10,7 @@ from typing import List
 from ..dataset import FEEDER_PRIORITY, LOADER_WORKERS, NVIMGCODEC_API, PIPELINE, SWITCH_INTERVAL
 from ..options import Option
 from ..protocol import RunSpec
+from ..splitdecode import OPTIONS as SPLIT_OPTIONS  # cpu_decoders, cpu_share, cpu_draft
 
 MODULE = "backends.jax"
 DATA_FORMAT = None  # --data DIR: the pipeline reads the JPEG folder itself (data.py)
@@ -46,6 +47,7 @@ OPTIONS = (
     NVIMGCODEC_API,
     SWITCH_INTERVAL,
     FEEDER_PRIORITY,
+    *SPLIT_OPTIONS,
     Option("device_prefetch", "int", "with --data DIR: batches kept ready on the devices ahead "
            "of the step (each one a global batch of float32 images)", default=2, minimum=1,
            maximum=64),

@@ -21,8 +21,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from .. import cpudecode, feed, options
 from .. import dataset as ds
-from .. import feed, options
 from .. import nvdecode as nvd
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
@@ -131,9 +131,15 @@ def make_feed(spec: RunSpec, runtime: JaxRuntime) -> Feed:
     workers = (per_device * local, source if local == 1 else
                "{} x {} devices (one pool per process)".format(source, local))
     feeder = ds.hw_feeder_settings(opt) if decode == "hw" and spec.device == "cuda" else {}
+    split = None
+    if decode == "hw":  # CPU decoders beside the engines: the process's cores less two
+        processes = opt("cpu_decoders")
+        if processes is None:
+            processes = cpudecode.default_processes(ds.available_cores())
+        split = (processes, opt("cpu_share"), spec.image_size if opt("cpu_draft") else 0)
     source, pipeline, extra = _source(decode, opt("loader"), files, spec, mesh, workers[0], rank,
                                       feeder.get("feeder_priority") == "high",
-                                      opt("nvimgcodec_api"))
+                                      opt("nvimgcodec_api"), split)
     extra.update(feeder)
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
@@ -143,13 +149,16 @@ def make_feed(spec: RunSpec, runtime: JaxRuntime) -> Feed:
                           shard_images=len(files), process_batch=spec.batch_size * local,
                           decode=decode, decode_why=why, **extra)
         out.update(source.describe() if hasattr(source, "describe") else {})
+        if hasattr(source, "failed"):
+            out["decode_error_files"] = [files[i][0] for i in source.failed]
         return out
     return Feed(source, depth, settings)
 
 
 def _source(decode: str, loader: str, files, spec: RunSpec, mesh: Mesh, workers: int, rank: int,
-            high: bool = False, api: str = "c"):
-    """(the feeder's source, the pipeline's description, settings) for the decode that runs."""
+            high: bool = False, api: str = "c", split=None):
+    """(the feeder's source, the pipeline's description, settings) for the decode that runs;
+    split (decode=hw): (CPU decoders, their fixed share or None, draft size)."""
     batch, seed = spec.batch_size * len(mesh.local_devices), spec.seed + rank
     sharding = NamedSharding(mesh, P(AXIS))
     if decode == "dali":
@@ -160,8 +169,9 @@ def _source(decode: str, loader: str, files, spec: RunSpec, mesh: Mesh, workers:
             host = hwfeed.ByteLoader(files, batch, spec.image_size, seed, workers, HOST_PREFETCH)
         else:
             host = _grain(files, batch, spec.image_size, seed, workers, True)
+        processes, share, draft = split or (0, None, 0)
         return (hwfeed.HwSource(host, mesh, spec.batch_size, spec.image_size, high=high,
-                                api=api),
+                                api=api, cpu_decoders=processes, share=share, draft=draft),
                 hwfeed.PIPELINE.format("threads" if loader == "threads" else "Grain worker processes"),
                 {"loader": "threads (file bytes)" if loader == "threads" else
                  "grain {} (file bytes)".format(host.version)})

@@ -40,7 +40,8 @@ def encoded(path: str, size: int, rng: random.Random) -> Tuple[np.ndarray, np.nd
 
 def collate_encoded(samples: Sequence[Tuple[Any, Any, Any]]):
     """A batch of encoded samples as arrays Grain can share: (all bytes one after another,
-    each file's length, the (batch, 7) table, labels, files skipped)."""
+    each file's length, the (batch, 8) table [x, y, w, h, flip, width, height, file index],
+    labels, files skipped)."""
     datas = [s[0][0] for s in samples]
     return (np.concatenate(datas), np.array([len(d) for d in datas], np.int64),
             np.stack([s[0][1] for s in samples]), np.array([s[1] for s in samples], np.int32),
@@ -68,16 +69,20 @@ class Samples:
         return epoch * n + self._order[i % n]
 
     def __getitem__(self, i: int) -> Tuple[Any, Any, Any]:
-        value, label, skipped = ds.read_sample(self.files, self.number(int(i)), self.read,
-                                               self.size, self.seed)
+        number = self.number(int(i))
+        value, label, skipped = ds.read_sample(self.files, number, self.read, self.size, self.seed)
+        if self.read is encoded:  # and the file's index (read_sample read files[(number + skipped) % n])
+            index = (number + skipped) % len(self.files)
+            value = (value[0], np.append(value[1], np.int32(index)).astype(np.int32))
         return value, np.int32(label), np.int32(skipped)
 
 
 class GrainLoader:
     """next() for decode=cpu (read=pixels): (images uint8 (batch, size, size, 3), labels int32,
-    files skipped), as loader.HostLoader; for decode=hw (read=encoded): ([bytes of each file],
-    [[x, y, w, h, flip, width, height]], labels int32, files skipped), as hwfeed.ByteLoader.
-    `ahead` batches buffered per worker process."""
+    files skipped), as loader.HostLoader; for decode=hw (read=encoded): (the files' bytes as an
+    nvdecode.Flat over the batch's one array, [[x, y, w, h, flip, width, height, file index]],
+    labels int32, files skipped), as hwfeed.ByteLoader. `ahead` batches buffered per worker
+    process."""
 
     def __init__(self, files: List[Tuple[str, int]], batch: int, size: int, seed: int,
                  workers: int, ahead: int, read=pixels):
@@ -97,8 +102,8 @@ class GrainLoader:
     def next(self):
         if self.bytes:
             flat, lengths, meta, labels, skipped = next(self.iterator)
-            ends = np.cumsum(lengths).tolist()
-            datas = [flat[end - n:end] for end, n in zip(ends, lengths.tolist())]  # views
+            flat = np.ascontiguousarray(flat)
+            datas = nvd.Flat(flat, flat.ctypes.data, lengths.tolist())  # the JPEGs by address
             return datas, meta.tolist(), np.asarray(labels, np.int32), int(skipped)
         images, labels, skipped = next(self.iterator)
         return np.asarray(images), np.asarray(labels, np.int32), int(np.sum(skipped))

@@ -1,15 +1,18 @@
-"""JAX's decode=hw: crop windows decoded on the GPU's JPEG engines (backends/nvdecode.py),
-resized, flipped and normalised on the devices by one jitted gather, without a host copy.
+"""JAX's decode=hw: crop windows decoded on the GPU's JPEG engines (backends/nvdecode.py), a
+share of each batch by CPU decoder processes beside them (backends/splitdecode.py), resized,
+flipped and normalised on the devices by one jitted gather.
 
 Grain worker processes (grain_loader.py; loader=threads: ByteLoader below) read each file's
 bytes and draw its crop and flip. In the training process, one decode thread per local device
 takes that device's share of each batch and has the device's decoder write every crop into a
-flat uint8 buffer on the device (region-of-interest decode), ordered on a CUDA stream of its own,
-and records an event behind it. The buffers are a ring of RING per device, allocated once (the
-decode writes every byte the resize reads: no zero fill, no allocation per batch). The feeder
-(next()) waits for that event only (its thread sleeps; the GIL is free) and calls the jitted
-resize; meanwhile the decode thread already decodes the next batch into the next buffer. A buffer
-is decoded into again only once the resize that read it is done. The per-device results become
+flat uint8 buffer on the device (region-of-interest decode), ordered on a CUDA stream of its own
+(the CPU decoders' crops arrive at its head in one copy, on a stream of the split decoder's,
+which the thread's stream waits for), and records an event behind it. The buffers are a ring of
+RING per device, allocated once (the decode writes every byte the resize reads: no zero fill,
+no allocation per batch). The feeder (next()) waits for that event only (its thread sleeps;
+the GIL is free) and calls the jitted resize; meanwhile the decode thread already decodes the
+next batch into the next buffer. A buffer is decoded into again only once the resize that read
+it is done. The per-device results become
 one global array sharded over the mesh.
 
 No recompilation for images of other sizes: crops of any size go into the flat buffer one after
@@ -30,10 +33,12 @@ import numpy as np
 
 from .. import dataset as ds
 from .. import nvdecode as nvd
+from .. import splitdecode
 from .loader import sample_numbers
 
-RING = 3  # flat buffers per device: one decoded into, one decoded and waiting, one being resized
+RING = 4  # flat buffers per device: one decoded into, two decoded and waiting, one being resized
 AHEAD = RING - 2  # decoded batches waiting for the resize, per device
+MAX_LISTED = 20  # files that did not decode, listed in the result (all are counted)
 PIPELINE = ("{} (file bytes, crop boxes) -> nvImageCodec region-of-interest decode on the JPEG "
             "engines into a ring of flat buffers per device, one decode thread per device -> "
             "jitted one-gather resize, flip, normalise, overlapping the next decode -> a global "
@@ -66,8 +71,9 @@ def resize_normalize(flat, table, size: int):
 
 
 class ByteLoader:
-    """loader=threads: next() -> (datas [bytes], meta [[x, y, w, h, flip, W, H]], labels int32,
-    files skipped) for `batch` images, read by a thread pool; `ahead` batches are read ahead."""
+    """loader=threads: next() -> (datas [bytes], meta [[x, y, w, h, flip, W, H, file index]],
+    labels int32, files skipped) for `batch` images, read by a thread pool; `ahead` batches are
+    read ahead."""
 
     def __init__(self, files: List[Tuple[str, int]], batch: int, size: int, seed: int,
                  workers: int, ahead: int):
@@ -80,21 +86,23 @@ class ByteLoader:
 
     def _submit(self) -> None:
         numbers = [next(self.numbers) for _ in range(self.batch)]
-        self.pending.append([self.pool.submit(ds.read_sample, self.files, n, nvd.read_encoded,
-                                              self.size, self.seed) for n in numbers])
+        self.pending.append((numbers, [self.pool.submit(
+            ds.read_sample, self.files, n, nvd.read_encoded, self.size, self.seed)
+            for n in numbers]))
 
     def next(self):
-        futures = self.pending.popleft()
+        numbers, futures = self.pending.popleft()
         self._submit()
         done = [f.result() for f in futures]  # raises what a task raised
-        return ([d[0][0] for d in done], [d[0][1] for d in done],
+        n = len(self.files)  # read_sample read files[(number + skipped) % n]
+        return ([d[0][0] for d in done], [d[0][1] + [(k + d[2]) % n] for k, d in zip(numbers, done)],
                 np.array([d[1] for d in done], np.int32), sum(d[2] for d in done))
 
     def buffered(self) -> int:
         return len(self.pending)
 
     def close(self) -> None:
-        for futures in self.pending:
+        for _, futures in self.pending:
             for f in futures:
                 f.cancel()
         self.pool.shutdown(wait=True)
@@ -118,7 +126,8 @@ class Slot:
 
 
 class Part:
-    """Device i's share of every batch: its decoder (its owner's), stream, ring and queues."""
+    """Device i's share of every batch: its decoder (its owner's splitdecode.SplitDecoder),
+    stream, ring and queues."""
 
     def __init__(self, index: int, owner: int, device, decoder, stream, lock):
         self.index, self.owner, self.device = index, owner, device
@@ -136,10 +145,13 @@ class HwSource:
 
     loader: GrainLoader(read=encoded) or ByteLoader (the process's batch: per_device x local
     devices). kind "hw": the JPEG engines; "cpu": nvImageCodec's CPU backend into host buffers
-    (the tests' stand-in without a GPU: everything but the engines, the streams and events)."""
+    (the tests' stand-in without a GPU: everything but the engines, the streams and events).
+    cpu_decoders: CPU decoder processes of the process, shared out among its devices, taking
+    `share` of each batch (None: as their measured rates say; splitdecode.py)."""
 
     def __init__(self, loader, mesh, per_device: int, size: int, kind: str = "hw",
-                 high: bool = False, api: str = "c"):
+                 high: bool = False, api: str = "c", cpu_decoders: int = 0,
+                 share: Optional[float] = None, draft: int = 0):
         from jax.sharding import NamedSharding
         from jax.sharding import PartitionSpec as P
 
@@ -150,6 +162,8 @@ class HwSource:
         self.devices = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
         self.sharding = NamedSharding(mesh, P(AXIS))
         self.global_shape = (per_device * mesh.devices.size, size, size, 3)
+        self.split = (cpu_decoders, share, draft)
+        self.failed = []  # type: List[int]  # indices in the shard of files that did not decode
         self.parts, self.note = self._parts()
         self.resize = jax.jit(resize_normalize, static_argnums=2)
         self.programs = set()  # type: set
@@ -164,13 +178,18 @@ class HwSource:
         """One decoder and stream per local device; where a second decoder cannot be made, the
         first device decodes for all and its results are moved (recorded in decoders_note)."""
         owned, parts, note, locks = {}, [], None, {}  # type: Any, List[Part], Optional[str], Any
+        processes, share, draft = self.split
         for i, d in enumerate(self.devices):
             try:
-                made = nvd.BatchDecoder(ordinal(d) if self.kind == "hw" else None, self.kind,
-                                        self.api)
-                stream = nvd.Stream(ordinal(d), self.high) if self.kind == "hw" else None
-                # one lock per decoder: the host's (kind cpu) serves every part
-                owned[i] = (made, stream, locks.setdefault(id(made.decoder), threading.Lock()))
+                device = ordinal(d) if self.kind == "hw" else None
+                engines = nvd.BatchDecoder(device, self.kind, self.api)
+                stream = nvd.Stream(device, self.high) if self.kind == "hw" else None
+                mine = processes // len(self.devices) + int(i < processes % len(self.devices))
+                made, why = splitdecode.make(engines, mine, self.per_device, share, device,
+                                             self.high, draft)
+                note = note or why
+                # one lock per engines' decoder: the host's (kind cpu) serves every part
+                owned[i] = (made, stream, locks.setdefault(id(engines.decoder), threading.Lock()))
                 owner = i
             except nvd.NotAvailable as exc:
                 if i == 0:
@@ -217,7 +236,7 @@ class HwSource:
     def _decode(self, part: Part, datas, meta, labels: np.ndarray):
         """One share into the next free buffer of the part's ring; (slot, table, labels, errors,
         datas: kept until the decode is done)."""
-        boxes = [m[:4] for m in meta]
+        boxes = [m[:7] for m in meta]
         offsets, total = nvd.layout(boxes)
         part.capacity = max(part.capacity, nvd.capacity(total))
         slot = self._get(part.free)
@@ -227,17 +246,19 @@ class HwSource:
             if self.kind == "hw":
                 part.stream.enter()  # this thread's driver calls (the event too) need the context
                 self._fit(part, slot)
-                bad = part.decoder.decode_into(datas, boxes, slot.array.unsafe_buffer_pointer(),
-                                               part.stream.value)
-                part.stream.record(slot.event)
+                done = part.decoder.decode_into(datas, boxes, slot.array.unsafe_buffer_pointer(),
+                                                part.stream.value)
+                part.stream.record(slot.event)  # behind the engines' work and the CPU crops' copy
             else:
                 slot.array = np.empty((part.capacity,), np.uint8)
-                bad = part.decoder.decode_into(datas, boxes, slot.array.ctypes.data)
-        table = [[o, b[3], b[2], m[4]] for o, b, m in zip(offsets, boxes, meta)]
+                done = part.decoder.decode_into(datas, boxes, slot.array.ctypes.data)
+        table = [[o, s[0], s[1], m[4]] for o, s, m in zip(offsets, done.sizes, meta)]
         label_list = labels.tolist()
-        if bad:
-            nvd.replace_bad(table, label_list, bad)
-        return slot, np.array(table, np.int32), label_list, len(bad), datas
+        if done.bad:
+            self.failed.extend(int(meta[i][7]) for i in done.bad[:MAX_LISTED - len(self.failed)]
+                               if len(meta[i]) > 7)
+            nvd.replace_bad(table, label_list, done.bad)
+        return slot, np.array(table, np.int32), label_list, len(done.bad), datas
 
     def _fit(self, part: Part, slot: Slot) -> None:
         """The slot's device buffer, (re)allocated once it is smaller than the ring's capacity."""
@@ -282,14 +303,20 @@ class HwSource:
         return self.loader.buffered() + AHEAD + 1
 
     def describe(self) -> Dict[str, Any]:
-        out = nvd.describe(self.kind, len({id(p.decoder.decoder) for p in self.parts}), self.note,
-                           self.api)
+        owners = [p for p in self.parts if p.owner == p.index]
+        out = nvd.describe(self.kind, len({id(p.decoder.engines.decoder) for p in owners}),
+                           self.note, self.api)
         out["resize_programs"] = len(self.programs)  # compiled shapes: devices x size classes
         out["decode_ring"] = RING
+        splits = [p.decoder.describe() for p in owners]
+        out["decode_split"] = splits[0] if len(splits) == 1 else splits
         return out
 
     def close(self) -> None:
         self.stop.set()
         for t in self.threads:
             t.join(timeout=30)  # each ends after the share it is decoding
+        for p in self.parts:
+            if p.owner == p.index:
+                p.decoder.close()
         self.loader.close()

@@ -219,22 +219,27 @@ def test_dali_cpu_only_pipeline_reads_steps_times_batch_images_with_labels_in_ra
         assert s["data_pipeline"].startswith("DALI CPU-only: readers.file"), fw
 
 
-@pytest.mark.parametrize("framework,name,api", [("caffe2", "torch", "c"), ("jax", "jax", "c"),
-                                               ("caffe2", "torch", "python")])
-def test_the_hardware_decode_path_gives_pillows_pixels(folder, framework, name, api):
+@pytest.mark.parametrize("framework,name,api,split", [
+    ("caffe2", "torch", "c", 0), ("jax", "jax", "c", 0), ("caffe2", "torch", "python", 0),
+    ("caffe2", "torch", "c", 2), ("jax", "jax", "c", 2)])
+def test_the_hardware_decode_path_gives_pillows_pixels(folder, framework, name, api, split):
     """Everything of decode=hw but the JPEG engines: nvImageCodec's CPU backend decodes the crop
     windows into the flat buffer (through its C API, the default, or its Python binding), the
     framework's gather resizes them; Pillow's decode of the same boxes, resized by the same
-    formula, agrees (bench/pipes_probe.py, as on the GPU)."""
+    formula, agrees (bench/pipes_probe.py, as on the GPU). split: the batch shared with that
+    many CPU decoder processes (splitdecode.py), whose pixels equal the engines' alone."""
     proc = subprocess.run([backend_python(framework), str(ROOT / "bench" / "pipes_probe.py"), name,
                            str(folder / "train" / "n00000002"), "cpu", "--batch", "6", "--size", "24",
-                           "--api", api],
+                           "--api", api, "--cpu-decoders", str(split)],
                           capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, JAX_PLATFORMS="cpu"))
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert (out["ok"], out["images"], out["shape"], out["api"]) == (True, 6, [6, 24, 24, 3], api)
     assert out["mean_abs"] < 1.0  # the same libjpeg-turbo: the same pixels
+    if split:
+        assert out["split_vs_single_mean_abs"] < 1.0 and out["cpu_images"] > 0 and out["hw_images"] > 0
+        assert out["split"]["cpu_decoders"] == 2 and out["split"]["cpu_share_first"] == 0.5
 
 
 C_API_BATCH = r"""
@@ -293,7 +298,8 @@ from backends.jax import grain_loader as gl, hwfeed
 prepared = ds.Prepared.find(FOLDER)
 files = [(os.path.join(prepared.root, rel), label) for rel, label in prepared.files()]
 loader = gl.GrainLoader(files, 8, 16, 7, 1, 2, gl.encoded)  # 1 worker: bytes and crop boxes
-source = hwfeed.HwSource(loader, Mesh(np.array(jax.devices()[:2]), ("data",)), 4, 16, "cpu")
+source = hwfeed.HwSource(loader, Mesh(np.array(jax.devices()[:2]), ("data",)), 4, 16, "cpu",
+                         cpu_decoders=2)  # one CPU decoder process per device beside the engines
 seen = []
 for _ in range(5):
     x, y, (n, (lo, hi), bad) = source.next()
@@ -306,8 +312,9 @@ source.close()
 
 def test_jax_hardware_decode_feed_reads_the_folder_through_grain(folder):
     """decode=hw's JAX feed but the JPEG engines (nvImageCodec's CPU backend): Grain's worker
-    reads bytes and crop boxes, one decode thread per device fills its ring, the resize makes
-    one global batch sharded over both devices, counted, labels in range."""
+    reads bytes and crop boxes, one decode thread per device fills its ring, sharing each of its
+    batches with a CPU decoder process, the resize makes one global batch sharded over both
+    devices, counted, labels in range."""
     run_compare(["data", "prepare", str(folder), "--frameworks", "jax", "--device", "cpu"])
     out = json.loads(run_in_backend("jax", JAX_HW_FEED.replace("FOLDER", repr(str(folder))))
                      .strip().splitlines()[-1])
@@ -315,8 +322,11 @@ def test_jax_hardware_decode_feed_reads_the_folder_through_grain(folder):
         assert (n, shape, devices, finite) == (8, [8, 16, 16, 3], 2, True)
         assert 0 <= lo <= hi < CLASSES and all(0 <= v < CLASSES for v in labels)
     d = out["describe"]
-    assert (d["decode_ring"], d["decoders"]) == (3, 1)  # hwfeed.RING; the host's one decoder
-    assert out["buffered"] == 1 * (2 * 2 + 2) + 1 + 1  # Grain's, one decoded, one decoding
+    assert (d["decode_ring"], d["decoders"]) == (4, 1)  # hwfeed.RING; the host's one decoder
+    assert out["buffered"] == 1 * (2 * 2 + 2) + 2 + 1  # Grain's, two decoded, one decoding
+    for split in d["decode_split"]:  # each device's decoder and its CPU decoder
+        assert split["cpu_decoders"] == 1 and split["cpu_images"] > 0 and split["hw_images"] > 0
+        assert split["cpu_images"] + split["hw_images"] >= 5 * 4  # 5 batches of 4 a device
 
 
 def test_two_torch_workers_each_read_their_own_shard(folder, tmp_path):
@@ -346,3 +356,113 @@ def test_two_jax_processes_each_read_their_own_shard_onto_their_own_devices(fold
     assert (s["images_read"], s["images_read_rank0"]) == (2 * read, read)
     assert (s["shard_images"], s["process_batch"]) == (IMAGES // 2, BATCH)
     assert s["loader_workers_from"].endswith(" / 1 local worker")  # its own cores, its own device
+
+
+TORCH_HW_SPLIT = r"""
+import json, os
+import torch
+from backends import dataset as ds
+from backends.caffe2_torch import data as d, hwdecode
+prepared = ds.Prepared.find(FOLDER)
+files = [(os.path.join(prepared.root, rel), label) for rel, label in prepared.files()]
+cpu = torch.device("cpu")
+# 1. the feed over the folder, each batch shared by the engines' stand-in and 2 CPU decoders
+decoder, note = hwdecode.make(cpu, "cpu", "c", 2, 4, None)
+loader = torch.utils.data.DataLoader(
+    d.FolderDataset(files, d._encoded, 32, 7), batch_size=4, sampler=d._Shuffled(len(files), 7),
+    num_workers=1, collate_fn=d.collate_encoded, drop_last=True)
+feed = d.Feed(loader, hwdecode.hw_to_device(cpu, 32, True, decoder, d._scale(cpu)), cpu,
+              lambda tally: {}, closing=[decoder.close])
+for _ in range(4):
+    x, y = feed.next()
+split = decoder.describe()
+feed.close()
+# 2. a truncated JPEG in each half of one batch (share 1/2: the first 3 go to the CPU decoders)
+truncated = os.path.join(prepared.root, "train", "n00000000", "truncated.JPEG")
+picked = [files[0], (truncated, 1), files[1], files[2], (truncated, 2), files[3]]
+batch = d.collate_encoded([d.FolderDataset(picked, d._encoded, 32, 1)[i] for i in range(6)])
+half, _ = hwdecode.make(cpu, "cpu", "c", 2, 6, 0.5)
+prepare = hwdecode.hw_to_device(cpu, 32, True, half, d._scale(cpu))
+images, labels, errors = prepare(batch)
+half.close()
+# 3. the run's options: cpu_decoders (default: the cores less two), cpu_share
+from backends import options
+from backends.caffe2_torch import OPTIONS
+from backends.protocol import RunSpec
+runs = []
+for given in ({"cpu_share": 0.25}, {"cpu_share": 0.25, "cpu_decoders": 2}):
+    spec = RunSpec(framework="caffe2", backend="caffe2_torch", batch_size=4, image_size=32,
+                   options=given)
+    made, why = hwdecode.split_decoder(spec, lambda key: options.value(OPTIONS, spec.options, key),
+                                       cpu, "c", kind="cpu")
+    runs.append([made.describe()["cpu_decoders"], made.describe()["rule"], why])
+    made.close()
+print(json.dumps({"shape": list(x.shape), "finite": bool(torch.isfinite(x).all()),
+                  "images": feed.tally.images, "note": note, "split": split, "errors": errors,
+                  "failed": prepare.failed, "labels": labels.tolist(), "runs": runs,
+                  "cores": len(os.sched_getaffinity(0)),
+                  "half": half.describe(), "bad_finite": bool(torch.isfinite(images).all())}))
+"""
+
+
+def test_torch_split_feed_reads_the_folder_and_a_corrupt_jpeg_in_either_half_is_listed(folder):
+    """decode=hw's PyTorch feed but the engines (nvImageCodec's CPU backend): the DataLoader's
+    batches shared with CPU decoder processes; and a truncated JPEG in each half of a batch is
+    counted, replaced by the first good image (its crop and label), and listed by index."""
+    run_compare(["data", "prepare", str(folder), "--frameworks", "caffe2", "--device", "cpu"])
+    out = json.loads(run_in_backend("caffe2", TORCH_HW_SPLIT.replace("FOLDER", repr(str(folder))))
+                     .strip().splitlines()[-1])
+    assert (out["shape"], out["finite"], out["images"], out["note"]) == ([4, 3, 32, 32], True, 16, None)
+    s = out["split"]
+    assert s["cpu_images"] + s["hw_images"] == 16 and s["cpu_images"] > 0 and s["hw_images"] > 0
+    assert s["rule"] == "auto: in proportion to the measured rates" and s["cpu_img_s"] > 0
+    assert (out["errors"], out["failed"], out["bad_finite"]) == (2, [1, 4], True)
+    first = out["labels"][0]
+    assert out["labels"][1] == out["labels"][4] == first  # the first good image's label
+    assert (out["half"]["cpu_images"], out["half"]["hw_images"]) == (3, 3)
+    rule = "--option cpu_share=0.25"
+    assert out["runs"] == [[max(0, out["cores"] - 2), rule if out["cores"] > 2 else
+                            "no CPU decoders: the engines alone", None], [2, rule, None]]
+
+
+JAX_HW_HALVES = r"""
+import json, os
+os.environ.update(JAX_PLATFORMS="cpu")
+import jax
+import numpy as np
+from jax.sharding import Mesh
+from backends import dataset as ds
+from backends import nvdecode as nvd
+from backends.jax import hwfeed
+import random
+prepared = ds.Prepared.find(FOLDER)
+files = [os.path.join(prepared.root, rel) for rel, _ in prepared.files()][:4]
+truncated = os.path.join(prepared.root, "train", "n00000000", "truncated.JPEG")
+paths = [files[0], truncated, files[1], files[2], truncated, files[3]]
+picked = [nvd.read_encoded(p, 16, random.Random(i)) for i, p in enumerate(paths)]
+datas = [d for d, _ in picked]
+meta = [m + [i] for i, (_, m) in enumerate(picked)]  # the file's index, as the loaders add it
+
+class Once:
+    def next(self):
+        return datas, meta, np.arange(6, dtype=np.int32), 0
+    def buffered(self):
+        return 0
+    def close(self):
+        pass
+source = hwfeed.HwSource(Once(), Mesh(np.array(jax.devices()[:1]), ("data",)), 6, 16, "cpu",
+                         cpu_decoders=2, share=0.5)
+x, y, counts = source.next()
+print(json.dumps({"errors": counts[2], "failed": source.failed[:2], "labels": np.asarray(y).tolist(),
+                  "finite": bool(np.isfinite(np.asarray(x)).all()),
+                  "split": source.describe()["decode_split"]}))
+source.close()
+"""
+
+
+def test_jax_a_corrupt_jpeg_in_either_half_is_counted_replaced_and_listed(folder):
+    out = json.loads(run_in_backend("jax", JAX_HW_HALVES.replace("FOLDER", repr(str(folder))))
+                     .strip().splitlines()[-1])
+    assert (out["errors"], out["failed"], out["finite"]) == (2, [1, 4], True)
+    assert out["labels"] == [0, 0, 2, 3, 0, 5]  # the first good image's label in their place
+    assert out["split"]["cpu_share_first"] == 0.5 and out["split"]["rule"] == "--option cpu_share=0.5"
