@@ -28,7 +28,8 @@ FORCE_ENV = "COMPARE_BATCH_SEARCH"  # =process: every search in separate process
 def where(cell: RunSpec) -> Tuple[bool, str]:
     """(whether the cell searches in its own process, why not where it does not). A backend
     says why its probes need processes of their own (SEPARATE_PROBES: its framework does not
-    give device memory back); a job of several processes searches apart too."""
+    give device memory back); a job of several processes, and a cell reading real data, search
+    apart too."""
     from . import frameworks
     if os.environ.get(FORCE_ENV) == "process":
         return False, "{}=process".format(FORCE_ENV)
@@ -38,6 +39,9 @@ def where(cell: RunSpec) -> Tuple[bool, str]:
     if cell.nodes > 1 or module.launcher(cell) != "single":
         return False, ("a job of several processes would have to agree on each probe's "
                        "out-of-memory before the next; not built")
+    if cell.data != "synthetic":
+        return False, ("real data: the input pipeline (its loader workers, shared memory, JPEG "
+                       "decoders) is not rebuilt for each probe in one process; not built")
     return True, ""
 
 

@@ -147,6 +147,7 @@ def test_tensorflow_and_mxnet_search_in_separate_processes_and_say_why(monkeypat
     assert batchsearch.where(cell("tf"))[1].startswith("TensorFlow keeps the device memory")
     assert batchsearch.where(cell("mxnet"))[1].startswith("MXNet's pooled storage keeps")
     assert batchsearch.where(cell("caffe2", gpus=2))[1].startswith("a job of several processes")
+    assert batchsearch.where(cell("jax", data="/data"))[1].startswith("real data: the input pipeline")
     monkeypatch.setenv("COMPARE_BATCH_SEARCH", "process")
     assert batchsearch.where(cell("caffe2")) == (False, "COMPARE_BATCH_SEARCH=process")
 
