@@ -166,7 +166,7 @@ def in_process(spec: RunSpec, setup: Callable[[RunSpec], Any], measure: Callable
             raise
         except Exception as exc:  # the framework's own error: this probe's result only
             failure = (classify(exc), "{}: {}".format(type(exc).__name__, str(exc).strip()[-500:]))
-            exc.__traceback__ = None  # its frames hold the probe's tensors
+            _forget_frames(exc)
         probe = {"batch_size": batch, "status": "ok", "reason": None,
                  "images_per_sec": fields.get("images_per_sec"),
                  "uncertainty": fields.get("uncertainty"),
@@ -198,6 +198,16 @@ def in_process(spec: RunSpec, setup: Callable[[RunSpec], Any], measure: Callable
         return live.pop()[1]
     _release(live, spec)
     return setup(spec)
+
+
+def _forget_frames(exc: Optional[BaseException]) -> None:
+    """Drop the tracebacks of an exception and of those it was raised from: their frames hold
+    the failed probe's tensors, which the next probe needs the memory of."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        exc.__traceback__ = None
+        exc = exc.__cause__ or exc.__context__
 
 
 def _release(live: List[Any], spec: RunSpec) -> None:
