@@ -23,13 +23,19 @@ from backends.protocol import RunResult, RunSpec
 
 BUDGET_S = {"cuda": 900.0, "cpu": 300.0}  # no new probe starts after this long (one search)
 FORCE_ENV = "COMPARE_BATCH_SEARCH"  # =process: every search in separate processes
+# measured (PyTorch, 64 px, 1050 MiB): after a probe out of memory at 64, VmData stayed at
+# 1,037-1,075 MiB, so 48 and then 32 failed where a fresh process fits 32; malloc_trim gives back
+# pages, not address space
+RLIMIT_KEPT = ("on a CPU under memory_limit_mb, the address space the C allocator keeps after a "
+               "probe still counts against the limit, so a later probe in the same process would "
+               "not fit where a fresh one does")
 
 
 def where(cell: RunSpec) -> Tuple[bool, str]:
     """(whether the cell searches in its own process, why not where it does not). A backend
     says why its probes need processes of their own (SEPARATE_PROBES: its framework does not
-    give device memory back); a job of several processes, and a cell reading real data, search
-    apart too."""
+    give device memory back); a job of several processes, a cell reading real data and one
+    under a memory limit on a CPU search apart too."""
     from . import frameworks
     if os.environ.get(FORCE_ENV) == "process":
         return False, "{}=process".format(FORCE_ENV)
@@ -39,6 +45,8 @@ def where(cell: RunSpec) -> Tuple[bool, str]:
     if cell.nodes > 1 or module.launcher(cell) != "single":
         return False, ("a job of several processes would have to agree on each probe's "
                        "out-of-memory before the next; not built")
+    if cell.device == "cpu" and cell.options.get("memory_limit_mb"):
+        return False, RLIMIT_KEPT
     if cell.data != "synthetic":
         return False, ("real data: the input pipeline (its loader workers, shared memory, JPEG "
                        "decoders) is not rebuilt for each probe in one process; not built")
