@@ -16,11 +16,11 @@
 #              default batch (1024 on an H200: the table's entry, fp32 and eager not measured
 #              there before) and the FP16 gain (goal <= 4 min)                      (~3-5 min)
 #   fresh      each tuned cell of the study again at the batch it chose, in a fresh process and
-#              without a search (COMPARE_BATCH_SEARCH=process, --batch-search B-B); `compare diff`
-#              says whether the in-process figures are within their intervals    (~3-4 min)
+#              without a search (--batch-search B-B: one candidate, no probe); `compare diff` says
+#              whether the in-process figures are within their intervals           (~3-4 min)
 #   parity     JAX through compare against the plain Flax loop, every precision, b256, with the
 #              loop also under NVIDIA_TF32_OVERRIDE=0 at fp32 (what compare sets for fp32: the
-#              hypothesis for fp32's 0.96) and compare's own step in that loop        (~4 min)
+#              hypothesis for fp32's 0.96) and compare's own step in that loop        (~6 min)
 #   big        tuned fp16 of both at --batch-search 1024-2048: does 2048 fit, is it faster
 #              beyond the probes' noise (the table's entry, the search's maximum)  (~3-4 min)
 #   candidates tuned fp16/bf16 at b1024 with one switch each, toward >= 8,500 img/s: PyTorch
@@ -38,10 +38,12 @@ left() { echo $((BUDGET - $(date +%s) + T0)); }
 fits() {  # SECONDS NAME
   if [ "$(left)" -ge "$1" ]; then return 0; fi
   echo "skipped $2: $(left) s left, it needs ~$1 s"; return 1; }
-run() {  # NAME ARGS...: one campaign, stopped (SIGTERM: resumable) where the budget ends
-  local name=$1; shift; local t=$(date +%s)
+run() { run_for $(( $(left) - 10 )) "$@"; }  # NAME ARGS...: until the budget ends
+run_for() {  # SECONDS NAME ARGS...: one campaign, stopped (SIGTERM: resumable) after SECONDS
+  local limit=$1 name=$2; shift 2; local t=$(date +%s)
+  [ $limit -lt 5 ] && limit=5
   [ -f $camp/$name/campaign.json ] && set -- "$@" --resume
-  timeout -k 20 -s TERM $(( $(left) - 10 )) python3 -m compare run --python caffe2=$PY \
+  timeout -k 20 -s TERM $limit python3 -m compare run --python caffe2=$PY \
       --python jax=$PY --executor local --timeout 500 --results $camp/$name "$@" \
       > $camp/$name.md 2> $camp/$name.err
   echo "$name: exit $? in $(( $(date +%s) - t )) s ($(( $(date +%s) - T0 )) s into the call)"
@@ -55,11 +57,11 @@ for stage in $stages; do case $stage in
   fresh) [ -d $camp/study/results ] && fits 200 fresh && {
       for cell in $(python3 bench/tuned_summary.py $camp --chosen); do  # fw:precision:batch
         IFS=: read fw p b <<< "$cell"
-        COMPARE_BATCH_SEARCH=process run fresh-$fw-$p --frameworks $fw --gpus 1 --precision $p \
-            --mode tuned --batch-search $b-$b
+        run fresh-$fw-$p --frameworks $fw --gpus 1 --precision $p --mode tuned \
+            --batch-search $b-$b  # one candidate: no probe, the cell alone in its process
         python3 -m compare diff $camp/study $camp/fresh-$fw-$p | grep -E "tuned|within|better|worse"
       done; } ;;
-  parity) fits 200 parity && {
+  parity) fits 380 parity && {
       python3 bench/flax_loop.py --precision fp32,tf32,bf16,fp16 --variants plain \
           > $camp/loop.jsonl
       NVIDIA_TF32_OVERRIDE=0 python3 bench/flax_loop.py --precision fp32 --variants plain,ours \
@@ -70,7 +72,7 @@ for stage in $stages; do case $stage in
   big) fits 150 big && run big --frameworks caffe2,jax --gpus 1 --precision fp16 --mode tuned \
       --batch-search 1024-2048 ;;
   candidates) fits 150 candidates && {
-      BUDGET=$(( BUDGET - $(left) / 2 )) run cand-torch --frameworks caffe2 --gpus 1 \
+      run_for $(( $(left) / 2 )) cand-torch --frameworks caffe2 --gpus 1 \
           --precision fp16,bf16 --mode tuned --batch-search 1024-1024 \
           --option cudnn_benchmark_limit=0
       run cand-jax --frameworks jax --gpus 1 --precision fp16 --mode tuned \
