@@ -5,30 +5,33 @@
 # Stages run in the order given (default: all, in the order below) while they fit the call's
 # budget (BUDGET, 530 s): a stage that would not fit what is left is skipped and says so. The
 # campaigns live in results/tuned-35 (ignored by git: a warm machine keeps them between calls;
-# else carry it back), so a second call runs the rest: `bash bench/tuned_gpu.sh $OUT fresh
-# parity big candidates`. Each call leaves the campaigns in $OUT as .tgz (fixtures for the plan's
-# ETA rule) and prints bench/tuned_summary.py's tables.
+# else carry it back), so later calls run the rest and a stage cut short resumes. Each call leaves
+# the campaigns in $OUT as .tgz (fixtures for the plan's ETA rule) and prints
+# bench/tuned_summary.py's tables. Three calls of ~9 min do it all:
+#   bash bench/tuned_gpu.sh $OUT                      # noflags, big (the batch table's entries)
+#   bash bench/tuned_gpu.sh $OUT study fresh          # the study, then its fresh-process twins
+#   bash bench/tuned_gpu.sh $OUT parity candidates
+#   noflags    `compare run --frameworks caffe2,jax` with no other flag: fp32 and fp16 at the
+#              default batch (1024 on an H200: the table's entry, fp32 and eager not measured
+#              there before) and the FP16 gain (goal <= 4 min)                      (~3-5 min)
+#   big        tuned fp16 of both at --batch-search 1024-2048: does 2048 fit, is it faster
+#              beyond the probes' noise (the table's entry, the search's maximum)  (~3-4 min)
 #   study      the 8-cell `compare run --frameworks caffe2,jax --precision fp16,bf16 --mode
 #              default,tuned` with the in-process batch search: its wall time (goal <= 6 min),
 #              its plan (printed before the first cell), each tuned cell's probes, chosen batch
 #              and search seconds                                                   (~6-9 min)
-#   noflags    `compare run --frameworks caffe2,jax` with no other flag: fp32 and fp16 at the
-#              default batch (1024 on an H200: the table's entry, fp32 and eager not measured
-#              there before) and the FP16 gain (goal <= 4 min)                      (~3-5 min)
 #   fresh      each tuned cell of the study again at the batch it chose, in a fresh process and
 #              without a search (--batch-search B-B: one candidate, no probe); `compare diff` says
 #              whether the in-process figures are within their intervals           (~3-4 min)
 #   parity     JAX through compare against the plain Flax loop, every precision, b256, with the
 #              loop also under NVIDIA_TF32_OVERRIDE=0 at fp32 (what compare sets for fp32: the
 #              hypothesis for fp32's 0.96) and compare's own step in that loop        (~6 min)
-#   big        tuned fp16 of both at --batch-search 1024-2048: does 2048 fit, is it faster
-#              beyond the probes' noise (the table's entry, the search's maximum)  (~3-4 min)
 #   candidates tuned fp16/bf16 at b1024 with one switch each, toward >= 8,500 img/s: PyTorch
 #              cudnn_benchmark_limit=0 (every cuDNN algorithm timed), JAX fp16 with a static loss
 #              scale (MLPerf's ResNet-50 entries use one)                             (~3 min)
 set -uo pipefail
 out=${1:?outdir}; shift
-stages=${*:-study noflags fresh parity big candidates}
+stages=${*:-noflags big study fresh parity candidates}
 camp=results/tuned-35; mkdir -p $camp
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
