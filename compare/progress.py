@@ -83,8 +83,12 @@ class SweepProgress:
         from . import envs, plan
         from .frameworks import get
         unbuilt = plan.to_build(cfg.frameworks, cfg.device, cfg.python, executor)
-        items, marks, source, notes = plan.schedule(todo, pool, concurrency, campaign.root.parent,
-                                                    campaign.machine, executor, unbuilt)
+        try:
+            items, marks, source, notes = plan.schedule(
+                todo, pool, concurrency, campaign.root.parent, campaign.machine, executor, unbuilt)
+        except Exception as exc:  # an estimate must never stop the sweep it estimates
+            console.print("plan: no estimate ({}: {})".format(type(exc).__name__, exc))
+            return cls(console, len(todo), campaign.root / "work")
         if todo:
             console.print(plan.render(items, marks, pool, concurrency, source, "--concurrency {}"
                                       .format(cfg.concurrency or "auto"), notes).rstrip())
