@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import RunResult, RunSpec
+from backends.protocol import DEFAULT_MODEL, RunResult, RunSpec
 
 from .reporting.timeline import clock
 from .resources import Pool, cpuset
@@ -32,7 +32,7 @@ from .scheduler import Planned, plan
 
 DEFAULT_S = 60.0  # a cell with no earlier result of any kind to go by
 ENV_BUILD_GUESS_S = 300.0  # an environment to build with none built before to go by
-DEFAULTS = {"nodes": 1, "model": "resnet50", "mode": "default"}  # of a spec from before the field
+DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec from before the field
 RECENT = 3  # the last runs of a cell that make its estimate (caches warm up over time)
 LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cell (same framework, "
           "model, precision, GPUs, nodes, device, executor, batch, mode, data); ? the framework's "
