@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from . import accuracy, caches, hostcpu, phases, telemetry, world
+from . import accuracy, batchprobe, caches, hostcpu, phases, telemetry, world
 from . import options as opts
 from .lifeline import die_with_parent
 from .machine import cpu_model as cpu_name  # noqa: F401  (the trainers' device_name on CPU)
@@ -164,6 +164,10 @@ def is_oom(exc: BaseException) -> bool:
             or any(words in text for words in OOM_WORDS))
 
 
+def _status(exc: BaseException) -> str:
+    return "oom" if is_oom(exc) else "failed"
+
+
 # how frameworks word a failed allocation (PyTorch's CPU allocator: "can't allocate memory")
 OOM_WORDS = ("out of memory", "failed to allocate", "can't allocate memory",
              "cannot allocate memory", "bad_alloc")
@@ -197,7 +201,9 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
         limit_memory(spec)
         # time to accuracy (backends/accuracy.py): its log's init_start comes before the set-up
         tta = accuracy.begin(spec, result_path, world.rank()) if spec.kind == "accuracy" else None
-        trainer = setup(spec)
+        # an auto cell searching its batch in this process (batchprobe.py), or the spec's batch
+        trainer = batchprobe.in_process(spec, setup, measure, _status) if spec.search else \
+            setup(spec)
         phases.mark("model_built")
         fields.update(measure(trainer, spec) if tta is None else tta.measure(trainer, _inject_failure))
         status, reason = tta.outcome() if tta is not None else (status, reason)
@@ -221,7 +227,7 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
         distribution=getattr(trainer, "distribution", None),
         framework_version=described.get("framework_version"),
         device_name=described.get("device_name"),
-        settings=dict(described.get("settings", {}), **mode_record(spec)),
+        settings=dict(described.get("settings", {}), **mode_record(spec), **batchprobe.settings()),
         environment=environment(), started_at=started, finished_at=utc_now(), nonce=nonce,
         spec_hash=spec_hash, phases=phases.record(), **fields)
     rank = trainer.rank if trainer is not None else world.rank()
@@ -264,14 +270,17 @@ def backend_setup(package: str) -> Callable[[RunSpec], Trainer]:
     one (what must be set before the framework is imported), then its runtime, and on it the
     trainer, or for --data-only the input pipeline alone."""
     backend = importlib.import_module(package)
+    runtimes = []  # type: List[Any]  # once per process, for every trainer a batch search builds
 
     def setup(spec: RunSpec) -> Trainer:
-        prepare = getattr(backend, "prepare", None)  # optional: most backends need none
-        if prepare is not None:
-            prepare(spec)
-        start = importlib.import_module(package + ".runtime").start  # imports the framework
-        phases.mark("framework_imported")
-        runtime = start(spec)  # marks devices_ready
+        if not runtimes:
+            prepare = getattr(backend, "prepare", None)  # optional: most backends need none
+            if prepare is not None:
+                prepare(spec)
+            start = importlib.import_module(package + ".runtime").start  # imports the framework
+            phases.mark("framework_imported")
+            runtimes.append(start(spec))  # marks devices_ready
+        runtime = runtimes[0]
         if spec.data_only:
             return DataOnly(importlib.import_module(package + ".data").make_feed(spec, runtime),
                             runtime)

@@ -8,10 +8,13 @@ see (framework imported, devices ready), and the harness marks the rest. The hos
 `cell_start` and `cell_end` around the whole cell, so that everything between is accounted for:
 
     cell_start -> launched -> process_started -> framework_imported -> devices_ready
-    -> model_built -> first_step_done -> warmup_done -> timed_start -> timed_end -> cell_end
+    [-> batch_searched] -> model_built -> first_step_done -> warmup_done -> timed_start
+    -> timed_end -> cell_end
 
 `first_step_done` includes what the first step costs beyond a normal one (compilation, cuDNN or
-XLA autotuning, lazy allocations). Under a multi-process launcher the result holds rank 0's marks.
+XLA autotuning, lazy allocations). `batch_searched` ends a batch search run in the cell's own
+process (backends/batchprobe.py: its probes' own marks are forgotten). Under a multi-process
+launcher the result holds rank 0's marks.
 """
 import os
 import time
@@ -20,8 +23,11 @@ from typing import Dict, Optional
 _IMPORTED = time.time()
 
 ORDER = ("cell_start", "launched", "process_started", "framework_imported", "devices_ready",
-         "model_built", "first_step_done", "warmup_done", "timed_start", "timed_end", "cell_end")
+         "batch_searched", "model_built", "first_step_done", "warmup_done", "timed_start",
+         "timed_end", "cell_end")
 LAUNCHED_ENV = "COMPARE_LAUNCHED_AT"
+FILE_ENV = "COMPARE_PHASE_FILE"  # where set: each mark is also appended there, as it happens
+PHASE_FILE = "phase"  # its name in a cell's work folder (the local executor's choice)
 
 _marks = {}  # type: Dict[str, float]
 
@@ -30,7 +36,26 @@ def mark(name: str, when: Optional[float] = None) -> None:
     """Record that `name` happened now (the first mark of a name wins)."""
     if name not in ORDER:
         raise ValueError("unknown phase {!r}; known: {}".format(name, ", ".join(ORDER)))
-    _marks.setdefault(name, time.time() if when is None else when)
+    if name not in _marks:
+        _marks[name] = time.time() if when is None else when
+        _tell(name, _marks[name])
+
+
+def _tell(name: str, when: float) -> None:
+    """The mark for whoever watches the run live (the host's progress bar), never an error."""
+    path = os.environ.get(FILE_ENV)
+    if path:
+        try:
+            with open(path, "a") as f:
+                f.write("{} {:.3f}\n".format(name, when))
+        except OSError:
+            pass
+
+
+def forget(names) -> None:
+    """Drop these marks (a probe's, so that the cell's own steps mark them again)."""
+    for name in names:
+        _marks.pop(name, None)
 
 
 def record() -> Dict[str, float]:

@@ -24,7 +24,7 @@ DEVICES = ("cpu", "cuda")
 # way (the switches each backend declares in MODES, the best batch); verdicts stay within a mode
 MODES = ("default", "tuned")
 # RunSpec fields that do not change the measured number (batch_auto: the batch it chose does)
-NOT_SETTINGS = ("repeat", "nonce", "batch_auto")
+NOT_SETTINGS = ("repeat", "nonce", "batch_auto", "search")
 DEFAULT_MODEL = "resnet50"  # backends/networks.py lists the others
 
 
@@ -72,6 +72,9 @@ class RunSpec:
     mode: str = "default"  # one of MODES; its switches are already in options (and compile)
     batch_auto: bool = False  # batch_size was chosen by a batch search (compare/batchsearch.py)
     probe: bool = False  # a short run of a batch search: recorded as a probe, never as a cell
+    # an auto cell whose search runs in its own process (backends/batchprobe.py): {"bounds":
+    # [MIN, MAX], "budget_s": s}; batch_size is where it starts, then the batch it chose
+    search: Optional[Dict[str, Any]] = None
     # time to accuracy (docs/accuracy.md): train on data/train, evaluate top-1 on data/val every
     # eval_every epochs until target_accuracy (0 < t <= 1) or max_epochs; None: a throughput run
     target_accuracy: Optional[float] = None

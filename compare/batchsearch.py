@@ -1,123 +1,163 @@
 """The batch search behind `--batch-size auto` and the tuned mode: the fastest per-GPU batch up to
 the largest that fits, per framework x mode x precision x GPU count (one search per cell).
 
-Each candidate batch is a probe: a short run of the cell at that batch (PROBE caps its steps),
-recorded in the campaign's probes/ folder and shown in the report as a probe, never as a cell.
-The batch doubles from the search's MIN until a probe fails (out of memory, or anything else),
-MAX is reached, or the time budget is spent (MIN = MAX: no probe, the cell runs at it); after an
-out-of-memory at 2b, one more probe lies between (1.5b, down to a multiple of 8). The cell then
-runs, as any cell, at the batch whose probe was fastest; its result records the search
-(settings.batch_search).
+The rule is backends/batchprobe.py's: start at the cell's batch (its network's default, within
+MIN-MAX), double while the gain is beyond the probes' noise, one batch between after an
+out-of-memory. Where the framework allows, the probes run inside the cell's own process (one
+import, one device set-up, one compile cache, a fresh model per batch) and the cell goes on at
+the batch chosen; elsewhere (SEPARATE says why) each probe is a process of its own, run by the
+executor like any cell. Either way every probe is recorded in the campaign's probes/ folder and
+shown in the report as a probe, never as a cell, and the cell's result records the search
+(settings.batch_search: bounds, start, every probe's figure, why it stopped, where, seconds).
+Where each probe is a process of its own, the backend says why (its SEPARATE_PROBES).
+`COMPARE_BATCH_SEARCH=process` makes every search use separate processes (to measure the two).
 """
+import os
 import secrets
-import time
-from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from dataclasses import replace
+from typing import Callable, Dict, List, Optional, Tuple
 
+from backends import batchprobe
+from backends.batchprobe import PROBE, probe_spec  # noqa: F401  (one definition, the backends')
 from backends.protocol import RunResult, RunSpec
 
-PROBE = {"warmup_steps": 5, "steps": 10, "windows": 2}  # at most; a cell asking fewer keeps its own
 BUDGET_S = {"cuda": 900.0, "cpu": 300.0}  # no new probe starts after this long (one search)
+FORCE_ENV = "COMPARE_BATCH_SEARCH"  # =process: every search in separate processes
+# measured (PyTorch, 64 px, 1050 MiB): after a probe out of memory at 64, VmData stayed at
+# 1,037-1,075 MiB, so 48 and then 32 failed where a fresh process fits 32; malloc_trim gives back
+# pages, not address space
+RLIMIT_KEPT = ("on a CPU under memory_limit_mb, the address space the C allocator keeps after a "
+               "probe still counts against the limit, so a later probe in the same process would "
+               "not fit where a fresh one does")
 
 
-@dataclass
-class Outcome:
-    bounds: Tuple[int, int]
-    probes: List[RunResult] = field(default_factory=list)
-    stopped: str = ""  # why the search ended
-
-    @property
-    def ok(self) -> List[RunResult]:
-        return [p for p in self.probes if p.status == "ok"]
-
-    @property
-    def batch(self) -> Optional[int]:
-        """The batch whose probe was fastest (None: no batch ran); bounds of one batch: it."""
-        if self.bounds[0] == self.bounds[1]:
-            return self.bounds[0]
-        ok = self.ok
-        return max(ok, key=lambda p: p.images_per_sec).spec["batch_size"] if ok else None
-
-    def record(self) -> Dict[str, Any]:
-        """settings.batch_search of the measured cell."""
-        return {"bounds": list(self.bounds), "chosen": self.batch, "stopped": self.stopped,
-                "probes": [{"batch_size": p.spec["batch_size"], "status": p.status,
-                            "images_per_sec": p.images_per_sec} for p in self.probes]}
-
-    def failure_reason(self) -> str:
-        """Why a search that found no batch ends the cell: the first probe's words."""
-        first = self.probes[0]
-        return "batch search from {}: the probe at batch {} ended {}: {}".format(
-            self.bounds[0], first.spec["batch_size"], first.status, first.reason or "no reason")
+def where(cell: RunSpec) -> Tuple[bool, str]:
+    """(whether the cell searches in its own process, why not where it does not). A backend
+    says why its probes need processes of their own (SEPARATE_PROBES: its framework does not
+    give device memory back); a job of several processes, a cell reading real data and one
+    under a memory limit on a CPU search apart too."""
+    from . import frameworks
+    if os.environ.get(FORCE_ENV) == "process":
+        return False, "{}=process".format(FORCE_ENV)
+    module = frameworks.get(cell.framework).module()
+    if getattr(module, "SEPARATE_PROBES", None):
+        return False, module.SEPARATE_PROBES
+    if cell.nodes > 1 or module.launcher(cell) != "single":
+        return False, ("a job of several processes would have to agree on each probe's "
+                       "out-of-memory before the next; not built")
+    if cell.device == "cpu" and cell.options.get("memory_limit_mb"):
+        return False, RLIMIT_KEPT
+    if cell.data != "synthetic":
+        return False, ("real data: the input pipeline (its loader workers, shared memory, JPEG "
+                       "decoders) is not rebuilt for each probe in one process; not built")
+    return True, ""
 
 
-def probe_spec(cell: RunSpec, batch: int) -> RunSpec:
-    """The short run of `cell` at `batch`: same everything, fewer steps, named as a probe."""
-    return replace(cell, batch_size=batch, batch_auto=False, probe=True, repeat=0, nonce="",
-                   **{k: min(getattr(cell, k), v) for k, v in PROBE.items()})
+class Outcome(batchprobe.Outcome):
+    """A separate-process search: the rule's outcome, with each probe's RunResult kept."""
 
-
-def _between(fits: int, fails: int) -> Optional[int]:
-    """One batch between one that ran and one out of memory: 1.5x, down to a multiple of 8."""
-    mid = (fits + fails) // 2
-    mid = mid - mid % 8 if mid >= 16 else mid
-    return mid if fits < mid < fails else None
+    def __init__(self, start: int, bounds: Tuple[int, int]):
+        super().__init__(start, bounds)
+        self.results: List[RunResult] = []
 
 
 def search(cell: RunSpec, bounds: Tuple[int, int], run: Callable[[RunSpec], RunResult],
-           budget_s: float, clock: Callable[[], float] = time.monotonic) -> Outcome:
-    """Probe `cell` at doubling batches within `bounds`; `run` runs (and records) one probe."""
-    low, high = bounds
-    out, started, batch = Outcome(bounds), clock(), low
-    if low == high:  # nothing to choose between: the cell itself says whether it fits
-        out.stopped = "one candidate, {}: not probed".format(low)
-        return out
-    while True:
-        result = run(probe_spec(cell, batch))
-        out.probes.append(result)
-        if result.status != "ok":
-            out.stopped = "batch {} {}".format(batch, result.status)
-            break
-        if batch >= high:
-            out.stopped = "reached the maximum, {}".format(high)
-            return out
-        if clock() - started >= budget_s:
-            out.stopped = "time budget of {:g} s spent".format(budget_s)
-            return out
-        batch = min(2 * batch, high)
-    fitted = [p.spec["batch_size"] for p in out.ok]
-    mid = _between(max(fitted), batch) if fitted and result.status == "oom" else None
-    if mid is not None and clock() - started < budget_s:
-        out.probes.append(run(probe_spec(cell, mid)))
-        out.stopped += "; then batch {} {}".format(mid, out.probes[-1].status)
+           budget_s: float, clock=None) -> Outcome:
+    """Probe `cell` from its batch by the rule; `run` runs (and records) one probe process."""
+    results: List[RunResult] = []
+
+    def one(batch: int) -> batchprobe.Probe:
+        r = run(probe_spec(cell, batch))
+        results.append(r)
+        return as_probe(r)
+    found = batchprobe.search(cell.batch_size, bounds, one, budget_s,
+                              **({"clock": clock} if clock else {}))
+    out = Outcome(found.start, found.bounds)
+    out.probes, out.stopped, out.seconds, out.results = found.probes, found.stopped, \
+        found.seconds, results
+    return out
+
+
+def as_probe(r: RunResult) -> batchprobe.Probe:
+    return {"batch_size": r.spec["batch_size"], "status": r.status,
+            "images_per_sec": r.images_per_sec, "uncertainty": r.uncertainty,
+            "window_images_per_sec": list(r.window_images_per_sec or []), "reason": r.reason,
+            "seconds": _seconds(r)}
+
+
+def _seconds(r: RunResult) -> Optional[float]:
+    p = r.phases or {}
+    start = p.get("launched") or p.get("process_started")
+    return round(p["timed_end"] - start, 1) if start and p.get("timed_end") else None
+
+
+def probe_results(cell: RunSpec, result: RunResult) -> List[RunResult]:
+    """The probes an in-process search recorded in the cell's result, as probe results (the
+    report's table and the probes/ folder read them as they read a separate probe's)."""
+    out = []
+    for p in (result.settings.get("batch_search") or {}).get("probes", []):
+        spec = probe_spec(cell, p["batch_size"])
+        out.append(RunResult(
+            run_id=spec.run_id, status=p["status"], spec=spec.to_dict(), reason=p.get("reason"),
+            images_per_sec=p.get("images_per_sec"), uncertainty=p.get("uncertainty"),
+            window_images_per_sec=p.get("window_images_per_sec") or [],
+            settings={"probe_of": result.run_id, "seconds": p.get("seconds"),
+                      "where": "in the cell's process"},
+            device_name=result.device_name, framework_version=result.framework_version,
+            spec_hash=spec.spec_hash, nonce=result.nonce))
     return out
 
 
 def run_auto(cell: RunSpec, campaign, executor, cfg, slot, log: Callable[[str], None],
              searched: Dict[str, int]) -> RunResult:
-    """Run an auto cell: find its batch (probes run by `executor` on the cell's `slot`, each saved
-    in the campaign), once for all its repeats and sessions, then the cell at that batch with the
-    search in its settings. A search that finds no batch is the cell's result, with why."""
+    """Run an auto cell: find its batch once for all its repeats and sessions (in its own
+    process, or by probe processes run by `executor` on the cell's `slot`, each saved in the
+    campaign), then the cell at that batch with the search in its settings. A search that finds
+    no batch is the cell's result, with why."""
+    batch = searched.get(cell.spec_hash) or _searched_before(campaign, cell)
+    if batch is not None:
+        result = executor.run(replace(cell, batch_size=batch), campaign, cfg.timeout, slot=slot)
+        result.settings["batch_search"] = {
+            "chosen": batch, "stopped": "chosen by an earlier search of this cell (its first repeat)"}
+        return result
+    bounds, inside = tuple(cfg.batch_search), where(cell)
+    if inside[0] and bounds[0] < bounds[1]:
+        result = executor.run(replace(cell, search={"bounds": list(bounds),
+                                                    "budget_s": BUDGET_S[cell.device]}),
+                              campaign, cfg.timeout, slot=slot)
+        for probe in probe_results(cell, result):
+            campaign.save_probe(probe)
+            _log(log, probe)
+        if result.status == "ok":
+            searched[cell.spec_hash] = result.spec["batch_size"]
+        return result
+    return _separate(cell, bounds, inside[1], campaign, executor, cfg, slot, log, searched)
+
+
+def _separate(cell, bounds, why, campaign, executor, cfg, slot, log, searched) -> RunResult:
+    """The search by probe processes, then the cell at the batch chosen."""
     from .executors.base import failure
-    batch, record = searched.get(cell.spec_hash) or _searched_before(campaign, cell), None
+
+    def probe(spec: RunSpec) -> RunResult:
+        result = executor.run(replace(spec, nonce=secrets.token_hex(8)), campaign, cfg.timeout,
+                              slot=slot)
+        campaign.save_probe(result)
+        _log(log, result)
+        return result
+    outcome = search(cell, bounds, probe, BUDGET_S[cell.device])
+    batch, record = outcome.batch, outcome.record("separate processes" + (": " + why if why else ""))
     if batch is None:
-        def probe(spec: RunSpec) -> RunResult:
-            result = executor.run(replace(spec, nonce=secrets.token_hex(8)), campaign, cfg.timeout,
-                                  slot=slot)
-            campaign.save_probe(result)
-            log("  probe {:<30} {:>8}  {}".format(result.run_id, result.status, "{:.2f} img/s".format(
-                result.images_per_sec) if result.status == "ok" else ""))
-            return result
-        outcome = search(cell, tuple(cfg.batch_search), probe, BUDGET_S[cell.device])
-        batch, record = outcome.batch, outcome.record()
-        if batch is None:
-            first = outcome.probes[0]
-            return failure(cell, first.status, outcome.failure_reason(), first.stderr_tail)
-        searched[cell.spec_hash] = batch
+        first = outcome.results[0]
+        return failure(cell, first.status, outcome.failure_reason(), first.stderr_tail)
+    searched[cell.spec_hash] = batch
     result = executor.run(replace(cell, batch_size=batch), campaign, cfg.timeout, slot=slot)
-    result.settings["batch_search"] = record or {
-        "chosen": batch, "stopped": "chosen by an earlier search of this cell (its first repeat)"}
+    result.settings["batch_search"] = record
     return result
+
+
+def _log(log: Callable[[str], None], result: RunResult) -> None:
+    log("  probe {:<30} {:>8}  {}".format(result.run_id, result.status, "{:.2f} img/s".format(
+        result.images_per_sec) if result.status == "ok" else ""))
 
 
 def _searched_before(campaign, cell: RunSpec) -> Optional[int]:
@@ -125,3 +165,4 @@ def _searched_before(campaign, cell: RunSpec) -> Optional[int]:
     results, _ = campaign.results()
     done = [r for r in results if r.spec_hash == cell.spec_hash and r.status == "ok"]
     return done[0].spec.get("batch_size") if done else None
+

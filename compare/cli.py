@@ -75,11 +75,16 @@ def _with_executor_flags(command):
 @_with_executor_flags
 def run(
     frameworks: str = typer.Option(None, help=FRAMEWORKS_HELP + " Default: all available."),
-    gpus: str = typer.Option("1", help="Comma list of GPU counts per node (on CPU: worker processes)."),
+    gpus: Optional[str] = typer.Option(None, help="Comma list of GPU counts per node (on CPU: "
+                                       "worker processes). Default: every count the seeds report "
+                                       "up to the GPUs present (1, 2, 4, 8 on eight); 1 on a CPU."),
     nodes: str = typer.Option("1", help="Comma list of node counts (an executor of a cluster)."),
-    precision: str = typer.Option("fp32", help="Comma list of fp32, tf32, fp16, bf16."),
-    batch_size: str = typer.Option("32", help="Comma list of per-GPU batch sizes, and/or auto: "
-                                   "the fastest batch that fits, searched (--batch-search)."),
+    precision: Optional[str] = typer.Option(None, help="Comma list of fp32, tf32, fp16, bf16. "
+                                            "Default: fp32,fp16 on GPUs, fp32 on a CPU."),
+    batch_size: Optional[str] = typer.Option(None, help="Comma list of per-GPU batch sizes, and/or "
+                                             "auto: the fastest batch that fits, searched "
+                                             "(--batch-search). Default: a batch that fills the "
+                                             "GPU, per network (compare/defaults.py); 32 on a CPU."),
     batch_search: Optional[str] = typer.Option(None, help="MIN-MAX: where an auto batch is "
                                                "searched, doubling from MIN (default: cuda "
                                                "64-1024, cpu 8-128)."),

@@ -5,6 +5,7 @@ and optionally a setup script (`requirements/<backend>.setup.sh`, e.g. building 
 once inside the new environment. An environment is created on first use under the cache folder,
 named by the hash of those files, and reused afterwards.
 """
+import datetime
 import fcntl
 import hashlib
 import importlib.util
@@ -67,6 +68,20 @@ def env_python(path: Path) -> Path:
 def existing(fw: Framework, variant: str) -> Optional[Path]:
     d = env_dir(fw, variant)
     return d if (d / READY).exists() else None
+
+
+def built_during(path: Optional[str], since: float) -> Optional[float]:
+    """Seconds spent on the environment at `path` since `since` when it was created (or waited
+    for, while another cell created it) after then; None for one that existed already. A result
+    records it (environment.env_build_s), so that a one-time build is not read as cell time."""
+    try:
+        info = json.loads((Path(path) / READY).read_text()) if path else None
+        created = datetime.datetime.fromisoformat(info["created_at"]).timestamp() if info else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if created is None or created < since - 1:  # to the second, as created_at is written
+        return None
+    return round(min(float(info.get("seconds") or 0.0), time.time() - since), 1)
 
 
 def parse_overrides(items) -> Dict[str, str]:

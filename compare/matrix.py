@@ -125,11 +125,22 @@ class Matrix:
     models: Sequence[str] = (DEFAULT_MODEL,)
     image_sizes: Dict[str, int] = field(default_factory=dict)  # model -> its image side, if not common's
     modes: Sequence[str] = ("default",)
-    search: Tuple[int, int] = (1, 1)  # bounds of a batch search; an auto cell starts at the first
+    search: Tuple[int, int] = (1, 1)  # bounds of a batch search
+    # model -> its default batch (compare/defaults.py): the batch axis where none is given, and
+    # where an auto cell's search starts (within the bounds; without one: at the first bound)
+    model_batches: Dict[str, int] = field(default_factory=dict)
 
-    def batches(self, mode: str) -> List[Union[int, str]]:
-        """The batch axis of a mode: as given for default; tuned runs at the best batch."""
-        return list(self.batch_sizes) if mode == "default" else [AUTO]
+    def batches(self, mode: str, model: str = DEFAULT_MODEL) -> List[Union[int, str]]:
+        """The batch axis of a mode: as given (or the network's default) for default; tuned runs
+        at the best batch."""
+        if mode != "default":
+            return [AUTO]
+        return list(self.batch_sizes) or [self.model_batches[model]]
+
+    def start(self, model: str) -> int:
+        """Where an auto cell's search starts: its network's default batch, within the bounds."""
+        low, high = self.search
+        return min(max(self.model_batches.get(model, low), low), high)
 
     def specs(self) -> List[RunSpec]:
         """Every cell, in sweep order: framework, model, mode, precision, batch, nodes, gpus, data,
@@ -137,7 +148,7 @@ class Matrix:
         return [self.spec(fw, model, mode, precision, batch, nodes, gpus, data, repeat)
                 for fw, model, mode in itertools.product(self.frameworks, self.models, self.modes)
                 for precision, batch, nodes, gpus, data, repeat in itertools.product(
-                    self.precisions, self.batches(mode), self.nodes, self.gpus, self.data,
+                    self.precisions, self.batches(mode, model), self.nodes, self.gpus, self.data,
                     range(self.repeats))]
 
     def spec(self, fw, model, mode, precision, batch, nodes, gpus, data, repeat) -> RunSpec:
@@ -151,6 +162,6 @@ class Matrix:
         auto = batch == AUTO
         return RunSpec(framework=fw.name, backend=fw.backend, nodes=nodes, gpus=gpus,
                        device=self.device, precision=precision, model=model,
-                       batch_size=self.search[0] if auto else batch, batch_auto=auto, mode=mode,
+                       batch_size=self.start(model) if auto else batch, batch_auto=auto, mode=mode,
                        repeat=repeat, data=data, data_only=self.data_only and data != "synthetic",
                        options=options, **common)

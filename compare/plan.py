@@ -5,26 +5,39 @@
 
 A cell's time is estimated from the cell times (phases cell_start -> cell_end) of earlier results
 on a machine like this one (the same GPU and CPU models; any number of GPUs) in the campaigns
-under --plan-from (default `results/`, where campaigns go by default): the median of the last
-three runs of the same cell (same settings: spec hash), marked `=`; else of cells of the same
-framework, precision and GPU count, `~`; else of the framework's cells, or of any cell, `?`; a
-cell with nothing to go by counts DEFAULT_S. The schedule is scheduler.plan(): the rule the sweep
-itself follows.
+under --plan-from (default `results/`, where campaigns go by default), from like cells only:
+the last three runs of the same cell (same settings: spec hash), marked `=`; else of cells of the
+same framework, model, precision, GPUs, nodes, device, executor, batch, mode and data mode, `~`;
+else of the framework's cells, or of any cell, `?` (a guess); a cell with nothing to go by counts
+DEFAULT_S. Each earlier run is scaled to the cell by one rule (Estimates, `scaled`):
+
+    time = fixed + per-step x (warm-up - 1 + timed steps) x (image side / its image side)^2
+
+where per-step is the earlier run's timed seconds per step and fixed is the rest of its cell time
+(start-up, model, the first step's compilation and autotuning, teardown); the median of the three
+is the estimate. An environment built during an earlier cell (its result's env_build_s) is not cell
+time: it is left out of `fixed`, and a framework whose environment is not built yet (to_build)
+adds a build of its own, once, to its first cell (marked `+`; the recorded builds' median, else a
+guess). The schedule is scheduler.plan(): the rule the sweep itself follows.
 """
 import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import RunResult, RunSpec
+from backends.protocol import DEFAULT_MODEL, RunResult, RunSpec
 
 from .reporting.timeline import clock
 from .resources import Pool, cpuset
 from .scheduler import Planned, plan
 
 DEFAULT_S = 60.0  # a cell with no earlier result of any kind to go by
+ENV_BUILD_GUESS_S = 300.0  # an environment to build with none built before to go by
+DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec from before the field
 RECENT = 3  # the last runs of a cell that make its estimate (caches warm up over time)
-LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a cell of the same "
-          "framework, precision and GPU count; ? the framework's or any cell's median: a guess")
+LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cell (same framework, "
+          "model, precision, GPUs, nodes, device, executor, batch, mode, data); ? the framework's "
+          "or any cell's: a guess. Each is scaled by the rule: fixed part + per-step part x steps "
+          "x pixels ratio")
 
 
 def _model(machine: Dict[str, Any]) -> Tuple:
@@ -60,39 +73,109 @@ def _cell_s(r: RunResult) -> Optional[float]:
     return end - start if start is not None and end is not None and end >= start else None
 
 
-def _recent_median(rs: List[RunResult]) -> float:
-    rs = sorted(rs, key=lambda r: r.phases["cell_end"])[-RECENT:]
-    return float(statistics.median(_cell_s(r) for r in rs))
+def env_build_s(r: RunResult) -> float:
+    """Seconds of the cell that went to building its environment once (not cell time)."""
+    return float((r.environment or {}).get("env_build_s") or 0.0)
+
+
+def _steady_steps(spec: Dict[str, Any]) -> int:
+    """Steps that run at the steady rate: all but the first (compilation, autotuning)."""
+    warmup = int(spec.get("warmup_steps") or 0)
+    return max(warmup - 1, 0) + int(spec.get("steps") or 0)
+
+
+def parts(r: RunResult) -> Optional[Tuple[float, Optional[float]]]:
+    """(fixed seconds, seconds per steady step) of a recorded cell, its environment build left
+    out; the per-step part is None where the result has no timed marks (then all is fixed)."""
+    total = _cell_s(r)
+    if total is None:
+        return None
+    p, steps = r.phases or {}, int(r.spec.get("steps") or 0)
+    timed = p.get("timed_end", 0.0) - p.get("timed_start", 0.0) if "timed_start" in p else None
+    per_step = timed / steps if timed and steps else None
+    fixed = total - env_build_s(r) - (per_step or 0.0) * _steady_steps(r.spec)
+    return max(fixed, 0.0), per_step
+
+
+def scaled(r: RunResult, spec: RunSpec) -> Optional[float]:
+    """The rule: a cell's time = fixed part + per-step part x steps x pixels ratio, from `r`."""
+    found = parts(r)
+    if found is None:
+        return None
+    fixed, per_step = found
+    if per_step is None:
+        return fixed
+    pixels = (spec.image_size / float(r.spec.get("image_size") or spec.image_size)) ** 2
+    return fixed + per_step * pixels * _steady_steps(spec.to_dict())
+
+
+def _recent(rs: List[RunResult]) -> List[RunResult]:
+    return sorted(rs, key=lambda r: r.phases["cell_end"])[-RECENT:]
+
+
+def _batch(spec: Dict[str, Any]):
+    return "auto" if spec.get("batch_auto") else spec.get("batch_size")
+
+
+LIKE = ("framework", "model", "precision", "gpus", "nodes", "device", "mode", "data_mode")
 
 
 class Estimates:
-    """seconds(spec) and how sure (=, ~, ?) from the earlier results."""
+    """seconds(spec) and how sure (=, ~, ?) from the earlier results; environments to build
+    (envs.py) and first steps (compilation, autotuning) are estimated apart."""
 
-    def __init__(self, results: Sequence[RunResult]):
+    def __init__(self, results: Sequence[RunResult], executor: Optional[str] = None,
+                 unbuilt: Sequence[str] = ()):
         self.by_hash: Dict[str, List[RunResult]] = {}
         self.by_like: Dict[Tuple, List[RunResult]] = {}
         self.by_fw: Dict[str, List[RunResult]] = {}
+        self.builds: Dict[str, List[float]] = {}  # framework -> recorded environment builds
         for r in results:
             self.by_hash.setdefault(r.spec_hash or "", []).append(r)
-            self.by_like.setdefault(self._like(r.spec), []).append(r)
+            self.by_like.setdefault(self._like(r.spec, (r.environment or {}).get("executor")),
+                                    []).append(r)
             self.by_fw.setdefault(r.spec.get("framework"), []).append(r)
-        self.all = list(results)
+            if env_build_s(r):
+                self.builds.setdefault(r.spec.get("framework"), []).append(env_build_s(r))
+        self.all, self.executor = list(results), executor
+        self.unbuilt = list(unbuilt)  # frameworks whose environment the sweep will build
+        self.first_steps = 0.0  # seconds of first steps in the estimates given so far
 
     @staticmethod
-    def _like(spec: Dict[str, Any]) -> Tuple:
-        return tuple(spec.get(k) for k in ("framework", "precision", "gpus", "nodes", "device"))
+    def _like(spec: Dict[str, Any], executor: Optional[str]) -> Tuple:
+        data = spec.get("data_mode") or ("synthetic" if spec.get("data", "synthetic") == "synthetic"
+                                         else "real")
+        return tuple(spec.get(k, DEFAULTS.get(k)) for k in LIKE[:-1]) + (data, _batch(spec),
+                                                                            executor)
 
     def of(self, spec: RunSpec) -> Tuple[float, str]:
+        """The cell's own time (no environment build) and its mark."""
+        d = spec.to_dict()
         for mark, found in (("=", self.by_hash.get(spec.spec_hash)),
-                            ("~", self.by_like.get(self._like(spec.to_dict()))),
+                            ("~", self.by_like.get(self._like(d, self.executor))),
                             ("?", self.by_fw.get(spec.framework)), ("?", self.all)):
-            if found:
-                return _recent_median(found), mark
+            values = [v for v in (scaled(r, spec) for r in _recent(found or [])) if v is not None]
+            if values:
+                self.first_steps += statistics.median(first_step(r) for r in _recent(found))
+                return float(statistics.median(values)), mark
         return DEFAULT_S, "?"
+
+    def build(self, framework: str) -> Tuple[float, str]:
+        """Seconds to build the framework's environment: recorded builds' median, or a guess."""
+        seen = self.builds.get(framework)
+        if seen:
+            return float(statistics.median(seen)), "recorded"
+        return ENV_BUILD_GUESS_S, "a guess"
+
+
+def first_step(r: RunResult) -> float:
+    p = r.phases or {}
+    start = p.get("model_built")
+    return p["first_step_done"] - start if start and p.get("first_step_done") else 0.0
 
 
 def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency: int,
-           source: str, asked: str) -> str:
+           source: str, asked: str, notes: Sequence[str] = ()) -> str:
     """The plan as text: one line per cell in start order, then the totals."""
     lines = ["plan: {} cell{} on {}, up to {} at once ({}); {}".format(
         len(items), "" if len(items) == 1 else "s", _machine(pool), concurrency, asked, source)]
@@ -104,7 +187,8 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
             clock(it.start), clock(it.end), ",".join(it.slot.gpus) or "-",
             cpuset(it.slot.cores) if it.slot.cores else ("-" if pool.gpu and not pool.cores[
                 pool.units[0]] else "all"),
-            "{}{:.0f} s".format(marks[it.spec.run_id], it.end - it.start), it.spec.run_id))
+            "{}{:.0f} s".format(marks[it.spec.run_id][0], it.end - it.start), it.spec.run_id
+            + (" (+ builds its environment first)" if "+" in marks[it.spec.run_id] else "")))
     wall = max((it.end for it in items), default=0.0)
     serial = sum(it.end - it.start for it in items)
     total = "estimate: {} wall, against {} one cell at a time".format(clock(wall), clock(serial))
@@ -112,7 +196,7 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
         total += " ({:.2f}× faster)".format(serial / wall)
     if pool.gpu:
         total += "; {} GPUs held {:.2f} GPU-hours".format(len(pool.units), len(pool.units) * wall / 3600)
-    return "\n".join(lines + [total, LEGEND.format(RECENT)]) + "\n"
+    return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"
 
 
 def _machine(pool: Pool) -> str:
@@ -122,19 +206,66 @@ def _machine(pool: Pool) -> str:
     return "{} core{}".format(cores, "s" if cores > 1 else "")
 
 
-def make(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
-         machine: Dict[str, Any], asked: str) -> str:
-    """The plan of `specs` (the cells still to run) on `pool`, as text."""
+def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
+             machine: Dict[str, Any], executor: Optional[str] = None,
+             unbuilt: Sequence[str] = ()) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
+    """(the planned cells, each one's mark, where the estimates came from, notes). `executor`:
+    the one that will run them (like cells ran on it); `unbuilt`: the frameworks whose
+    environment the sweep builds first (to_build), each counted once, in its first cell."""
     results, campaigns = earlier_results(folder, machine)
-    estimates = Estimates(results)
+    estimates = Estimates(results, executor, unbuilt)
     marks: Dict[str, str] = {}
+    builds: Dict[str, Tuple[float, str]] = {}
 
     def seconds(spec: RunSpec) -> float:
         value, marks[spec.run_id] = estimates.of(spec)
+        if spec.framework in estimates.unbuilt and spec.framework not in builds:
+            builds[spec.framework] = estimates.build(spec.framework)
+            value += builds[spec.framework][0]
+            marks[spec.run_id] += "+"
         return value
     items = plan(specs, pool, concurrency, seconds)
     source = "cell times from {} earlier run{} in {} campaign{} under {}".format(
         len(results), "" if len(results) == 1 else "s", campaigns, "" if campaigns == 1 else "s",
         folder) if results else "no earlier run on a machine like this under {}: every cell " \
         "counts {:.0f} s".format(folder, DEFAULT_S)
-    return render(items, marks, pool, concurrency, source, asked)
+    notes = []
+    if builds:
+        notes.append("environments built once, in the first cell of each: {} (not cell time; "
+                     "later sweeps reuse them)".format(", ".join(
+                         "{} {:.0f} s ({})".format(fw, s, how) for fw, (s, how) in builds.items())))
+    if estimates.first_steps:
+        notes.append("of the cells' time, first steps (compilation, autotuning) ~{:.0f} s, from "
+                     "the earlier runs' own (compile caches now warm may shorten them)".format(
+                         estimates.first_steps))
+    return items, marks, source, notes
+
+
+def make(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
+         machine: Dict[str, Any], asked: str, executor: Optional[str] = None,
+         unbuilt: Sequence[str] = ()) -> str:
+    """The plan of `specs` (the cells still to run) on `pool`, as text (schedule())."""
+    items, marks, source, notes = schedule(specs, pool, concurrency, folder, machine, executor,
+                                           unbuilt)
+    return render(items, marks, pool, concurrency, source, asked, notes)
+
+
+def to_build(frameworks: Sequence[str], device: str, overrides: Dict[str, str],
+             executor: str) -> List[str]:
+    """The frameworks whose managed environment the local executor would create first (envs.py:
+    no --python, not in this interpreter, not built yet); none for the other executors."""
+    import importlib.util
+    import os
+
+    from . import envs
+    from .frameworks import get
+    if executor != "local":
+        return []
+    out = []
+    for name in frameworks:
+        fw = get(name)
+        current = os.environ.get("COMPARE_NO_CURRENT") != "1" and importlib.util.find_spec(
+            fw.import_name)
+        if fw.available and name not in overrides and not current and not envs.existing(fw, device):
+            out.append(name)
+    return out

@@ -1,18 +1,105 @@
-"""The sweep's progress bar: cell k of n, what runs now, the last figure measured."""
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+"""The sweep's progress bar: cell k of n, what runs now and in which phase (building env /
+importing / compiling / warm-up / timed ...), the ETA of the whole sweep, the last figure measured.
 
+The phase is what the running cell's backend marked last (backends/phases.py writes each mark to
+the file COMPARE_PHASE_FILE names; the local executor puts it in the cell's work folder), or,
+before the backend has started, "building env" while the framework's environment is being made.
+The ETA is the plan's (compare/plan.py): the estimates of the cells not finished, minus what
+the running ones have had so far, at the plan's overlap (its serial time ÷ its wall time).
+"""
+import time
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.text import Text
+
+from backends.phases import ORDER, PHASE_FILE
 from backends.protocol import RunResult, RunSpec
+
+from .reporting.timeline import clock
+
+WORDS = {"process_started": "importing", "framework_imported": "setting up devices",
+         "devices_ready": "building the model", "batch_searched": "building the model",
+         "model_built": "compiling (first step)", "first_step_done": "warm-up",
+         "warmup_done": "timed", "timed_start": "timed", "timed_end": "teardown"}
+
+
+def phase_of(path: Path) -> Optional[str]:
+    """The last mark a backend wrote to its phase file, in words (None before the first)."""
+    try:
+        lines = path.read_text().split("\n")
+    except OSError:
+        return None
+    names = {line.split()[0] for line in lines if line.strip()} & set(ORDER)
+    if not names:
+        return None
+    latest = max(names, key=ORDER.index)  # a backend adds its start-up marks only at the end
+    return WORDS.get(latest, latest)
+
+
+class _Status(ProgressColumn):
+    """Phase of the running cells and the sweep's ETA, read at most once a second."""
+
+    def __init__(self, owner: "SweepProgress"):
+        super().__init__()
+        self.owner, self.shown, self.read_at = owner, Text(""), 0.0
+
+    def render(self, task) -> Text:
+        if time.monotonic() - self.read_at >= 1.0:
+            self.read_at, self.shown = time.monotonic(), Text(self.owner.status())
+        return self.shown
 
 
 class SweepProgress:
-    def __init__(self, console: Console, total: int):
-        self.console = console
+    def __init__(self, console: Console, total: int, work: Optional[Path] = None,
+                 estimates: Optional[Dict[str, float]] = None, overlap: float = 1.0,
+                 building: Callable[[RunSpec], bool] = lambda spec: False):
+        """work: the campaign's work folder (each cell's phase file); estimates: the plan's
+        seconds per cell (run id), at `overlap` cells at once on average; building(spec): whether
+        the cell's environment is being built."""
+        self.console, self.work, self.estimates = console, work, dict(estimates or {})
+        self.overlap, self.building = max(overlap, 1.0), building
+        self.running: Dict[str, tuple] = {}  # run id -> (spec, started)
         self.progress = Progress(TextColumn("cell"), MofNCompleteColumn(), BarColumn(),
-                                 TextColumn("{task.description}"), TimeElapsedColumn(),
-                                 console=console, transient=False)
+                                 TextColumn("{task.description}"), _Status(self),
+                                 TimeElapsedColumn(), console=console, transient=False)
         self.task = self.progress.add_task("", total=total)
         self.last = ""
+
+    @classmethod
+    def planned(cls, console: Console, todo, pool, concurrency: int, campaign, cfg,
+                executor: str) -> "SweepProgress":
+        """Print the plan of the cells `todo` (from the campaigns beside this one) and return
+        the bar that follows it."""
+        from . import envs, plan
+        from .frameworks import get
+        unbuilt = plan.to_build(cfg.frameworks, cfg.device, cfg.python, executor)
+        try:
+            items, marks, source, notes = plan.schedule(
+                todo, pool, concurrency, campaign.root.parent, campaign.machine, executor, unbuilt)
+        except Exception as exc:  # an estimate must never stop the sweep it estimates
+            console.print("plan: no estimate ({}: {})".format(type(exc).__name__, exc))
+            return cls(console, len(todo), campaign.root / "work")
+        if todo:
+            console.print(plan.render(items, marks, pool, concurrency, source, "--concurrency {}"
+                                      .format(cfg.concurrency or "auto"), notes).rstrip())
+        wall = max((it.end for it in items), default=0.0)
+        serial = sum(it.end - it.start for it in items)
+
+        def building(spec: RunSpec) -> bool:
+            return spec.framework in unbuilt and not envs.existing(get(spec.framework), spec.device)
+        return cls(console, len(todo), campaign.root / "work",
+                   {it.spec.run_id: it.end - it.start for it in items},
+                   serial / wall if wall else 1.0, building)
 
     def __enter__(self) -> "SweepProgress":
         self.progress.__enter__()
@@ -22,13 +109,42 @@ class SweepProgress:
         self.progress.__exit__(*exc)
 
     def start(self, spec: RunSpec) -> None:
+        self.running[spec.run_id] = (spec, time.monotonic())
         unit = "GPU" if spec.device == "cuda" else "worker"
         self.progress.update(self.task, description="{} {} x{} {}{} b{}{}{}".format(
             spec.framework, spec.precision, spec.gpus, unit, "s" if spec.gpus > 1 else "",
             "auto" if spec.batch_auto else spec.batch_size,
             "" if spec.mode == "default" else " " + spec.mode, self.last))
 
+    def phase(self, spec: RunSpec) -> str:
+        found = phase_of(self.work / spec.run_id / PHASE_FILE) if self.work else None
+        if found:
+            return found
+        if self.building(spec):
+            return "building env"
+        return "batch search" if spec.batch_auto else "starting"
+
+    def eta(self) -> Optional[Tuple[float, float]]:
+        """(seconds the sweep still needs by the plan, how far the running cells are past their
+        own estimates), None without a plan."""
+        if not self.estimates:
+            return None
+        now = time.monotonic()
+        ran = {r: now - t for r, (_, t) in self.running.items()}
+        left = sum(max(e - ran.get(r, 0.0), 0.0) for r, e in self.estimates.items())
+        over = max([ran[r] - self.estimates.get(r, 0.0) for r in ran] or [0.0])
+        return left / self.overlap, max(over, 0.0)
+
+    def status(self) -> str:
+        parts = [self.phase(spec) for spec, _ in self.running.values()]
+        eta = self.eta()
+        said = "" if eta is None else "ETA ~{}".format(clock(eta[0])) + (
+            " (running past its estimate by {})".format(clock(eta[1])) if eta[1] >= 1 else "")
+        return " · ".join(filter(None, [", ".join(dict.fromkeys(parts)), said]))
+
     def done(self, result: RunResult) -> None:
+        self.running.pop(result.run_id, None)
+        self.estimates.pop(result.run_id, None)
         if result.status == "ok":
             self.last = " | last: {:.1f} img/s".format(result.images_per_sec)
         else:

@@ -150,6 +150,10 @@ class RunConfig:
     image_sizes: Dict[str, int] = field(default_factory=dict)  # model -> its cells' image side
     modes: List[str] = field(default_factory=lambda: ["default"])
     batch_search: List[int] = field(default_factory=lambda: [1, 1])  # MIN, MAX of a batch search
+    # each network's default batch (defaults.py): the batch axis where --batch-size is not
+    # given, and where an auto cell's search starts
+    model_batches: Dict[str, int] = field(default_factory=dict)
+    defaults: Dict[str, str] = field(default_factory=dict)  # setting -> why, where not given
 
     @classmethod
     def parse(cls, *, frameworks, gpus, precision, batch_size, device, image_size, steps, warmup,
@@ -157,21 +161,38 @@ class RunConfig:
               executor="auto", nodes="1", executor_flags=None, data="synthetic", data_only=False,
               concurrency="auto", plan=False, plan_gpus=None, plan_from=None, model="resnet50",
               mode="default", batch_search=None):
-        from . import datasets, envs
+        from . import datasets, defaults, envs
         from .store import default_root
         fw_list = fws.parse(frameworks) if frameworks is not None else fws.available()
-        gpu_list = parse_ints(gpus, "--gpus")
-        node_list = parse_ints(nodes, "--nodes")
-        precisions = parse_precisions(precision)
-        batches = axes.parse_batches(batch_size)
         models, modes = parse_models(model), axes.parse_modes(mode)
+        executors.load(executor) if executor != executors.AUTO else None  # a bad name fails here
+        flags = executors.check_flags(executor, executor_flags or {})
+        # backends run from work/<id>: a relative path must mean what it meant where the user typed it
+        overrides = {k: os.path.abspath(v) for k, v in envs.parse_overrides(python).items()}
+        record = _machine(executor, fw_list, overrides, flags)
+        where = "on this machine" if executors.remote(executor) is None else \
+            "on the {} nodes".format(executor)
+        if plan_gpus:  # what the study would take on a machine of that many GPUs
+            record, where = dict(record, gpus=[{}] * plan_gpus), "the planned machine"
+        # the flags not given: the study the seeds made, sized to this machine (defaults.py)
+        kind = resolve_device(device, [1], record.get("gpus", []), where, record.get("cpu_count"))
+        given, model_batches, said = defaults.fill(
+            record, kind, dict(gpus=gpus, precision=precision, batch_size=batch_size, steps=steps,
+                               warmup=warmup, quick=quick), models,
+            {m: image_size for m in models}, windows)
+        gpu_list = parse_ints(given["gpus"], "--gpus")
+        node_list = parse_ints(nodes, "--nodes")
+        precisions = parse_precisions(given["precision"])
+        batches = axes.parse_batches(given["batch_size"]) if given["batch_size"] is not None else []
         common = dict(DEFAULTS, **(QUICK if quick else {}), windows=windows, compile=compile)
-        for key, value in (("image_size", image_size), ("steps", steps), ("warmup_steps", warmup)):
+        for key, value in (("image_size", image_size), ("steps", given["steps"]),
+                           ("warmup_steps", given["warmup"])):
             if value is not None:
                 common[key] = value
         search = axes.parse_search(batch_search, "cpu")  # a malformed value fails here
+        numeric = [b for b in batches if b != AUTO] or list(model_batches.values())
         bounds.check(common, windows, repeats, timeout, gpu_list, node_list,
-                     [b for b in batches if b != AUTO] + (list(search) if batch_search else []))
+                     numeric + (list(search) if batch_search else []))
         sizes = image_sizes(models, image_size, quick)  # each network's own unless --image-size
         if resume and results is None:
             raise UserError("--resume needs --results DIR naming the campaign to continue")
@@ -179,36 +200,29 @@ class RunConfig:
         data_list = datasets.parse_data(data, data_only)
         model_axis = [("model", len(models))] if len(models) > 1 else []  # named where it varies
         bounds.check_size([("framework", len(fw_list))] + model_axis + [("precision", len(precisions)),
-                     ("batch size", len(batches)), ("node count", len(node_list)),
+                     ("batch size", len(batches) or 1), ("node count", len(node_list)),
                      ("GPU count", len(gpu_list)), ("data", len(data_list)), ("repeat", repeats)]
                           + [("mode", len(modes))] * (len(modes) > 1))
-        executors.load(executor) if executor != executors.AUTO else None  # a bad name fails here
-        flags = executors.check_flags(executor, executor_flags or {})
-        # backends run from work/<id>: a relative path must mean what it meant where the user typed it
-        overrides = {k: os.path.abspath(v) for k, v in envs.parse_overrides(python).items()}
         plan_record = parse_plan(plan, plan_gpus, plan_from)
-        record = _machine(executor, fw_list, overrides, flags)
-        where = "on this machine" if executors.remote(executor) is None else \
-            "on the {} nodes".format(executor)
-        if plan_gpus:  # what the study would take on a machine of that many GPUs
-            record, where = dict(record, gpus=[{}] * plan_gpus), "the planned machine"
         dev = resolve_device(device, gpu_list, record.get("gpus", []), where, record.get("cpu_count"))
         return cls([f.name for f in fw_list], gpu_list, precisions, batches, dev, common, repeats,
                    os.path.abspath(str(results or default_root())), resume, timeout, overrides,
                    executor, options, node_list, flags, data_list, data_only,
                    parse_concurrency(concurrency, dev, record.get("cpu_count")), plan_record,
-                   models, sizes, modes, list(axes.parse_search(batch_search, dev)))
+                   models, sizes, modes, list(axes.parse_search(batch_search, dev)),
+                   model_batches, said)
 
     def largest_batch(self) -> int:
         """The largest per-GPU batch a cell may run: given, or the top of a search."""
         searched = AUTO in self.batch_sizes or self.modes != ["default"]
-        return max([b for b in self.batch_sizes if b != AUTO] + self.batch_search[1:] * searched)
+        return max([b for b in self.batch_sizes if b != AUTO] + self.batch_search[1:] * searched
+                   + list(self.model_batches.values()) * (not self.batch_sizes))
 
     def matrix(self) -> Matrix:
         return Matrix([fws.get(n) for n in self.frameworks], self.gpus, self.precisions,
                       self.batch_sizes, self.repeats, self.device, self.common, self.options,
                       self.nodes, self.data, self.data_only, self.models, self.image_sizes,
-                      self.modes, tuple(self.batch_search))
+                      self.modes, tuple(self.batch_search), dict(self.model_batches))
 
     def context(self, log) -> executors.Context:
         return executors.Context([fws.get(n) for n in self.frameworks], self.device, self.python,
@@ -305,7 +319,8 @@ def execute(cfg: RunConfig) -> int:
         done = _finished(cfg)
         sys.stdout.write(plan.make([s for s in specs if s.run_id not in done], pool, concurrency,
                                    Path(cfg.plan["source"]), record, "--concurrency {}".format(
-                                       cfg.concurrency or "auto")))
+                                       cfg.concurrency or "auto"), cls.name,
+                                   plan.to_build(cfg.frameworks, cfg.device, cfg.python, cls.name)))
         return 0
     campaign = _open_campaign(cfg, record, cls.name)  # fails before anything runs
     try:
@@ -365,6 +380,8 @@ def _sweep(cfg: RunConfig, campaign, executor, new_executor, pool: Pool, concurr
         campaign.root, len(specs), len(todo), pool.describe(concurrency)))
     for note in pool.notes:
         console.print("note: " + note)
+    # the plan with its ETA, before the first cell; the bar shows it and each cell's phase
+    progress = SweepProgress.planned(console, todo, pool, concurrency, campaign, cfg, executor.name)
 
     def run_cell(executor, spec, slot):
         spec = replace(spec, nonce=secrets.token_hex(8))
@@ -380,7 +397,7 @@ def _sweep(cfg: RunConfig, campaign, executor, new_executor, pool: Pool, concurr
         return result
     recorded, searched = 0, {}  # searched: an auto cell's spec hash -> the batch it chose
     try:
-        with _stop_on_signals(), SweepProgress(console, len(todo)) as progress, \
+        with _stop_on_signals(), progress, \
                 Lanes(new_executor, pool, concurrency, console.print, first=executor) as lanes:
             for _, result in lanes.run(todo, run_cell, lambda spec, slot: progress.start(spec)):
                 campaign.save_result(result)

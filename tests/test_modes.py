@@ -2,6 +2,7 @@
 switches each backend declares, how a cell gets them, what run ids and hashes become, the search
 over probes, and the comparator's refusal of cross-mode ratios. No framework runs here."""
 import json
+import re
 import sys
 
 import pytest
@@ -73,45 +74,82 @@ def test_an_auto_cell_is_one_cell_whatever_batch_it_chose_and_a_probe_is_named_a
     assert (probe.steps, probe.warmup_steps, probe.windows) == (10, 5, 2)
 
 
-def _fake_run(fits_up_to, ips=lambda b: 100.0 * b ** 0.5, seen=None):
+def _fake_run(fits_up_to, ips=lambda b: 100.0 * b ** 0.5, seen=None, rse=0.0):
     def run(spec):
         if seen is not None:
             seen.append(spec.batch_size)
         b = spec.batch_size
         if b > fits_up_to:
             return RunResult(spec.run_id, "oom", spec.to_dict(), reason="CUDA out of memory")
-        return RunResult(spec.run_id, "ok", spec.to_dict(), images_per_sec=ips(b))
+        return RunResult(spec.run_id, "ok", spec.to_dict(), images_per_sec=ips(b),
+                         uncertainty=rse * ips(b))
     return run
 
 
 def test_the_search_doubles_until_out_of_memory_then_tries_one_batch_between():
     seen = []
-    out = batchsearch.search(RunSpec("jax", "jax", batch_auto=True), (8, 1024), _fake_run(100, seen=seen),
-                             budget_s=1e9)
+    out = batchsearch.search(RunSpec("jax", "jax", batch_size=8, batch_auto=True), (8, 1024),
+                             _fake_run(100, seen=seen), budget_s=1e9)
     assert seen == [8, 16, 32, 64, 128, 96]
     assert out.batch == 96  # the largest that fits is the fastest here
     assert out.stopped == "batch 128 oom; then batch 96 ok"
-    assert [p["status"] for p in out.record()["probes"]] == ["ok"] * 4 + ["oom", "ok"]
+    assert [p["status"] for p in out.record("here")["probes"]] == ["ok"] * 4 + ["oom", "ok"]
 
 
-def test_the_search_stops_at_its_maximum_or_budget_and_keeps_the_fastest():
+def test_the_search_starts_at_the_cells_batch_and_stops_at_a_gain_within_the_noise():
+    saturating = _fake_run(10 ** 6, ips=lambda b: 1000.0 * min(b, 64) + b / 100, rse=0.02)
+    out = batchsearch.search(RunSpec("jax", "jax", batch_size=32), (8, 1024), saturating, 1e9)
+    assert [p["batch_size"] for p in out.probes] == [32, 64, 128]
+    # 2 x the two probes' 2 % relative errors in quadrature: a gain of 0.02 % is noise
+    assert out.stopped == "batch 128 gains +0.0% over 64: not beyond the probes' noise (±5.7%)"
+    assert out.batch == 128  # the fastest of the probes, however slightly
+    assert out.record("here")["start"] == 32
     peaked = _fake_run(10 ** 6, ips=lambda b: -abs(b - 64) + 1000.0)  # fastest at 64
-    out = batchsearch.search(RunSpec("jax", "jax"), (16, 200), peaked, budget_s=1e9)
-    assert [p.spec["batch_size"] for p in out.probes] == [16, 32, 64, 128, 200]
-    assert (out.batch, out.stopped) == (64, "reached the maximum, 200")
+    out = batchsearch.search(RunSpec("jax", "jax", batch_size=16), (16, 200), peaked, budget_s=1e9)
+    assert [p.spec["batch_size"] for p in out.results] == [16, 32, 64, 128]
+    assert (out.batch, out.stopped) == (64, "batch 128 gains -6.4% over 64: not beyond the probes' "
+                                            "noise (±1.0%)")
+
+
+def test_the_search_stops_at_its_maximum_or_budget():
+    out = batchsearch.search(RunSpec("jax", "jax", batch_size=16), (16, 200), _fake_run(10 ** 6), 1e9)
+    assert [p["batch_size"] for p in out.probes] == [16, 32, 64, 128, 200]
+    assert (out.batch, out.stopped) == (200, "reached the maximum, 200")
     ticks = iter(range(100))
-    out = batchsearch.search(RunSpec("jax", "jax"), (16, 1024), peaked, budget_s=2,
-                             clock=lambda: next(ticks))
-    assert [p.spec["batch_size"] for p in out.probes] == [16, 32]
+    out = batchsearch.search(RunSpec("jax", "jax", batch_size=16), (16, 1024), _fake_run(10 ** 6),
+                             budget_s=2, clock=lambda: next(ticks))
+    assert [p["batch_size"] for p in out.probes] == [16, 32]
     assert out.stopped == "time budget of 2 s spent"
 
 
+def test_a_first_probe_that_does_not_fit_halves_the_batch_until_one_does():
+    seen = []
+    out = batchsearch.search(RunSpec("jax", "jax", batch_size=256), (64, 1024),
+                             _fake_run(100, seen=seen), budget_s=1e9)
+    assert seen == [256, 128, 64, 96]
+    assert (out.batch, out.stopped) == (96, "batch 128 oom; 64 fits; then batch 96 ok")
+
+
 def test_a_search_whose_first_probe_does_not_fit_says_so():
-    out = batchsearch.search(RunSpec("jax", "jax"), (256, 1024), _fake_run(100), budget_s=1e9)
+    out = batchsearch.search(RunSpec("jax", "jax", batch_size=256), (256, 1024), _fake_run(100),
+                             budget_s=1e9)
     assert out.batch is None
     assert out.failure_reason() == ("batch search from 256: the probe at batch 256 ended oom: CUDA out "
                                     "of memory")
     assert batchsearch.search(RunSpec("jax", "jax"), (4, 4), None, budget_s=0).batch == 4  # no probe
+
+
+def test_tensorflow_and_mxnet_search_in_separate_processes_and_say_why(monkeypatch):
+    def cell(fw, **kw):
+        return RunSpec(fw, frameworks.get(fw).backend, device="cuda", batch_auto=True, **kw)
+    assert batchsearch.where(cell("caffe2")) == (True, "")
+    assert batchsearch.where(cell("jax", gpus=2)) == (True, "")  # one process, two devices
+    assert batchsearch.where(cell("tf"))[1].startswith("TensorFlow keeps the device memory")
+    assert batchsearch.where(cell("mxnet"))[1].startswith("MXNet's pooled storage keeps")
+    assert batchsearch.where(cell("caffe2", gpus=2))[1].startswith("a job of several processes")
+    assert batchsearch.where(cell("jax", data="/data"))[1].startswith("real data: the input pipeline")
+    monkeypatch.setenv("COMPARE_BATCH_SEARCH", "process")
+    assert batchsearch.where(cell("caffe2")) == (False, "COMPARE_BATCH_SEARCH=process")
 
 
 def _tuned(result):
@@ -150,9 +188,11 @@ def test_findings_name_the_mode_of_each_verdict():
 
 
 FAKE = '''#!{python}
-import sys, time
+import os, sys, time
 from backends import harness
 FITS = {fits}
+with open({pids!r}, "a") as f:  # one line per process: what a search costs in processes
+    f.write("{{}}\\n".format(os.getpid()))
 
 
 class Fake(harness.Trainer):
@@ -170,29 +210,53 @@ sys.exit(harness.main(Fake, sys.argv[-2:]))
 '''
 
 
-def test_batch_auto_records_its_probes_apart_from_the_cells(tmp_path):
-    python = tmp_path / "fake-python"
-    python.write_text(FAKE.format(python=sys.executable, fits=50))
+def _fake_campaign(tmp_path, name, env=None):
+    python, pids = tmp_path / (name + "-python"), tmp_path / (name + ".pids")
+    python.write_text(FAKE.format(python=sys.executable, fits=50, pids=str(pids)))
     python.chmod(0o755)
-    campaign = tmp_path / "c"
+    campaign = tmp_path / name
     proc = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python),
                     "--device", "cpu", "--executor", "local", "--batch-size", "4,auto",
                     "--batch-search", "8-128", "--image-size", "32", "--steps", "3", "--warmup", "1",
-                    "--results", campaign])
+                    "--results", campaign], env=env)
     assert proc.returncode == 0, proc.stderr
+    auto = json.loads((campaign / "results" / "caffe2-fp32-w1-bauto-s32-r0.json").read_text())
+    return campaign, auto, len(pids.read_text().split())
+
+
+def test_batch_auto_records_its_probes_apart_from_the_cells(tmp_path):
+    campaign, auto, processes = _fake_campaign(tmp_path, "c")
+    assert processes == 2  # the cell at batch 4, and the auto cell whose probes ran inside it
     probes = sorted(p.name for p in (campaign / "probes").glob("*.json"))
-    assert probes == ["caffe2-fp32-w1-b{}-s32-probe.json".format(b) for b in (16, 32, 48, 64, 8)]
+    # from the CPU's default batch, 32: 64 does not fit (the fake's 50), 48 lies between
+    assert probes == ["caffe2-fp32-w1-b{}-s32-probe.json".format(b) for b in (32, 48, 64)]
     oom = json.loads((campaign / "probes" / "caffe2-fp32-w1-b64-s32-probe.json").read_text())
     assert oom["status"] == "oom" and "can't allocate memory" in oom["reason"]
     cells = sorted(p.name for p in (campaign / "results").glob("*.json"))
     assert cells == ["caffe2-fp32-w1-b4-s32-r0.json", "caffe2-fp32-w1-bauto-s32-r0.json"]
-    auto = json.loads((campaign / "results" / "caffe2-fp32-w1-bauto-s32-r0.json").read_text())
     assert (auto["status"], auto["spec"]["batch_size"], auto["spec"]["batch_auto"]) == ("ok", 48, True)
-    assert auto["settings"]["batch_search"]["stopped"] == "batch 64 oom; then batch 48 ok"
+    search = auto["settings"]["batch_search"]
+    assert (search["stopped"], search["where"], search["start"]) == (
+        "batch 64 oom; then batch 48 ok", "in the cell's process", 32)
+    assert search["reused"] is True  # the last probe was the fastest: its trainer went on
+    assert "batch_searched" in auto["phases"]
     report_md = (campaign / "report" / "report.md").read_text()
     assert "## Batch search (probes, not cells)" in report_md
     assert "| PyTorch (Caffe2) | default | fp32 | 1 | 48 | ok |" in report_md
     assert "[b48]" in report_md and "| auto |" in report_md
+    assert re.search(r"caffe2-fp32-w1-bauto-s32-r0: 3 probes in the cell's process in \d+ s, batch 64 "
+                     r"oom; then batch 48 ok; chose 48 \(the last probe's model went on\)\.", report_md)
+
+
+def test_the_separate_process_search_chooses_the_same_batch_in_five_processes(tmp_path):
+    _, inside, _ = _fake_campaign(tmp_path, "in")
+    _, apart, processes = _fake_campaign(tmp_path, "apart", env={"COMPARE_BATCH_SEARCH": "process"})
+    assert processes == 5  # batch 4; probes 32, 64, 48; the cell at 48
+    assert apart["spec"]["batch_size"] == inside["spec"]["batch_size"] == 48
+    assert apart["settings"]["batch_search"]["where"] == \
+        "separate processes: COMPARE_BATCH_SEARCH=process"
+    assert [p["batch_size"] for p in apart["settings"]["batch_search"]["probes"]] == \
+        [p["batch_size"] for p in inside["settings"]["batch_search"]["probes"]] == [32, 64, 48]
 
 
 @pytest.mark.parametrize("argv,message", [

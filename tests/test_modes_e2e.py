@@ -48,8 +48,7 @@ def test_both_modes_run_for_all_four_frameworks_and_record_their_switches(tmp_pa
     assert "| JAX (Flax) | default | fp32 | 2 | 32 | " in report_md
 
 
-def test_batch_auto_finds_a_batch_under_a_memory_limit_and_records_its_probes(tmp_path):
-    campaign = tmp_path / "c"
+def _limited(campaign):
     # PyTorch at 64 px needs ~660 MiB of data memory plus ~8.5 MiB per image (measured on this
     # VM): under 1050 MiB batch 32 fits and 64 does not, as the allocator's own error
     proc = compare(["run", "--frameworks", "caffe2", "--batch-size", "auto", "--batch-search", "32-64",
@@ -58,16 +57,47 @@ def test_batch_auto_finds_a_batch_under_a_memory_limit_and_records_its_probes(tm
                     "--results", campaign], timeout=1200)
     assert proc.returncode == 0, proc.stderr
     probes = {p.stem: json.loads(p.read_text()) for p in (campaign / "probes").glob("*.json")}
+    cell = json.loads((campaign / "results" / "caffe2-fp32-w1-bauto-s64-r0.json").read_text())
+    return probes, cell
+
+
+def test_batch_auto_finds_a_batch_under_a_memory_limit_and_records_its_probes(tmp_path):
+    """A probe out of memory ends only itself; on a CPU under a memory limit every probe is a
+    process of its own (a probe in the cell's process would still count what the one before it
+    left mapped), and says so."""
+    probes, cell = _limited(tmp_path / "c")
     assert sorted(probes) == ["caffe2-fp32-w1-b{}-s64-probe".format(b) for b in (32, 48, 64)]
     assert probes["caffe2-fp32-w1-b32-s64-probe"]["status"] == "ok"
     oom = probes["caffe2-fp32-w1-b64-s64-probe"]
     assert oom["status"] == "oom" and "DefaultCPUAllocator: can't allocate memory" in oom["reason"]
-    cell = json.loads((campaign / "results" / "caffe2-fp32-w1-bauto-s64-r0.json").read_text())
     fastest = max((p for p in probes.values() if p["status"] == "ok"),
                   key=lambda p: p["images_per_sec"])["spec"]["batch_size"]
     assert (cell["status"], cell["spec"]["batch_size"]) == ("ok", fastest)
-    assert cell["settings"]["batch_search"]["stopped"].startswith("batch 64 oom; then batch 48 ")
+    search = cell["settings"]["batch_search"]
+    assert search["stopped"].startswith("batch 64 oom; then batch 48 ")
+    assert search["where"] == "separate processes: on a CPU under memory_limit_mb, the address " \
+        "space the C allocator keeps after a probe still counts against the limit, so a later " \
+        "probe in the same process would not fit where a fresh one does"
     assert cell["spec"]["options"] == {"memory_limit_mb": 1050}  # the cell ran under the limit too
-    report_md = (campaign / "report" / "report.md").read_text()
+    report_md = (tmp_path / "c" / "report" / "report.md").read_text()
     assert "## Batch search (probes, not cells)" in report_md
     assert "| PyTorch (Caffe2) | default | fp32 | 1 | 64 | oom |" in report_md
+
+
+def test_pytorch_probes_inside_the_cells_own_process_on_a_cpu(tmp_path):
+    campaign = tmp_path / "c"
+    proc = compare(["run", "--frameworks", "caffe2", "--batch-size", "auto", "--batch-search", "32-64",
+                    "--image-size", "32", "--steps", "2", "--warmup", "1", "--windows", "2",
+                    "--device", "cpu", "--executor", "local", "--results", campaign], timeout=1200)
+    assert proc.returncode == 0, proc.stderr
+    cell = json.loads((campaign / "results" / "caffe2-fp32-w1-bauto-s32-r0.json").read_text())
+    search = cell["settings"]["batch_search"]
+    assert (cell["status"], search["where"], search["start"]) == ("ok", "in the cell's process", 32)
+    assert [(p["batch_size"], p["status"]) for p in search["probes"]] == [(32, "ok"), (64, "ok")]
+    assert cell["spec"]["batch_size"] == search["chosen"] == max(
+        search["probes"], key=lambda p: p["images_per_sec"])["batch_size"]
+    assert search.get("reused", False) == (search["chosen"] == 64)  # the last probe went on
+    assert cell["phases"]["devices_ready"] < cell["phases"]["batch_searched"] <= \
+        cell["phases"]["model_built"]
+    assert sorted(p.name for p in (campaign / "probes").glob("*.json")) == [
+        "caffe2-fp32-w1-b32-s32-probe.json", "caffe2-fp32-w1-b64-s32-probe.json"]

@@ -298,7 +298,7 @@ def test_on_two_gpus_the_one_gpu_cells_run_at_once_each_on_its_own_gpu_and_cores
 def test_a_gpu_another_process_computes_on_is_left_out_of_the_pool(tmp_path):
     env = _two_gpus(tmp_path, busy="GPU-b\\n")
     out = compare(["run", "--frameworks", "caffe2", "--precision", "fp32,bf16", "--device", "cuda",
-                   "--plan", "--plan-from", tmp_path], env=env)
+                   "--gpus", "1", "--plan", "--plan-from", tmp_path], env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[1] == "note: GPU 1 left out: another process computes on it"
     assert [line.split()[2] for line in out.stdout.splitlines()[3:5]] == ["0", "0"]
@@ -322,7 +322,7 @@ def test_plan_prints_the_schedule_and_its_estimate_from_earlier_cell_times(tmp_p
                   machine={"cpu_model": _cpu_model(), "gpus": []})
     out = compare(["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32,fp16",
                    "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from",
-                   tmp_path / "runs"])
+                   tmp_path / "runs", "--python", "caffe2={}".format(sys.executable)])
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[:6] == [
         "plan: 4 cells on 2 GPUs, up to 2 at once (--concurrency auto); cell times from 3 earlier "

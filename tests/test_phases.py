@@ -13,6 +13,8 @@ def _marks(t0, **spans):
     """Marks starting at t0, each phase `spans[name]` seconds after the one before."""
     marks, t = {}, t0
     for name in phases.ORDER:
+        if name == "batch_searched" and name not in spans:  # only a cell that searched its batch
+            continue
         t += spans.get(name, 0.5)
         marks[name] = t
     return marks

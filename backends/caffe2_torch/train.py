@@ -175,5 +175,16 @@ def _count_compile_cache() -> None:
                 misses=fx["fxgraph_cache_miss"] + aot["autograd_cache_miss"])
 
 
+def release() -> None:
+    """Between the probes of a batch search in one process (backends/batchprobe.py): forget
+    torch.compile's graphs (the next batch would be compiled with a dynamic batch dimension)
+    and give the device memory the last probe cached back, so the next one sees all of it."""
+    import torch._dynamo  # noqa: F401  (torch.compile's, loaded where it was used)
+    torch._dynamo.reset()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
 def setup(spec: RunSpec, runtime: Optional[TorchRuntime] = None) -> Trainer:
     return TorchTrainer(spec, runtime or start(spec))

@@ -21,6 +21,10 @@ HYBRIDIZE = {"static": {"static_alloc": True, "static_shape": True}, "plain": {}
 # `tuned` (docs/modes.md): Gluon's documented fast path is hybridize(static_alloc=True,
 # static_shape=True), and NHWC where cuDNN runs it (not on a CPU). compare's MXNet default already
 # runs both (as NVIDIA's MXNet ResNet-50 does), so tuned differs from default by the best batch.
+# why a batch search (--batch-size auto) runs each probe in a process of its own here, not all in
+# the cell's (compare/batchsearch.py)
+SEPARATE_PROBES = ("MXNet's pooled storage keeps what it allocated for the life of the process, so "
+                   "a second probe in one process would not see what a fresh cell sees")
 MODES = {"tuned": (
     Switch("hybridize", "static", "one static graph with static memory: Gluon's documented "
            "fastest hybridize"),

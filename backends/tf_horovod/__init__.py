@@ -36,6 +36,11 @@ OPTIONS = (
 # `tuned` (docs/modes.md): TensorFlow's documented fast path is XLA (`jit_compile=True`) with the
 # Keras mixed-precision policy; the policy is already how compare runs fp16/bf16 in both modes
 # (mixed_float16 / mixed_bfloat16), so XLA is the switch.
+# why a batch search (--batch-size auto) runs each probe in a process of its own here, not all in
+# the cell's (compare/batchsearch.py): a second probe in one process would not see the memory a
+# fresh cell sees
+SEPARATE_PROBES = ("TensorFlow keeps the device memory its allocator took until the process ends, "
+                   "so a second probe in one process would not see what a fresh cell sees")
 MODES = {"tuned": (
     Switch("xla", True, "XLA-compile forward, backward and the update (jit_compile), as "
            "TensorFlow's performance guide recommends"),

@@ -44,7 +44,7 @@ def report(
                                            "(default: the first present, in the order of {}).".format(
                                                fws.choices())),
 ):
-    """Print the Markdown report of a campaign and write the report files."""
+    """Write the report files of a campaign; with md (the default) also print the Markdown."""
     from ..reporting import parse_formats, references, write_report
     from ..store import Campaign, check_writable_dir, user_path
     formats = parse_formats(format)
@@ -56,7 +56,8 @@ def report(
         text, paths, warnings = write_report(c, out or c.root / "report", formats, refs, base)
     for w in warnings:
         _err("warning: " + w)
-    sys.stdout.write(text)
+    if "md" in formats:  # the Markdown on stdout only when it was asked for
+        sys.stdout.write(text)
     for path in paths:
         _err("wrote {}".format(path))
 

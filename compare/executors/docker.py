@@ -378,8 +378,9 @@ class DockerExecutor(Executor):
             if "rlimit" not in _message(exc) or self.memlock != -1 or host_limit < 0:
                 raise
             self.memlock = host_limit
-            self.log("the engine may not set memlock=-1; using the host's limit {} bytes".format(
-                host_limit))
+            self.log("note: Docker may not lift the limit on memory a container can pin (locked "
+                     "memory, which NGC images ask to be unlimited for fast GPU copies); running "
+                     "with this machine's own limit, {:.0f} MiB, instead".format(host_limit / 2 ** 20))
             kwargs = dict(kwargs, ulimits=[u if u["Name"] != "memlock" else
                                            Ulimit(name="memlock", soft=host_limit, hard=host_limit)
                                            for u in kwargs["ulimits"]])

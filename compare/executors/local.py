@@ -16,7 +16,7 @@ from typing import Optional, Tuple
 
 import backends
 from backends.lifeline import ATTEMPT_ENV, HOST_PID_ENV
-from backends.phases import LAUNCHED_ENV
+from backends.phases import FILE_ENV, LAUNCHED_ENV, PHASE_FILE
 
 from .. import envs
 from ..frameworks import get
@@ -98,6 +98,7 @@ class LocalExecutor(Executor):
             self._running = None  # only once they are gone: an interrupted stop is redone by close()
 
     def environment(self, attempt: Attempt) -> None:
+        since = time.time()
         try:
             interp = self.interpreters.get(get(attempt.spec.framework))
         except envs.EnvError as exc:
@@ -105,6 +106,9 @@ class LocalExecutor(Executor):
         attempt.python = interp.python
         attempt.record = dict(python=interp.python, interpreter_source=interp.source,
                               env_dir=interp.env_dir)
+        built = envs.built_during(interp.env_dir, since)  # a one-time build, not cell time
+        if built is not None:
+            attempt.record["env_build_s"] = built
 
     def launch(self, attempt: Attempt) -> None:
         spec, campaign, slot = attempt.spec, attempt.campaign, attempt.slot
@@ -115,7 +119,8 @@ class LocalExecutor(Executor):
             "COMPARE_EXECUTOR": self.name,
             "COMPARE_ENV": attempt.record["env_dir"] or attempt.record["interpreter_source"],
             ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root),
-            HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp), **(slot.env() if slot else {})})
+            HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp), **(slot.env() if slot else {}),
+            FILE_ENV: str(attempt.work / PHASE_FILE)})  # the progress bar reads the phase there
         out_path, err_path = campaign.log_paths(spec.run_id)
         with open(out_path, "w") as out, open(err_path, "w") as err:
             env[LAUNCHED_ENV] = repr(time.time())

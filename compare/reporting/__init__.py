@@ -25,13 +25,14 @@ def parse_formats(csv: str) -> List[str]:
 
 def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dict],
                 results: Sequence = (), references: Sequence[Tuple[str, object]] = (),
-                extra: Sequence = (), charts: Sequence = ()) -> Tuple[str, List[Path]]:
+                extra: Sequence = (), charts: Sequence = (), defaults: Sequence[str] = ()
+                ) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
     as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
     from . import html, report, tables, timeline
     from . import references as refs
     from .comparator import runs
-    rep = report.build(df, machine)
+    rep = report.build(df, machine, list(defaults))
     rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
     rep.tables += timeline.sections(results, machine) + list(extra)
     text = tables.markdown(rep.sections())
@@ -87,11 +88,15 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
                                               ", ".join(missing))]))
     from . import packing, probes
     extra += packing.sections(results, campaign.root, campaign.machine)
-    searched = probes.table(campaign.probes(), probes.chosen_batches(results))
+    searched = probes.table(campaign.probes(), probes.chosen_batches(results),
+                            [r for r in results if r.spec.get("batch_auto")])
     extra += [searched] if searched is not None else []
     if warnings:  # foreign or unreadable files: listed in the report too, never counted
         extra.append(Text("Result files left out", warnings, bullets=True))
     extra = accuracy.tables(trained, price) + extra
+    from ..defaults import lines
+    said = ((campaign.meta.get("sessions") or [{}])[-1].get("config") or {}).get("defaults") or {}
     text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references,
-                              extra, [c for c in [accuracy.chart(trained)] if c is not None])
+                              extra, [c for c in [accuracy.chart(trained)] if c is not None],
+                              lines(said))
     return text, paths, warnings

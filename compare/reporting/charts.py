@@ -66,7 +66,8 @@ def scaling(df: pd.DataFrame) -> Optional[Chart]:
         for fw, f in g.groupby("framework", sort=False):
             f = f.sort_values(["world_size", "nodes"]).drop_duplicates("world_size")
             color = frameworks.color(fw)
-            ax.plot(f.world_size, f.images_per_sec, "o-", color=color, label=_name(fw), linewidth=2)
+            ax.errorbar(f.world_size, f.images_per_sec, yerr=_err(f.images_per_sec_ci95), fmt="o-",
+                        color=color, label=_name(fw), linewidth=2, capsize=3)
             one = f[f.world_size == 1]
             if len(one):
                 base = float(one.images_per_sec.iloc[0])
@@ -81,18 +82,25 @@ def scaling(df: pd.DataFrame) -> Optional[Chart]:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8)
     return Chart("Throughput versus number of {}".format(_unit(df)),
-                 "Each solid line is one framework; the dashed line of the same colour is perfect "
-                 "scaling (the 1-{} figure times N). The closer a solid line stays to its dashed "
-                 "line, the better the framework scales.".format(
+                 "Each solid line is one framework, its whiskers the 95 % intervals; the dashed "
+                 "line of the same colour is perfect scaling (the 1-{} figure times N). The closer "
+                 "a solid line stays to its dashed line, the better the framework scales.".format(
                      "worker" if set(df.device) == {"cpu"} else "GPU"), _png(fig))
 
 
+def _err(values) -> List[float]:
+    """Error bar half widths: the 95 % intervals, 0 where a figure has none."""
+    return [float(v) if v is not None and v == v else 0.0 for v in values]
+
+
 def _bars(ax, labels: List[str], series: List[tuple], fmt: str) -> None:
-    """Grouped bars: one group per label, one bar per (name, values, color) in series."""
+    """Grouped bars: one group per label, one bar per (name, values, color[, 95 % half widths])
+    in series."""
     width = 0.8 / max(1, len(series))
-    for i, (name, values, color) in enumerate(series):
+    for i, (name, values, color, *errors) in enumerate(series):
         xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(labels))]
-        bars = ax.bar(xs, [v if v is not None else 0 for v in values], width, label=name, color=color)
+        bars = ax.bar(xs, [v if v is not None else 0 for v in values], width, label=name, color=color,
+                      yerr=_err(errors[0]) if errors else None, capsize=3 if errors else 0)
         for bar, v in zip(bars, values):
             if v is not None:
                 ax.annotate(fmt.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
@@ -111,16 +119,17 @@ def precision_gain(df: pd.DataFrame) -> Optional[Chart]:
     if not len(g):
         return None
     plt = _plt()
-    labels, series = _grouped(g.assign(gain=100 * g.precision_gain.astype(float)),
-                              ["precision", "gpus", "batch_size"], "{} ×{} b{}", "gain")
+    labels, series = _grouped(g.assign(gain=100 * g.precision_gain.astype(float),
+                                       gain_ci95=100 * g.precision_gain_ci95.astype(float)),
+                              ["precision", "gpus", "batch_size"], "{} ×{} b{}", "gain", "gain_ci95")
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels) + 3), 4))
     _bars(ax, labels, series, "{:+.0f}%")
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_ylabel("% faster than fp32")
     return Chart("Mixed-precision gain over true FP32",
                  "Bar height = img/s at that precision ÷ img/s at fp32 − 1, same framework, batch "
-                 "and N. +85 % reads \"85 % faster than FP32\". A missing bar: no comparable fp32 "
-                 "cell.", _png(fig))
+                 "and N; the whisker is its 95 % interval. +85 % reads \"85 % faster than FP32\". "
+                 "A missing bar: no comparable fp32 cell.", _png(fig))
 
 
 def framework_bars(df: pd.DataFrame) -> Optional[Chart]:
@@ -130,19 +139,21 @@ def framework_bars(df: pd.DataFrame) -> Optional[Chart]:
         return None
     plt = _plt()
     labels, series = _grouped(ok, ["precision", "batch_size", "image_size", "gpus"],
-                              "{} b{} {}px ×{}", "images_per_sec")
+                              "{} b{} {}px ×{}", "images_per_sec", "images_per_sec_ci95")
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(labels) + 3), 4.2))
     _bars(ax, labels, series, "{:.0f}")
     ax.set_ylabel("images/sec (whole job)")
     return Chart("Framework versus framework",
-                 "Each group is one setting (precision, per-GPU batch, image size, N); the taller "
-                 "bar is the faster framework there. Missing bar: that framework has no figure.",
+                 "Each group is one setting (precision, batch per {}, image size, N); the taller "
+                 "bar is the faster framework there, its whisker the 95 % interval. Missing bar: "
+                 "that framework has no figure.".format(
+                     "worker" if set(df.device) == {"cpu"} else "GPU"),
                  _png(fig))
 
 
-def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str):
+def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str, error: str = ""):
     """Bar groups: one label per distinct `keys` setting, one series per framework (None where
-    that framework has no figure for the setting)."""
+    that framework has no figure for the setting), with the `error` column's half widths."""
     if ok.model.nunique() > 1:  # one group per network too
         keys, fmt = ["model"] + keys, "{} " + fmt
 
@@ -152,7 +163,9 @@ def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str):
     series = []
     for fw, f in ok.groupby("framework", sort=False):
         by = {label(r): r[value] for _, r in f.iterrows()}
-        series.append((_name(fw), [by.get(lab) for lab in labels], frameworks.color(fw)))
+        errs = {label(r): r[error] for _, r in f.iterrows()} if error else {}
+        series.append((_name(fw), [by.get(lab) for lab in labels], frameworks.color(fw))
+                      + ((([errs.get(lab) for lab in labels]),) if error else ()))
     return labels, series
 
 

@@ -5,6 +5,7 @@ table models the Markdown report renders (tables.py), so the two never disagree.
 """
 import base64
 import html
+import re
 from typing import List
 
 import pandas as pd
@@ -16,7 +17,16 @@ color:#202124}h1{font-size:1.6em}h2{font-size:1.2em;margin-top:1.6em;border-bott
 figure{margin:1.5em 0}figure img{max-width:100%;border:1px solid #eee}
 figcaption{color:#555;font-size:.9em;max-width:900px}table{border-collapse:collapse;margin:.8em 0;
 font-size:.9em}td,th{border:1px solid #ddd;padding:.25em .6em;text-align:right}
-td:first-child,th:first-child{text-align:left}ul li{margin:.3em 0}"""
+td:first-child,th:first-child{text-align:left}ul li{margin:.3em 0}
+code{font-family:ui-monospace,monospace;background:#f3f3f3;padding:0 .2em}"""
+
+
+CODE = re.compile(r"`([^`<>\n]+)`")  # `compare run …` in a table or a sentence: code, as Markdown
+
+
+def code(fragment: str) -> str:
+    """The HTML of escaped text with its `backticked` spans as <code>, as Markdown shows them."""
+    return CODE.sub(r"<code>\1</code>", fragment)
 
 
 def figure(chart: charts.Chart) -> str:
@@ -37,9 +47,9 @@ def page(df: pd.DataFrame, report, title: str = "compare report", more=()) -> st
     """The campaign report (report.Report) with the charts of its cells and `more` charts (time
     to accuracy's), as one string."""
     body = ["<h1>ResNet-50 training throughput — {}</h1>".format(html.escape(title)),
-            tables.to_html(report.summary)]
+            code(tables.to_html(report.summary))]
     if not df.empty or more:
         body += [figure(c) for c in (charts.all_charts(df) if not df.empty else []) + list(more)]
         body.append("<h1>Tables</h1>")
-        body.append(tables.html_fragment(report.tables))
+        body.append(code(tables.html_fragment(report.tables)))
     return document(title, body)

@@ -7,14 +7,17 @@ from backends.protocol import RunResult
 from .. import frameworks
 from .tables import Table
 
-NOTE = ("A probe is a short run of the cell at one batch (compare/batchsearch.py); the batch "
-        "doubles until one does not fit or the search's maximum or time budget is reached, then "
-        "the cell runs at the fastest (chosen). Probe figures are short runs: read them as a "
-        "ranking of batches, not as results.")
+NOTE = ("A probe is a short run of the cell at one batch (backends/batchprobe.py): from the "
+        "network's default batch, the batch doubles while the larger is faster beyond the probes' "
+        "noise, until one does not fit or the search's maximum or time budget is reached; then the "
+        "cell runs at the fastest (chosen). Probe figures are short runs: read them as a ranking "
+        "of batches, not as results.")
 
 
-def table(probes: Sequence[RunResult], chosen: Optional[dict] = None) -> Optional[Table]:
-    """One row per probe, in search order; `chosen`: {(cell key): batch} marks the pick."""
+def table(probes: Sequence[RunResult], chosen: Optional[dict] = None,
+          cells: Sequence[RunResult] = ()) -> Optional[Table]:
+    """One row per probe, in search order; `chosen`: {(cell key): batch} marks the pick; the
+    searches of `cells` (the auto cells' results) are said under it: where, how long, why done."""
     if not probes:
         return None
     rows = []
@@ -27,8 +30,24 @@ def table(probes: Sequence[RunResult], chosen: Optional[dict] = None) -> Optiona
                      "{:.2f}".format(p.images_per_sec) if p.status == "ok" else
                      (p.reason or "").splitlines()[0][:120] if p.reason else "", mark])
     return Table("Batch search (probes, not cells)", ["framework", "mode", "precision", "N", "batch",
-                                                      "status", "img/s or reason", ""], rows, [NOTE],
-                 name="probes")
+                                                      "status", "img/s or reason", ""], rows,
+                 [NOTE] + searches(cells), name="probes")
+
+
+def searches(cells: Sequence[RunResult]) -> list:
+    """One sentence per search: the cell, where its probes ran, how long, why it stopped."""
+    out = []
+    for r in cells:
+        s = (r.settings or {}).get("batch_search") or {}
+        if not s.get("probes"):
+            continue  # a repeat reusing an earlier search, or one candidate: nothing searched
+        out.append("{}: {} probe{} {}{}, {}; chose {}{}.".format(
+            r.run_id, len(s["probes"]), "" if len(s["probes"]) == 1 else "s",
+            s.get("where", "in separate processes"),
+            " in {:.0f} s".format(s["seconds"]) if s.get("seconds") is not None else "",
+            s.get("stopped", ""), s.get("chosen"),
+            " (the last probe's model went on)" if s.get("reused") else ""))
+    return out
 
 
 def _key(s: dict) -> tuple:

@@ -123,7 +123,11 @@ class Report:
         return [self.summary] + self.tables
 
 
-def build(df: pd.DataFrame, machine: Optional[Dict] = None) -> Report:
+DEFAULTS_TITLE = "Defaults (flags not given: the seeds' study sized to this machine, compare/defaults.py)"
+
+
+def build(df: pd.DataFrame, machine: Optional[Dict] = None,
+          defaults: Optional[List[str]] = None) -> Report:
     """The seed-style report: findings, img/s (speedup) per GPU count, speedup versus one node,
     efficiency, precision gain, framework ratios, repeats, energy; then the cells without a figure
     and the machine and software."""
@@ -148,10 +152,14 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None) -> Report:
     mixed = df[df.precision.isin(MIXED)]
     if len(mixed):
         out.append(precision_gains(mixed, lay))
+    # the seeds' tables first (img/s with speedup, efficiency, precision gain), then what ran at
+    # its default, then the rest
+    out += [Text(DEFAULTS_TITLE, list(defaults), bullets=True)] if defaults else []
     out += [framework_ratios(df, lay), data_table.table(df), repeats(df, lay), energy(df, lay),
             cell_notes(df, lay), failures(df, lay)]
     # no table, no column without a value in any row (one GPU count, one precision)
-    out = [p for p in (t.pruned() for t in out if t is not None) if p is not None]
+    out = [p for p in (t.pruned() if isinstance(t, Table) else t for t in out if t is not None)
+           if p is not None]
     data = "Synthetic data" if set(df.data_mode) == {"synthetic"} else \
         "Data: " + ", ".join(sorted(set(df.data_mode)))
     legend = [LEGEND.format(data)]

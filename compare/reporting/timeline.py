@@ -21,7 +21,8 @@ SPANS = (("launch", "cell_start", "launched"),  # env resolution, container or j
          ("interpreter", "launched", "process_started"),
          ("import", "process_started", "framework_imported"),
          ("devices", "framework_imported", "devices_ready"),
-         ("model", "devices_ready", "model_built"),
+         ("batch search", "devices_ready", "batch_searched"),  # in the cell's process, if it did
+         ("model", ("batch_searched", "devices_ready"), "model_built"),
          ("first step", "model_built", "first_step_done"),
          ("warm-up", "first_step_done", "warmup_done"),
          ("timed", "timed_start", "timed_end"),
@@ -30,10 +31,23 @@ KEY = ("framework", "model", "precision", "batch_size", "image_size", "nodes", "
 DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec from before the field
 
 
-def span(marks: Dict[str, float], start: str, end: str) -> Optional[float]:
+def span(marks: Dict[str, float], start, end: str) -> Optional[float]:
+    """Seconds from `start` to `end` (a tuple of starts: the first that was marked)."""
+    if isinstance(start, tuple):
+        start = next((n for n in start if marks.get(n) is not None), start[-1])
     if marks.get(start) is None or marks.get(end) is None:
         return None
     return marks[end] - marks[start]
+
+
+def env_build_s(r: RunResult) -> float:
+    """Seconds of the cell's launch that built its environment once (envs.py), not cell time."""
+    return float((r.environment or {}).get("env_build_s") or 0.0)
+
+
+def _span(r: RunResult, name: str, start, end: str) -> Optional[float]:
+    value = span(r.phases, start, end)
+    return value - env_build_s(r) if value is not None and name == "launch" else value
 
 
 def time_to_first_step(marks: Dict[str, float]) -> Optional[float]:
@@ -62,7 +76,7 @@ def rows(results: Sequence[RunResult]) -> List[Dict]:
         # the network as "network": "model" is the span of building it
         row = {"network" if k == "model" else k: v for k, v in zip(KEY, key)}
         for name, start, end in SPANS:
-            row[name] = _median([v for v in (span(r.phases, start, end) for r in rs) if v is not None])
+            row[name] = _median([v for v in (_span(r, name, start, end) for r in rs) if v is not None])
         row["to first step"] = _median([v for v in map(time_to_first_step, (r.phases for r in rs))
                                         if v is not None])
         row["cell"] = _median([v for v in (span(r.phases, "cell_start", "cell_end") for r in rs)
@@ -72,18 +86,30 @@ def rows(results: Sequence[RunResult]) -> List[Dict]:
 
 
 def duty_cycle(results: Sequence[RunResult]) -> Optional[Dict[str, float]]:
-    """{'timed_s', 'wall_s', 'duty_cycle'} over every cell with host marks (any status); None
-    when no cell has them (results from before phases were recorded)."""
-    timed = wall = 0.0
+    """{'timed_s', 'wall_s', 'duty_cycle', 'setup_s'} over every cell with host marks (any
+    status), setup_s being the one-time environment builds inside them; None when no cell has
+    them (results from before phases were recorded)."""
+    timed = wall = setup = 0.0
     for r in results:
         cell = span(r.phases or {}, "cell_start", "cell_end")
         if cell is None:
             continue
         wall += cell
+        setup += env_build_s(r)
         timed += span(r.phases, "timed_start", "timed_end") or 0.0
     if wall <= 0:
         return None
-    return {"timed_s": timed, "wall_s": wall, "duty_cycle": timed / wall}
+    return {"timed_s": timed, "wall_s": wall, "duty_cycle": timed / wall, "setup_s": setup}
+
+
+def setup_lines(results: Sequence[RunResult]) -> List[str]:
+    """The environments built during the sweep, once each: set-up, not the cells' time."""
+    built = [(r.spec.get("framework"), env_build_s(r), r.run_id) for r in results if env_build_s(r)]
+    if not built:
+        return []
+    return ["Set-up: environments built once during the sweep, each inside the launch of its first "
+            "cell and left out of that cell's launch above: {}.".format("; ".join(
+                "{} {:.1f} s (in {})".format(frameworks.display(fw), s, run) for fw, s, run in built))]
 
 
 def clock(seconds: float) -> str:
@@ -149,7 +175,8 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
     table, duty = rows(results), duty_cycle(results)
     out: List[Section] = []
     if table:
-        columns = [s[0] for s in SPANS] + ["to first step", "cell"]
+        columns = [s[0] for s in SPANS if any(r[s[0]] is not None for r in table)] + \
+            ["to first step", "cell"]
         models = len({r["network"] for r in table}) > 1  # a model column where there are several
         out.append(Table("Where the time goes (seconds per cell, median over repeats)",
                          ["framework"] + (["model"] if models else []) + ["precision", "batch", "N"]
@@ -162,9 +189,12 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
                          name="phases"))
     if duty is not None:
         whole = study(results, len((machine or {}).get("gpus") or []))
-        out.append(Text("", ["Duty cycle: {:.1f} s timed of {:.1f} s in the cells = {:.1%} of the "
-                             "sweep spent measuring.".format(duty["timed_s"], duty["wall_s"],
-                                                             duty["duty_cycle"])]
+        line = "Duty cycle: {:.1f} s timed of {:.1f} s in the cells = {:.1%} of the sweep spent " \
+            "measuring".format(duty["timed_s"], duty["wall_s"], duty["duty_cycle"])
+        if 0 < duty["setup_s"] < duty["wall_s"]:
+            line += " ({:.1%} of the {:.1f} s left without the environment builds)".format(
+                duty["timed_s"] / (duty["wall_s"] - duty["setup_s"]), duty["wall_s"] - duty["setup_s"])
+        out.append(Text("", setup_lines(results) + [line + "."]
                         + (study_lines(whole) if whole else [])))
     return out
 

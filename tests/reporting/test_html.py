@@ -81,3 +81,32 @@ def test_nothing_to_draw_gives_no_chart():
     one = comparator.cells([result("tf", "fp32", 1, 500.0)])  # one cell, no power reading
     assert charts.all_charts(one) == []
     assert "data:image/png" not in html.page(one, report.build(one))
+
+
+def test_backticks_are_code_on_the_page_as_in_markdown(page):
+    text = page.read_text()
+    assert "<code>--mode tuned</code> runs each at its fastest" in text
+    assert "`" not in text.split("<h1>Tables</h1>")[1]
+
+
+def test_the_bars_carry_the_95_percent_interval_of_each_figure():
+    df = comparator.cells(fixed_results())
+    ok = df[df.status == "ok"]
+    labels, series = charts._grouped(ok, ["precision", "batch_size", "image_size", "gpus"],
+                                     "{} b{} {}px ×{}", "images_per_sec", "images_per_sec_ci95")
+    name, values, _, errors = series[0]
+    row = ok[(ok.framework == "tf") & (ok.gpus == 8) & (ok.precision == "fp16")].iloc[0]
+    at = labels.index("fp16 b{} {}px ×8".format(row.batch_size, row.image_size))
+    assert (name, values[at], errors[at]) == ("TensorFlow (+Horovod)", row.images_per_sec,
+                                              row.images_per_sec_ci95)
+    assert errors[at] > 0
+
+
+def test_report_as_html_prints_no_markdown(tmp_path, capsys):
+    from tests.helpers import main_exit, save_campaign
+    c = save_campaign(tmp_path / "c", fixed_results())
+    code, out, err = main_exit(["report", str(c), "--format", "html"], capsys)
+    assert (code, out) == (0, "")
+    assert "wrote {}".format(c / "report" / "report.html") in err
+    code, out, _ = main_exit(["report", str(c)], capsys)  # md, the default: printed
+    assert code == 0 and out.startswith("## What the numbers say")

@@ -1,0 +1,55 @@
+"""Recorded campaigns as one small JSON fixture for the plan's ETA test (tests/test_plan_eta.py):
+each result cut to what the plan reads (spec, status, phases, the executor and the environment
+build it recorded), the machine record cut to what tells machines apart, and the cases to check.
+
+    python3 bench/eta_fixture.py tests/fixtures/eta/readme_fp32_cpu.json \\
+        fresh=/tmp/e-fix/fresh fresh2=/tmp/e-fix/fresh2 warm=/tmp/e-fix/warm \\
+        --case fresh2:fresh:tf,mxnet,caffe2 --case warm:fresh,fresh2:
+
+A case TARGET:EARLIER[,EARLIER]:UNBUILT says: the plan of TARGET's cells, from the EARLIER
+campaigns' cell times, with the UNBUILT frameworks' environments still to build, must come within
+the test's tolerance of TARGET's wall time.
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from compare.store import Campaign  # noqa: E402
+
+KEEP = ("run_id", "status", "spec", "phases", "spec_hash", "images_per_sec", "schema_version")
+MACHINE = ("cpu_model", "cpu_count", "gpus", "memory_gib")
+
+
+def trimmed(folder: str) -> list:
+    results, _ = Campaign.open(folder).results()
+    out = []
+    for r in sorted(results, key=lambda r: r.phases.get("cell_start", 0.0)):
+        d = {k: v for k, v in r.to_dict().items() if k in KEEP}
+        d["environment"] = {k: v for k, v in (r.environment or {}).items()
+                            if k in ("executor", "env_build_s")}
+        out.append(d)
+    return out
+
+
+def main(argv) -> None:
+    path, named, cases = argv[0], {}, []
+    args = iter(argv[1:])
+    for arg in args:
+        if arg == "--case":
+            target, earlier, unbuilt = next(args).split(":")
+            cases.append({"target": target, "earlier": earlier.split(","),
+                          "unbuilt": [u for u in unbuilt.split(",") if u]})
+        else:
+            name, _, folder = arg.partition("=")
+            named[name] = folder
+    machine = Campaign.open(next(iter(named.values()))).machine
+    with open(path, "w") as f:
+        json.dump({"machine": {k: machine.get(k) for k in MACHINE},
+                   "campaigns": {n: trimmed(p) for n, p in named.items()}, "cases": cases},
+                  f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

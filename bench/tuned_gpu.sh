@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Issue 35 on ONE H200 (the nvidia-h200 kind), from the repository root, nothing installed (the
+# repo on PYTHONPATH, torch and jax in the machine's python):
+#   bash bench/tuned_gpu.sh $OUT [STAGE ...]
+# Stages run in the order given (default: all, in the order below) while they fit the call's
+# budget (BUDGET, 530 s): a stage that would not fit what is left is skipped and says so. The
+# campaigns live in results/tuned-35 (ignored by git: a warm machine keeps them between calls;
+# else carry it back), so later calls run the rest and a stage cut short resumes. Each call leaves
+# the campaigns in $OUT as .tgz (fixtures for the plan's ETA rule) and prints
+# bench/tuned_summary.py's tables. Three calls of ~9 min do it all:
+#   bash bench/tuned_gpu.sh $OUT                      # noflags, big (the batch table's entries)
+#   bash bench/tuned_gpu.sh $OUT study fresh          # the study, then its fresh-process twins
+#   bash bench/tuned_gpu.sh $OUT parity candidates
+#   noflags    `compare run --frameworks caffe2,jax` with no other flag: fp32 and fp16 at the
+#              default batch (1024 on an H200: the table's entry, fp32 and eager not measured
+#              there before) and the FP16 gain (goal <= 4 min)                      (~3-5 min)
+#   big        tuned fp16 of both at --batch-search 1024-2048: does 2048 fit, is it faster
+#              beyond the probes' noise (the table's entry, the search's maximum)  (~3-4 min)
+#   study      the 8-cell `compare run --frameworks caffe2,jax --precision fp16,bf16 --mode
+#              default,tuned` with the in-process batch search: its wall time (goal <= 6 min),
+#              its plan (printed before the first cell), each tuned cell's probes, chosen batch
+#              and search seconds                                                   (~6-9 min)
+#   fresh      each tuned cell of the study again at the batch it chose, in a fresh process and
+#              without a search (--batch-search B-B: one candidate, no probe); `compare diff` says
+#              whether the in-process figures are within their intervals           (~3-4 min)
+#   parity     JAX through compare against the plain Flax loop, every precision, b256, with the
+#              loop also under NVIDIA_TF32_OVERRIDE=0 at fp32 (what compare sets for fp32: the
+#              hypothesis for fp32's 0.96) and compare's own step in that loop        (~6 min)
+#   candidates tuned fp16/bf16 at b1024 with one switch each, toward >= 8,500 img/s: PyTorch
+#              cudnn_benchmark_limit=0 (every cuDNN algorithm timed), JAX fp16 with a static loss
+#              scale (MLPerf's ResNet-50 entries use one)                             (~3 min)
+set -uo pipefail
+out=${1:?outdir}; shift
+stages=${*:-noflags big study fresh parity candidates}
+camp=results/tuned-35; mkdir -p $camp
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+PY=$(command -v python3)
+T0=$(date +%s); BUDGET=${BUDGET:-530}
+left() { echo $((BUDGET - $(date +%s) + T0)); }
+fits() {  # SECONDS NAME
+  if [ "$(left)" -ge "$1" ]; then return 0; fi
+  echo "skipped $2: $(left) s left, it needs ~$1 s"; return 1; }
+run() { run_for $(( $(left) - 10 )) "$@"; }  # NAME ARGS...: until the budget ends
+run_for() {  # SECONDS NAME ARGS...: one campaign, stopped (SIGTERM: resumable) after SECONDS
+  local limit=$1 name=$2; shift 2; local t=$(date +%s)
+  [ $limit -lt 5 ] && limit=5
+  [ -f $camp/$name/campaign.json ] && set -- "$@" --resume
+  timeout -k 20 -s TERM $limit python3 -m compare run --python caffe2=$PY \
+      --python jax=$PY --executor local --timeout 500 --results $camp/$name "$@" \
+      > $camp/$name.md 2> $camp/$name.err
+  echo "$name: exit $? in $(( $(date +%s) - t )) s ($(( $(date +%s) - T0 )) s into the call)"
+  grep -E "^(plan:|estimate:|note:)|^ +[0-9]+:[0-9]+ |probe |-r0 " $camp/$name.err | head -30; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" 2>&1 | tail -1
+for stage in $stages; do case $stage in
+  study) fits 360 study && run study --frameworks caffe2,jax --gpus 1 --precision fp16,bf16 \
+      --mode default,tuned ;;
+  noflags) fits 200 noflags && run noflags --frameworks caffe2,jax ;;
+  fresh) [ -d $camp/study/results ] && fits 200 fresh && {
+      for cell in $(python3 bench/tuned_summary.py $camp --chosen); do  # fw:precision:batch
+        IFS=: read fw p b <<< "$cell"
+        run fresh-$fw-$p --frameworks $fw --gpus 1 --precision $p --mode tuned \
+            --batch-search $b-$b  # one candidate: no probe, the cell alone in its process
+        python3 -m compare diff $camp/study $camp/fresh-$fw-$p | grep -E "tuned|within|better|worse"
+      done; } ;;
+  parity) fits 380 parity && {
+      python3 bench/flax_loop.py --precision fp32,tf32,bf16,fp16 --variants plain \
+          > $camp/loop.jsonl
+      NVIDIA_TF32_OVERRIDE=0 python3 bench/flax_loop.py --precision fp32 --variants plain,ours \
+          > $camp/loop-tf32override0.jsonl
+      echo "loops: $(( $(date +%s) - T0 )) s into the call"; cat $camp/loop*.jsonl
+      run parity --frameworks jax --gpus 1 --precision fp32,tf32,bf16,fp16 --batch-size 256 \
+          --steps 30 --warmup 10; } ;;
+  big) fits 150 big && run big --frameworks caffe2,jax --gpus 1 --precision fp16 --mode tuned \
+      --batch-search 1024-2048 ;;
+  candidates) fits 150 candidates && {
+      run_for $(( $(left) / 2 )) cand-torch --frameworks caffe2 --gpus 1 \
+          --precision fp16,bf16 --mode tuned --batch-search 1024-1024 \
+          --option cudnn_benchmark_limit=0
+      run cand-jax --frameworks jax --gpus 1 --precision fp16 --mode tuned \
+          --batch-search 1024-1024 --option loss_scale=128; } ;;
+  *) echo "unknown stage $stage" ;;
+esac; done
+python3 bench/tuned_summary.py $camp | tee $out/summary.txt
+echo "total $(( $(date +%s) - T0 )) s"
+for d in $(cd $camp && ls -d */ 2>/dev/null); do
+  tar czf $out/${d%/}.tgz -C $camp --exclude=code --exclude=work ${d%/}; done
+cp $camp/*.jsonl $camp/*.err $out/ 2>/dev/null; true

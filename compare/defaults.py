@@ -1,0 +1,190 @@
+"""What `compare run` does where a flag is not given: the study the seeds made, sized to the
+machine. Pure functions of the machine record (its GPUs and their memory) and the device; one
+place. Each returns the value and a sentence saying why, which the campaign keeps and the report
+prints ("Defaults").
+
+GPU counts. The seeds measured two ladders: 1, 2, 4, 8 GPUs (seed 000, tf_cnn_benchmarks on RTX
+A6000s) and 1, 2, 3 (seed 001, a Dell R740 with 3 V100s). Each ladder is cut at the GPUs present
+and the one that reaches the most GPUs is run (the first on a tie): 1 on one GPU, 1, 2 on two,
+1, 2, 3 on three, 1, 2, 4 on four to seven, 1, 2, 4, 8 on eight or more. A CPU runs 1 worker.
+
+Precisions. fp32 and fp16 on GPUs (the seeds' pair: speedup at both, and the FP16 gain); fp32 on a
+CPU, which has no fp16 hardware.
+
+Batch. Per GPU, the batch that fills the device: an entry of BATCHES (measured: where is said),
+else the rule `batch_rule`: the largest batch seed 000 ran for the network at both fp32 and fp16
+on its 48 GB A6000 (the largest that fit there, for tf_cnn_benchmarks), scaled by the GPU's
+memory ÷ 48 GiB and rounded down to a power of two, within 32…2048; a GPU of unknown memory
+(`--plan-gpus`) runs 256. An image larger than the network's native size divides it by the
+pixel ratio. On a CPU: 32 (the README's study). One batch serves both precisions, since the
+FP16 gain divides cells of the same batch.
+
+Steps. On GPUs at a batch above 256 the timed steps cover at least the 12,800 images every
+earlier figure timed (50 steps of 256): ceil(12,800 ÷ batch) rounded up to the windows, at least
+10; warm-up 5 steps (compilation and autotuning happen in the first). Elsewhere 50 and 10.
+"""
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+CPU_BATCH = 32  # the README's CPU study; cell ids of CPU campaigns stay what they were
+UNKNOWN_MEMORY_BATCH = 256  # the batch of every earlier H200 figure
+SEED_MEMORY_GIB = 48.0  # RTX A6000 (seed 000)
+BATCH_RANGE = (32, 2048)
+TIMED_IMAGES = 50 * 256  # what 50 steps of batch 256 time
+SEED_LADDERS = (("seed 000 (tf_cnn_benchmarks, RTX A6000)", (1, 2, 4, 8)),
+                ("seed 001 (Dell R740, 3x V100)", (1, 2, 3)))
+SEED_CSV = Path(__file__).parent / "references" / "a6000_tf_cnn_benchmarks.csv"
+MEMORY_MATCH = 0.05  # an entry measured on a GPU within 5 % of this one's memory applies
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A measured filling batch: `model` on a GPU of `memory_gib` (nominal) ran at `batch`."""
+    model: str
+    memory_gib: float
+    batch: int
+    measured: str  # where the measurement is written down
+    pending: str = ""  # what it does not cover yet (and what measures it)
+
+
+BATCHES = (
+    Entry("resnet50", 141, 1024, "issue 35 (one H200, 2026-12-02): every tuned search of 64…1024 "
+          "chose 1024 (PyTorch fp16 7,969, bf16 8,110; JAX fp16 8,267 img/s)",
+          "fp32 and eager at 1024: bench/tuned_gpu.sh batches"),
+)
+
+
+def gpu_memory_gib(machine: Dict[str, Any]) -> Optional[float]:
+    """The smallest GPU's memory in GiB (nvidia-smi's memory.total), None when not recorded."""
+    sizes = [g.get("memory_mib") for g in machine.get("gpus") or []]
+    return min(sizes) / 1024.0 if sizes and all(sizes) else None
+
+
+def gpu_counts(machine: Dict[str, Any], device: str) -> Tuple[List[int], str]:
+    present = len(machine.get("gpus") or [])
+    if device != "cuda" or not present:
+        return [1], "1 worker (on a CPU, N is worker processes sharing the cores)"
+    name, ladder = max(((n, [c for c in lad if c <= present]) for n, lad in SEED_LADDERS),
+                       key=lambda x: max(x[1]))  # max() keeps the first of a tie
+    return ladder, "every GPU count the seeds report up to the {} GPU{} present ({})".format(
+        present, "s" if present > 1 else "", name)
+
+
+def precisions(device: str) -> Tuple[List[str], str]:
+    if device == "cuda":
+        return ["fp32", "fp16"], "fp32 and fp16, the seeds' pair (speedup at each, FP16 gain)"
+    return ["fp32"], "fp32 (a CPU has no fp16 hardware)"
+
+
+def _pow2_floor(x: float) -> int:
+    return 2 ** int(math.floor(math.log2(max(x, 1.0))))
+
+
+def seed_batches() -> Dict[str, int]:
+    """model -> the largest batch seed 000 ran at both fp32 and fp16 on its 48 GB A6000."""
+    largest: Dict[Tuple[str, str], int] = {}
+    with open(str(SEED_CSV), newline="") as f:
+        for row in csv.DictReader(f):
+            key = (row["model"], row["precision"])
+            largest[key] = max(largest.get(key, 0), int(row["batch_size"]))
+    models = {m for m, _ in largest}
+    return {m: min(largest.get((m, p), 0) for p in ("fp32", "fp16")) for m in models
+            if all((m, p) in largest for p in ("fp32", "fp16"))}
+
+
+def batch_rule(model: str, memory_gib: float) -> Optional[int]:
+    """The seed's largest batch for `model` scaled to `memory_gib`, a power of two in range."""
+    seed = seed_batches().get(model)
+    if seed is None:
+        return None
+    low, high = BATCH_RANGE
+    return max(low, min(high, _pow2_floor(seed * memory_gib / SEED_MEMORY_GIB)))
+
+
+def measured(model: str, memory_gib: float) -> Optional[Entry]:
+    found = [e for e in BATCHES if e.model == model
+             and abs(memory_gib - e.memory_gib) <= MEMORY_MATCH * e.memory_gib]
+    return found[0] if found else None
+
+
+def batch(model: str, machine: Dict[str, Any], device: str, image_size: Optional[int] = None,
+          native: Optional[int] = None) -> Tuple[int, str]:
+    """The per-GPU batch of `model` at defaults here, and why."""
+    if device != "cuda":
+        return CPU_BATCH, "the README's CPU study"
+    memory = gpu_memory_gib(machine)
+    entry = measured(model, memory) if memory else None
+    rule = batch_rule(model, memory) if memory else None
+    if entry is not None:
+        value, why = entry.batch, "{} on {:.0f} GiB: measured, {}{}".format(
+            model, memory, entry.measured, "; not yet: " + entry.pending if entry.pending else "")
+    elif rule is not None:
+        value, why = rule, ("{} on {:.0f} GiB: not measured; the rule (seed 000's largest batch "
+                            "on 48 GB, {}, × {:.0f}/48, a power of two)".format(
+                                model, memory, seed_batches()[model], memory))
+    else:
+        value, why = UNKNOWN_MEMORY_BATCH, "{}: the GPUs' memory is not known".format(model)
+    if image_size and native and image_size > native:  # more pixels per image: fewer images
+        value = max(1, _pow2_floor(value * (native / image_size) ** 2))
+        why += "; at {} px instead of {}: {}".format(image_size, native, value)
+    return value, why
+
+
+def steps(batches: Sequence[int], device: str, windows: int) -> Tuple[int, int, str]:
+    """(timed steps, warm-up steps, why) for a study of these per-GPU batches."""
+    smallest = min(batches) if batches else CPU_BATCH
+    if device != "cuda" or smallest <= 256:
+        return 50, 10, "50 timed steps after 10 warm-up"
+    n = max(10, math.ceil(TIMED_IMAGES / smallest))
+    n = windows * math.ceil(n / windows)
+    return n, 5, ("{} timed steps after 5 warm-up: at batch {} they time at least {:,} images, as "
+                  "50 steps of 256 did".format(n, smallest, TIMED_IMAGES))
+
+
+def native_size(model: str) -> Optional[int]:
+    from backends import networks
+    try:
+        return networks.get(model).native
+    except (KeyError, ValueError):
+        return None
+
+
+# how the report names each setting
+WORDS = {"gpus": "GPU counts", "precision": "precisions", "batch_size": "batch", "steps": "steps"}
+
+
+def lines(said: Dict[str, str]) -> List[str]:
+    """The report's words for the settings a campaign ran at their defaults."""
+    return ["{}: {}".format(WORDS.get(k, k), v) for k, v in said.items()]
+
+
+def fill(machine: Dict[str, Any], device: str, given: Dict[str, Any], models: Sequence[str],
+         sizes: Dict[str, int], windows: int) -> Tuple[Dict[str, Any], Dict[str, int], Dict[str, str]]:
+    """The run's flags with every one not given (None) at its default here: (flags, each
+    network's default batch, {setting: why} for the defaults used). `given` holds gpus,
+    precision, batch_size (comma lists as typed), steps, warmup and quick. Explicit flags win;
+    the batch of an auto cell starts at its network's default batch either way."""
+    out, said = dict(given), {}
+    batches = {m: batch(m, machine, device, sizes.get(m), native_size(m)) for m in models}
+    if given.get("gpus") is None:
+        counts, why = gpu_counts(machine, device)
+        out["gpus"] = ",".join(str(c) for c in counts)
+        said["gpus"] = "{} ({})".format(", ".join(str(c) for c in counts), why)
+    if given.get("precision") is None:
+        names, why = precisions(device)
+        out["precision"] = ",".join(names)
+        said["precision"] = "{} ({})".format(", ".join(names), why)
+    if given.get("batch_size") is None:
+        out["batch_size"] = None  # the matrix takes each network's own
+        unit = "GPU" if device == "cuda" else "worker"
+        said["batch_size"] = "; ".join("{} per {} ({})".format(b, unit, why)
+                                       for b, why in batches.values())
+        if given.get("steps") is None and given.get("warmup") is None and not given.get("quick"):
+            n, warm, why = steps([b for b, _ in batches.values()], device, windows)
+            if (n, warm) != (50, 10):
+                out["steps"], out["warmup"] = n, warm
+                said["steps"] = why
+    return out, {m: b for m, (b, _) in batches.items()}, said

@@ -1,0 +1,69 @@
+"""The batch search in one process (backends/batchprobe.py) with a toy trainer: a probe out of
+memory ends only itself, the last probe's trainer goes on when it is the one chosen, and a search
+that finds nothing says why."""
+import time
+
+import pytest
+
+from backends import batchprobe, harness, phases
+from backends.protocol import RunSpec, Unsupported
+
+
+class Toy(harness.Trainer):
+    def __init__(self, spec, fits, step_s):
+        if spec.batch_size > fits:
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                               "{} bytes".format(spec.batch_size * 10 ** 8))
+        self.spec, self.step_s = spec, step_s
+
+    def step(self):
+        time.sleep(self.step_s(self.spec.batch_size))
+
+
+def _search(fits=50, step_s=lambda b: 0.01, start=32, bounds=(8, 128)):
+    built = []
+
+    def setup(spec):
+        built.append(spec.batch_size)
+        return Toy(spec, fits, step_s)
+    spec = RunSpec("caffe2", "caffe2_torch", batch_size=start, batch_auto=True, steps=4,
+                   warmup_steps=1, windows=2, search={"bounds": list(bounds), "budget_s": 60})
+    phases._marks.clear()
+    trainer = batchprobe.in_process(spec, setup, harness.measure, harness._status)
+    return spec, trainer, built, batchprobe.settings()["batch_search"]
+
+
+def test_an_out_of_memory_probe_ends_only_itself_and_the_last_probe_goes_on():
+    spec, trainer, built, record = _search()
+    assert built == [32, 64, 48]  # one build per probe, none after: 48 was the last and fastest
+    assert [(p["batch_size"], p["status"]) for p in record["probes"]] == [
+        (32, "ok"), (64, "oom"), (48, "ok")]
+    assert "can't allocate memory" in record["probes"][1]["reason"]
+    assert (spec.batch_size, trainer.spec.batch_size, record["reused"]) == (48, 48, True)
+    assert record["where"] == "in the cell's process" and record["seconds"] >= 0
+    assert "batch_searched" in phases.record() and "timed_start" not in phases.record()
+
+
+def test_a_chosen_batch_that_is_not_the_last_probe_is_built_afresh():
+    # per image, batch 32 is fastest: 64 is slower, so the search stops and goes back to 32
+    spec, trainer, built, record = _search(fits=10 ** 6, step_s=lambda b: 0.01 if b <= 32 else 0.05)
+    assert built == [32, 64, 32]
+    assert record["stopped"].startswith("batch 64 gains -")
+    assert (spec.batch_size, trainer.spec.batch_size, trainer.spec.probe) == (32, 32, False)
+    assert "reused" not in record
+
+
+def test_a_search_where_nothing_fits_fails_with_the_first_probes_words():
+    with pytest.raises(batchprobe.BatchSearchFailed, match=r"^batch search from 8: the probe at "
+                       r"batch 8 ended oom: RuntimeError: DefaultCPUAllocator: can't allocate "):
+        _search(fits=4, start=8)
+    assert harness.is_oom(batchprobe.BatchSearchFailed("... can't allocate memory ..."))
+
+
+def test_an_unsupported_cell_is_the_cells_answer_not_a_probes():
+    def setup(spec):
+        raise Unsupported("bf16 needs AVX-512")
+    spec = RunSpec("caffe2", "caffe2_torch", batch_size=32, batch_auto=True,
+                   search={"bounds": [8, 128], "budget_s": 60})
+    with pytest.raises(Unsupported, match="AVX-512"):
+        batchprobe.in_process(spec, setup, harness.measure, harness._status)

@@ -1,0 +1,139 @@
+"""The defaults of `compare run` on fake GPU inventories (compare/defaults.py): GPU counts, the
+precisions, the per-model batch and the steps, each with the sentence the report prints."""
+import os
+import sys
+
+import pytest
+
+from compare import defaults
+from tests.helpers import compare
+
+H200 = {"name": "NVIDIA H200", "memory_mib": 143771.0}  # nvidia-smi's memory.total
+H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559.0}
+
+
+def machine(n, gpu=H200):
+    return {"gpus": [dict(gpu, index=i) for i in range(n)], "cpu_count": 16}
+
+
+@pytest.mark.parametrize("n,counts", [(1, [1]), (2, [1, 2]), (3, [1, 2, 3]), (4, [1, 2, 4]),
+                                      (7, [1, 2, 4]), (8, [1, 2, 4, 8]), (16, [1, 2, 4, 8])])
+def test_gpu_counts_are_the_seed_ladder_that_reaches_furthest(n, counts):
+    got, why = defaults.gpu_counts(machine(n), "cuda")
+    assert got == counts
+    assert why.startswith("every GPU count the seeds report up to the {} GPU".format(n))
+
+
+def test_three_gpus_take_the_r740_ladder_and_eight_the_a6000_one():
+    assert defaults.gpu_counts(machine(3), "cuda")[1].endswith("(seed 001 (Dell R740, 3x V100))")
+    assert defaults.gpu_counts(machine(8), "cuda")[1].endswith(
+        "(seed 000 (tf_cnn_benchmarks, RTX A6000))")
+
+
+def test_a_cpu_keeps_the_readme_study():
+    cpu = {"gpus": [], "cpu_count": 2}
+    assert defaults.gpu_counts(cpu, "cpu")[0] == [1]
+    assert defaults.precisions("cpu")[0] == ["fp32"]
+    assert defaults.batch("resnet50", cpu, "cpu") == (32, "the README's CPU study")
+    assert defaults.steps([32], "cpu", 5)[:2] == (50, 10)
+    # --device cpu on a machine with GPUs is a CPU study too
+    assert defaults.gpu_counts(machine(8), "cpu")[0] == [1]
+    assert defaults.batch("resnet50", machine(8), "cpu")[0] == 32
+
+
+def test_gpus_run_fp32_and_fp16():
+    assert defaults.precisions("cuda")[0] == ["fp32", "fp16"]
+
+
+def test_the_seed_batches_are_the_largest_the_a6000_ran_at_both_precisions():
+    seed = defaults.seed_batches()
+    assert (seed["resnet50"], seed["resnet152"], seed["inception3"], seed["vgg16"]) == \
+        (512, 256, 256, 512)
+
+
+def test_resnet50_on_an_h200_is_the_measured_entry_and_says_what_it_does_not_cover():
+    value, why = defaults.batch("resnet50", machine(1), "cuda")
+    assert value == 1024
+    assert why.startswith("resnet50 on 140 GiB: measured, issue 35 (one H200, 2026-12-02)")
+    assert "not yet: fp32 and eager at 1024" in why
+    assert defaults.batch_rule("resnet50", 140.4) == 1024  # the rule agrees with the measurement
+
+
+def test_an_entry_not_measured_falls_back_to_the_stated_rule():
+    value, why = defaults.batch("resnet50", machine(8, H100), "cuda")
+    assert value == 512  # 512 x 79.6 / 48 = 849 -> 512
+    assert why == ("resnet50 on 80 GiB: not measured; the rule (seed 000's largest batch on 48 GB, "
+                   "512, × 80/48, a power of two)")
+    assert defaults.batch("resnet152", machine(1), "cuda")[0] == 512  # 256 x 140 / 48 -> 512
+    assert defaults.batch("vgg16", machine(1), "cuda")[0] == 1024
+
+
+def test_unknown_memory_and_larger_images():
+    assert defaults.batch("resnet50", {"gpus": [{}] * 8}, "cuda") == (
+        256, "resnet50: the GPUs' memory is not known")
+    value, why = defaults.batch("resnet50", machine(1), "cuda", image_size=448, native=224)
+    assert value == 256 and why.endswith("; at 448 px instead of 224: 256")
+    assert defaults.batch("resnet50", machine(1), "cuda", image_size=64, native=224)[0] == 1024
+
+
+def test_steps_at_a_large_batch_time_as_many_images_as_fifty_of_256():
+    assert defaults.steps([1024], "cuda", 5) == (
+        15, 5, "15 timed steps after 5 warm-up: at batch 1024 they time at least 12,800 images, "
+        "as 50 steps of 256 did")
+    assert defaults.steps([512, 1024], "cuda", 5)[:2] == (25, 5)
+    assert defaults.steps([256], "cuda", 5)[:2] == (50, 10)
+    assert defaults.steps([2048], "cuda", 4)[:2] == (12, 5)  # 10 at least, rounded to the windows
+
+
+# --- compare run with no flag: the plan of the study it would run ------------------------------
+
+def _gpus(tmp_path, n, memory_mib=143771):
+    rows = "".join("{0}, NVIDIA H200, {1}, 580.1\\n".format(i, memory_mib) for i in range(n))
+    ids = "".join("{0}, 00000000:{0:02d}:00.0, GPU-{0}\\n".format(i) for i in range(n))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(
+        '#!/bin/sh\ncase "$*" in\n  *index,name,memory.total,driver_version*) printf \'{}\' ;;\n'
+        '  *index,pci.bus_id,uuid*) printf \'{}\' ;;\n  *query-compute-apps*) ;;\n'
+        '  *) echo "| NVIDIA-SMI 580.1   Driver Version: 580.1   CUDA Version: 13.0 |" ;;\n'
+        'esac\n'.format(rows, ids))
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    return {"PATH": "{}:{}".format(bin_dir, os.environ["PATH"])}
+
+
+def _planned(args, env=None):
+    out = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(sys.executable),
+                   "--plan"] + args, env=env)
+    assert out.returncode == 0, out.stderr
+    return sorted(line.split()[-1] for line in out.stdout.splitlines() if "-r0" in line)
+
+
+def test_no_flag_on_three_h200s_plans_the_seeds_study_at_a_filling_batch(tmp_path):
+    cells = _planned(["--plan-from", tmp_path], env=_gpus(tmp_path, 3))
+    assert cells == ["caffe2-{}-g{}-b1024-s224-r0".format(p, g) for p in ("fp16", "fp32")
+                     for g in (1, 2, 3)]
+
+
+def test_explicit_flags_win_and_a_cpu_plans_the_readme_study(tmp_path):
+    env = _gpus(tmp_path, 8)
+    assert _planned(["--plan-from", tmp_path, "--gpus", "2", "--precision", "bf16",
+                     "--batch-size", "256"], env=env) == ["caffe2-bf16-g2-b256-s224-r0"]
+    assert _planned(["--plan-from", tmp_path, "--device", "cpu"], env=env) == \
+        ["caffe2-fp32-w1-b32-s224-r0"]
+
+
+def test_a_campaign_at_its_defaults_says_so_in_its_report(tmp_path):
+    from tests.test_modes import FAKE
+    python = tmp_path / "fake-python"
+    python.write_text(FAKE.format(python=sys.executable, fits=50, pids=str(tmp_path / "pids")))
+    python.chmod(0o755)
+    out = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python),
+                   "--device", "cpu", "--executor", "local", "--image-size", "32", "--steps", "2",
+                   "--warmup", "1", "--results", tmp_path / "c"])
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "c" / "results" / "caffe2-fp32-w1-b32-s32-r0.json").exists()
+    text = (tmp_path / "c" / "report" / "report.md").read_text()
+    assert "## Defaults (flags not given: the seeds' study sized to this machine" in text
+    assert "- GPU counts: 1 (1 worker (on a CPU, N is worker processes sharing the cores))" in text
+    assert "- batch: 32 per worker (the README's CPU study)" in text
+    assert "plan: 1 cell on " in out.stderr  # the plan before the first cell

@@ -1,0 +1,61 @@
+"""The plan's ETA against wall times that were measured: recorded campaigns (tests/fixtures/eta/,
+made by bench/eta_fixture.py), each case the plan of one campaign's cells from the cell times of
+earlier ones, the environments it built estimated apart. Within 25 % of the wall time it took."""
+import json
+from pathlib import Path
+
+import pytest
+
+from backends.protocol import RunResult, RunSpec
+from compare import plan, resources
+from compare.reporting import timeline
+from tests.helpers import save_campaign
+
+FIXTURES = sorted((Path(__file__).parent / "fixtures" / "eta").glob("*.json"))
+TOLERANCE = 0.25
+
+
+def _cases():
+    for path in FIXTURES:
+        for case in json.loads(path.read_text())["cases"]:
+            yield pytest.param(path, case, id="{}:{}".format(path.stem, case["target"]))
+
+
+def _results(rows):
+    return [RunResult.from_dict(r) for r in rows]
+
+
+@pytest.mark.parametrize("path,case", list(_cases()))
+def test_the_eta_is_within_a_quarter_of_the_wall_time_it_took(path, case, tmp_path):
+    fixture = json.loads(path.read_text())
+    machine = fixture["machine"]
+    for name in case["earlier"]:
+        save_campaign(tmp_path / name, _results(fixture["campaigns"][name]), machine=machine)
+    target = _results(fixture["campaigns"][case["target"]])
+    specs = [RunSpec.from_dict(r.spec) for r in target]  # in the order they ran
+    executor = target[0].environment.get("executor")
+    items, marks, _, notes = plan.schedule(specs, resources.single(), 1, tmp_path, machine,
+                                           executor, case["unbuilt"])
+    eta = max(it.end for it in items)
+    wall = timeline.study(target)["wall_s"]
+    assert abs(eta - wall) <= TOLERANCE * wall, (eta, wall, marks)
+    assert set(marks.values()) <= {"=", "=+", "~", "~+"}  # like cells only, no guess
+    if case["unbuilt"]:  # the builds estimated apart, and said so
+        assert notes[0].startswith("environments built once, in the first cell of each: ")
+
+
+def test_the_rule_scales_the_per_step_part_by_steps_and_pixels_and_leaves_builds_out():
+    spec = RunSpec("tf", "tf_horovod", image_size=64, steps=10, warmup_steps=3)
+    r = RunResult(spec.run_id, "ok", spec.to_dict(), spec_hash=spec.spec_hash,
+                  environment={"executor": "local", "env_build_s": 30.0},
+                  phases={"cell_start": 0.0, "timed_start": 90.0, "timed_end": 110.0,
+                          "cell_end": 130.0})
+    # 130 s in the cell, 30 of them building the environment; 2 s per step over 2 + 10 steps
+    assert plan.parts(r) == (130.0 - 30.0 - 2.0 * 12, 2.0)
+    bigger = RunSpec("tf", "tf_horovod", image_size=128, steps=50, warmup_steps=10)
+    assert plan.scaled(r, bigger) == pytest.approx(76.0 + 2.0 * 4 * (9 + 50))
+    estimates = plan.Estimates([r], "local")
+    assert estimates.of(bigger) == (pytest.approx(548.0), "~")  # a like cell, another size
+    assert estimates.of(RunSpec.from_dict(r.spec)) == (pytest.approx(100.0), "=")
+    assert plan.Estimates([r], "docker").of(bigger)[1] == "?"  # another executor: not like
+    assert estimates.build("tf") == (30.0, "recorded")

@@ -1,0 +1,53 @@
+"""The progress bar's phase of a running cell (from its backend's phase file) and the sweep's ETA
+(from the plan's estimates)."""
+import io
+
+from rich.console import Console
+
+from backends import phases
+from backends.protocol import RunSpec
+from compare.progress import SweepProgress, phase_of
+
+
+def _bar(tmp_path, estimates, building=lambda spec: False):
+    return SweepProgress(Console(file=io.StringIO()), len(estimates), tmp_path, estimates, 1.0,
+                         building)
+
+
+def test_the_phase_is_the_latest_mark_in_order_whatever_the_order_written(tmp_path):
+    path = tmp_path / "phase"
+    assert phase_of(path) is None
+    # the backend writes its start-up marks (launched, process_started) only with its result
+    path.write_text("framework_imported 1.0\ndevices_ready 2.0\nmodel_built 3.0\nprocess_started 0.5\n")
+    assert phase_of(path) == "compiling (first step)"
+    path.write_text(path.read_text() + "first_step_done 9.0\n")
+    assert phase_of(path) == "warm-up"
+
+
+def test_a_backend_writes_each_mark_as_it_happens(tmp_path, monkeypatch):
+    monkeypatch.setattr(phases, "_marks", {})
+    monkeypatch.setenv(phases.FILE_ENV, str(tmp_path / "phase"))
+    phases.mark("framework_imported")
+    phases.mark("framework_imported")  # the first mark wins, once in the file too
+    phases.mark("timed_start")
+    assert [line.split()[0] for line in (tmp_path / "phase").read_text().splitlines()] == [
+        "framework_imported", "timed_start"]
+    assert phase_of(tmp_path / "phase") == "timed"
+
+
+def test_status_says_each_running_cells_phase_and_the_plans_eta(tmp_path, monkeypatch):
+    a = RunSpec("caffe2", "caffe2_torch", precision="fp32")
+    b = RunSpec("tf", "tf_horovod", precision="fp32")
+    bar = _bar(tmp_path, {a.run_id: 100.0, b.run_id: 50.0}, building=lambda s: s.framework == "tf")
+    clock = iter([1000.0, 1030.0, 1030.0, 1200.0])
+    monkeypatch.setattr("compare.progress.time.monotonic", lambda: next(clock))
+    bar.start(a)  # at 1000
+    (tmp_path / a.run_id).mkdir()
+    (tmp_path / a.run_id / "phase").write_text("framework_imported 1.0\n")
+    assert bar.status() == "setting up devices · ETA ~2:00"  # 70 s of a's left + b's 50
+    # a finishes; b starts at 1030, its environment still being built; 170 s later it is
+    # 120 s past its estimate of 50
+    bar.running.pop(a.run_id)
+    bar.estimates.pop(a.run_id)
+    bar.start(b)
+    assert bar.status() == "building env · ETA ~0:00 (running past its estimate by 2:00)"
