@@ -320,7 +320,27 @@ def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
                                          writer).items():
             log("warning: {}: {}; its real-data cells will fail".format(name, why))
         out.append(prepared)
+        out += [checked_held_out(prepared, console, log)] if held_out(d) else []
     return out
+
+
+def held_out(root: str) -> Optional[str]:
+    """DIR/val where DIR holds train/ and val/ (time to accuracy evaluates on it), else None."""
+    train, val = os.path.join(root, "train"), os.path.join(root, "val")
+    return val if os.path.isdir(train) and os.path.isdir(val) else None
+
+
+def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: None
+                     ) -> dataset.Prepared:
+    """Check DIR/val like DIR (its own manifest in DIR/val/.compare; every framework reads it as
+    JPEGs, so no native format is written); a UserError when it names a class train/ lacks."""
+    val = checked(open_folder(os.path.join(train.root, "val")), console)
+    unknown = sorted(set(val.manifest["class_names"]) - set(train.manifest["class_names"]))
+    if unknown:
+        raise UserError("{}: class folders {} are not in {}; val/ must name train/'s classes".format(
+            val.root, ", ".join(unknown[:5]), train.manifest["class_root"]))
+    log("data (held out): " + summary(val))
+    return val
 
 
 def checked(folder: Folder, console) -> dataset.Prepared:

@@ -1,4 +1,6 @@
-"""`compare data make`: an ImageNet-layout folder of synthetic JPEGs that decode like photos.
+"""`compare data make`: an ImageNet-layout folder of synthetic JPEGs that decode like photos
+(or, with --learnable, DIR/train and DIR/val of images whose classes can be learned:
+learnable.py; `spec` below is a MakeSpec or a learnable.LearnableSpec).
 
     DIR/train/n00000000/00000000.JPEG ...   (images spread round-robin over the classes)
     DIR/make.json                           (the settings; the same command again is a no-op)
@@ -33,6 +35,15 @@ class MakeSpec:
     height: int = 375
     seed: int = 1234
     quality: int = QUALITY
+
+    def folders(self) -> List[str]:
+        return [os.path.join("train", class_name(k)) for k in range(min(self.classes, self.images))]
+
+    def path(self, i: int) -> str:
+        return image_path(self, i)
+
+    def render(self, i: int) -> bytes:
+        return render(self, i)
 
 
 def parse_size(text: str) -> Tuple[int, int]:
@@ -92,8 +103,8 @@ def _write_range(args: Tuple[MakeSpec, str, int, int]) -> int:
     spec, root, start, stop = args
     total = 0
     for i in range(start, stop):
-        data = render(spec, i)
-        with open(os.path.join(root, image_path(spec, i)), "wb") as f:
+        data = spec.render(i)
+        with open(os.path.join(root, spec.path(i)), "wb") as f:
             f.write(data)
         total += len(data)
     return total
@@ -104,7 +115,7 @@ def _chunks(spec: MakeSpec, root: str, size: int) -> Iterator[Tuple[MakeSpec, st
         yield spec, root, start, min(spec.images, start + size)
 
 
-def check_destination(dest: Path, spec: MakeSpec) -> bool:
+def check_destination(dest: Path, spec) -> bool:
     """True if dest already holds exactly this folder; UserError if it holds anything else."""
     if dest.exists() and not dest.is_dir():
         raise UserError("{}: is a file, not a folder; give a new or empty folder".format(dest))
@@ -123,12 +134,12 @@ def check_destination(dest: Path, spec: MakeSpec) -> bool:
     return False
 
 
-def make(dest: Path, spec: MakeSpec, workers: int, advance: Callable[[int, int], None]) -> int:
+def make(dest: Path, spec, workers: int, advance: Callable[[int, int], None]) -> int:
     """Write the folder with `workers` processes; advance(images, bytes) after each chunk.
     Returns the bytes written. make.json is written last: a half-made folder is not 'made'."""
     root = str(dest.absolute())
-    for k in range(min(spec.classes, spec.images)):
-        os.makedirs(os.path.join(root, "train", class_name(k)), exist_ok=True)
+    for folder in spec.folders():
+        os.makedirs(os.path.join(root, folder), exist_ok=True)
     chunk = max(1, min(64, spec.images // (workers * 8) or 1))
     total = 0
     jobs: List = list(_chunks(spec, root, chunk))

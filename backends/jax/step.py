@@ -32,13 +32,15 @@ class TrainState(NamedTuple):
 
 
 def local_step(model, tx, axis_name: Optional[str], static_scale: Optional[float],
-               flat: bool, state: TrainState, images, labels):
+               flat: bool, state: TrainState, images, labels, objective=None):
     """One device's step. Returns (new state, this device's loss with a leading axis of 1).
 
     static_scale: multiply the loss by it and divide the gradients (no overflow check).
     flat: differentiate with respect to one vector of all parameters, so that the gradient
     all-reduce is a single collective over one contiguous buffer instead of XLA's ~35 combined
-    ones (bench/allreduce_jax.py: one 102 MB buffer 0.9 ms, the tree of 161 arrays far slower)."""
+    ones (bench/allreduce_jax.py: one 102 MB buffer 0.9 ms, the tree of 161 arrays far slower).
+    objective(logits, labels) -> per-example losses (default: cross-entropy; time to accuracy
+    passes the recipe's label smoothing)."""
     stats = jax.tree_util.tree_map(lambda x: x[0], state.batch_stats)
     params, unravel = state.params, None
     if flat and axis_name is not None:
@@ -49,7 +51,7 @@ def local_step(model, tx, axis_name: Optional[str], static_scale: Optional[float
             params = unravel(params)
         logits, updates = model.apply({"params": params, "batch_stats": stats}, images,
                                       train=True, mutable=["batch_stats"])
-        loss = optax.softmax_cross_entropy_with_integer_labels(
+        loss = (objective or optax.softmax_cross_entropy_with_integer_labels)(
             logits.astype(jnp.float32), labels).mean()
         # .get: a network without batch norm (VGG-16) has no statistics to update
         return loss * (static_scale or 1.0), (loss, updates.get("batch_stats", {}))

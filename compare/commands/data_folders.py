@@ -1,6 +1,7 @@
 """`compare data`: real data for `compare run --data DIR`.
 
     compare data make DIR [--images 10000] [--classes 1000] [--image-size 500x375] [--seed 1234]
+    compare data make DIR --learnable small|large [--classes K] [--images N]
     compare data prepare DIR [--frameworks tf,mxnet] [--device auto|cpu|cuda]
     compare data info DIR
 
@@ -28,32 +29,94 @@ def _console():
 @app.command()
 def make(
     dest: Path = typer.Argument(..., help="New or empty folder to write DIR/train/<class>/*.JPEG into."),
-    images: int = typer.Option(10000, help="Number of JPEGs."),
-    classes: int = typer.Option(1000, help="Number of class folders (labels 0..K-1)."),
+    images: Optional[int] = typer.Option(None, help="Number of JPEGs (default 10000).",
+                                         show_default=False),
+    classes: Optional[int] = typer.Option(None, help="Number of class folders, labels 0..K-1 "
+                                          "(default 1000).", show_default=False),
     image_size: str = typer.Option("500x375", help="WIDTHxHEIGHT of every JPEG (ImageNet's typical)."),
     seed: int = typer.Option(1234, help="Image i depends only on (seed, i)."),
     quality: int = typer.Option(90, help="JPEG quality (90: ~110 KB at 500x375, ImageNet's average)."),
     workers: Optional[int] = typer.Option(None, help="Processes that render (default: all cores)."),
+    learnable: Optional[str] = typer.Option(
+        None, help="small or large: DIR/train and DIR/val of images whose classes a network can "
+        "learn, for --target-accuracy (small: 10 classes, 480 + 200 images, for a CPU; large: "
+        "100 classes, 40,000 + 5,000, for one GPU); --classes K and --images N (training "
+        "images) resize it."),
 ):
     """Write an ImageNet-layout folder of JPEGs with ImageNet's size and entropy (deterministic)."""
-    from rich import progress as rp
-
     from .. import imagegen
-    width, height = imagegen.parse_size(image_size)
-    for name, value, high in (("--images", images, 10_000_000), ("--classes", classes, 100_000),
-                              ("--workers", 1 if workers is None else workers, 256)):
-        if value < 1:
-            raise UserError("{} {}: must be >= 1".format(name, value))
-        if value > high:
-            raise UserError("{} {}: must be <= {}".format(name, value, high))
-    if not 1 <= quality <= 95:
-        raise UserError("--quality {}: give 1 to 95 (Pillow's useful range)".format(quality))
-    spec = imagegen.MakeSpec(images, classes, width, height, seed, quality)
+    if learnable is not None:
+        spec = _learnable(learnable, images, classes, seed, quality)
+        images = spec.images
+    else:
+        spec = _photos(images, classes, image_size, seed, quality)
+    _bounded("--workers", 1 if workers is None else workers, 256)
     console = _console()
     if imagegen.check_destination(dest, spec):
         console.print("{}: already holds these {} images; nothing to do".format(dest, images))
         return
-    jobs = workers or os.cpu_count() or 1
+    total = _write(dest, spec, workers or os.cpu_count() or 1, images, console)
+    if learnable is not None:
+        print("{}: {} training and {} validation JPEGs in {} classes, {:.1f} MB; use: compare run "
+              "--data {} --target-accuracy 0.9".format(
+                  dest, spec.classes * spec.train_per_class, spec.classes * spec.val_per_class,
+                  spec.classes, total / 1e6, dest))
+        return
+    print("{}: {} JPEGs of {}x{} in {} classes, {:.1f} MB ({:.0f} KB each); "
+          "use: compare run --data {}".format(dest, images, spec.width, spec.height,
+                                              min(spec.classes, images), total / 1e6,
+                                              total / 1e3 / images, dest))
+
+
+def _bounded(name: str, value: int, high: int) -> None:
+    if value < 1:
+        raise UserError("{} {}: must be >= 1".format(name, value))
+    if value > high:
+        raise UserError("{} {}: must be <= {}".format(name, value, high))
+
+
+def _photos(images: Optional[int], classes: Optional[int], image_size: str, seed: int,
+            quality: int):
+    from .. import imagegen
+    width, height = imagegen.parse_size(image_size)
+    images, classes = 10000 if images is None else images, 1000 if classes is None else classes
+    _bounded("--images", images, 10_000_000)
+    _bounded("--classes", classes, 100_000)
+    _quality(quality)
+    return imagegen.MakeSpec(images, classes, width, height, seed, quality)
+
+
+def _quality(quality: int) -> None:
+    if not 1 <= quality <= 95:
+        raise UserError("--quality {}: give 1 to 95 (Pillow's useful range)".format(quality))
+
+
+def _learnable(name: str, images: Optional[int], classes: Optional[int], seed: int, quality: int):
+    """The --learnable preset, resized by --classes and --images (training images in all; the
+    validation part keeps the preset's ratio to them)."""
+    import dataclasses
+
+    from .. import learnable
+    if name not in learnable.PRESETS:
+        raise UserError("--learnable {!r}: choose from {}".format(name, ", ".join(learnable.PRESETS)))
+    spec = dataclasses.replace(learnable.preset(name), seed=seed, quality=quality)
+    if classes is not None:
+        _bounded("--classes", classes, 10_000)
+        spec = dataclasses.replace(spec, classes=classes)
+    if images is not None:
+        _bounded("--images", images, 10_000_000)
+        per = max(1, images // spec.classes)
+        val = max(1, per * spec.val_per_class // spec.train_per_class)
+        spec = dataclasses.replace(spec, train_per_class=per, val_per_class=val)
+    _quality(quality)
+    return spec
+
+
+def _write(dest: Path, spec, jobs: int, images: int, console) -> int:
+    """Render the folder with a progress bar; the bytes written."""
+    from rich import progress as rp
+
+    from .. import imagegen
     with rp.Progress(rp.TextColumn("making JPEGs"), rp.BarColumn(), rp.MofNCompleteColumn(),
                      rp.TextColumn("{task.fields[mb]:.1f} MB, {task.fields[kb]:.0f} KB each"),
                      rp.TimeElapsedColumn(), rp.TextColumn("ETA"), rp.TimeRemainingColumn(),
@@ -66,10 +129,7 @@ def make(
             state["images"] += n
             bar.update(task, advance=n, mb=state["bytes"] / 1e6,
                        kb=state["bytes"] / 1e3 / state["images"])
-        total = imagegen.make(dest, spec, jobs, advance)
-    print("{}: {} JPEGs of {}x{} in {} classes, {:.1f} MB ({:.0f} KB each); "
-          "use: compare run --data {}".format(dest, images, width, height, min(classes, images),
-                                              total / 1e6, total / 1e3 / images, dest))
+        return imagegen.make(dest, spec, jobs, advance)
 
 
 @app.command()
@@ -92,6 +152,8 @@ def prepare(
     console = _console()
     prepared = datasets.checked(found, console)
     print(datasets.summary(prepared))
+    if datasets.held_out(found.root):  # DIR/train and DIR/val: the held-out part too
+        print("held out: " + datasets.summary(datasets.checked_held_out(prepared, console)))
     failed = datasets.prepare_formats(prepared, fw_list, console.print, datasets.cli_bar(console),
                                       datasets.LocalWriter(device, overrides, console.print))
     for fw in fw_list:

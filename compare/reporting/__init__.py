@@ -25,7 +25,7 @@ def parse_formats(csv: str) -> List[str]:
 
 def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dict],
                 results: Sequence = (), references: Sequence[Tuple[str, object]] = (),
-                extra: Sequence = ()) -> Tuple[str, List[Path]]:
+                extra: Sequence = (), charts: Sequence = ()) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
     as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
     from . import html, report, tables, timeline
@@ -45,7 +45,7 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
             df.to_csv(path, index=False)
             written += _csv_extras(out_dir, rep, results, runs, tables)
         elif fmt == "html":
-            path.write_text(html.page(df, rep))
+            path.write_text(html.page(df, rep, more=charts))
         else:
             path.write_text(json.dumps(df.to_dict(orient="records"), indent=2, default=str) + "\n")
         written.append(path)
@@ -67,11 +67,15 @@ def _csv_extras(out_dir: Path, rep, results, runs, tables) -> List[Path]:
 
 def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
                  references: Sequence[Tuple[str, object]] = (),
-                 baseline: Optional[str] = None) -> Tuple[str, List[Path], List[str]]:
+                 baseline: Optional[str] = None, price: Optional[float] = None
+                 ) -> Tuple[str, List[Path], List[str]]:
     """Read the campaign's results, write the report files; return (Markdown text, paths written,
-    warnings about result files that could not be read)."""
+    warnings about result files that could not be read). price: dollars per GPU-hour (cost to
+    train of time-to-accuracy runs; no cost columns without it)."""
+    from . import accuracy
     from .comparator import cells
     results, warnings = campaign.results()
+    results, trained = accuracy.split(results)  # time-to-accuracy runs: tables of their own
     df = cells(results, baseline=baseline)
     missing = campaign.missing(results)
     extra = []
@@ -87,6 +91,7 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     extra += [searched] if searched is not None else []
     if warnings:  # foreign or unreadable files: listed in the report too, never counted
         extra.append(Text("Result files left out", warnings, bullets=True))
+    extra = accuracy.tables(trained, price) + extra
     text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references,
-                              extra)
+                              extra, [c for c in [accuracy.chart(trained)] if c is not None])
     return text, paths, warnings

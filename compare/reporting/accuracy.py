@@ -1,0 +1,216 @@
+"""The time-to-accuracy part of a report (docs/accuracy.md): minutes to target per cell across
+its seeds with MLPerf's score, speedup in time to train beside speedup in throughput (flagged
+where they differ beyond noise: the seed's super-linear caveat, measured), cost to train from a
+GPU-hour price, and an accuracy-versus-time chart.
+
+`tables(results, price)` and `chart(results)` take RunResults; throughput runs are left out
+(`split` separates the two kinds for the rest of the report). A cell is framework x model x
+mode x precision x batch x image size x device x nodes x GPUs, its runs one per seed.
+"""
+import math
+import statistics
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from .. import frameworks
+from ..mlperf import REQUIRED_RUNS, olympic_mean
+from . import intervals
+from .charts import Chart, _plt, _png
+from .tables import Table
+
+CELL = ("framework", "model", "mode", "precision", "batch_size", "image_size", "device")
+FINISHED = ("ok", "not_converged")
+COST_NOTE = ("$ = gpu_hour_price × GPUs (or CPU workers) × time to train, per run (median over "
+             "the seeds); $/M images = that ÷ millions of images trained.")
+
+
+def is_accuracy(result) -> bool:
+    return (result.spec or {}).get("target_accuracy") is not None
+
+
+def split(results: Sequence) -> Tuple[List, List]:
+    """(throughput runs, time-to-accuracy runs)."""
+    return [r for r in results if not is_accuracy(r)], [r for r in results if is_accuracy(r)]
+
+
+def record(r) -> Dict:
+    """One flat record of an accuracy run."""
+    s, a = r.spec or {}, r.accuracy or {}
+    out = {k: s.get(k) for k in CELL}
+    out.update(nodes=s.get("nodes", 1), gpus=s.get("gpus", 1), run_id=r.run_id,
+               status=r.status, target=s.get("target_accuracy"), seed=a.get("seed"),
+               best=a.get("best"), epochs=a.get("epochs"), images_trained=a.get("images_trained"),
+               epochs_to_target=a.get("epochs_to_target"), evals=a.get("evals") or [],
+               images_per_sec=r.images_per_sec if r.status in FINISHED else None,
+               reason=r.reason)
+    start, stop = a.get("run_start_ms"), a.get("run_stop_ms")
+    out["minutes"] = (stop - start) / 60000 if r.status in FINISHED and start and stop else None
+    out["world"] = int(out["nodes"]) * int(out["gpus"])
+    return out
+
+
+def cells(results: Sequence) -> Dict[Tuple, List[Dict]]:
+    """Accuracy runs grouped by cell (CELL + nodes, GPUs), in the order they came."""
+    out: Dict[Tuple, List[Dict]] = {}
+    for r in results:
+        if is_accuracy(r):
+            rec = record(r)
+            out.setdefault(tuple(rec[k] for k in CELL) + (rec["nodes"], rec["gpus"]), []).append(rec)
+    return out
+
+
+def estimate(xs: Sequence[float]) -> Optional[intervals.Estimate]:
+    """The mean of the seeds' figures with its standard error (None: no figure)."""
+    xs = [float(x) for x in xs if x is not None]
+    if not xs:
+        return None
+    mean = statistics.fmean(xs)
+    if len(xs) < 2 or mean == 0:
+        return intervals.Estimate(mean, None)
+    return intervals.Estimate(mean, statistics.stdev(xs) / math.sqrt(len(xs)) / abs(mean),
+                              len(xs) - 1)
+
+
+def summary(runs: List[Dict]) -> Dict:
+    """A cell's figures over its seeds: converged runs' minutes and epochs, MLPerf's score."""
+    done = [x for x in runs if x["status"] == "ok" and x["minutes"] is not None]
+    minutes = [x["minutes"] for x in done]
+    finished = [x for x in runs if x["status"] in FINISHED]
+    dropped = len(finished) - len(done)
+    return {"runs": len(runs), "converged": len(done), "finished": len(finished),
+            "minutes": estimate(minutes), "median": statistics.median(minutes) if minutes else None,
+            "spread": (max(minutes) - min(minutes)) / statistics.median(minutes)
+            if len(minutes) > 1 else None,
+            "epochs": [x["epochs_to_target"] for x in done],
+            "score": olympic_mean(minutes, dropped) if len(finished) >= REQUIRED_RUNS else None,
+            "best": max((x["best"] for x in finished if x["best"] is not None), default=None),
+            "ips": estimate([x["images_per_sec"] for x in finished]),
+            "images": statistics.median([x["images_trained"] for x in done]) if done else None}
+
+
+def _label(key: Tuple) -> List[str]:
+    fw, model, mode, precision, batch, size, device, nodes, gpus = key
+    n = "{}×{}".format(nodes, gpus) if nodes > 1 else str(gpus)
+    return [frameworks.display(fw), model, mode, precision, str(batch), str(size),
+            n + (" (CPU)" if device == "cpu" else "")]
+
+
+HEAD = ["framework", "model", "mode", "precision", "batch", "image", "N"]
+
+
+def _epochs(xs: List[int]) -> str:
+    if not xs:
+        return "n/a"
+    lo, hi = min(xs), max(xs)
+    return "{:g}".format(statistics.median(xs)) + (" ({}–{})".format(lo, hi) if lo != hi else "")
+
+
+def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table:
+    """Minutes to target per cell over its seeds (and cost to train with a price)."""
+    rows = []
+    for key, runs in groups.items():
+        s = summary(runs)
+        m = s["minutes"]
+        row = _label(key) + [
+            "{}/{}".format(s["converged"], s["runs"]),
+            intervals.pm(m.value if m else None, m.half_width() if m else None, "{:.2f}"),
+            "n/a" if s["median"] is None else "{:.2f}".format(s["median"]),
+            "n/a" if s["spread"] is None else "{:.0%}".format(s["spread"]),
+            _epochs(s["epochs"]),
+            "{:.2f}".format(s["score"]) if s["score"] is not None else
+            ("n<{}".format(REQUIRED_RUNS) if s["finished"] < REQUIRED_RUNS else "n/a"),
+            "n/a" if s["best"] is None else "{:.3f}".format(s["best"])]
+        if price is not None:
+            row += _cost(s, key, price)
+        rows.append(row)
+    head = HEAD + ["converged", "minutes to target", "median", "spread", "epochs",
+                   "MLPerf score", "best top-1"] + (["$ to target", "$/M images"] if price
+                                                   is not None else [])
+    target = sorted({x["target"] for runs in groups.values() for x in runs})
+    notes = ["Target top-1: {}. minutes = run_start → run_stop of the converged runs (one seed "
+             "each; ± the half width of the 95 % interval of their mean); spread = (max − min) ÷ "
+             "median; epochs = median (min–max) to the target; MLPerf score = mean after dropping "
+             "the fastest and the slowest run, a run that did not converge dropped first (5 runs "
+             "or more, at most one not converged).".format(", ".join("{:g}".format(t)
+                                                                      for t in target))]
+    if price is not None:
+        notes.append(COST_NOTE.replace("gpu_hour_price", "${:g}/GPU-hour".format(price)))
+    return Table("Time to accuracy (minutes to target)", head, rows, notes, name="time_to_accuracy",
+                 labels=len(HEAD))
+
+
+def _cost(s: Dict, key: Tuple, price: float) -> List[str]:
+    if s["median"] is None:
+        return ["n/a", "n/a"]
+    dollars = price * key[-2] * key[-1] * s["median"] / 60
+    per_m = dollars / (s["images"] / 1e6) if s["images"] else None
+    return ["{:.4f}".format(dollars), "n/a" if per_m is None else "{:.4f}".format(per_m)]
+
+
+def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
+    """Speedup versus the cell's 1-GPU twin in time to train and in training throughput (the
+    same runs), and whether the two differ beyond noise."""
+    rows, flagged = [], False
+    for key, runs in groups.items():
+        one = groups.get(key[:-2] + (1, 1))
+        if one is None or key[-2] * key[-1] == 1:
+            continue
+        here, base = summary(runs), summary(one)
+        tta = intervals.ratio(base["minutes"], here["minutes"])
+        tput = intervals.ratio(here["ips"], base["ips"])
+        both = intervals.ratio(tta, tput)
+        verdict = intervals.state(both.value if both else None, both.half_width() if both else None)
+        flag = {intervals.BETTER: "time to train scales better than throughput (seeds)",
+                intervals.WORSE: "time to train scales worse than throughput (seeds)"}.get(
+                    verdict, verdict)
+        flagged = flagged or verdict in (intervals.BETTER, intervals.WORSE)
+        rows.append(_label(key) + [_ratio(tta), _ratio(tput), flag])
+    if not rows:
+        return None
+    notes = ["time to train: minutes(1) ÷ minutes(N) of converged runs; throughput: training "
+             "images/sec of the same runs, N ÷ 1. Epochs to converge vary with the seed, so "
+             "time to train can scale super-linearly where throughput does not (MLPerf v0.5)."]
+    if flagged:
+        notes.append("A flagged row: the two speedups differ beyond their 95 % intervals.")
+    return Table("Speedup in time to train beside speedup in throughput", HEAD + [
+        "time to train", "throughput", "verdict"], rows, notes, name="tta_speedup",
+        labels=len(HEAD))
+
+
+def _ratio(e: Optional[intervals.Estimate]) -> str:
+    return intervals.pm(e.value if e else None, e.half_width() if e else None, "{:.2f}×", "{:.2f}")
+
+
+def tables(results: Sequence, price: Optional[float] = None) -> List[Table]:
+    """The time-to-accuracy tables of these results (none without accuracy runs)."""
+    groups = cells(results)
+    if not groups:
+        return []
+    return [t for t in (time_table(groups, price), speedup_table(groups)) if t is not None]
+
+
+def chart(results: Sequence) -> Optional[Chart]:
+    """Top-1 after every evaluation versus minutes since run_start, one line per run, coloured
+    by framework; the target dashed."""
+    runs = [record(r) for r in results if is_accuracy(r) and (r.accuracy or {}).get("evals")]
+    if not runs:
+        return None
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    seen = set()
+    for x in runs:
+        fw = x["framework"]
+        ax.plot([e["time_s"] / 60 for e in x["evals"]], [e["accuracy"] for e in x["evals"]],
+                marker="o", ms=3, lw=1.2, alpha=0.8, color=frameworks.color(fw),
+                linestyle="-" if x["precision"] in ("fp16", "fp32") else "--",
+                label=None if fw in seen else frameworks.display(fw))
+        seen.add(fw)
+    for t in sorted({x["target"] for x in runs}):
+        ax.axhline(t, color="grey", lw=0.8, ls=":")
+    ax.set_xlabel("minutes since run_start")
+    ax.set_ylabel("top-1 accuracy (val/)")
+    ax.set_ylim(0, 1.02)
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    return Chart("Accuracy versus time to train", "Each line is one run (one seed): top-1 on val/ "
+                 "after each evaluation, against minutes since run_start; dotted: the target. "
+                 "Solid lines fp32/fp16, dashed bf16/tf32.", _png(fig))
