@@ -164,7 +164,8 @@ class AccuracyTrainer(TFTrainer):
             mine = ad.shard(files, rank, processes, batches, batch)
             workers = ds.loader_workers(self.spec, options.value(OPTIONS, self.spec.options,
                                                                  "loader_workers"))[0]
-            self.val = ad.ValLoader(mine, batch, self.spec.image_size, workers)
+            replicas = self.world if self.distribution == "mirrored" else 1  # one process's
+            self.val = ad.ValLoader(mine, batch, self.spec.image_size, workers * replicas)
         return self.val
 
     def evaluate(self) -> Tuple[int, int]:

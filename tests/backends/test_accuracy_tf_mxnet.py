@@ -53,18 +53,20 @@ import os, pickle, tempfile
 import mxnet as mx, numpy as np
 from mxnet import gluon
 from backends.mxnet.accuracy import RecipeSGD
-def sgd():
+def sgd():  # on 2 contexts, as a kvstore run updates: one optimizer for both
+    contexts = [mx.cpu(0), mx.cpu(1)]
     net = gluon.nn.Dense(3, in_units=2)
-    net.initialize(mx.init.Constant(0.5))  # the weight; Dense's bias starts at zero
-    trainer = gluon.Trainer(net.collect_params(), RecipeSGD(learning_rate=0.0),
+    net.initialize(mx.init.Constant(0.5), ctx=contexts)  # the weight; Dense's bias starts at 0
+    trainer = gluon.Trainer(net.collect_params(), RecipeSGD(learning_rate=0.0), kvstore="device",
                             update_on_kvstore=False)
     for lr in %r:
         trainer.set_learning_rate(lr)
         with mx.autograd.record():
-            out = net(mx.nd.ones((1, 2))).sum()
-        out.backward()  # every gradient 1
-        trainer.step(1)
-    return {"weight": net.weight.data().asnumpy().tolist(), "bias": net.bias.data().asnumpy().tolist()}
+            outs = [net(mx.nd.ones((1, 2), ctx=c)).sum() for c in contexts]
+        mx.autograd.backward(outs)
+        trainer.step(2)  # the mean of the two contexts' gradients: every one 1
+    return {"weight": [w.asnumpy().tolist() for w in net.weight.list_data()],
+            "bias": [b.asnumpy().tolist() for b in net.bias.list_data()]}
 def optimizer_state(trainer):
     path = os.path.join(tempfile.mkdtemp(), "states")
     trainer.save_states(path)
@@ -95,13 +97,14 @@ def cell(folder, tmp_path_factory):
     """framework -> (RunResult, wrap's report, MLPerf log) of its one-worker cell, run once."""
     done = {}
 
-    def run(framework):
-        if framework not in done:
+    def run(framework, **changes):
+        key = (framework, tuple(sorted(changes.items())))
+        if key not in done:
             out = tmp_path_factory.mktemp(framework)
             result, report = helpers.run_wrapped(framework, out, WRAPS.get(framework, NO_WRAP),
-                                                 data=str(folder), **SPEC)
-            done[framework] = result, report, out / "mlperf.log"
-        return done[framework]
+                                                 data=str(folder), **dict(SPEC, **changes))
+            done[key] = result, report, out / "mlperf.log"
+        return done[key]
     return run
 
 
@@ -200,7 +203,10 @@ def test_mxnet_fp16_on_a_cpu_is_unsupported_with_mxnets_reason(folder, tmp_path)
 
 
 def test_the_four_frameworks_record_the_same_recipe(cell):
-    runs = {fw: cell(fw)[0] for fw in ("tf", "mxnet", "caffe2", "jax")}
+    # PyTorch and JAX stop at a low target (an epoch or two): the recipe is the same numbers
+    # whatever the target (it follows the batch, the epochs' steps and max_epochs)
+    runs = {fw: cell(fw)[0] for fw in ("tf", "mxnet")}
+    runs.update({fw: cell(fw, target_accuracy=0.05)[0] for fw in ("caffe2", "jax")})
     assert {fw: r.status in ("ok", "not_converged") for fw, r in runs.items()} == dict.fromkeys(
         runs, True), {fw: r.reason for fw, r in runs.items()}
     recipes = {fw: r.accuracy["recipe"] for fw, r in runs.items()}
