@@ -32,7 +32,8 @@ class Run:
         if self.reached:
             return "ok", None
         best = "none" if self.best is None else "{:.4f}".format(self.best)
-        why = self.diverged or "{} epochs trained".format(self.spec.max_epochs)
+        epochs = self.spec.max_epochs
+        why = self.diverged or "{} epoch{} trained".format(epochs, "s" if epochs != 1 else "")
         return "not_converged", "target accuracy {:g} not reached: best top-1 {} ({})".format(
             self.spec.target_accuracy, best, why)
 

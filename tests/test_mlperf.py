@@ -99,10 +99,12 @@ def test_the_recipe_is_the_one_in_recipe_py_and_its_rate_is_set_every_step(tmp_p
     assert result.accuracy["recipe"] == recipe.record(2, spe, 5, 32)
     assert result.accuracy["recipe"]["momentum"] == recipe.MOMENTUM
     assert trainer.rates == [recipe.learning_rate(i, spe, 2, 5) for i in range(20)]
-    peak = recipe.BASE_LR * 2 / recipe.REFERENCE_BATCH
-    assert trainer.rates[spe - 1] == pytest.approx(peak)  # the end of a 1-epoch warm-up
-    assert trainer.rates[0] == pytest.approx(peak / spe)
-    assert trainer.rates[-1] == pytest.approx(recipe.END_LR + (peak - recipe.END_LR) / 16 ** 2)
+    peak, warm = recipe.BASE_LR * 2 / recipe.REFERENCE_BATCH, round(recipe.WARMUP_EPOCHS * spe)
+    assert trainer.rates[warm - 1] == pytest.approx(peak)  # the end of the linear warm-up
+    assert trainer.rates[0] == pytest.approx(peak / warm)
+    decay = 20 - warm  # polynomial to END_LR over the rest of the 5 epochs
+    assert trainer.rates[-1] == pytest.approx(
+        recipe.END_LR + (peak - recipe.END_LR) * (1 / decay) ** recipe.DECAY_POWER)
 
 
 def test_a_run_that_misses_its_target_is_not_converged_with_its_best(tmp_path, folder):

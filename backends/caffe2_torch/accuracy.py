@@ -8,7 +8,7 @@ step() and evaluate(), after run_start.
 """
 import copy
 import dataclasses
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 import torch.distributed as dist
@@ -18,9 +18,10 @@ from .. import accuracy_data as ad
 from .. import dataset as ds
 from .. import options, recipe
 from ..protocol import RunSpec, Unsupported
+from ..trainer import Trainer
 from . import OPTIONS
 from .data import _pixels_to_device, make_feed
-from .runtime import TorchRuntime
+from .runtime import TorchRuntime, start
 from .train import SGD_IMPL, TorchTrainer
 
 
@@ -145,3 +146,9 @@ class AccuracyTrainer(TorchTrainer):
         if self.val is not None:
             self.val.close()
         super().close()
+
+
+def setup(spec: RunSpec, runtime: Optional[TorchRuntime] = None) -> Trainer:
+    """The accuracy trainer of an accuracy spec (backends/harness.py calls this module's setup
+    instead of train.py's when spec.kind is accuracy)."""
+    return AccuracyTrainer(spec, runtime or start(spec))

@@ -170,7 +170,4 @@ def _count_compile_cache() -> None:
 
 
 def setup(spec: RunSpec, runtime: Optional[TorchRuntime] = None) -> Trainer:
-    if spec.kind == "accuracy":  # time to accuracy: docs/accuracy.md
-        from .accuracy import AccuracyTrainer
-        return AccuracyTrainer(spec, runtime or start(spec))
     return TorchTrainer(spec, runtime or start(spec))

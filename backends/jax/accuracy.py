@@ -10,7 +10,7 @@ Imported only inside the backend's environment, after flags.prepare() (as train.
 import dataclasses
 import time
 from functools import partial
-from typing import Tuple
+from typing import Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -23,10 +23,11 @@ from .. import accuracy_data as ad
 from .. import dataset as ds
 from .. import options, recipe
 from ..protocol import RunSpec
+from ..trainer import Trainer
 from . import OPTIONS, step
 from .data import make_feed, normaliser
 from .models import build, count
-from .runtime import AXIS, JaxRuntime
+from .runtime import AXIS, JaxRuntime, start
 from .train import JaxTrainer, resolve_precision
 
 
@@ -174,3 +175,9 @@ class AccuracyTrainer(JaxTrainer):
         if self.val is not None:
             self.val.close()
         super().close()
+
+
+def setup(spec: RunSpec, runtime: Optional[JaxRuntime] = None) -> Trainer:
+    """The accuracy trainer of an accuracy spec (backends/harness.py calls this module's setup
+    instead of train.py's when spec.kind is accuracy)."""
+    return AccuracyTrainer(spec, runtime or start(spec))

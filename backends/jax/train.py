@@ -187,7 +187,4 @@ def _threads() -> int:
 
 
 def setup(spec: RunSpec, runtime: Optional[JaxRuntime] = None) -> Trainer:
-    if spec.kind == "accuracy":  # time to accuracy: docs/accuracy.md
-        from .accuracy import AccuracyTrainer
-        return AccuracyTrainer(spec, runtime or start(spec))
     return JaxTrainer(spec, runtime or start(spec))

@@ -40,12 +40,17 @@ def make(
     learnable: Optional[str] = typer.Option(
         None, help="small or large: DIR/train and DIR/val of images whose classes a network can "
         "learn, for --target-accuracy (small: 10 classes, 480 + 200 images, for a CPU; large: "
-        "100 classes, 40,000 + 5,000, for one GPU); --classes K and --images N (training "
+        "100 classes, 20,000 + 3,000, for one GPU); --classes K and --images N (training "
         "images) resize it."),
 ):
     """Write an ImageNet-layout folder of JPEGs with ImageNet's size and entropy (deterministic)."""
     from .. import imagegen
     if learnable is not None:
+        from ..learnable import SIDE
+        if image_size != "500x375":
+            raise UserError("--image-size {!r}: --learnable images are {n}x{n} (the crops of "
+                            "training are image_size of the run); leave it out".format(
+                                image_size, n=SIDE))
         spec = _learnable(learnable, images, classes, seed, quality)
         images = spec.images
     else:

@@ -1,0 +1,61 @@
+"""Learnable data for time to accuracy: `compare data make DIR --learnable` writes DIR/train and
+DIR/val, deterministic, its classes a combination of their own; `compare data prepare` checks
+both parts; a val/ naming a class train/ lacks is one line, exit 2."""
+import shutil
+
+from PIL import Image
+
+from compare import learnable
+from tests.helpers import main_exit
+
+
+def _make(path, capsys, *extra):
+    code, out, err = main_exit(["data", "make", str(path), "--learnable", "small", "--workers",
+                                "1"] + list(extra), capsys)
+    assert code == 0, err
+    return out
+
+
+def test_learnable_writes_train_and_val_in_the_imagenet_layout(tmp_path, capsys):
+    out = _make(tmp_path / "a", capsys, "--classes", "3", "--images", "12")
+    assert out.startswith("{}: 12 training and 3 validation JPEGs in 3 classes".format(tmp_path / "a"))
+    train = sorted(p.relative_to(tmp_path / "a").as_posix() for p in (tmp_path / "a").rglob("*.JPEG"))
+    assert len(train) == 15 and train[0] == "train/n00000000/00000000.JPEG"
+    assert sorted({p.split("/")[0] for p in train}) == ["train", "val"]
+    assert len({p.split("/")[1] for p in train if p.startswith("val/")}) == 3
+    with Image.open(tmp_path / "a" / train[0]) as im:
+        assert (im.format, im.size) == ("JPEG", (learnable.SIDE, learnable.SIDE))
+    _make(tmp_path / "b", capsys, "--classes", "3", "--images", "12")
+    assert (tmp_path / "a" / train[-1]).read_bytes() == (tmp_path / "b" / train[-1]).read_bytes()
+
+
+def test_every_class_of_the_first_200_is_its_own_combination():
+    assert len({learnable.attributes(k) for k in range(200)}) == 200
+    assert learnable.PRESETS["small"] == (10, 48, 20) and learnable.PRESETS["large"][0] == 100
+
+
+def test_an_unknown_preset_is_one_line(tmp_path, capsys):
+    code, _, err = main_exit(["data", "make", str(tmp_path / "x"), "--learnable", "huge"], capsys)
+    assert (code, err.strip()) == (2, "compare: error: --learnable 'huge': choose from small, large")
+
+
+def test_prepare_checks_the_held_out_part_and_its_classes(tmp_path, capsys):
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "a"), "--frameworks", "caffe2"],
+                               capsys)
+    assert code == 0, err
+    assert "held out: {}: 2 JPEGs in 2 classes".format(tmp_path / "a" / "val") in out
+    assert (tmp_path / "a" / "val" / ".compare" / "manifest.json").is_file()
+    shutil.move(str(tmp_path / "a" / "val" / "n00000001"), str(tmp_path / "a" / "val" / "n99"))
+    code, _, err = main_exit(["data", "prepare", str(tmp_path / "a"), "--frameworks", "caffe2"],
+                             capsys)
+    assert code == 2 and err.strip().endswith("class folders n99 are not in {}; val/ must name "
+                                              "train/'s classes".format(tmp_path / "a" / "train"))
+
+
+def test_an_image_size_with_learnable_is_refused(tmp_path, capsys):
+    code, _, err = main_exit(["data", "make", str(tmp_path / "x"), "--learnable", "small",
+                              "--image-size", "64x64"], capsys)
+    assert (code, err.strip()) == (2, "compare: error: --image-size '64x64': --learnable images "
+                                      "are 80x80 (the crops of training are image_size of the "
+                                      "run); leave it out")

@@ -1,0 +1,90 @@
+"""The report's time-to-accuracy tables and chart (compare/reporting/accuracy.py) from fixed
+results: minutes to target across seeds with MLPerf's score, speedup in time to train beside
+throughput with the seed caveat flagged, cost to train only with a price."""
+import pytest
+
+from backends.protocol import RunResult, RunSpec
+from compare.reporting import accuracy, tables
+
+
+def _result(fw, gpus, repeat, minutes, ips, status="ok", epochs=3):
+    spec = RunSpec(framework=fw, backend="caffe2_torch" if fw == "caffe2" else "jax", gpus=gpus,
+                   device="cuda", precision="bf16", batch_size=256, image_size=64, data="/d",
+                   target_accuracy=0.9, max_epochs=8, repeat=repeat)
+    start = 1_800_000_000_000
+    evals = [{"epoch": e, "accuracy": 0.3 * e, "time_s": minutes * 60 * e / epochs}
+             for e in range(1, epochs + 1)]
+    acc = {"run_start_ms": start, "run_stop_ms": start + round(minutes * 60000),
+           "epochs": epochs, "epochs_to_target": epochs if status == "ok" else None,
+           "best": evals[-1]["accuracy"], "seed": spec.run_seed, "evals": evals,
+           "images_trained": epochs * 30000}
+    return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(), images_per_sec=ips,
+                     accuracy=acc, reason=None if status == "ok" else "target not reached")
+
+
+@pytest.fixture
+def results():
+    out = []
+    for r, m in enumerate([1.0, 1.2, 1.1, 0.9, 1.3]):  # PyTorch on 1 GPU: 5 seeds
+        out.append(_result("caffe2", 1, r, m, 10000 + 10 * r))
+    for r, m in enumerate([0.40, 0.42, 0.38, 0.41, 0.39]):  # 2 GPUs: 2.7x in time, 2x in img/s
+        out.append(_result("caffe2", 2, r, m, 20000 + 10 * r, epochs=2))
+    out.append(_result("jax", 1, 0, 2.0, 9000, status="not_converged", epochs=8))
+    return out
+
+
+def _rows(table):
+    return {tuple(row[:7]): dict(zip(table.header, row)) for row in table.rows}
+
+
+def test_minutes_to_target_median_spread_and_mlperf_score(results):
+    time_table = accuracy.tables(results)[0]
+    rows = _rows(time_table)
+    one = rows[("PyTorch (Caffe2)", "resnet50", "default", "bf16", "256", "64", "1")]
+    assert one["converged"] == "5/5" and one["median"] == "1.10" and one["epochs"] == "3"
+    assert one["MLPerf score"] == "1.10"  # mean of 1.0, 1.1, 1.2: fastest and slowest dropped
+    assert one["spread"] == "36%"  # (1.3 - 0.9) / 1.1
+    assert one["minutes to target"].startswith("1.10 ±")
+    jax = rows[("JAX (Flax)", "resnet50", "default", "bf16", "256", "64", "1")]
+    assert (jax["converged"], jax["median"], jax["MLPerf score"], jax["best top-1"]) == \
+        ("0/1", "n/a", "n<5", "2.400")
+    assert "$ to target" not in time_table.header  # no price: no cost columns at all
+
+
+def test_cost_to_train_with_a_price(results):
+    rows = _rows(accuracy.tables(results, price=2.5)[0])
+    two = rows[("PyTorch (Caffe2)", "resnet50", "default", "bf16", "256", "64", "2")]
+    assert two["$ to target"] == "{:.4f}".format(2.5 * 2 * 0.40 / 60)  # 2 GPUs, median 0.40 min
+    assert two["$/M images"] == "{:.4f}".format(2.5 * 2 * 0.40 / 60 / 0.06)  # 60,000 images
+
+
+def test_speedup_in_time_to_train_is_flagged_where_it_beats_throughput(results):
+    speedup = accuracy.tables(results)[1]
+    (row,) = speedup.rows
+    assert row[7].startswith("2.75×") and row[8].startswith("2.00×")
+    assert row[9] == "time to train scales better than throughput (seeds)"
+    assert any("differ beyond their 95 % intervals" in n for n in speedup.notes)
+
+
+def test_throughput_runs_are_left_out_and_the_chart_draws_every_run(results):
+    plain = RunResult(run_id="x", status="ok", spec=RunSpec("caffe2", "caffe2_torch").to_dict(),
+                      images_per_sec=1.0)
+    throughput, trained = accuracy.split(results + [plain])
+    assert throughput == [plain] and len(trained) == len(results)
+    chart = accuracy.chart(results)
+    assert chart.png.startswith(b"\x89PNG") and "one run" in chart.caption
+    assert accuracy.tables([plain]) == [] and accuracy.chart([plain]) is None
+    assert "## Time to accuracy (minutes to target)" in tables.markdown(accuracy.tables(results))
+
+
+def test_a_campaign_report_holds_the_tables_and_the_chart(tmp_path, results):
+    from compare.reporting import write_report
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        campaign.save_result(r)
+    text, paths, _ = write_report(campaign, tmp_path / "report", ("md", "html"), price=2.5)
+    assert "## Time to accuracy (minutes to target)" in text and "$ to target" in text
+    assert "## Speedup in time to train beside speedup in throughput" in text
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<h2>Accuracy versus time to train</h2>" in page and "data:image/png;base64," in page
