@@ -325,21 +325,27 @@ def kill_leftovers(campaign: Path) -> None:
 
 
 # --- time to accuracy (docs/accuracy.md): a learnable folder and one cell run by the harness
-def learnable_folder(root: Path, frameworks=(), train_per_class: int = 16,
-                     val_per_class: int = 8) -> Path:
-    """DIR/train + DIR/val of the learnable generator's 10 classes (compare/learnable.py), both
-    checked as `compare data prepare` checks them, with the native formats of `frameworks`
-    written by their own writers in their environments."""
-    from compare import datasets, learnable
+def write_formats(root: Path, frameworks) -> None:
+    """The native formats of `frameworks` for the folder `root` (checked: its manifest exists),
+    written by their own writers in their environments, as `compare data prepare` does."""
+    from compare import datasets
     from compare import frameworks as fws
-    from compare.imagegen import make
-    make(root, learnable.LearnableSpec(classes=10, train_per_class=train_per_class,
-                                       val_per_class=val_per_class), 1, lambda n, b: None)
     train = datasets.check(datasets.open_folder(str(root)))
-    datasets.check(datasets.open_folder(str(root / "val")))
     for name in frameworks:
         subprocess.run(datasets.writer_command(fws.get(name), backend_python(name), train.path),
                        check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def learnable_folder(root: Path, frameworks=(), train_per_class: int = 16,
+                     val_per_class: int = 8) -> Path:
+    """DIR/train + DIR/val of the learnable generator's 10 classes (compare/learnable.py), both
+    checked as `compare data prepare` checks them, with the native formats of `frameworks`."""
+    from compare import datasets, learnable
+    from compare.imagegen import make
+    make(root, learnable.LearnableSpec(classes=10, train_per_class=train_per_class,
+                                       val_per_class=val_per_class), 1, lambda n, b: None)
+    datasets.check(datasets.open_folder(str(root / "val")))
+    write_formats(root, frameworks)
     return root
 
 

@@ -12,7 +12,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import mxnet as mx
 import numpy as np
@@ -24,7 +24,7 @@ from .. import options, recipe
 from ..protocol import RunSpec
 from . import OPTIONS
 from .data import make_feed
-from .runtime import MXNetRuntime
+from .runtime import MXNetRuntime, start
 from .train import MXNetTrainer
 
 
@@ -180,3 +180,9 @@ class AccuracyTrainer(MXNetTrainer):
         if self.val is not None:
             self.val.close()
         super().close()
+
+
+def setup(spec: RunSpec, runtime: Optional[MXNetRuntime] = None) -> AccuracyTrainer:
+    """The accuracy trainer of an accuracy spec (backends/harness.py calls this module's setup
+    instead of train.py's when spec.kind is accuracy)."""
+    return AccuracyTrainer(spec, runtime or start(spec))

@@ -212,7 +212,4 @@ class MXNetTrainer(RuntimeTrainer):
 
 
 def setup(spec: RunSpec, runtime: Optional[MXNetRuntime] = None) -> Trainer:
-    if spec.kind == "accuracy":  # time to accuracy: docs/accuracy.md
-        from .accuracy import AccuracyTrainer
-        return AccuracyTrainer(spec, runtime or start(spec))
     return MXNetTrainer(spec, runtime or start(spec))

@@ -12,7 +12,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
-from typing import Any, Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -23,7 +23,7 @@ from .. import options, recipe
 from ..protocol import RunSpec
 from . import OPTIONS
 from .data import make_feed
-from .runtime import MIRRORED, TFRuntime, keras_version
+from .runtime import MIRRORED, TFRuntime, keras_version, start
 from .step import build_step
 from .train import TFTrainer, make_optimizer
 
@@ -216,3 +216,9 @@ class AccuracyTrainer(TFTrainer):
         if self.val is not None:
             self.val.close()
         super().close()
+
+
+def setup(spec: RunSpec, runtime: Optional[TFRuntime] = None) -> AccuracyTrainer:
+    """The accuracy trainer of an accuracy spec (backends/harness.py calls this module's setup
+    instead of train.py's when spec.kind is accuracy)."""
+    return AccuracyTrainer(spec, runtime or start(spec))

@@ -210,7 +210,4 @@ class TFTrainer(RuntimeTrainer):
 
 
 def setup(spec: RunSpec, runtime: Optional[TFRuntime] = None) -> Trainer:
-    if spec.kind == "accuracy":  # time to accuracy: docs/accuracy.md
-        from .accuracy import AccuracyTrainer
-        return AccuracyTrainer(spec, runtime or start(spec))
     return TFTrainer(spec, runtime or start(spec))

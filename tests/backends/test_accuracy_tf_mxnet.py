@@ -1,10 +1,11 @@
-"""Time to accuracy for TensorFlow and MXNet on the CPU, in their managed environments
-(docs/accuracy.md): each trains ResNet-50 on a learnable folder (10 classes, 160 + 80 JPEGs, 32x32
-crops) from its own input pipeline (TFRecord, RecordIO) through the one loop, and reaches the
-target or is recorded not_converged with its best top-1; its MLPerf log passes mlperf-logging's
-compliance checker; warm_up leaves every variable as it was; the optimizer's update is
-torch.optim.SGD's; 2 workers (Horovod over gloo, an MXNet kvstore over 2 CPU contexts) evaluate
-every val image once; and the four frameworks record the same recipe.
+"""The TensorFlow and MXNet time-to-accuracy trainers' own guarantees, on the CPU in their
+managed environments (their cells beside PyTorch's and JAX's, with two workers, and the four
+frameworks' recipe: tests/backends/test_accuracy.py): one worker trains an epoch of ResNet-50 on
+a learnable folder (10 classes, 80 + 40 JPEGs, 32x32 crops) from its own input pipeline
+(TFRecord, RecordIO) through the harness, and records the cell and an MLPerf log that passes
+mlperf-logging's checker; warm_up leaves every variable as it was; the optimizer's update is
+torch.optim.SGD's at a rate that changes every step (TF: without tracing the step again); MXNet's
+fp16 on a CPU is `unsupported` with MXNet's words.
 """
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from tests import helpers
 
 pytestmark = pytest.mark.backend  # real frameworks in their environments
 
-TRAIN, VAL, BATCH, EPOCHS = 160, 80, 16, 3
+TRAIN, VAL, BATCH, EPOCHS = 80, 40, 16, 1
 SPEC = dict(batch_size=BATCH, image_size=32, num_classes=10, target_accuracy=0.9,
             max_epochs=EPOCHS)
 RESNET50_ARRAYS = 161 + 106  # trained (conv, dense, BN scale and shift) + BN running statistics
@@ -84,12 +85,12 @@ def wrap(trainer, report):
     report["sgd"] = sgd()
 """ % (RATES,)
 WRAPS = {"tf": TF_WRAP, "mxnet": MXNET_WRAP}
-NO_WRAP = "def wrap(trainer, report):\n    pass\n"
 
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
-    return helpers.learnable_folder(tmp_path_factory.mktemp("data") / "learnable", ("tf", "mxnet"))
+    return helpers.learnable_folder(tmp_path_factory.mktemp("data") / "learnable", ("tf", "mxnet"),
+                                    train_per_class=TRAIN // 10, val_per_class=VAL // 10)
 
 
 @pytest.fixture(scope="module")
@@ -97,14 +98,13 @@ def cell(folder, tmp_path_factory):
     """framework -> (RunResult, wrap's report, MLPerf log) of its one-worker cell, run once."""
     done = {}
 
-    def run(framework, **changes):
-        key = (framework, tuple(sorted(changes.items())))
-        if key not in done:
+    def run(framework):
+        if framework not in done:
             out = tmp_path_factory.mktemp(framework)
-            result, report = helpers.run_wrapped(framework, out, WRAPS.get(framework, NO_WRAP),
-                                                 data=str(folder), **dict(SPEC, **changes))
-            done[key] = result, report, out / "mlperf.log"
-        return done[key]
+            result, report = helpers.run_wrapped(framework, out, WRAPS[framework],
+                                                 data=str(folder), **SPEC)
+            done[framework] = result, report, out / "mlperf.log"
+        return done[framework]
     return run
 
 
@@ -118,15 +118,15 @@ def torch_sgd(start: float, decays: bool) -> float:
 
 
 @pytest.mark.parametrize("framework", ["tf", "mxnet"])
-def test_the_cell_reaches_the_target_or_records_not_converged_with_its_best(cell, framework):
+def test_the_cell_is_recorded_as_the_loop_says(cell, framework):
     result, _, _ = cell(framework)
     a = result.accuracy
     assert result.status in ("ok", "not_converged"), result.reason
     tops = [e["accuracy"] for e in a["evals"]]
     assert a["best"] == max(tops)
     if result.status == "not_converged":
-        assert result.reason == "target accuracy 0.9 not reached: best top-1 {:.4f} ({} epochs " \
-                                "trained)".format(a["best"], EPOCHS)
+        assert result.reason == "target accuracy 0.9 not reached: best top-1 {:.4f} (1 epoch " \
+                                "trained)".format(a["best"])
     else:
         assert a["epochs_to_target"] == a["epochs"] and tops[-1] >= 0.9
     assert [e["epoch"] for e in a["evals"]] == list(range(1, a["epochs"] + 1))
@@ -134,7 +134,6 @@ def test_the_cell_reaches_the_target_or_records_not_converged_with_its_best(cell
     assert a["steps_per_epoch"] == TRAIN // BATCH
     assert a["images_trained"] == a["epochs"] * (TRAIN // BATCH) * BATCH
     assert a["seed"] == result.spec["seed"] + 1000 * result.spec["repeat"]
-    assert a["epoch_loss"][-1] < a["epoch_loss"][0]  # it learned something
     assert a["compile_s"] > 0 and a["time_to_train_s"] > 0
 
 
@@ -170,48 +169,8 @@ def test_tf_sets_the_rate_in_a_variable_without_retracing(cell):
     assert result.settings["train_step_traces"] == 1  # warm-up and every epoch: one trace
 
 
-def _two_workers(framework, folder, tmp_path):
-    result, _ = helpers.run_backend(framework, tmp_path, data=str(folder), gpus=2,
-                                    **dict(SPEC, max_epochs=1))
-    assert result.status in ("ok", "not_converged"), result.reason
-    evals = result.accuracy["evals"]
-    assert [(e["epoch"], e["total"]) for e in evals] == [(1, VAL)]  # each image once, summed
-    assert result.accuracy["steps_per_epoch"] == TRAIN // (2 * BATCH)
-    assert result.accuracy["recipe"]["global_batch"] == 2 * BATCH
-    check = mlperf.check(str(tmp_path / "mlperf.log"))
-    assert check.passed, check.line()
-    return result
-
-
-def test_tf_two_horovod_workers_over_gloo(folder, tmp_path):
-    result = _two_workers("tf", folder, tmp_path)
-    assert result.distribution == "horovod"
-    assert result.settings["horovod_controller"] == "gloo"
-
-
-def test_mxnet_two_contexts_through_its_kvstore(folder, tmp_path):
-    result = _two_workers("mxnet", folder, tmp_path)
-    assert result.distribution == "kvstore"
-    assert result.settings["contexts"] == ["cpu(0)", "cpu(1)"]
-
-
 def test_mxnet_fp16_on_a_cpu_is_unsupported_with_mxnets_reason(folder, tmp_path):
     result, _ = helpers.run_backend("mxnet", tmp_path, data=str(folder), precision="fp16",
                                     **SPEC)
     assert result.status == "unsupported"
-    assert "mxnet 1.9.1 says" in result.reason
-
-
-def test_the_four_frameworks_record_the_same_recipe(cell):
-    # PyTorch and JAX stop at a low target (an epoch or two): the recipe is the same numbers
-    # whatever the target (it follows the batch, the epochs' steps and max_epochs)
-    runs = {fw: cell(fw)[0] for fw in ("tf", "mxnet")}
-    runs.update({fw: cell(fw, target_accuracy=0.05)[0] for fw in ("caffe2", "jax")})
-    assert {fw: r.status in ("ok", "not_converged") for fw, r in runs.items()} == dict.fromkeys(
-        runs, True), {fw: r.reason for fw, r in runs.items()}
-    recipes = {fw: r.accuracy["recipe"] for fw, r in runs.items()}
-    assert recipes["tf"] == recipe.record(BATCH, TRAIN // BATCH, EPOCHS, 32)
-    assert all(rec == recipes["tf"] for rec in recipes.values()), recipes
-    said = {fw: tuple(r.settings[k] for k in ("loss", "weight_decay", "weight_decay_on"))
-            for fw, r in runs.items()}
-    assert len(set(said.values())) == 1, said
+    assert "mxnet 1.9.1 says" in result.reason and "only supported by CuDNN" in result.reason
