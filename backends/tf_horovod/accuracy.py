@@ -79,8 +79,10 @@ class AccuracyTrainer(TFTrainer):
         # on a CPU, TF's graph remapper fuses each convolution with its inference-mode batch
         # norm into a oneDNN kernel that ran ResNet-50's eval batch 8x slower than the same graph
         # unfused (4.6 s against 0.6 s, 16 images of 32x32, tensorflow 2.15.1 on 2 EPYC cores);
-        # XLA, which compiles without that fusion, ran it in 0.15 s: the evaluation is compiled
-        self.eval_xla = self.xla or not self.gpus
+        # XLA, which compiles without that fusion, ran it in 0.15 s: the evaluation is compiled.
+        # Not inside a strategy's replicas: XLA there reads replica 1's variables from device 0
+        # (TF's "tf.Variable on a different device" known issue) and fails
+        self.eval_xla = (self.xla or not self.gpus) and self.distribution not in MIRRORED
         self._counts = self._build_counts()
 
     def _make_optimizer(self):
