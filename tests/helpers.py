@@ -322,3 +322,64 @@ def kill_leftovers(campaign: Path) -> None:
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+# --- time to accuracy (docs/accuracy.md): a learnable folder and one cell run by the harness
+def write_formats(root: Path, frameworks) -> None:
+    """The native formats of `frameworks` for the folder `root` (checked: its manifest exists),
+    written by their own writers in their environments, as `compare data prepare` does."""
+    from compare import datasets
+    from compare import frameworks as fws
+    train = datasets.check(datasets.open_folder(str(root)))
+    for name in frameworks:
+        subprocess.run(datasets.writer_command(fws.get(name), backend_python(name), train.path),
+                       check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def learnable_folder(root: Path, frameworks=(), train_per_class: int = 16,
+                     val_per_class: int = 8) -> Path:
+    """DIR/train + DIR/val of the learnable generator's 10 classes (compare/learnable.py), both
+    checked as `compare data prepare` checks them, with the native formats of `frameworks`."""
+    from compare import datasets, learnable
+    from compare.imagegen import make
+    make(root, learnable.LearnableSpec(classes=10, train_per_class=train_per_class,
+                                       val_per_class=val_per_class), 1, lambda n, b: None)
+    datasets.check(datasets.open_folder(str(root / "val")))
+    write_formats(root, frameworks)
+    return root
+
+
+_HARNESS = """
+import importlib, json
+from backends import harness, protocol
+spec = protocol.read_spec({spec!r})
+package = "backends." + spec.backend
+setup, report = harness.backend_setup(package), {{}}
+{wrap}
+def wrapped(s):
+    trainer = setup(s)
+    wrap(trainer, report)
+    return trainer
+harness.run(spec, {result!r}, wrapped, importlib.import_module(package).OPTIONS)
+print("REPORT " + json.dumps(report))
+"""
+
+
+def run_wrapped(framework: str, out: Path, wrap: str, timeout: int = 600, **fields):
+    """One worker's run through harness.run in the backend's environment (its run_env), the
+    trainer passed to `wrap` (code defining wrap(trainer, report)) before the harness measures
+    it; returns (RunResult, the report dict wrap filled in)."""
+    from backends.protocol import RunSpec, read_result, write_spec
+    from compare import frameworks
+    from compare.executors.base import run_env
+    fw = frameworks.get(framework)
+    spec = RunSpec(**dict(dict(framework=fw.name, backend=fw.backend), **fields))
+    out.mkdir(parents=True, exist_ok=True)
+    spec_path, result_path = out / "spec.json", out / "result.json"
+    write_spec(str(spec_path), spec)
+    code = _HARNESS.format(spec=str(spec_path), result=str(result_path), wrap=wrap)
+    proc = subprocess.run([backend_python(framework), "-c", code], capture_output=True, text=True,
+                          env=run_env(spec, ROOT), timeout=timeout, cwd=str(out))
+    assert result_path.exists(), "no result; exit {}:\n{}".format(proc.returncode, proc.stderr[-4000:])
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")]
+    return read_result(str(result_path)), json.loads(lines[-1][7:]) if lines else {}

@@ -29,7 +29,7 @@ def _unscale(optimizer, grads):
     return grads
 
 
-def _gradients_fn(trainer):
+def _gradients_fn(trainer, loss_fn):
     """(images, labels) -> (loss, scaled gradients): the part XLA may compile."""
     model, optimizer, divisor = trainer.model, trainer.optimizer, 1.0
     if trainer.distribution in MIRRORED:
@@ -38,7 +38,7 @@ def _gradients_fn(trainer):
 
     def gradients(images, labels):
         with tf.GradientTape() as tape:
-            loss = _loss_fn(labels, model(images, training=True))
+            loss = loss_fn(labels, model(images, training=True))
             scaled = _scale(optimizer, loss / divisor)
         return loss, tape.gradient(scaled, model.trainable_variables)
 
@@ -51,11 +51,12 @@ def _keras3(trainer) -> bool:
     return keras_version().startswith("3")
 
 
-def build_step(trainer):
-    """Return (step function, how gradients are averaged) for the trainer's distribution."""
+def build_step(trainer, loss_fn=_loss_fn):
+    """Return (step function, how gradients are averaged) for the trainer's distribution.
+    loss_fn(labels, logits) -> mean loss (time to accuracy's has label smoothing: accuracy.py)."""
     model, optimizer, hvd = trainer.model, trainer.optimizer, trainer.hvd
     variables = model.trainable_variables
-    gradients = _gradients_fn(trainer)
+    gradients = _gradients_fn(trainer, loss_fn)
 
     def apply(grads):
         optimizer.apply_gradients(zip(_unscale(optimizer, grads), variables))
@@ -98,7 +99,7 @@ def build_step(trainer):
     @tf.function
     def tape_step(images, labels):
         with tf.GradientTape() as tape:
-            loss = _loss_fn(labels, model(images, training=True))
+            loss = loss_fn(labels, model(images, training=True))
             scaled = _scale(optimizer, loss)
         tape = hvd.DistributedGradientTape(tape)
         apply(tape.gradient(scaled, variables))

@@ -38,15 +38,17 @@ def resolve_precision(precision: str, gpus) -> str:
     return name
 
 
-def make_optimizer(learning_rate: float, momentum: float, xla: bool, loss_scaling: bool):
-    """SGD with momentum; XLA compiles its update only when asked (`xla`).
+def make_optimizer(learning_rate: float, momentum: float, xla: bool, loss_scaling: bool,
+                   sgd=None):
+    """SGD with momentum (Keras' own, or the `sgd` subclass given); XLA compiles its update only
+    when asked (`xla`).
 
     Keras 2's optimizers default to jit_compile=True whenever a GPU is visible, which would make
     every GPU run XLA-compile its update while the result says XLA is off. Keras 3's optimizers
     have no such switch (they compile only under Model.compile(jit_compile=True), unused here).
     """
     kwargs = {} if keras_version().startswith("3") else {"jit_compile": xla}
-    opt = tf.keras.optimizers.SGD(learning_rate=learning_rate, momentum=momentum, **kwargs)
+    opt = (sgd or tf.keras.optimizers.SGD)(learning_rate=learning_rate, momentum=momentum, **kwargs)
     return tf.keras.mixed_precision.LossScaleOptimizer(opt) if loss_scaling else opt
 
 
@@ -106,8 +108,7 @@ class TFTrainer(RuntimeTrainer):
         tf.random.set_seed(spec.seed)  # same initial weights everywhere (Horovod broadcasts too)
         with self.strategy.scope():
             self.model = build(spec.model, spec.num_classes, spec.image_size, self.data_format)
-            self.optimizer = make_optimizer(spec.learning_rate, spec.momentum, self.xla,
-                                            self.policy == "mixed_float16")
+            self.optimizer = self._make_optimizer()
         self.parameters = trainable_parameters(self.model)
         if self.hvd is not None:
             self.hvd.broadcast_variables(self.model.variables, root_rank=0)
@@ -118,6 +119,11 @@ class TFTrainer(RuntimeTrainer):
         self.allreduce = None
         self._train_step = self._build_step()
         self._loss = None  # type: Optional[tf.Tensor]
+
+    def _make_optimizer(self):
+        """Built inside the strategy's scope (time to accuracy's is the recipe's: accuracy.py)."""
+        return make_optimizer(self.spec.learning_rate, self.spec.momentum, self.xla,
+                              self.policy == "mixed_float16")
 
     def _synthetic_batch(self):
         """Random images and labels made on the device once, as tf_cnn_benchmarks does."""

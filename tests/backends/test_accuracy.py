@@ -1,13 +1,14 @@
 """Time to accuracy for real, on the CPU: PyTorch and JAX train ResNet-50 on a small learnable
-set (compare data make --learnable) to a target, a run that cannot reach its target is
-`not_converged` with its best accuracy, every MLPerf log passes mlperf-logging's checker, and
-the two frameworks record the same recipe (backends/recipe.py)."""
+set (compare data make --learnable) to a target, TensorFlow and MXNet run the same cells (the
+target or `not_converged`), a run that cannot reach its target is `not_converged` with its best
+accuracy, every MLPerf log passes mlperf-logging's checker, and the four frameworks record the
+same recipe (backends/recipe.py)."""
 import pytest
 
 from backends import mllog, recipe
 from compare import datasets, learnable, mlperf
 from compare.imagegen import make
-from tests.helpers import run_backend, run_in_backend
+from tests.helpers import run_backend, run_in_backend, write_formats
 
 pytestmark = pytest.mark.backend  # real frameworks in their environments
 
@@ -24,6 +25,7 @@ def folder(tmp_path_factory):
          lambda n, b: None)
     for part in (root, root / "val"):
         datasets.check(datasets.open_folder(str(part)))
+    write_formats(root, ("tf", "mxnet"))  # their TFRecord and RecordIO of train/
     return str(root)
 
 
@@ -41,7 +43,10 @@ def trained(tmp_path_factory, folder):
     """One run per framework (module-wide: each takes a minute or more on a CPU)."""
     jax_options = {"loader_workers": 1, "loader": "threads"}
     return {"caffe2": _run("caffe2", tmp_path_factory.mktemp("caffe2"), folder),
-            "jax": _run("jax", tmp_path_factory.mktemp("jax"), folder, options=jax_options)}
+            "jax": _run("jax", tmp_path_factory.mktemp("jax"), folder, options=jax_options),
+            # two Horovod workers over gloo; an MXNet kvstore over two CPU contexts
+            "tf": _run("tf", tmp_path_factory.mktemp("tf"), folder),
+            "mxnet": _run("mxnet", tmp_path_factory.mktemp("mxnet"), folder)}
 
 
 @pytest.mark.parametrize("framework", ["caffe2", "jax"])
@@ -59,11 +64,24 @@ def test_reaches_the_target_in_a_few_epochs_and_its_log_passes_the_checker(train
     assert mlperf.run_minutes(str(log)) * 60 == pytest.approx(a["time_to_train_s"], abs=1e-9)
 
 
-def test_both_frameworks_record_the_recipe_of_recipe_py(trained):
+@pytest.mark.parametrize("framework", ["tf", "mxnet"])
+def test_tf_and_mxnet_run_the_same_cell_to_the_target_or_not_converged(trained, framework):
+    result, log = trained[framework]
+    a = result.accuracy
+    assert result.distribution == {"tf": "horovod", "mxnet": "kvstore"}[framework]
+    assert a["reached"] is (result.status == "ok") and a["best"] == max(
+        e["accuracy"] for e in a["evals"])
+    assert {e["total"] for e in a["evals"]} == {52}  # each image once, summed over the workers
+    assert a["steps_per_epoch"] == 128 // (WORKERS * BATCH) and result.world_size == WORKERS
+    check = mlperf.check(str(log))
+    assert check.passed, check.line()
+
+
+def test_the_four_frameworks_record_the_recipe_of_recipe_py(trained):
     recorded = {fw: r.accuracy["recipe"] for fw, (r, _) in trained.items()}
     global_batch = WORKERS * BATCH
-    assert recorded["caffe2"] == recorded["jax"] == recipe.record(global_batch, 128 // global_batch,
-                                                                  EPOCHS, 32)
+    assert recorded == dict.fromkeys(("caffe2", "jax", "tf", "mxnet"), recipe.record(
+        global_batch, 128 // global_batch, EPOCHS, 32))
     for fw, (r, _) in trained.items():
         assert r.settings["weight_decay_on"] == recipe.WEIGHT_DECAY_ON
         assert "label smoothing {:g}".format(recipe.LABEL_SMOOTHING) in r.settings["loss"]
