@@ -51,9 +51,14 @@ class Entry:
 
 
 BATCHES = (
-    Entry("resnet50", 141, 1024, "issue 35 (one H200, 2026-12-02): every tuned search of 64…1024 "
-          "chose 1024 (PyTorch fp16 7,969, bf16 8,110; JAX fp16 8,267 img/s)",
-          "fp32 and eager at 1024: bench/tuned_gpu.sh batches"),
+    # 1024 fills an H200 best at fp16 (every tuned search of 64…1024 chose it: PyTorch fp16 7,969,
+    # bf16 8,110; JAX fp16 8,267 img/s), but one batch serves both precisions, and PyTorch's fp32
+    # cell at 1024 was still in its first step (cuDNN's autotuning) after 3 min 41 s
+    # (bench/tuned_gpu.sh noflags, one H200, 2026-12-02): the defaults take 256, where fp32 is
+    # measured (1,059 img/s, first step 57 s) beside fp16 (6,113) and bf16 (4,698)
+    Entry("resnet50", 141, 256, "one H200, 2026-12-02 (BENCHMARKS.md): fp32 1,059, fp16 6,113 "
+          "img/s at 256; fp32 at 1024 spent over 3.5 min in its first step",
+          "fp16 fills more at 1024 (--batch-size 1024 or --mode tuned)"),
 )
 
 

@@ -53,10 +53,10 @@ def test_the_seed_batches_are_the_largest_the_a6000_ran_at_both_precisions():
 
 def test_resnet50_on_an_h200_is_the_measured_entry_and_says_what_it_does_not_cover():
     value, why = defaults.batch("resnet50", machine(1), "cuda")
-    assert value == 1024
-    assert why.startswith("resnet50 on 140 GiB: measured, issue 35 (one H200, 2026-12-02)")
-    assert "not yet: fp32 and eager at 1024" in why
-    assert defaults.batch_rule("resnet50", 140.4) == 1024  # the rule agrees with the measurement
+    assert value == 256  # fp32 at 1024 spent minutes autotuning: one batch serves both precisions
+    assert why.startswith("resnet50 on 140 GiB: measured, one H200, 2026-12-02 (BENCHMARKS.md)")
+    assert "not yet: fp16 fills more at 1024" in why
+    assert defaults.batch_rule("resnet50", 140.4) == 1024  # the rule alone would say 1024
 
 
 def test_an_entry_not_measured_falls_back_to_the_stated_rule():
@@ -72,8 +72,8 @@ def test_unknown_memory_and_larger_images():
     assert defaults.batch("resnet50", {"gpus": [{}] * 8}, "cuda") == (
         256, "resnet50: the GPUs' memory is not known")
     value, why = defaults.batch("resnet50", machine(1), "cuda", image_size=448, native=224)
-    assert value == 256 and why.endswith("; at 448 px instead of 224: 256")
-    assert defaults.batch("resnet50", machine(1), "cuda", image_size=64, native=224)[0] == 1024
+    assert value == 64 and why.endswith("; at 448 px instead of 224: 64")
+    assert defaults.batch("resnet50", machine(1), "cuda", image_size=64, native=224)[0] == 256
 
 
 def test_steps_at_a_large_batch_time_as_many_images_as_fifty_of_256():
@@ -110,7 +110,7 @@ def _planned(args, env=None):
 
 def test_no_flag_on_three_h200s_plans_the_seeds_study_at_a_filling_batch(tmp_path):
     cells = _planned(["--plan-from", tmp_path], env=_gpus(tmp_path, 3))
-    assert cells == ["caffe2-{}-g{}-b1024-s224-r0".format(p, g) for p in ("fp16", "fp32")
+    assert cells == ["caffe2-{}-g{}-b256-s224-r0".format(p, g) for p in ("fp16", "fp32")
                      for g in (1, 2, 3)]
 
 
