@@ -202,6 +202,7 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
         # time to accuracy (backends/accuracy.py): its log's init_start comes before the set-up
         tta = accuracy.begin(spec, result_path, world.rank()) if spec.kind == "accuracy" else None
         # an auto cell searching its batch in this process (batchprobe.py), or the spec's batch
+        batchprobe.LAST.clear()  # a record of this cell only: never an earlier cell's in this process
         trainer = batchprobe.in_process(spec, setup, measure, _status) if spec.search else \
             setup(spec)
         phases.mark("model_built")

@@ -25,6 +25,7 @@ _IMPORTED = time.time()
 ORDER = ("cell_start", "launched", "process_started", "framework_imported", "devices_ready",
          "batch_searched", "model_built", "first_step_done", "warmup_done", "timed_start",
          "timed_end", "cell_end")
+OPTIONAL = ("batch_searched",)  # only a cell that searches its batch in its own process has it
 LAUNCHED_ENV = "COMPARE_LAUNCHED_AT"
 FILE_ENV = "COMPARE_PHASE_FILE"  # where set: each mark is also appended there, as it happens
 PHASE_FILE = "phase"  # its name in a cell's work folder (the local executor's choice)
