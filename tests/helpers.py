@@ -250,6 +250,9 @@ if MODE == "killed-once":  # killed by SIGKILL (`kill -9`) with nothing on stder
         os.kill(os.getpid(), 9)
 if MODE == "hang":  # a cell that runs until it is stopped
     time.sleep(300)
+if MODE == "hold":  # a cell that runs while a file `hold` lies beside this script
+    while os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hold")):
+        time.sleep(0.05)
 if MODE == "escape":  # colours, a window title and a bell on stderr, then a crash
     sys.stderr.write("\\x1b[31mboom\\x1b[0m\\x1b]0;pwned\\x07 | done\\r\\n")
     sys.exit(3)

@@ -20,7 +20,7 @@ from backends import caches, dataset
 from backends.phases import LAUNCHED_ENV
 from backends.protocol import RunResult, RunSpec
 
-from .. import datasets
+from .. import datasets, files
 from ..errors import UserError
 from ..frameworks import Framework, get
 from ..resources import cpuset
@@ -401,6 +401,6 @@ class DockerExecutor(Executor):
 
     def _save_logs(self, container, campaign, run_id: str) -> Path:
         out_path, err_path = campaign.log_paths(run_id)
-        out_path.write_bytes(container.logs(stdout=True, stderr=False))
-        err_path.write_bytes(container.logs(stdout=False, stderr=True))
+        files.write_bytes(out_path, container.logs(stdout=True, stderr=False), campaign.root)
+        files.write_bytes(err_path, container.logs(stdout=False, stderr=True), campaign.root)
         return err_path

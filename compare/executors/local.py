@@ -18,28 +18,17 @@ import backends
 from backends.lifeline import ATTEMPT_ENV, HOST_PID_ENV
 from backends.phases import FILE_ENV, LAUNCHED_ENV, PHASE_FILE
 
-from .. import envs
+from .. import envs, files
 from ..frameworks import get
 from . import Attempt, Context, Executor, Refused
 from .base import CAMPAIGN_ENV, end_processes, run_env, start_launcher
 
 
 def stage_backends(dest: Path) -> Path:
-    """Copy the backends package to dest/backends (once); return dest for PYTHONPATH. The copy
-    is made aside and renamed into place: cells starting at once never see half of it."""
-    target = dest / "backends"
-    if not target.exists():
-        dest.mkdir(parents=True, exist_ok=True)
-        aside = Path(tempfile.mkdtemp(prefix=".staging-", dir=str(dest)))
-        try:
-            shutil.copytree(str(Path(backends.__file__).parent), str(aside / "backends"),
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            os.rename(str(aside / "backends"), str(target))
-        except OSError:
-            if not target.is_dir():  # not another cell's rename that came first
-                raise
-        finally:
-            shutil.rmtree(str(aside), ignore_errors=True)
+    """Copy the backends package to dest/backends (once; dest is a campaign's `code`); return
+    dest for PYTHONPATH. The copy is made aside and renamed into place: cells starting at once
+    never see half of it (files.copy_folder)."""
+    files.copy_folder(Path(backends.__file__).parent, dest / "backends", dest.parent)
     return dest
 
 
@@ -121,8 +110,7 @@ class LocalExecutor(Executor):
             ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root),
             HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp), **(slot.env() if slot else {}),
             FILE_ENV: str(attempt.work / PHASE_FILE)})  # the progress bar reads the phase there
-        out_path, err_path = campaign.log_paths(spec.run_id)
-        with open(out_path, "w") as out, open(err_path, "w") as err:
+        with campaign.log_files(spec.run_id) as (out, err):
             env[LAUNCHED_ENV] = repr(time.time())
             try:
                 proc = start_launcher(attempt.command, out, err, env, attempt.work,

@@ -26,7 +26,7 @@ import backends.machine
 from backends import dataset, launchers
 from backends.protocol import RunResult, RunSpec, utc_now
 
-from .. import datasets, envs
+from .. import datasets, envs, files
 from ..errors import UserError
 from ..frameworks import Framework, get
 from . import Attempt, Context, Executor, Flag, Refused
@@ -358,8 +358,8 @@ class SlurmExecutor(Executor):
 
     def _log_job(self, campaign, event: str, run_id: str, job_id: str, **fields) -> None:
         entry = dict(event=event, run_id=run_id, job_id=job_id, at=utc_now(), **fields)
-        with open(str(campaign.root / JOBS_FILE), "a") as f:
-            f.write(json.dumps(entry, sort_keys=True) + "\n")
+        files.append_text(campaign.root / JOBS_FILE, json.dumps(entry, sort_keys=True) + "\n",
+                          campaign.root)
 
     def _attachable(self, campaign, run_id: str) -> Optional[Dict[str, Any]]:
         """The submission of run_id by an earlier session when nothing collected it since and its

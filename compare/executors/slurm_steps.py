@@ -46,9 +46,9 @@ def run_step(executor, spec: RunSpec, campaign, timeout: float, slot=None) -> Ru
         return failure(spec, "unsupported", str(exc), started_at=started)
     except (envs.EnvError, st.SlurmError, dataset.DataError) as exc:
         return failure(spec, "failed", "not started: {}".format(exc), started_at=started)
-    out_path, err_path = campaign.log_paths(spec.run_id)
+    err_path = campaign.log_paths(spec.run_id)[1]
     env = dict(os.environ, **{ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root)})
-    with open(str(out_path), "w") as out, open(str(err_path), "w") as err:
+    with campaign.log_files(spec.run_id) as (out, err):
         try:
             rc, timed_out = start_and_wait(["bash", str(script)], out, err, env, work, timeout,
                                            lambda proc: setattr(executor, "step", (proc, spec.nonce)),

@@ -23,8 +23,10 @@ COLUMNS = KEY + ["date", "commit", "campaign", "framework_version", "status", "i
                  "images_per_sec_ci95", "ratio", "ratio_ci95", "state", "regression", "why"]
 
 
-def campaigns(paths: Sequence[Path]) -> List:
-    """The campaigns named, or found one level below a folder that is not one itself; oldest first."""
+def campaigns(paths: Sequence[Path], warn: Callable[[str], None] = lambda s: None) -> List:
+    """The campaigns named, or found one level below a folder that is not one itself; oldest
+    first. A campaign named that cannot be read is an error; one found in a folder is left out,
+    with warn(why), so one corrupt campaign does not hide the others."""
     from ..store import CAMPAIGN_FILE, Campaign
     found = []
     for path in paths:
@@ -32,7 +34,17 @@ def campaigns(paths: Sequence[Path]) -> List:
         if (path / CAMPAIGN_FILE).is_file() or not path.is_dir():
             found.append(Campaign.open(path))  # a bad path: Campaign.open says why
             continue
-        inside = [Campaign.open(p) for p in sorted(path.iterdir()) if (p / CAMPAIGN_FILE).is_file()]
+        inside, seen = [], 0
+        for p in sorted(path.iterdir()):
+            if (p / CAMPAIGN_FILE).is_file():
+                seen += 1
+                try:
+                    inside.append(Campaign.open(p))  # reads campaign.json and machine.json
+                except UserError as exc:
+                    warn("{}; left out of the history".format(exc))
+        if seen and not inside:
+            raise UserError("{}: none of its {} campaigns can be read (see the warnings above); "
+                            "restore them or give other campaigns".format(path, seen))
         if not inside:
             raise UserError("{}: neither a campaign nor a folder of campaigns; give campaign folders "
                             "made by `compare run`, or the folder that holds them".format(path))
