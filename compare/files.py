@@ -51,7 +51,9 @@ def _short(path: Union[str, Path]) -> str:
 def os_error(exc: OSError, path: Union[str, Path], verb: str = "write") -> UserError:
     """The one-line UserError for an OS error on `path`: what happened, what to do. A failed
     copy (shutil.Error: a list of failures, as text) is said by its first failure."""
-    code, strerror, where = exc.errno, exc.strerror or str(exc), exc.filename or path
+    code, strerror = exc.errno, exc.strerror or str(exc)
+    # a name relative to a folder held open (a temp name) says less than the file it stands for
+    where = exc.filename if exc.filename and os.sep in str(exc.filename) else path
     if isinstance(exc, shutil.Error):
         found = re.search(r"\[Errno (\d+)\]", str(exc.args[0][:1] if exc.args else ""))
         code = int(found.group(1)) if found else None

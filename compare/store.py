@@ -50,8 +50,10 @@ def check_writable_dir(path: Path, option: str) -> None:
             raise UserError("{} {}: {} is a file, not a folder; give a folder path".format(
                 option, path, parent))
         if not os.access(str(parent), os.W_OK | os.X_OK):
-            raise UserError("{} {}: {} is not writable; give a folder you can write".format(
-                option, path, parent))
+            read_only = os.statvfs(str(parent)).f_flag & os.ST_RDONLY
+            raise UserError("{} {}: {} is {}; give a folder {}".format(
+                option, path, parent, "on a read-only file system" if read_only else "not writable",
+                "on a writable one" if read_only else "you can write"))
     except OSError as exc:  # e.g. a name longer than the file system allows
         raise UserError("{} {}: {}; give another folder".format(
             option, _short(path), exc.strerror or exc)) from None

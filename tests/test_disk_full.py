@@ -97,3 +97,22 @@ def test_a_full_disk_while_reporting_keeps_the_last_report_whole(tmp_path, tmpfs
     assert not [n for n in os.listdir(str(root / "report")) if n.startswith(".tmp")]
     filler.unlink()
     assert compare(["report", root, "--format", "md,csv,html"], timeout=120).returncode == 0
+
+
+def test_a_read_only_campaign_is_one_line_and_its_files_stay(tmp_path, tmpfs):
+    _resize(tmpfs, "20m")
+    root = tmpfs / "c"
+    assert compare(_args(tmp_path, root), timeout=120).returncode == 0
+    before = {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+    try:
+        for args in (_args(tmp_path, root) + ["--resume", "--precision", "fp32,bf16"],
+                     ["report", root, "--format", "md,html"]):
+            proc = compare(args, timeout=120)
+            last = proc.stderr.splitlines()[-1]
+            assert proc.returncode == 2 and str(root) in last and "read-only file system" in \
+                last.lower() and "give a folder on a writable one" in last, proc.stderr
+            assert "internal error" not in proc.stderr
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(tmpfs)], check=True)
+    assert {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
