@@ -80,6 +80,19 @@ def test_a_results_file_that_is_a_folder_is_found_before_the_cell_trains(tmp_pat
     assert not (root / "work" / NEW_CELL).exists()
 
 
+@pytest.mark.parametrize("sub", ["logs", "work", "specs"])
+def test_a_file_where_a_campaign_folder_goes_is_one_line(tmp_path, run, sub):
+    root = tmp_path / "c"
+    assert run(_args(tmp_path, root))[0] == 0
+    import shutil
+    shutil.rmtree(str(root / sub))
+    (root / sub).write_text("not a folder")
+    code, _, err = run(_args(tmp_path, root) + ["--resume", "--precision", "fp32,bf16"])
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: {}: is a file, not a folder; remove "
+                                               "it, then run again".format(root / sub))
+    assert (root / sub).read_text() == "not a folder"
+
+
 @pytest.mark.parametrize("where", ["report/report.md", "report/runs.csv", "report/report.html",
                                    "report/tables", "report"])
 def test_compare_report_never_writes_through_a_link(tmp_path, run, where):

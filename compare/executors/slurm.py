@@ -269,6 +269,8 @@ class SlurmExecutor(Executor):
         spec, campaign, work, tasks = attempt.spec, attempt.campaign, attempt.work, attempt.notes["tasks"]
         script = self._write_job(attempt)
         out_path, err_path = campaign.log_paths(spec.run_id)
+        with campaign.log_files(spec.run_id):  # new regular files for slurmd to write: no link
+            pass
         limit = self.flags.get("time_limit") or str(math.ceil(attempt.timeout / 60))
         args = ["--job-name=compare-" + spec.run_id, "--chdir=" + str(work), "--output=" + str(out_path),
                 "--error=" + str(err_path), "--nodes={}".format(spec.nodes),
