@@ -18,6 +18,7 @@ import datetime
 import fcntl
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -39,6 +40,8 @@ from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_result, read_bounded  
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
 LOCK_FILE = "lock"
+RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")  # what RunSpec.run_id makes: a file name, no path
+SPEC_HASH = re.compile(r"[0-9a-f]{16}\Z")
 # --resume re-runs failed and timeout cells; not_converged is a finished time-to-accuracy cell
 FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
 
@@ -217,8 +220,12 @@ class Campaign:
         A campaign of an earlier compare stored none: `reconstruct` reads them from its results
         (a UserError when they disagree), and they are held to just the same."""
         meta = self.meta
-        if "settings" in meta:
-            fixed, whose = meta.get("settings") or {}, "campaign"
+        if "settings" in meta:  # a campaign always holds some (the device, the executor)
+            fixed, whose = meta.get("settings"), "campaign"
+            if not fixed:
+                raise UserError("--resume {}: {} holds no settings (an empty object): nothing would "
+                                "hold the resumed cells to the campaign's; restore it or start a new "
+                                "campaign".format(self.root, CAMPAIGN_FILE))
         else:
             fixed, whose = reconstruct(self.results()[0]), "its results"
         differ = ["{} {} ({}) vs {} (now)".format(k, _show(fixed[k]), whose, _show(settings[k]))
@@ -235,9 +242,21 @@ class Campaign:
         self._write_meta(meta)
 
     def plan(self, specs: List[RunSpec]) -> None:
-        """Record the cells this session will run (the campaign's planned cells are the union)."""
+        """Record the cells this session will run (the campaign's planned cells are the union).
+        A cell planned before must be the same cell (its spec hash), and every planned id a run
+        id (it names files): else one UserError line, before anything runs."""
         meta = self.meta
         planned = meta.get("planned") or {}
+        bad = [k for k, v in planned.items() if not RUN_ID.match(k) or not SPEC_HASH.match(v)]
+        if bad:
+            raise UserError("{}: {} is corrupt (planned cell {!r} is not a run id with its spec hash); "
+                            "restore it or start a new campaign".format(self.root, CAMPAIGN_FILE, bad[0]))
+        other = [s for s in specs if planned.get(s.run_id, s.spec_hash) != s.spec_hash]
+        if other:
+            raise UserError("--resume {}: cell {} was planned with other settings (spec hash {}, now "
+                            "{}): resume with the campaign's (its --data, its options) or start a new "
+                            "campaign".format(self.root, other[0].run_id, planned[other[0].run_id],
+                                              other[0].spec_hash))
         planned.update({s.run_id: s.spec_hash for s in specs})
         meta["planned"] = planned
         self._write_meta(meta)

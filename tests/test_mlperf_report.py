@@ -78,7 +78,7 @@ def test_throughput_runs_are_left_out_and_the_chart_draws_every_run(results):
 
 
 def test_a_campaign_report_holds_the_tables_and_the_chart(tmp_path, results):
-    from compare.reporting import write_report
+    from compare.stages.report import write as write_report
     from compare.store import Campaign
     campaign = Campaign.create(tmp_path / "c", {}, {})
     for r in results:

@@ -16,6 +16,7 @@ from typing import List, Optional
 import typer
 
 from .. import frameworks as fws
+from ..study import DECLARED
 
 
 def _err(msg: str) -> None:
@@ -43,17 +44,22 @@ def report(
     baseline: Optional[str] = typer.Option(None, help="Framework the others are divided by "
                                            "(default: the first present, in the order of {}).".format(
                                                fws.choices())),
+    gpu_hour_price: Optional[str] = typer.Option(None, help=DECLARED["gpu_hour_price"].help + (
+        " Default: the campaign's.")),
 ):
     """Write the report files of a campaign; with md (the default) also print the Markdown."""
-    from ..reporting import parse_formats, references, write_report
+    from ..reporting import parse_formats, references
+    from ..stages import report as stage
     from ..store import Campaign, check_writable_dir, user_path
     formats = parse_formats(format)
     refs = [references.load(r) for r in reference]
     base = fws.get(baseline).name if baseline else None
+    price = None if gpu_hour_price is None else DECLARED["gpu_hour_price"].parse(
+        gpu_hour_price, "--gpu-hour-price", DECLARED["gpu_hour_price"])
     c = Campaign.open(campaign)
     check_writable_dir(out or c.root / "report", "--out")
     with user_path(out or c.root / "report", "--out"):
-        text, paths, warnings = write_report(c, out or c.root / "report", formats, refs, base)
+        text, paths, warnings = stage.write(c, out or c.root / "report", formats, refs, base, price)
     for w in warnings:
         _err("warning: " + w)
     if "md" in formats:  # the Markdown on stdout only when it was asked for

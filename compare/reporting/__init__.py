@@ -1,8 +1,9 @@
 """Reports of a campaign: the comparator (comparator.cells), the report's table models and their
 renderers, charts, diff, history, references and the check against them.
 
-`write_report` is the one writer `compare run` and `compare report` share: every section (the
-`--reference` ones included) is built once and rendered to report.md, report.html and CSV.
+`write_files` is the one writer of the report stage (compare/stages/report.py), which `compare
+run` and `compare report` share: every section (the `--reference` ones included) is built once
+and rendered to report.md, report.html and CSV.
 """
 import json
 from pathlib import Path
@@ -64,39 +65,3 @@ def _csv_extras(out_dir: Path, rep, results, runs, tables) -> List[Path]:
         if isinstance(t, tables.Table):
             (folder / (t.csv_name() + ".csv")).write_text(tables.to_csv(t))
     return out + [folder]
-
-
-def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
-                 references: Sequence[Tuple[str, object]] = (),
-                 baseline: Optional[str] = None, price: Optional[float] = None
-                 ) -> Tuple[str, List[Path], List[str]]:
-    """Read the campaign's results, write the report files; return (Markdown text, paths written,
-    warnings about result files that could not be read). price: dollars per GPU-hour (cost to
-    train of time-to-accuracy runs; no cost columns without it)."""
-    from . import accuracy
-    from .comparator import cells
-    results, warnings = campaign.results()
-    results, trained = accuracy.split(results)  # time-to-accuracy runs: tables of their own
-    df = cells(results, baseline=baseline)
-    missing = campaign.missing(results)
-    extra = []
-    from .tables import Text
-    if missing:  # a half-done campaign says so, and which cells are still to run
-        extra.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
-                                          "`compare run … --resume` runs them.".format(
-                                              len(missing), len(campaign.meta.get("planned", {})),
-                                              ", ".join(missing))]))
-    from . import packing, probes
-    extra += packing.sections(results, campaign.root, campaign.machine)
-    searched = probes.table(campaign.probes(), probes.chosen_batches(results),
-                            [r for r in results if r.spec.get("batch_auto")])
-    extra += [searched] if searched is not None else []
-    if warnings:  # foreign or unreadable files: listed in the report too, never counted
-        extra.append(Text("Result files left out", warnings, bullets=True))
-    extra = accuracy.tables(trained, price) + extra
-    from ..defaults import lines
-    said = ((campaign.meta.get("sessions") or [{}])[-1].get("config") or {}).get("defaults") or {}
-    text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references,
-                              extra, [c for c in [accuracy.chart(trained)] if c is not None],
-                              lines(said))
-    return text, paths, warnings

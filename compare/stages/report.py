@@ -1,0 +1,90 @@
+"""Stage 4, report: a campaign -> its report files. The campaign is read once into a View (campaign
+.json, machine.json, every result, the probes, the planned cells without a result), and every
+section is built from that view (compare/reporting/) and written by reporting.write_files to
+report.md, report.html and CSV. `compare run` ends with this stage; `compare report` is it alone.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from backends.protocol import RunResult
+
+from ..reporting import FORMATS, write_files
+from ..study import DECLARED, SESSION
+
+
+@dataclass
+class View:
+    """A campaign as its report reads it, loaded once."""
+
+    root: Path
+    meta: Dict[str, Any]  # campaign.json
+    machine: Dict[str, Any]
+    results: List[RunResult]  # the planned cells' results
+    warnings: List[str]  # one per result file left out, and why
+    probes: List[RunResult]  # the batch searches' probes
+
+    @classmethod
+    def load(cls, campaign) -> "View":
+        results, warnings = campaign.results()
+        return cls(campaign.root, campaign.meta, campaign.machine, results, warnings, campaign.probes())
+
+    @property
+    def missing(self) -> List[str]:
+        """Planned cells with no result yet (a half-done campaign), by run id."""
+        have = {r.run_id for r in self.results}
+        return [run_id for run_id in self.meta.get("planned", {}) if run_id not in have]
+
+    @property
+    def asked(self) -> Dict[str, Any]:
+        """What the latest session asked: its study, the settings' sources, the defaults' why."""
+        return (self.meta.get("sessions") or [{}])[-1].get("config") or {}
+
+
+def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
+          references: Sequence[Tuple[str, object]] = (), baseline: Optional[str] = None,
+          price: Optional[float] = None) -> Tuple[str, List[Path], List[str]]:
+    """Write the campaign's report files; return (Markdown text, paths written, warnings about
+    result files left out). price: dollars per GPU-hour (cost to train of time-to-accuracy runs;
+    default the study's --gpu-hour-price; no cost columns without one)."""
+    from ..defaults import lines
+    from ..reporting import accuracy, packing, probes
+    from ..reporting.comparator import cells
+    from ..reporting.tables import Text
+    view = View.load(campaign)
+    throughput, trained = accuracy.split(view.results)  # time-to-accuracy runs: tables of their own
+    extra = []
+    if view.missing:  # a half-done campaign says so, and which cells are still to run
+        extra.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
+                                          "`compare run … --resume` runs them.".format(
+                                              len(view.missing), len(view.meta.get("planned", {})),
+                                              ", ".join(view.missing))]))
+    extra += packing.sections(throughput, view.root, view.machine)
+    searched = probes.table(view.probes, probes.chosen_batches(throughput),
+                            [r for r in throughput if r.spec.get("batch_auto")])
+    extra += [searched] if searched is not None else []
+    if view.warnings:  # foreign or unreadable files: listed in the report too, never counted
+        extra.append(Text("Result files left out", view.warnings, bullets=True))
+    if price is None:
+        price = (view.asked.get("study") or {}).get("gpu_hour_price")
+    extra = accuracy.tables(trained, price) + extra
+    chart = accuracy.chart(trained)
+    text, paths = write_files(cells(throughput, baseline=baseline), Path(out_dir), formats,
+                              view.machine, throughput, references, extra,
+                              [chart] if chart is not None else [],
+                              lines(view.asked.get("defaults") or {}) + origins(view.asked))
+    return text, paths, view.warnings
+
+
+def origins(asked: Dict[str, Any]) -> List[str]:
+    """Where the settings came from, when a campaign file was used: the file's, the flags' that
+    overrode it, the rest at compare's defaults (those sized to the machine: the lines above)."""
+    sources, path = asked.get("sources") or {}, asked.get("file")
+    if not path:
+        return []
+    by = {how: [k for k, v in sources.items() if v == how] for how in ("file", "flag over file", "flag")}
+    rest = [k for k, s in DECLARED.items() if s.resume != SESSION and k not in sources]
+    said = [("from the campaign file {}".format(path), by["file"]),
+            ("from flags given beside it, over the file's", by["flag over file"]),
+            ("from flags given beside it", by["flag"]), ("at compare's defaults", rest)]
+    return ["{}: {}".format(what, ", ".join(keys)) for what, keys in said if keys]
