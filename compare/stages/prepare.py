@@ -37,7 +37,6 @@ def make(plan: Plan, console) -> Prepared:
         executor = plan.executor(plan.context)
         try:
             _data(plan, executor, console)
-            campaign.plan(plan.cells)  # a cell planned before must be the same cell
             results = campaign.results()[0] if plan.study.resume else []
         except BaseException:
             executor.close()  # a writer's container, a Slurm check
@@ -57,7 +56,9 @@ def _campaign(plan: Plan) -> Campaign:
     asked = {"study": study.to_json(), "sources": dict(study.sources), "file": study.config,
              "defaults": plan.defaults}
     if not study.resume:
-        return Campaign.create(root, asked, plan.machine, plan.held())  # returned locked
+        campaign = Campaign.create(root, asked, plan.machine, plan.held())  # returned locked
+        campaign.plan(plan.cells)
+        return campaign
     campaign = Campaign.open(root)
     campaign.lock()
     try:
@@ -68,6 +69,7 @@ def _campaign(plan: Plan) -> Campaign:
                             "start a new campaign and use `compare diff`".format(
                                 root, "; ".join(differ)))
         campaign.resume(asked, plan.held(), settings_of_results)
+        campaign.plan(plan.cells)  # a cell planned before must be the same cell
     except BaseException:
         campaign.unlock()
         raise

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from backends.protocol import RunResult
 
 from ..reporting import FORMATS, write_files
-from ..study import DECLARED, SESSION
+from ..study import DECLARED, SESSION, declared
 
 
 @dataclass
@@ -82,8 +82,10 @@ def origins(asked: Dict[str, Any]) -> List[str]:
     sources, path = asked.get("sources") or {}, asked.get("file")
     if not path:
         return []
-    by = {how: [k for k, v in sources.items() if v == how] for how in ("file", "flag over file", "flag")}
-    rest = [k for k, s in DECLARED.items() if s.resume != SESSION and k not in sources]
+    kept = [s.name for s in declared() if s.resume != SESSION and (  # in the order of --help
+        s.name in DECLARED or s.name in sources)]  # an executor's own flags where given
+    by = {how: [k for k in kept if sources.get(k) == how] for how in ("file", "flag over file", "flag")}
+    rest = [k for k in kept if k not in sources]
     said = [("from the campaign file {}".format(path), by["file"]),
             ("from flags given beside it, over the file's", by["flag over file"]),
             ("from flags given beside it", by["flag"]), ("at compare's defaults", rest)]
