@@ -10,7 +10,6 @@ import os
 import shlex
 import signal
 import sys
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import typer
@@ -191,20 +190,6 @@ def doctor():
         print("{:<8} {}".format(fw.name + ":", where))
 
 
-def resume_command(argv: List[str], campaign: Path) -> str:
-    """The command line that continues `campaign`: argv with --results (absolute) and --resume."""
-    args, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--results":
-            skip = True
-        elif not arg.startswith("--results=") and arg != "--resume":
-            args.append(arg)
-    args += ["--results", str(campaign), "--resume"]
-    return "compare " + " ".join(shlex.quote(a) for a in args)
-
-
 def main(argv: Optional[List[str]] = None) -> None:
     """Console entry point: one line on stderr per error, exit 2 for bad input. A reader that
     goes away (`compare list options | head -1`) ends the output quietly: exit 0, or the code
@@ -247,7 +232,8 @@ def _main(argv: Optional[List[str]]) -> None:
     except Interrupted as exc:
         _err("interrupted ({}): {} cell{} recorded, {} not run; resume with: {}".format(
             signal.Signals(exc.signum).name, exc.recorded, "" if exc.recorded == 1 else "s",
-            exc.remaining, resume_command(argv, exc.campaign.root)))
+            exc.remaining, "compare run --results {} --resume".format(  # it keeps its study
+                shlex.quote(str(exc.campaign.root)))))
         sys.exit(exc.exit_code)
     except UsageError as exc:
         _err("error: {}".format(exc.format_message().splitlines()[0]))

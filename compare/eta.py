@@ -47,21 +47,9 @@ def _model(machine: Dict[str, Any]) -> Tuple:
 def earlier_results(folder: Path, machine: Dict[str, Any]) -> Tuple[List[RunResult], int]:
     """Results with cell times from campaigns in `folder` (or `folder` itself) recorded on a
     machine of the same CPU and GPU models; and how many campaigns they came from."""
-    from .errors import UserError
-    from .store import CAMPAIGN_FILE, Campaign
-    if not folder.is_dir():
-        return [], 0
-    roots = [folder] if (folder / CAMPAIGN_FILE).is_file() else sorted(
-        p for p in folder.iterdir() if (p / CAMPAIGN_FILE).is_file())
+    from .store import neighbours
     out, used = [], 0
-    for root in roots:
-        try:
-            campaign = Campaign.open(root)
-            if _model(campaign.machine) != _model(machine):
-                continue
-            results, _ = campaign.results()
-        except (UserError, OSError):
-            continue  # a broken campaign is `compare report`'s to complain about, not the plan's
+    for _, results in neighbours(folder, lambda m: _model(m) == _model(machine)):
         timed = [r for r in results if _cell_s(r) is not None]
         used += bool(timed)
         out += timed

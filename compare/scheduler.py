@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Sequence, Set, Tuple
 
 from backends.protocol import RunResult, RunSpec
 
@@ -209,13 +209,3 @@ class Lanes:
                 return
             for thread in alive:
                 thread.join(0.2)
-
-
-def concurrency_of(text: Optional[str]) -> Optional[int]:
-    """--concurrency: 'auto' (None) or a count >= 1; ValueError for anything else."""
-    if text is None or str(text).strip().lower() == "auto":
-        return None
-    value = int(str(text).strip())
-    if value < 1:
-        raise ValueError(value)
-    return value

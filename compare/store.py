@@ -304,15 +304,6 @@ class Campaign:
                 continue  # a probe only explains a choice: an unreadable one is left out
         return out
 
-    def finished_ids(self) -> set:
-        results, _ = self.results()
-        return {r.run_id for r in results if r.status in FINISHED}
-
-    def missing(self, results: List[RunResult]) -> List[str]:
-        """Planned cells with no result yet (a half-done campaign), by run id."""
-        have = {r.run_id for r in results}
-        return [run_id for run_id in self.meta.get("planned", {}) if run_id not in have]
-
     def results(self) -> Tuple[List[RunResult], List[str]]:
         """Every result that belongs to a planned cell (one per `<run_id>.json`), and one warning
         per file left out, saying why. A campaign without a plan (made by a compare before plans
@@ -367,3 +358,21 @@ def _foreign(result: RunResult, path: Path, planned: Dict[str, str]) -> Optional
 
 def _show(value: Any) -> str:
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+
+
+def neighbours(folder: Path, same: Callable[[Dict[str, Any]], bool],
+               skip: Optional[Path] = None) -> Iterator[Tuple["Campaign", List[RunResult]]]:
+    """(campaign, its results) of each campaign in `folder` (or `folder` itself, when it is one)
+    whose machine record passes same(); `skip` left out. One that cannot be read is skipped:
+    it is `compare report`'s to complain about, not the plan's or another campaign's report."""
+    if not Path(folder).is_dir():
+        return
+    roots = [Path(folder)] if (Path(folder) / CAMPAIGN_FILE).is_file() else sorted(
+        p for p in Path(folder).iterdir() if p != skip and (p / CAMPAIGN_FILE).is_file())
+    for root in roots:
+        try:
+            campaign = Campaign.open(root)
+            if same(campaign.machine):
+                yield campaign, campaign.results()[0]
+        except (UserError, OSError):
+            continue

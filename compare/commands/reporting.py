@@ -25,14 +25,15 @@ def _err(msg: str) -> None:
 
 def _cells(path: Path, with_missing: bool = False):
     """(campaign, its cells[, planned cells without a result]) with one warning line per result
-    left out."""
+    left out: the campaign read once (the report stage's View)."""
     from ..reporting.comparator import cells
+    from ..stages.report import View
     from ..store import Campaign
     c = Campaign.open(path)
-    results, errors = c.results()
-    for e in errors:
+    view = View.load(c)
+    for e in view.warnings:
         _err("warning: {}: {}".format(path, e))
-    return (c, cells(results), c.missing(results)) if with_missing else (c, cells(results))
+    return (c, cells(view.results), view.missing) if with_missing else (c, cells(view.results))
 
 
 def report(

@@ -32,18 +32,11 @@ def serial_runs(root: Path, machine: Dict, own: Sequence[RunResult]) -> List[Tup
     """(campaign folder name, result) of every ok serial run in this campaign and its neighbours
     that ran on the same machine."""
     from .. import machine_record
-    from ..errors import UserError
-    from ..store import CAMPAIGN_FILE, Campaign
+    from ..store import neighbours
     out = [(root.name, r) for r in own if r.status == "ok" and not beside(r)]
-    for folder in sorted(p for p in root.parent.iterdir() if p != root and (p / CAMPAIGN_FILE).is_file()):
-        try:
-            other = Campaign.open(folder)
-            if machine_record.differences(other.machine, machine):
-                continue
-            results, _ = other.results()
-        except (UserError, OSError):
-            continue
-        out += [(folder.name, r) for r in results if r.status == "ok" and not beside(r)]
+    for other, results in neighbours(root.parent, lambda m: not machine_record.differences(
+            m, machine), skip=root):
+        out += [(other.root.name, r) for r in results if r.status == "ok" and not beside(r)]
     return out
 
 

@@ -177,9 +177,10 @@ def _needs(study: Study, device: str) -> Dict[str, str]:
 def show(plan: Plan) -> int:
     """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made."""
     from .. import eta
-    from ..store import Campaign, default_root
+    from ..store import FINISHED, Campaign, default_root
     study = plan.study
-    done = Campaign.open(Path(study.results)).finished_ids() if study.resume else set()
+    done = {r.run_id for r in Campaign.open(Path(study.results)).results()[0]
+            if r.status in FINISHED} if study.resume else set()
     source = Path(study.plan_from) if study.plan_from else default_root().parent
     sys.stdout.write(eta.make(
         [s for s in plan.cells if s.run_id not in done], plan.pool, plan.concurrency, source,
