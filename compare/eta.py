@@ -229,15 +229,6 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     return items, marks, source, notes
 
 
-def make(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
-         machine: Dict[str, Any], asked: str, executor: Optional[str] = None,
-         unbuilt: Sequence[str] = ()) -> str:
-    """The plan of `specs` (the cells still to run) on `pool`, as text (schedule())."""
-    items, marks, source, notes = schedule(specs, pool, concurrency, folder, machine, executor,
-                                           unbuilt)
-    return render(items, marks, pool, concurrency, source, asked, notes)
-
-
 def to_build(frameworks: Sequence[str], device: str, overrides: Dict[str, str],
              executor: str) -> List[str]:
     """The frameworks whose managed environment the local executor would create first (envs.py:

@@ -75,34 +75,6 @@ class SweepProgress:
         self.task = self.progress.add_task("", total=total)
         self.last = ""
 
-    @classmethod
-    def planned(cls, console: Console, todo, campaign, plan) -> "SweepProgress":
-        """Print the plan of the cells `todo` (estimated from the campaigns beside this one) and
-        return the bar that follows it."""
-        from . import envs, eta
-        from .frameworks import get
-        unbuilt = eta.to_build([f.name for f in plan.matrix.frameworks], plan.device,
-                               plan.study.overrides, plan.executor.name)
-        try:
-            items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency,
-                                                       campaign.root.parent, plan.machine,
-                                                       plan.executor.name, unbuilt)
-        except Exception as exc:  # an estimate must never stop the sweep it estimates
-            console.print("plan: no estimate ({}: {})".format(type(exc).__name__, exc))
-            return cls(console, len(todo), campaign.root / "work")
-        if todo:
-            console.print(eta.render(items, marks, plan.pool, plan.concurrency, source,
-                                     "--concurrency {}".format(plan.study.concurrency or "auto"),
-                                     notes).rstrip())
-        wall = max((it.end for it in items), default=0.0)
-        serial = sum(it.end - it.start for it in items)
-
-        def building(spec: RunSpec) -> bool:
-            return spec.framework in unbuilt and not envs.existing(get(spec.framework), spec.device)
-        return cls(console, len(todo), campaign.root / "work",
-                   {it.spec.run_id: it.end - it.start for it in items},
-                   serial / wall if wall else 1.0, building)
-
     def __enter__(self) -> "SweepProgress":
         self.progress.__enter__()
         return self

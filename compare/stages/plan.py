@@ -9,7 +9,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from backends.protocol import SchemaError
 
@@ -174,17 +174,28 @@ def _needs(study: Study, device: str) -> Dict[str, str]:
     return out
 
 
+def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], float, List[str]]:
+    """The schedule of the cells `todo`, estimated from the campaigns in `folder` (eta.py): (the
+    text `--plan` prints and the sweep prints before its first cell, each cell's seconds, cells
+    at once on average, the frameworks whose environment is built first)."""
+    from .. import eta
+    unbuilt = eta.to_build([f.name for f in plan.matrix.frameworks], plan.device,
+                           plan.study.overrides, plan.executor.name)
+    items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
+                                               plan.machine, plan.executor.name, unbuilt)
+    text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
+        plan.study.concurrency or AUTO), notes)
+    wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
+    return text, {it.spec.run_id: it.end - it.start for it in items}, \
+        serial / wall if wall else 1.0, unbuilt
+
+
 def show(plan: Plan) -> int:
     """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made."""
-    from .. import eta
     from ..store import FINISHED, Campaign, default_root
     study = plan.study
     done = {r.run_id for r in Campaign.open(Path(study.results)).results()[0]
             if r.status in FINISHED} if study.resume else set()
     source = Path(study.plan_from) if study.plan_from else default_root().parent
-    sys.stdout.write(eta.make(
-        [s for s in plan.cells if s.run_id not in done], plan.pool, plan.concurrency, source,
-        plan.machine, "--concurrency {}".format(study.concurrency or AUTO), plan.executor.name,
-        eta.to_build([f.name for f in plan.matrix.frameworks], plan.device, study.overrides,
-                     plan.executor.name)))
+    sys.stdout.write(schedule(plan, [s for s in plan.cells if s.run_id not in done], source)[0])
     return 0

@@ -14,11 +14,12 @@ import time
 from dataclasses import replace
 from typing import List
 
-from .. import batchsearch
+from .. import batchsearch, envs
 from .. import frameworks as fws
 from ..executors.base import failure
 from ..progress import SweepProgress
 from ..scheduler import Lanes
+from . import plan as planning
 from .prepare import Prepared
 
 STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
@@ -66,7 +67,16 @@ def sweep(prepared: Prepared, console) -> int:
         campaign.root, len(plan.cells), len(todo), plan.pool.describe(plan.concurrency)))
     for note in plan.pool.notes:
         console.print("note: " + note)
-    progress = SweepProgress.planned(console, todo, campaign, plan)  # prints the plan and its ETA
+    try:  # the plan with its ETA, before the first cell; the bar shows it, and each cell's phase
+        text, estimates, overlap, unbuilt = planning.schedule(plan, todo, campaign.root.parent)
+        if todo:
+            console.print(text.rstrip())
+    except Exception as exc:  # an estimate must never stop the sweep it estimates
+        console.print("plan: no estimate ({}: {})".format(type(exc).__name__, exc))
+        estimates, overlap, unbuilt = {}, 1.0, []
+    progress = SweepProgress(console, len(todo), campaign.root / "work", estimates, overlap,
+                             lambda spec: spec.framework in unbuilt and not envs.existing(
+                                 fws.get(spec.framework), spec.device))
     # an auto cell's spec hash -> the batch its search chose (an earlier session's, or this one's)
     searched = {r.spec_hash: r.spec["batch_size"] for r in prepared.done.values()
                 if r.spec.get("batch_auto") and r.status == "ok" and r.spec_hash}
