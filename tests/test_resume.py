@@ -162,3 +162,31 @@ def test_a_time_to_accuracy_run_killed_mid_training_runs_again_and_keeps_its_par
     assert done["accuracy"]["mllog"] == "logs/{}.mllog".format(run_id)
     assert list((campaign / "logs").glob(run_id + ".*.aborted.mllog")) == aborted  # still kept
     assert "## Time to accuracy (minutes to target)" in again.stdout and "$ to target" in again.stdout
+
+
+def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, monkeypatch):
+    # tests/fixtures/campaign_cpu was written at 3f40005: campaign.json's `config` is that
+    # compare's RunConfig, no study. Its held settings are checked as they were: given its flags
+    # again it resumes (nothing left to run), and from then on it keeps its study
+    import shutil
+
+    from compare import machine_record
+    from tests.reporting.test_golden_campaign import FIXTURE
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    shutil.copytree(str(FIXTURE / "campaign"), str(campaign))
+    (campaign / "machine.json").write_text(json.dumps(machine_record.info()))  # this machine's
+    before = {p.name: p.read_bytes() for p in (campaign / "results").iterdir()}
+    code, err = _run(["run", "--results", campaign, "--resume", "--device", "cpu"], capsys)
+    assert code == 2 and "settings differ from the campaign's: " in err and "steps 2 (campaign) " \
+        "vs 50 (now)" in err, err
+    flags = ["--frameworks", "caffe2", "--quick", "--image-size", "32", "--steps", "2", "--warmup",
+             "1", "--windows", "2", "--repeats", "2", "--gpus", "1,2", "--device", "cpu",
+             "--executor", "local"]
+    code, err = _run(["run", "--results", campaign, "--resume"] + flags, capsys)
+    assert code == 0 and "4 cells, 0 to run" in err, err
+    assert {p.name: p.read_bytes() for p in (campaign / "results").iterdir()} == before
+    assert "| PyTorch (Caffe2) | fp32 | 32 | 32 | 9.36 | 58.47 (6.246 ±7.773) |" in (
+        campaign / "report" / "report.md").read_text()
+    code, err = _run(["run", "--results", campaign, "--resume"], capsys)
+    assert code == 0 and "4 cells, 0 to run" in err, err
