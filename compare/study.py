@@ -348,6 +348,7 @@ def stored(results: str, given=()) -> Optional[Tuple[Dict[str, Any], Dict[str, s
             elif s and s.resume != SESSION and not (s.resume == FREE and name in given):
                 values[name] = None if value is None else _typed(s, value)
     except (UserError, TypeError, ValueError) as exc:
-        raise UserError("--resume {}: the study its campaign.json holds does not hold ({}); restore "
-                        "it or start a new campaign".format(results, exc)) from None
+        raise UserError("--resume {}: the campaign's study does not load again ({}); give that "
+                        "setting anew where it may change, or start a new campaign".format(
+                            results, exc)) from None
     return values, {k: v for k, v in dict(asked.get("sources") or {}).items() if k in known}
