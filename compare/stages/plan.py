@@ -16,7 +16,7 @@ from backends.protocol import SchemaError
 from .. import defaults, executors, resources
 from ..errors import UserError
 from ..matrix import QUICK, Matrix, image_sizes
-from ..parsing import AUTO
+from ..parsing import AUTO, options
 from ..study import DECLARED, HELD, SPEC_NAMES, Study
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
@@ -88,7 +88,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
                       eval_every=study.eval_every)
     _check_size(study, given, fws)
     matrix = Matrix(fws, given["gpus"], given["precision"], list(study.batch_size or ()),
-                    study.repeats, device, common, _options(study, fws), study.nodes, study.data,
+                    study.repeats, device, common, options(study.option, fws), study.nodes, study.data,
                     study.data_only, study.model, image_sizes(study.model, study.image_size,
                                                               study.quick),
                     study.mode, study.batch_search or SEARCH[device], batches, _classes(study))
@@ -123,11 +123,6 @@ def device_of(device: str, gpus: List[int], machine: Dict[str, Any], where: str)
         raise UserError("--gpus {}: {} has {} GPU{}; give counts from 1 to {}".format(
             max(gpus), there, len(found), "s" if len(found) > 1 else "", len(found)))
     return device
-
-
-def _options(study: Study, fws) -> Dict[str, Dict[str, Any]]:
-    from ..parsing import options
-    return options(study.option, fws)
 
 
 def _classes(study: Study) -> Dict[str, int]:
