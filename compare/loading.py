@@ -9,7 +9,7 @@ import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, List, Tuple
 
 from backends.protocol import RunResult, SchemaError
 
@@ -62,15 +62,51 @@ def read_bounded(path: Path, limit: int) -> bytes:
         os.close(fd)
 
 
-def load_json(path: Path, limit: int) -> Any:
-    """A JSON file (read_bounded), SchemaError for anything that is not readable JSON."""
-    data = read_bounded(path, limit)
+def _object(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    """A JSON object whose keys are each named once: of two values for one key, json would keep
+    the second without a word."""
+    out: Dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate("key {!r} appears twice in one object: which value holds is not "
+                             "clear".format(key))
+        out[key] = value
+    return out
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _integer(text: str) -> Any:
+    """An integer of JSON text; one longer than any number a campaign file holds is kept as its
+    digit count (validate.plain names where it is): as an int it would take down whatever
+    turned it into a float."""
+    digits = len(text.lstrip("-"))
+    return int(text) if digits <= validate.MAX_DIGITS else validate.Huge(digits)
+
+
+def parse_json(text: str) -> Any:
+    """JSON text as compare reads every campaign file: each key once, integers of bounded
+    length, then validate.plain (no NaN or infinity, no deep nesting, no huge integer)."""
     try:
-        return json.loads(data.decode("utf-8"))
+        data = json.loads(text, object_pairs_hook=_object, parse_int=_integer)
     except ValueError as exc:
         raise SchemaError("not valid JSON ({})".format(exc)) from None
     except RecursionError:
         raise SchemaError("not valid JSON (nested too deeply to read)") from None
+    validate.plain(data)
+    return data
+
+
+def load_json(path: Path, limit: int) -> Any:
+    """A JSON file (read_bounded, parse_json), SchemaError saying what is wrong with it."""
+    data = read_bounded(path, limit)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SchemaError("not valid JSON (not UTF-8 text: {})".format(exc.reason)) from None
+    return parse_json(text)
 
 
 def load_result(path: Path) -> RunResult:

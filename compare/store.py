@@ -34,7 +34,7 @@ from backends.protocol import (
 
 from . import mllogs, validate
 from .errors import UserError
-from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_result, read_bounded  # noqa: F401
+from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_json, load_result  # noqa: F401
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
@@ -92,16 +92,25 @@ def _short(path: Path) -> str:
     return text if len(text) <= 120 else text[:60] + "…" + text[-40:]
 
 
+def _corrupt(root: Path, what: str, why: Any) -> UserError:
+    return UserError("{}: {} is corrupt: {}; restore it or start a new campaign".format(root, what, why))
+
+
 def _read_json(path: Path, what: str, root: Path) -> Dict[str, Any]:
+    """campaign.json or machine.json through the one loader (loading.load_json: a regular file
+    of bounded size, each key once, no NaN, no huge integer, no deep nesting): a JSON object,
+    else one UserError line."""
     try:
-        data = json.loads(read_bounded(path, MAX_CAMPAIGN_BYTES).decode("utf-8"))
-        validate.plain(data)  # no NaN, no nesting deeper than a campaign's own
-    except (ValueError, RecursionError) as exc:  # SchemaError from read_bounded is a ValueError
-        raise UserError("{}: {} is corrupt ({}); restore it or start a new campaign".format(
-            root, what, exc if isinstance(exc, ValueError) else "nested too deeply to read")) from None
+        data = load_json(path, MAX_CAMPAIGN_BYTES)
+    except SchemaError as exc:
+        raise _corrupt(root, what, exc) from None
     if not isinstance(data, dict):
-        raise UserError("{}: {} is corrupt (not a JSON object); restore it or start a new "
-                        "campaign".format(root, what))
+        raise _corrupt(root, what, "not a JSON object")
+    if what == "machine.json":
+        try:
+            validate.machine(data)
+        except SchemaError as exc:
+            raise _corrupt(root, what, exc) from None
     return data
 
 
@@ -158,14 +167,13 @@ class Campaign:
             raise UserError("{}: {} is not a compare campaign".format(root, CAMPAIGN_FILE))
         if not isinstance(meta.get("sessions", []), list) or not isinstance(
                 meta.get("planned", {}), dict) or not isinstance(meta.get("settings", {}), dict):
-            raise UserError("{}: {} is corrupt (sessions, planned or settings of the wrong type); "
-                            "restore it or start a new campaign".format(root, CAMPAIGN_FILE))
+            raise _corrupt(root, CAMPAIGN_FILE, "sessions, planned or settings of the wrong type")
         if not isinstance(meta.get("created_at", ""), str) or not all(
-                isinstance(h, str) for h in meta.get("planned", {}).values()):
-            raise UserError("{}: {} is corrupt (created_at or a planned cell's hash is not text); "
-                            "restore it or start a new campaign".format(root, CAMPAIGN_FILE))
+                isinstance(h, str) for h in meta.get("planned", {}).values()) or not isinstance(
+                meta.get("id", ""), str):
+            raise _corrupt(root, CAMPAIGN_FILE, "created_at, id or a planned cell's hash is not text")
         if (root / "machine.json").exists():
-            _check_machine(_read_json(root / "machine.json", "machine.json", root), root)
+            _read_json(root / "machine.json", "machine.json", root)
         return cls(root)
 
     @property
@@ -318,15 +326,6 @@ class Campaign:
                           "results are taken as found; `compare run … --resume` records the "
                           "plan".format(CAMPAIGN_FILE))
         return out, errors
-
-
-def _check_machine(record: Dict[str, Any], root: Path) -> None:
-    """The parts of machine.json the reports read: gpus a list of objects, git an object."""
-    gpus, git = record.get("gpus", []), record.get("git")
-    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus) or not isinstance(
-            git, (dict, type(None))):
-        raise UserError("{}: machine.json is corrupt (gpus is not a list of objects, or git not an "
-                        "object); restore it or start a new campaign".format(root))
 
 
 def _foreign(result: RunResult, path: Path, planned: Dict[str, str]) -> Optional[str]:

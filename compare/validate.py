@@ -5,17 +5,41 @@ plausible range, the spec inside it and its hash, and that the status agrees wit
 A result that fails is skipped by the store with one warning naming the file and the reason,
 never trusted and never an internal error further on."""
 import math
+import statistics
 import typing
 from dataclasses import fields
 from typing import Any, Dict
 
+from backends.harness import window_sizes
 from backends.protocol import RunResult, RunSpec, SchemaError
 
 MAX_DEPTH = 16  # objects and lists inside each other: a result needs 4
+MAX_DIGITS = 19  # of an integer: a 64-bit one, the largest any writer of a campaign file makes
 FIGURES = (1e-6, 1e9)  # images/sec: from one image in 11 days to a billion a second
 LARGEST = 1e12  # any other number a report prints (watts, MiB, cores, seconds)
 FIGURE_FIELDS = ("images_per_sec", "median_images_per_sec")
 SPREAD_FIELDS = ("uncertainty", "jitter")  # in images/sec, >= 0
+# the other numbers of a result: (lowest, highest, what it counts, whether lowest itself is out)
+RANGES = {"wall_time_s": (0, 1e9, "seconds of the timed steps", True),
+          "step_time_ms": (0, 1e12, "milliseconds a step", True),
+          "timed_steps": (1, 1e9, "steps timed", False),
+          "global_batch": (1, 2 ** 31, "images a step", False),
+          "world_size": (1, 2 ** 20, "workers", False),
+          "first_loss": (-LARGEST, LARGEST, "a loss", False),
+          "final_loss": (-LARGEST, LARGEST, "a loss", False)}
+# a spec's numbers beyond what RunSpec.validate checks (its lower bounds), so that no report
+# multiplies or divides by an absurd one
+SPEC_RANGES = {"batch_size": (1, 2 ** 20, "images a worker and step"),
+               "image_size": (32, 2 ** 14, "pixels a side"), "steps": (1, 1e9, "timed steps"),
+               "warmup_steps": (0, 1e9, "warm-up steps"), "windows": (1, 1e6, "timed windows"),
+               "gpus": (1, 2 ** 20, "workers a node"), "nodes": (1, 2 ** 20, "machines"),
+               "repeat": (0, 1e6, "the repeat's index"), "num_classes": (1, 1e7, "classes"),
+               "max_epochs": (1, 1e6, "epochs"), "eval_every": (1, 1e6, "epochs")}
+# figures the harness computes from the same numbers agree to rounding: within 1 %
+TOLERANCE = 0.01
+# the timed windows are the timed region less a device sync between them and a barrier at its
+# end: they cover far more than a tenth of it in any run that timed something
+WINDOWS_COVER = 0.1
 # the values inside free-form objects that the reports read, and what each must be
 # (comparator.TELEMETRY and DATA_SETTINGS; a test keeps them in step)
 READ: Dict[str, Dict[str, type]] = {
@@ -74,9 +98,18 @@ def _check_fields(obj: Any, prefix: str) -> None:
                                                           _name(hints[f.name])))
 
 
+class Huge:
+    """An integer of more than MAX_DIGITS digits where a file was parsed (loading.parse_json):
+    its digit count only, so that nothing can turn it into a float."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+
 def plain(data: Any) -> None:
-    """SchemaError for a NaN or infinity anywhere, or nesting deeper than MAX_DEPTH (walked
-    without recursion: a file of 200,000 `[` must not take the reader down)."""
+    """SchemaError for a NaN or infinity anywhere, an integer of more than MAX_DIGITS digits,
+    or nesting deeper than MAX_DEPTH (walked without recursion: a file of 200,000 `[` must not
+    take the reader down)."""
     stack = [(data, "", 0)]
     while stack:
         value, where, depth = stack.pop()
@@ -84,6 +117,10 @@ def plain(data: Any) -> None:
             raise SchemaError("{} is nested deeper than {} levels".format(where, MAX_DEPTH))
         if isinstance(value, float) and not math.isfinite(value):
             raise SchemaError("{} is {}, not a finite number".format(where or "the file", value))
+        if isinstance(value, Huge) or (isinstance(value, int) and abs(value) >= 10 ** MAX_DIGITS):
+            raise SchemaError("{} is an integer of {} digits; no number in a campaign file has more "
+                              "than {}".format(where or "the file", value.digits if isinstance(
+                                  value, Huge) else len(str(abs(value))), MAX_DIGITS))
         if isinstance(value, dict):
             stack += [(v, "{}.{}".format(where, k) if where else str(k), depth + 1)
                       for k, v in value.items()]
@@ -117,6 +154,64 @@ def _check_figures(r: RunResult) -> None:
             raise SchemaError("{} {!r} is outside 0 to {:g} images/sec".format(name, value, high))
 
 
+def _in_range(value: Any, name: str, low: float, high: float, what: str, above: bool) -> None:
+    if value is not None and not ((low < value if above else low <= value) and value <= high):
+        raise SchemaError("{} is {}, not from {:g} to {:g} ({})".format(name, _shown(value), low,
+                                                                        high, what))
+
+
+def _check_ranges(r: RunResult, spec: RunSpec) -> None:
+    """Every number a report or the consistency check reads, of the right sign and bounded."""
+    for name, (low, high, what, above) in RANGES.items():
+        _in_range(getattr(r, name), name, low, high, what, above)
+    for name, value in r.phases.items():
+        _in_range(value, "phases." + name, 0, LARGEST, "a time in seconds since 1970", False)
+    for name, (low, high, what) in SPEC_RANGES.items():
+        _in_range(getattr(spec, name), "spec." + name, low, high, what, False)
+
+
+def _near(value: float, expected: float) -> bool:
+    return abs(value - expected) <= TOLERANCE * abs(expected)
+
+
+def _check_consistent(r: RunResult, spec: RunSpec) -> None:
+    """A throughput result's figures redone from its own numbers, as the harness computes them:
+    images/sec = global batch × timed steps ÷ wall time, the median of its windows, and windows
+    that fit inside the timed region (backends/harness.py measure). A result without a wall time
+    (one of an earlier compare, a probe's record) has nothing to redo them from."""
+    if r.status != "ok" or spec.kind != "throughput" or r.wall_time_s is None:
+        return
+    batch, steps, wall = spec.global_batch, spec.steps, r.wall_time_s
+    if r.global_batch is not None and r.global_batch != batch:
+        raise SchemaError("global_batch {} is not the spec's batch_size × workers ({} × {} = {})".format(
+            r.global_batch, spec.batch_size, spec.world_size, batch))
+    if r.timed_steps is not None and r.timed_steps != steps:
+        raise SchemaError("timed_steps {} is not the spec's steps ({})".format(r.timed_steps, steps))
+    if not _near(r.images_per_sec, batch * steps / wall):
+        raise SchemaError("images_per_sec {:g} is not global_batch × timed_steps ÷ wall_time_s ({} × {} ÷ "
+                          "{:.6g} s = {:.6g}) within {:g} %".format(r.images_per_sec, batch, steps, wall,
+                                                                  batch * steps / wall, 100 * TOLERANCE))
+    windows = r.window_images_per_sec
+    if not windows:
+        return
+    sizes = window_sizes(steps, spec.windows)
+    if len(windows) != len(sizes):
+        raise SchemaError("{} windows, not the {} its spec times ({} steps in {} windows)".format(
+            len(windows), len(sizes), steps, spec.windows))
+    middle = statistics.median(windows)
+    if r.median_images_per_sec is not None and not _near(r.median_images_per_sec, middle):
+        raise SchemaError("median_images_per_sec {:g} is not the median of its windows ({:.6g}) within "
+                          "{:g} %".format(r.median_images_per_sec, middle, 100 * TOLERANCE))
+    inside = sum(batch * n / w for n, w in zip(sizes, windows))
+    if inside > wall * (1 + TOLERANCE):
+        raise SchemaError("its {} windows take {:.6g} s at the images/sec they state, longer than "
+                          "wall_time_s ({:.6g} s) that holds them".format(len(sizes), inside, wall))
+    if inside < wall * WINDOWS_COVER:
+        raise SchemaError("its {} windows take {:.6g} s at the images/sec they state, less than a tenth "
+                          "of wall_time_s ({:.6g} s): no timed region is mostly outside its "
+                          "windows".format(len(sizes), inside, wall))
+
+
 def result(r: RunResult) -> RunSpec:
     """The result's spec, checked; SchemaError saying what is wrong for a result that may not be
     trusted (its spec re-hashed: a spec edited after the run no longer matches its hash)."""
@@ -135,6 +230,7 @@ def result(r: RunResult) -> RunSpec:
         spec.validate()
     except SchemaError as exc:
         raise SchemaError("spec: {}".format(exc)) from None
+    _check_ranges(r, spec)
     if spec.run_id != r.run_id:
         raise SchemaError("run_id {} is not the run id of its spec ({})".format(r.run_id, spec.run_id))
     for where, stored in (("spec_hash", r.spec_hash), ("spec.spec_hash", r.spec.get("spec_hash"))):
@@ -148,4 +244,42 @@ def result(r: RunResult) -> RunSpec:
     if r.status != "ok" and r.images_per_sec is not None:
         raise SchemaError("status {} with images_per_sec {}: a run that did not finish has no "
                           "figure".format(r.status, r.images_per_sec))
+    _check_consistent(r, spec)
     return spec
+
+
+# what the reports read of machine.json (machine_record.describe, fingerprint; diff, history,
+# check, plan): each key, where present, of this type or null
+MACHINE = {"hostname": str, "cpu_model": str, "cpu_count": int, "memory_gib": float,
+           "cuda_driver_version": str, "compare_version": str, "host_python": str,
+           "recorded_at": str}
+MACHINE_GPU = {"name": str, "driver": str, "index": int, "memory_mib": float}
+MACHINE_GIT = {"commit": str, "dirty": bool}
+
+
+def _check_object(obj: Dict[str, Any], wanted: Dict[str, type], where: str) -> None:
+    for key, tp in wanted.items():
+        value = obj.get(key)
+        if value is not None and not _ok(value, tp):
+            raise SchemaError("{}{} is {}, not {}".format(where, key, _shown(value), _name(tp)))
+
+
+def machine(record: Any) -> None:
+    """SchemaError saying what is wrong with a machine record (machine.json) that a report could
+    not read: gpus a list of objects each naming its GPU, git an object, text where text is."""
+    if not isinstance(record, dict):
+        raise SchemaError("not a JSON object")
+    _check_object(record, MACHINE, "")
+    gpus, git = record.get("gpus", []), record.get("git")
+    if not isinstance(gpus, list):
+        raise SchemaError("gpus is {}, not a list of objects".format(_shown(gpus)))
+    for i, gpu in enumerate(gpus):
+        if not isinstance(gpu, dict):
+            raise SchemaError("gpus[{}] is {}, not an object".format(i, _shown(gpu)))
+        if not isinstance(gpu.get("name"), str):
+            raise SchemaError("gpus[{}].name is {}, not a string".format(
+                i, "missing" if "name" not in gpu else _shown(gpu["name"])))
+        _check_object(gpu, MACHINE_GPU, "gpus[{}].".format(i))
+    if git is not None and not isinstance(git, dict):
+        raise SchemaError("git is {}, not an object".format(_shown(git)))
+    _check_object(git or {}, MACHINE_GIT, "git.")

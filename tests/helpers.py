@@ -177,6 +177,26 @@ def windowed(framework, precision, gpus, windows, repeat=0, device="cuda", nodes
                      settings={"layout": layout} if layout else {})
 
 
+def harnessed(folder, **fields) -> RunResult:
+    """A result as the real harness writes it (in this process, a trainer that sleeps 1 ms a
+    step): a 1-worker CPU caffe2 cell, batch 4, 4 timed steps in 2 windows unless `fields` say."""
+    from backends import harness
+    from backends.protocol import read_result
+
+    class Idle(harness.Trainer):
+        def step(self):
+            time.sleep(0.001)
+
+        def describe(self):
+            return {"framework_version": "fake 1.0", "device_name": harness.cpu_name()}
+    spec = RunSpec(**dict(dict(framework="caffe2", backend="caffe2_torch", device="cpu",
+                               batch_size=4, image_size=32, steps=4, warmup_steps=1, windows=2),
+                          **fields))
+    path = Path(folder) / (spec.run_id + ".json")
+    harness.run(spec, str(path), lambda s: Idle())
+    return read_result(str(path))
+
+
 def scaled(r, factor):
     """A copy of result r whose windows (and so its figures) are `factor` times as fast."""
     import copy
@@ -187,11 +207,25 @@ def scaled(r, factor):
     return out
 
 
+def machine_of(results, machine=None):
+    """MACHINE (or `machine`) as the machine `results` ran on: its GPUs named as the results'
+    cuda devices, its CPU as their cpu device (a campaign's results name its machine's devices)."""
+    record = dict(machine if machine is not None else MACHINE)
+    gpus = sorted({r.device_name for r in results if r.spec["device"] == "cuda" and r.device_name})
+    cpus = [r.device_name for r in results if r.spec["device"] == "cpu" and r.device_name]
+    if gpus:
+        record["gpus"] = [dict(g, name=gpus[i % len(gpus)]) for i, g in enumerate(record["gpus"])]
+    if cpus:
+        record["cpu_model"] = cpus[0]
+    return record
+
+
 def save_campaign(root, results, machine=None, created_at=None):
-    """A campaign folder holding `results` (created_at: the ISO time campaign.json records)."""
+    """A campaign folder holding `results` (created_at: the ISO time campaign.json records), on
+    `machine`, by default the machine they ran on (machine_of)."""
     from backends.protocol import write_json_atomic
     from compare.store import CAMPAIGN_FILE, Campaign
-    c = Campaign.create(root, {"test": True}, machine if machine is not None else MACHINE)
+    c = Campaign.create(root, {"test": True}, machine if machine is not None else machine_of(results))
     c.plan([RunSpec.from_dict(r.spec) for r in results])  # as `compare run` plans its cells
     for r in results:
         c.save_result(r)
@@ -232,8 +266,8 @@ class Idle(harness.Trainer):
     def step(self):
         time.sleep(0.001)
 
-    def describe(self):
-        return {{"framework_version": "fake 1.0|beta", "device_name": "fake cpu"}}
+    def describe(self):  # the CPU's name, as every backend names it on a CPU
+        return {{"framework_version": "fake 1.0|beta", "device_name": harness.cpu_name()}}
 
 
 if MODE == "stale":  # only a result written by another attempt (a late orphan's) is there
@@ -246,6 +280,11 @@ if MODE == "orphan":  # a worker that leaves its launcher's session and outlives
 if MODE == "killed-once":  # killed by SIGKILL (`kill -9`) with nothing on stderr, the first time
     marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "killed-once")
     if not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), 9)
+if MODE == "killed-r1":  # repeat 1 alone killed by SIGKILL, the first time
+    marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "killed-r1")
+    if read_spec(spec_path).repeat == 1 and not os.path.exists(marker):
         open(marker, "w").close()
         os.kill(os.getpid(), 9)
 if MODE == "hang":  # a cell that runs until it is stopped

@@ -49,24 +49,38 @@ def test_a_second_writer_is_refused_naming_the_pid_that_holds_the_lock(tmp_path)
 
 
 @pytest.mark.parametrize("name,text,why", [
-    ("campaign.json", "{not json", "campaign.json is corrupt (Expecting property name enclosed in double "
-     "quotes: line 1 column 2 (char 1)); restore it or start a new campaign"),
-    ("campaign.json", "[1, 2]", "campaign.json is corrupt (not a JSON object); restore it or start a new "
+    ("campaign.json", "{not json", "campaign.json is corrupt: not valid JSON (Expecting property name "
+     "enclosed in double quotes: line 1 column 2 (char 1)); restore it or start a new campaign"),
+    ("campaign.json", "[1, 2]", "campaign.json is corrupt: not a JSON object; restore it or start a new "
      "campaign"),
-    ("machine.json", "\x00\x01", "machine.json is corrupt (Expecting value: line 1 column 1 (char 0)); "
+    ("machine.json", "\x00\x01", "machine.json is corrupt: not valid JSON (Expecting value: line 1 column "
+     "1 (char 0)); restore it or start a new campaign"),
+    ("campaign.json", '{"kind": "compare-campaign", "created_at": 5}', "campaign.json is corrupt: "
+     "created_at, id or a planned cell's hash is not text; restore it or start a new campaign"),
+    ("campaign.json", '{"kind": "compare-campaign", "config": {"x": NaN}}', "campaign.json is corrupt: "
+     "config.x is nan, not a finite number; restore it or start a new campaign"),
+    ("campaign.json", '{"kind": "compare-campaign", "kind": "compare-campaign"}', "campaign.json is "
+     "corrupt: not valid JSON (key 'kind' appears twice in one object: which value holds is not "
+     "clear); restore it or start a new campaign"),
+    ("campaign.json", '{"kind": "compare-campaign", "created_at": "x", "sessions": [{"n": %s}]}' % (
+        "9" * 401), "campaign.json is corrupt: sessions[0].n is an integer of 401 digits; no number in a "
+     "campaign file has more than 19; restore it or start a new campaign"),
+    ("machine.json", '{"gpus": "8x H200"}', "machine.json is corrupt: gpus is '8x H200', not a list of "
+     "objects; restore it or start a new campaign"),
+    # what report, diff and history read of it: a TypeError further on before
+    ("machine.json", '{"gpus": [{}]}', "machine.json is corrupt: gpus[0].name is missing, not a string; "
      "restore it or start a new campaign"),
-    ("campaign.json", '{"kind": "compare-campaign", "created_at": 5}', "campaign.json is corrupt "
-     "(created_at or a planned cell's hash is not text); restore it or start a new campaign"),
-    ("campaign.json", '{"kind": "compare-campaign", "config": {"x": NaN}}', "campaign.json is corrupt "
-     "(config.x is nan, not a finite number); restore it or start a new campaign"),
-    ("machine.json", '{"gpus": "8x H200"}', "machine.json is corrupt (gpus is not a list of objects, "
-     "or git not an object); restore it or start a new campaign"),
+    ("machine.json", '{"gpus": [], "git": {"commit": 5}}', "machine.json is corrupt: git.commit is 5, "
+     "not a string; restore it or start a new campaign"),
+    ("machine.json", '{"gpus": [], "cpu_model": ["x"]}', "machine.json is corrupt: cpu_model is ['x'], "
+     "not a string; restore it or start a new campaign"),
 ], ids=["campaign-garbage", "campaign-list", "machine-garbage", "created-at-number", "campaign-nan",
-        "machine-gpus-text"])
+        "campaign-duplicate-key", "campaign-401-digits", "machine-gpus-text", "machine-gpu-empty",
+        "machine-commit-number", "machine-cpu-list"])
 def test_a_corrupt_campaign_file_is_one_line_and_exit_2(tmp_path, capsys, name, text, why):
     c = _campaign(tmp_path)
     (c.root / name).write_text(text)
-    for argv in (["report", str(c.root)], ["diff", str(c.root), str(c.root)],
+    for argv in (["report", str(c.root)], ["diff", str(c.root), str(c.root)], ["history", str(c.root)],
                  ["run", "--device", "cpu", "--executor", "local", "--resume", "--results", str(c.root)]):
         code, _, err = main_exit(argv, capsys)
         assert (code, err) == (2, "compare: error: {}: {}\n".format(c.root, why)), argv
@@ -124,8 +138,8 @@ def test_a_fifo_or_a_link_to_dev_zero_is_skipped_without_blocking(tmp_path):
     (c.root / "machine.json").unlink()
     os.mkfifo(str(c.root / "machine.json"))
     proc = compare(["report", c.root], timeout=60)
-    assert (proc.returncode, proc.stderr) == (2, "compare: error: {}: machine.json is corrupt (not a "
-                                                 "regular file but a FIFO; only regular files are read); "
+    assert (proc.returncode, proc.stderr) == (2, "compare: error: {}: machine.json is corrupt: not a "
+                                                 "regular file but a FIFO; only regular files are read; "
                                                  "restore it or start a new campaign\n".format(c.root))
 
 

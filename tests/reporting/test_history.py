@@ -2,13 +2,14 @@
 
 import pandas as pd
 
-from tests.helpers import MACHINE, main_exit, result, save_campaign, scaled, windowed
+from tests.helpers import machine_of, main_exit, result, save_campaign, scaled, windowed
 
 WINDOWS = [990.0, 1005.0, 1000.0, 1012.0, 996.0]
 
 
 def _machine(commit):
-    return dict(MACHINE, git={"commit": commit, "dirty": False})
+    """The machine of windowed()'s results, at a commit."""
+    return dict(machine_of(_runs()), git={"commit": commit, "dirty": False})
 
 
 def _runs(factor=1.0, version="torch 2.3.1"):
@@ -49,10 +50,12 @@ def test_history_of_a_folder_orders_by_date_and_flags_the_regression(tmp_path, c
 
 def test_history_of_named_campaigns_and_what_cannot_be_compared(tmp_path, capsys):
     a = save_campaign(tmp_path / "a", _runs()[:1], created_at="2026-12-01T09:00:00+00:00")
-    b = save_campaign(tmp_path / "b", [result("caffe2", "fp32", 1, status="oom", reason="OOM")],
+    b = save_campaign(tmp_path / "b", [result("caffe2", "fp32", 1, status="oom", reason="OOM",
+                                              device_name="NVIDIA H200")],
                       created_at="2026-12-02T09:00:00+00:00")
-    other = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"}])
-    c = save_campaign(tmp_path / "c", _runs()[:1], other, created_at="2026-12-03T09:00:00+00:00")
+    on_t4 = _runs()[:1]
+    on_t4[0].device_name = "Tesla T4"
+    c = save_campaign(tmp_path / "c", on_t4, created_at="2026-12-03T09:00:00+00:00")
     code, out, _ = main_exit(["history", str(c), str(a), str(b)], capsys)
     assert code == 0
     lines = [line for line in out.splitlines() if line.startswith("| 2026")]
