@@ -6,7 +6,6 @@ recorded, and `Interrupted` says how to resume.
 """
 import contextlib
 import os
-import secrets
 import signal
 import sys
 import time
@@ -384,7 +383,7 @@ def _sweep(cfg: RunConfig, campaign, executor, new_executor, pool: Pool, concurr
     progress = SweepProgress.planned(console, todo, pool, concurrency, campaign, cfg, executor.name)
 
     def run_cell(executor, spec, slot):
-        spec = replace(spec, nonce=secrets.token_hex(8))
+        spec = replace(spec, nonce=campaign.attempt_nonce())  # names the campaign
         fw = fws.get(spec.framework)
         if not fw.available:
             return failure(spec, "skipped", "{}: {}".format(fw.name, fw.unavailable_reason))

@@ -18,6 +18,7 @@ import datetime
 import fcntl
 import json
 import os
+import secrets
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -118,6 +119,7 @@ class Campaign:
     def __init__(self, root: Path):
         self.root = Path(root).absolute()  # backends run with another cwd: every path absolute
         self._lock_fd: Optional[int] = None
+        self._id: Optional[str] = None  # campaign.json's id, read once (attempt_nonce)
 
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
@@ -147,7 +149,9 @@ class Campaign:
                     (root / sub).mkdir(exist_ok=True)
                 write_json_atomic(str(root / "machine.json"), machine)
                 now = utc_now()
-                c._write_meta({"kind": CAMPAIGN_KIND, "created_at": now, "config": config,
+                # the campaign's id begins the nonce of each of its attempts (attempt_nonce)
+                c._write_meta({"kind": CAMPAIGN_KIND, "id": secrets.token_hex(8),
+                               "created_at": now, "config": config,
                                "settings": settings or {}, "planned": {},
                                "sessions": [{"started_at": now, "config": config}]})
         except BaseException:
@@ -250,6 +254,16 @@ class Campaign:
         meta["planned"] = planned
         self._write_meta(meta)
 
+    def attempt_nonce(self) -> str:
+        """A fresh nonce for one attempt of a cell: the campaign's id, then 16 random hex digits.
+        The result echoes it, so a result names the campaign it ran for (a copy from another
+        campaign of the same settings is told apart: _foreign). A campaign of an earlier compare
+        has no id: its nonces are random alone."""
+        if self._id is None:
+            self._id = self.meta.get("id") or ""
+        token = secrets.token_hex(8)
+        return "{}-{}".format(self._id, token) if self._id else token
+
     def spec_path(self, run_id: str) -> Path:
         return self.root / "specs" / (run_id + ".json")
 
@@ -306,7 +320,8 @@ class Campaign:
         """Every result that belongs to a planned cell (one per `<run_id>.json`), and one warning
         per file left out, saying why. A campaign without a plan (made by a compare before plans
         were recorded) takes every valid result, and says so."""
-        planned = self.meta.get("planned") or {}
+        meta, machine = self.meta, self.machine
+        planned = meta.get("planned") or {}
         out, errors = [], []
         for path in sorted((self.root / "results").glob("*.json")):
             if path.name.startswith("."):
@@ -316,7 +331,7 @@ class Campaign:
             except (SchemaError, OSError) as exc:
                 errors.append("skipped corrupt result {}: {}".format(path.name, exc))
                 continue
-            why = _foreign(result, path, planned)
+            why = _foreign(result, path, planned) or _not_ours(result, meta.get("id"), machine)
             if why:
                 errors.append("skipped result {}: {}".format(path.name, why))
             else:
@@ -343,6 +358,17 @@ def _foreign(result: RunResult, path: Path, planned: Dict[str, str]) -> Optional
         return ("its settings (spec hash {}) are not the campaign's ({}); results of other "
                 "settings are never mixed into a cell".format(actual, planned[result.run_id]))
     return None
+
+
+def _not_ours(result: RunResult, campaign_id: Optional[str], machine: Dict[str, Any]) -> Optional[str]:
+    """Why a result of a planned cell and its settings was not run by this campaign, or None: its
+    nonce is of another campaign's attempt, or the device it names is not its machine's. (A
+    nonce of None: a backend older than nonces, or a campaign of an earlier compare.)"""
+    if campaign_id and result.nonce and not result.nonce.startswith(campaign_id + "-"):
+        return ("its nonce {} is not one of this campaign's attempts (a result copied from another "
+                "campaign?); only results of its own runs count".format(result.nonce))
+    why = validate.other_machine(result.spec.get("device"), result.device_name, machine)
+    return why + "; results of another machine are never mixed in" if why else None
 
 
 def _show(value: Any) -> str:

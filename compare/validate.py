@@ -5,10 +5,11 @@ plausible range, the spec inside it and its hash, and that the status agrees wit
 A result that fails is skipped by the store with one warning naming the file and the reason,
 never trusted and never an internal error further on."""
 import math
+import re
 import statistics
 import typing
 from dataclasses import fields
-from typing import Any, Dict
+from typing import Any, Dict, List, Optional
 
 from backends.harness import window_sizes
 from backends.protocol import RunResult, RunSpec, SchemaError
@@ -283,3 +284,32 @@ def machine(record: Any) -> None:
     if git is not None and not isinstance(git, dict):
         raise SchemaError("git is {}, not an object".format(_shown(git)))
     _check_object(git or {}, MACHINE_GIT, "git.")
+
+
+def _words(text: str) -> List[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def _models(name: str) -> set:
+    """The words of a GPU's name that name its model ('v100' of 'Tesla V100-PCIE-16GB', 'h200',
+    '4090'), not its memory or board ('16gb', 'sxm2', 'pcie'): a generic name has none."""
+    return {w for w in _words(name) if re.search(r"\d", w) and (re.search(r"[a-z]", w) or len(w) >= 3)
+            and not re.fullmatch(r"\d+(gb|g|mb)|(sxm|hbm|gddr)\d+[a-z]*", w)}
+
+
+def other_machine(device: Any, name: Optional[str], record: Dict[str, Any]) -> Optional[str]:
+    """Why a result whose device is named `name` did not run on the machine of `record` (the
+    campaign's machine.json), or None: on a CPU the machine's CPU model, word for word; on a GPU
+    a model word of one of its GPUs. A name or record that names no model holds to nothing."""
+    if not name or not record:
+        return None
+    if device == "cpu":
+        cpu = record.get("cpu_model")
+        if cpu and _words(cpu) != _words(name):
+            return "it ran on {}, not on this campaign's machine (CPU {})".format(name, cpu)
+        return None
+    gpus = sorted({g.get("name") for g in record.get("gpus", []) if g.get("name")})
+    held = set().union(*(_models(g) for g in gpus)) if gpus else set()
+    if held and _models(name) and not held & _models(name):
+        return "it ran on {}, not on this campaign's machine (GPUs {})".format(name, ", ".join(gpus))
+    return None
