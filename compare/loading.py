@@ -31,6 +31,13 @@ def clean_text(text: str) -> str:
     return _CONTROL.sub(lambda m: "\\x{:02x}".format(ord(m.group())), text)
 
 
+def one_line(text: str) -> str:
+    """A message as one line (compare: error: …, warning: …): a line break or tab, in a file
+    name or a reason, shown as \\n or \\t; other control characters as \\xNN; escape
+    sequences removed."""
+    return clean_text(str(text)).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def read_bounded(path: Path, limit: int) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, else SchemaError saying what it is.
     Opened without blocking (a FIFO would wait for a writer forever) and checked once open."""

@@ -299,7 +299,8 @@ def _stop_on_signals():
 
 
 def execute(cfg: RunConfig) -> int:
-    """Run every unfinished cell; print the report. Exit 0 even when cells failed (they are results)."""
+    """Run every unfinished cell; print the report. Exit 1 when a cell failed or timed out (it
+    is recorded, and --resume runs it again), else 0."""
     from rich.console import Console
 
     from . import datasets
@@ -342,7 +343,10 @@ def execute(cfg: RunConfig) -> int:
         console.print("warning: " + w)
     sys.stdout.write(text)
     console.print("report: {}".format(", ".join(str(p) for p in paths)))
-    return 0
+    code, failed = campaign.run_outcome()  # 1 where a cell failed or timed out (store.FAILED_RUN)
+    if failed:
+        console.print(failed)
+    return code
 
 
 def _finished(cfg: RunConfig) -> set:

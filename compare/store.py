@@ -42,6 +42,9 @@ CAMPAIGN_KIND = "compare-campaign"
 LOCK_FILE = "lock"
 # --resume re-runs failed and timeout cells; not_converged is a finished time-to-accuracy cell
 FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
+# a run that did not end as measured, so `compare run` exits 1: the others are what was measured
+# (oom, unsupported, skipped and not_converged are the cell's answer, reported as such)
+FAILED_RUN = ("failed", "timeout")
 
 
 def default_root() -> Path:
@@ -310,6 +313,17 @@ class Campaign:
     def finished_ids(self) -> set:
         results, _ = self.results()
         return {r.run_id for r in results if r.status in FINISHED}
+
+    def run_outcome(self) -> Tuple[int, Optional[str]]:
+        """`compare run`'s exit code once its sweep has ended: 1 and a line naming them when
+        cells failed or timed out (FAILED_RUN), else 0 and None."""
+        results, _ = self.results()
+        failed = ["{}: {}".format(r.run_id, r.status) for r in results if r.status in FAILED_RUN]
+        if not failed:
+            return 0, None
+        return 1, "{} cell{} failed or timed out ({}{}); `compare run … --resume` runs {} again".format(
+            len(failed), "s" if len(failed) != 1 else "", ", ".join(failed[:5]),
+            ", …" if len(failed) > 5 else "", "them" if len(failed) != 1 else "it")
 
     def missing(self, results: List[RunResult]) -> List[str]:
         """Planned cells with no result yet (a half-done campaign), by run id."""

@@ -101,11 +101,12 @@ print(json.dumps({
 TINY_RUN = ["--batch-size", "4", "--image-size", "32", "--steps", "2", "--warmup", "1", "--windows", "1"]
 
 
-def run_compare(args, timeout: int = 1500, env=None) -> subprocess.CompletedProcess:
-    """`python -m compare ARGS` from the repo root, as a user types it; asserts exit code 0."""
+def run_compare(args, timeout: int = 1500, env=None, code: int = 0) -> subprocess.CompletedProcess:
+    """`python -m compare ARGS` from the repo root, as a user types it; asserts exit code `code`
+    (0; 1 for a run in which a cell failed or timed out)."""
     proc = subprocess.run([sys.executable, "-m", "compare"] + list(args), cwd=str(ROOT), text=True,
                           capture_output=True, env=dict(os.environ, **(env or {})), timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == code, proc.stderr[-4000:]
     return proc
 
 
@@ -287,6 +288,10 @@ if MODE == "killed-r1":  # repeat 1 alone killed by SIGKILL, the first time
     if read_spec(spec_path).repeat == 1 and not os.path.exists(marker):
         open(marker, "w").close()
         os.kill(os.getpid(), 9)
+if MODE == "unsupported":  # the framework cannot run the cell here: a recorded outcome
+    def setup(spec):
+        raise harness.Unsupported("no such device here (the test's fake)")
+    sys.exit(harness.main(setup, [spec_path, result_path]))
 if MODE == "hang":  # a cell that runs until it is stopped
     time.sleep(300)
 if MODE == "escape":  # colours, a window title and a bell on stderr, then a crash

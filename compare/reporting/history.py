@@ -23,21 +23,32 @@ COLUMNS = KEY + ["date", "commit", "campaign", "framework_version", "status", "i
                  "images_per_sec_ci95", "ratio", "ratio_ci95", "state", "regression", "why"]
 
 
-def campaigns(paths: Sequence[Path]) -> List:
-    """The campaigns named, or found one level below a folder that is not one itself; oldest first."""
+def campaigns(paths: Sequence[Path], warn: Callable[[str], None] = lambda s: None) -> List:
+    """The campaigns named, or found one level below a folder that is not one itself; oldest
+    first, each once. A campaign named that cannot be read is one UserError line; one found in a
+    folder is skipped with warn(why), and the others are shown."""
     from ..store import CAMPAIGN_FILE, Campaign
-    found = []
+    found: Dict[Path, object] = {}
+
+    def add(campaign, named: Path) -> None:
+        if campaign.root.resolve() in found:
+            warn("{}: named twice; counted once".format(named))
+        found.setdefault(campaign.root.resolve(), campaign)
     for path in paths:
         path = Path(path)
         if (path / CAMPAIGN_FILE).is_file() or not path.is_dir():
-            found.append(Campaign.open(path))  # a bad path: Campaign.open says why
+            add(Campaign.open(path), path)  # a bad path: Campaign.open says why
             continue
-        inside = [Campaign.open(p) for p in sorted(path.iterdir()) if (p / CAMPAIGN_FILE).is_file()]
+        inside = [p for p in sorted(path.iterdir()) if (p / CAMPAIGN_FILE).is_file()]
         if not inside:
             raise UserError("{}: neither a campaign nor a folder of campaigns; give campaign folders "
                             "made by `compare run`, or the folder that holds them".format(path))
-        found += inside
-    return sorted(found, key=lambda c: (c.meta.get("created_at") or "", str(c.root)))
+        for p in inside:
+            try:
+                add(Campaign.open(p), p)
+            except UserError as exc:  # one corrupt campaign does not hide the others
+                warn("skipped {}".format(exc))
+    return sorted(found.values(), key=lambda c: (c.meta.get("created_at") or "", str(c.root)))
 
 
 def _commit(m: Dict) -> str:

@@ -71,3 +71,22 @@ def test_history_of_something_else_is_one_line_and_exit_2(tmp_path, capsys):
     assert code == 2
     assert err.strip() == "compare: error: {}: neither a campaign nor a folder of campaigns; give campaign " \
                           "folders made by `compare run`, or the folder that holds them".format(tmp_path / "empty")
+
+
+def test_a_campaign_named_twice_counts_once(tmp_path, capsys):
+    a = save_campaign(tmp_path / "a", _runs(), created_at="2026-12-01T09:00:00+00:00")
+    code, out, err = main_exit(["history", str(a), str(tmp_path / "." / "a")], capsys)
+    assert code == 0
+    assert "- 1 campaign from 2026-12-01 09:00:00 to 2026-12-01 09:00:00; 2 cells." in out
+    assert "compare: warning: {}: named twice; counted once\n".format(tmp_path / "." / "a") in err
+
+
+def test_a_corrupt_campaign_in_a_folder_is_skipped_and_the_others_are_shown(tmp_path, capsys):
+    root = _three_campaigns(tmp_path / "all")
+    (root / "c2" / "campaign.json").write_text("{broken")
+    code, out, err = main_exit(["history", str(root)], capsys)
+    assert code == 0, err
+    assert "- 2 campaigns from 2026-12-01 09:00:00 to 2026-12-03 09:00:00; 2 cells." in out
+    assert err == ("compare: warning: skipped {}: campaign.json is corrupt: not valid JSON (Expecting "
+                   "property name enclosed in double quotes: line 1 column 2 (char 1)); restore it or start "
+                   "a new campaign\n".format(root / "c2"))
