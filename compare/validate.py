@@ -49,7 +49,13 @@ READ: Dict[str, Dict[str, type]] = {
                   "host_cpu_cores": float},
     "settings": {"layout": str, "cpu_cores": float, "loader_workers": float, "data_pipeline": str,
                  "decode": str, "decode_why": str, "images_read": float, "corrupt_skipped": float},
+    # a time-to-accuracy run's (reporting/accuracy.py record, chart)
+    "accuracy": {"run_start_ms": float, "run_stop_ms": float, "best": float, "epochs": float,
+                 "epochs_to_target": float, "seed": float, "images_trained": float},
 }
+EVALS = ("epoch", "accuracy", "time_s")  # of each of accuracy.evals, numbers the chart draws
+BOUND = {"run_start_ms": 1e14}  # Unix time in ms (1.8e12 now): every other read number ±LARGEST
+BOUND["run_stop_ms"] = BOUND["run_start_ms"]
 
 
 def _ok(value: Any, tp: Any) -> bool:
@@ -129,16 +135,26 @@ def plain(data: Any) -> None:
             stack += [(v, "{}[{}]".format(where, i), depth + 1) for i, v in enumerate(value)]
 
 
+def _check_value(value: Any, tp: type, where: str, bound: float = LARGEST) -> None:
+    if value is not None and (not _ok(value, tp) or (tp is float and abs(value) > bound)):
+        power = "1e{}".format(round(math.log10(bound)))  # 1e12, as the limits table writes it
+        raise SchemaError("{} is {}, not {}".format(where, _shown(value), "a string" if tp is str
+                                                    else "a number from -{0} to {0}".format(power)))
+
+
 def _check_read(r: RunResult) -> None:
-    """The values the reports read inside telemetry and settings: numbers or text, or null."""
+    """The values the reports read inside telemetry, settings and accuracy: numbers or text, or
+    null; accuracy.evals a list of objects of numbers."""
     for name, wanted in READ.items():
         for key, tp in wanted.items():
-            value = getattr(r, name).get(key)
-            if value is None:
-                continue
-            if not _ok(value, tp) or (tp is float and abs(value) > LARGEST):
-                raise SchemaError("{}.{} is {}, not {}".format(name, key, _shown(value), "a string"
-                                  if tp is str else "a number from -1e12 to 1e12"))
+            _check_value(getattr(r, name).get(key), tp, "{}.{}".format(name, key),
+                         BOUND.get(key, LARGEST))
+    evals = r.accuracy.get("evals")
+    if evals is not None and not (isinstance(evals, list) and all(isinstance(e, dict) for e in evals)):
+        raise SchemaError("accuracy.evals is {}, not a list of objects".format(_shown(evals)))
+    for i, e in enumerate(evals or []):
+        for key in EVALS:
+            _check_value(e.get(key), float, "accuracy.evals[{}].{}".format(i, key))
 
 
 def _check_figures(r: RunResult) -> None:

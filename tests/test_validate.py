@@ -209,3 +209,21 @@ def test_a_figure_the_run_cannot_have_measured_is_skipped_with_the_reason(tmp_pa
     assert "compare: warning: skipped corrupt result {}: {}\n".format(R1, expected) in err
     assert "## Result files left out\n\n- skipped corrupt result {}: ".format(R1) in out
     assert "100000000" not in out and "1e+08" not in out.replace(expected, "")
+
+
+@pytest.mark.parametrize("change,why", [
+    (lambda a: a.update(best="high"), "accuracy.best is 'high', not a number from -1e12 to 1e12"),
+    (lambda a: a.update(run_stop_ms=[1]), "accuracy.run_stop_ms is [1], not a number from -1e14 to 1e14"),
+    (lambda a: a.update(evals="many"), "accuracy.evals is 'many', not a list of objects"),
+    (lambda a: a["evals"][0].update(accuracy="0.3"), "accuracy.evals[0].accuracy is '0.3', not a number "
+                                                      "from -1e12 to 1e12"),
+], ids=["best-text", "stop-list", "evals-text", "eval-accuracy-text"])
+def test_what_the_time_to_accuracy_tables_read_is_checked_too(tmp_path, capsys, change, why):
+    from tests.test_mlperf_report import _result
+    runs = [_result("caffe2", 1, r, m, 10000.0) for r, m in enumerate([1.0, 1.2])]
+    root = save_campaign(tmp_path / "c", runs)
+    name = runs[1].run_id + ".json"
+    _spoil(root, lambda d: change(d["accuracy"]), name)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "compare: warning: skipped corrupt result {}: {}\n".format(name, why) in err
