@@ -90,3 +90,15 @@ def test_a_corrupt_campaign_in_a_folder_is_skipped_and_the_others_are_shown(tmp_
     assert err == ("compare: warning: skipped {}: campaign.json is corrupt: not valid JSON (Expecting "
                    "property name enclosed in double quotes: line 1 column 2 (char 1)); restore it or start "
                    "a new campaign\n".format(root / "c2"))
+
+
+def test_a_figure_resting_on_fewer_runs_than_its_cell_ran_says_so_in_history_and_diff(tmp_path, capsys):
+    failed = result("caffe2", "fp32", 1, status="failed", repeat=1, reason="killed by SIGKILL",
+                    device_name="NVIDIA H200")
+    a = save_campaign(tmp_path / "a", _runs(), created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", _runs() + [failed], created_at="2026-12-02T09:00:00+00:00")
+    code, out, _ = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0
+    assert "| b | torch 2.3.1 | 1000.60 ±" in out and " (1 of 2 runs) | 1.00× ±" in out
+    code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0 and "| 1000.60 | 1000.60 (1 of 2 runs) | 1.00× ±" in out
