@@ -316,8 +316,11 @@ def _models(name: str) -> set:
 def other_machine(device: Any, name: Optional[str], record: Dict[str, Any]) -> Optional[str]:
     """Why a result whose device is named `name` did not run on the machine of `record` (the
     campaign's machine.json), or None: on a CPU the machine's CPU model, word for word; on a GPU
-    a model word of one of its GPUs. A name or record that names no model holds to nothing."""
-    if not name or not record:
+    a model word of one of its GPUs. A name or record that names no model holds to nothing, nor
+    does a Slurm cluster's record."""
+    if not name or not record or record.get("slurm"):
+        # a cluster's record is one compute node's: a partition may hold nodes of other models,
+        # and the nonce alone ties a result to the campaign there
         return None
     if device == "cpu":
         cpu = record.get("cpu_model")

@@ -302,3 +302,10 @@ def test_a_gpus_name_is_held_to_the_model_words_of_the_machines(device, gpus, sa
     from compare import validate
     machine = dict(MACHINE, gpus=[{"name": g} for g in gpus])
     assert (validate.other_machine("cuda", device, machine) is None) == same
+
+
+def test_a_clusters_record_holds_no_device_to_one_nodes_model():
+    from compare import validate
+    node = dict(MACHINE, cpu_model="AMD EPYC 7543", slurm={"partitions": [], "placement": []})
+    assert validate.other_machine("cpu", "Intel Xeon Gold 6130", dict(node, slurm=None)) is not None
+    assert validate.other_machine("cpu", "Intel Xeon Gold 6130", node) is None  # another node type
