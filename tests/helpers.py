@@ -178,26 +178,6 @@ def windowed(framework, precision, gpus, windows, repeat=0, device="cuda", nodes
                      settings={"layout": layout} if layout else {})
 
 
-def harnessed(folder, **fields) -> RunResult:
-    """A result as the real harness writes it (in this process, a trainer that sleeps 1 ms a
-    step): a 1-worker CPU caffe2 cell, batch 4, 4 timed steps in 2 windows unless `fields` say."""
-    from backends import harness
-    from backends.protocol import read_result
-
-    class Idle(harness.Trainer):
-        def step(self):
-            time.sleep(0.001)
-
-        def describe(self):
-            return {"framework_version": "fake 1.0", "device_name": harness.cpu_name()}
-    spec = RunSpec(**dict(dict(framework="caffe2", backend="caffe2_torch", device="cpu",
-                               batch_size=4, image_size=32, steps=4, warmup_steps=1, windows=2),
-                          **fields))
-    path = Path(folder) / (spec.run_id + ".json")
-    harness.run(spec, str(path), lambda s: Idle())
-    return read_result(str(path))
-
-
 def scaled(r, factor):
     """A copy of result r whose windows (and so its figures) are `factor` times as fast."""
     import copy

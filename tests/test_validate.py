@@ -3,9 +3,12 @@ an implausible figure, deep nesting or a spec edited after the run is skipped wi
 every command that reads results, never an internal error and never a number in a report."""
 import json
 import statistics
+import time
+from pathlib import Path
 
 import pytest
 
+from backends.protocol import RunSpec
 from compare import validate
 from compare.reporting import comparator
 from tests.helpers import FAST, fake_python, main_exit, save_campaign, windowed
@@ -155,8 +158,27 @@ def test_an_integer_of_401_digits_neither_blocks_a_resume_nor_a_plan(tmp_path, c
 
 
 # --- figures a run cannot have measured: the harness's own arithmetic, redone on load -------------
+def harnessed(folder, **fields):
+    """A result as the real harness writes it (in this process, a trainer that sleeps 1 ms a
+    step): a 1-worker CPU caffe2 cell, batch 4, 4 timed steps in 2 windows unless `fields` say."""
+    from backends import harness
+    from backends.protocol import read_result
+
+    class Idle(harness.Trainer):
+        def step(self):
+            time.sleep(0.001)
+
+        def describe(self):
+            return {"framework_version": "fake 1.0", "device_name": harness.cpu_name()}
+    spec = RunSpec(**dict(dict(framework="caffe2", backend="caffe2_torch", device="cpu",
+                               batch_size=4, image_size=32, steps=4, warmup_steps=1, windows=2),
+                          **fields))
+    path = Path(folder) / (spec.run_id + ".json")
+    harness.run(spec, str(path), lambda s: Idle())
+    return read_result(str(path))
+
+
 def _harnessed_campaign(tmp_path):
-    from tests.helpers import harnessed
     return save_campaign(tmp_path / "c", [harnessed(tmp_path, repeat=i) for i in range(2)])
 
 
