@@ -1,8 +1,10 @@
 """Reading files compare may not have written itself (a backend's result, a hand-edited or a
-foreign one, a campaign's own files): only regular files of bounded size, opened without blocking;
-JSON that is nested too deeply or holds NaN is corrupt; a result is validated (validate.py) and
-its text made safe to print. The one loader of results: `compare run` (resume, its report),
-report, diff, history and check all read through load_result.
+foreign one, a campaign's own files, a reference CSV): only regular files of bounded size, opened
+without blocking; JSON with a key twice, an integer of more digits than any number a campaign file
+holds, NaN or nesting too deep is corrupt; a result is validated (validate.py) and its text made
+safe to print. The one loader: `compare run` (resume, --plan, its report), report, diff, history
+and check read results through load_result, campaign.json and machine.json through load_json
+(store.py), references through read_bounded (reporting/references.py).
 """
 import json
 import os

@@ -1,9 +1,12 @@
-"""Checks of a result read back from disk (a backend's, a hand-edited or a foreign one): the type
-of every field and of every value the reports read inside its objects (phases, telemetry,
-settings), no NaN or infinity and no nesting deeper than MAX_DEPTH anywhere, figures within a
-plausible range, the spec inside it and its hash, and that the status agrees with the figures.
-A result that fails is skipped by the store with one warning naming the file and the reason,
-never trusted and never an internal error further on."""
+"""Checks of what compare reads back from a campaign (a backend's result, a hand-edited or a
+foreign one; machine.json): the type of every field and of every value the reports read inside
+its objects (phases, telemetry, settings, accuracy), no NaN or infinity, no integer of more than
+MAX_DIGITS digits and no nesting deeper than MAX_DEPTH anywhere, every number in its range and of
+its sign, the spec inside it and its hash, the status agreeing with the figures, and the figures
+agreeing with the result's own numbers (global batch × timed steps ÷ wall time, its windows);
+other_machine says whether a result ran on the campaign's machine. A result that fails is
+skipped by the store with one warning naming the file and the reason, never trusted and never
+an internal error further on."""
 import math
 import re
 import statistics
