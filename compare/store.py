@@ -11,7 +11,9 @@
 
 Files are read through loading.py (regular files of bounded size; a result validated, its spec
 re-hashed): a bad one is skipped with a warning naming it and why. A result belongs to a cell only
-when its re-hashed spec is the planned cell's: any other file is listed as foreign and left out.
+when its re-hashed spec is the planned cell's, its nonce one of this campaign's attempts (each
+begins with campaign.json's id) and its device this campaign's machine's: any other file is
+listed as foreign and left out.
 """
 import contextlib
 import datetime
