@@ -37,7 +37,7 @@ from backends.protocol import (
 
 from . import mllogs, validate
 from .errors import UserError
-from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_json, load_result  # noqa: F401
+from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_json, load_result, one_line  # noqa: F401
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
@@ -345,11 +345,11 @@ class Campaign:
             try:
                 result = load_result(path)
             except (SchemaError, OSError) as exc:
-                errors.append("skipped corrupt result {}: {}".format(path.name, exc))
+                errors.append(one_line("skipped corrupt result {}: {}".format(path.name, exc)))
                 continue
             why = _foreign(result, path, planned) or _not_ours(result, meta.get("id"), machine)
             if why:
-                errors.append("skipped result {}: {}".format(path.name, why))
+                errors.append(one_line("skipped result {}: {}".format(path.name, why)))
             else:
                 out.append(result)
         if out and not planned:

@@ -43,3 +43,13 @@ def test_a_line_break_in_a_path_stays_on_the_one_line_of_the_error(tmp_path, cap
     assert (code, out) == (2, "")
     assert err == "compare: error: {}\\nb\\tc: not a campaign folder (no campaign.json); give a folder " \
                   "made by `compare run`\n".format(tmp_path / "a")
+
+
+def test_a_line_break_in_a_result_files_name_stays_on_its_warnings_one_line(tmp_path, capsys):
+    root = save_campaign(tmp_path / "c", [windowed("caffe2", "fp32", 1, [100.0, 101.0])])
+    (root / "results" / "x\ny.json").write_text("{")
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0
+    assert "compare: warning: skipped corrupt result x\\ny.json: not valid JSON (Expecting property name " \
+           "enclosed in double quotes: line 1 column 2 (char 1))\n" in err
+    assert "- skipped corrupt result x\\ny.json: not valid JSON" in out  # report.md shows it so too
