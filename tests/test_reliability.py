@@ -307,7 +307,6 @@ def test_every_test_the_reliability_page_names_exists():
     assert missing == []
 
 
-
 def test_a_failed_repeat_shows_in_the_report_and_fails_the_check(tmp_path, run, monkeypatch):
     from compare.executors import base
     monkeypatch.setattr(base, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))  # no OOM logged
