@@ -1,7 +1,7 @@
 """Executors start a backend in its environment and turn whatever happens into a RunResult.
 
-An executor is one module here with one class implementing `Executor` (executor.py: the
-sequence every executor runs, whose steps it fills in), plus one line in `EXECUTORS`. Each
+An executor is one module here with one subclass of `Executor` (base.py: the sequence every
+executor runs, whose steps it fills in), plus one line in `EXECUTORS`. Each
 declares its own flags of `compare run` (FLAGS) and what it can run (`capabilities`: real data,
 several nodes, GPUs). How the run's processes start is the launcher's business
 (backends/launchers/), which the backend names. `--executor auto` takes the first executor in
@@ -13,9 +13,11 @@ import importlib
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UserError
-from .executor import Attempt, Context, Executor, Flag, Refused
+from .base import Attempt, Context, Executor, Flag, Handle, Refused
+from .results import Outcome
 
-__all__ = ["Attempt", "Context", "Executor", "Flag", "Refused", "EXECUTORS", "CAPABILITIES"]
+__all__ = ["Attempt", "Context", "Executor", "Flag", "Handle", "Outcome", "Refused", "EXECUTORS",
+           "CAPABILITIES"]
 
 # name -> "module:Class", in the order `auto` tries them
 EXECUTORS: Dict[str, str] = {

@@ -1,11 +1,17 @@
-"""The Executor base: the sequence every executor runs for a cell, what it is told (Context),
-its declared flags (Flag), and the record of one attempt (Attempt).
+"""The Executor base class: the one sequence every executor runs for a cell (Executor.run), what
+an executor is told (Context), its declared flags (Flag), the record of one attempt (Attempt) and
+what its launch started (Handle).
 
-An executor fills in the steps of Executor.run(): environment() (the interpreter or image the
-backend runs with), launch() (start attempt.command there), wait(), release() (end what the run
-started) and, where its end states say more, collect(); stage() and command() (the launcher the
-backend asks for) have defaults. A step that cannot go on raises Refused; the run is then a
-recorded result all the same.
+    run: attach? | environment -> stage -> command -> launch  ->  wait -> release -> collect
+
+An executor fills in steps, never the sequence: environment() (the interpreter or image the
+backend runs with) and launch() (start attempt.command there; attempt.handle: a Handle, whose
+wait() returns an Outcome and whose stop() ends what it started); stage(), command() (the launcher
+the backend asks for), wait(), release() and collect() (results.collect: the run's own file, or a
+failure saying why there is none) have defaults; attach() takes up a run an earlier session
+started instead of launching one (a Slurm job). A step that cannot go on raises Refused; the run
+is then a recorded result all the same. Each executor also owns the pool its cells are placed on
+(pool(): this machine's GPUs and cores, a Slurm allocation's), which the scheduler asks for.
 """
 import threading
 from dataclasses import dataclass, field
@@ -15,9 +21,9 @@ from typing import Any, Callable, ClassVar, Dict, FrozenSet, List, Optional, Tup
 from backends import launchers
 from backends.protocol import RunResult, RunSpec, Unsupported, utc_now
 
-from .. import mllogs
+from .. import mllogs, resources
 from ..frameworks import Framework
-from .base import collect, failure
+from .results import Outcome, collect, failure
 
 
 @dataclass(frozen=True)
@@ -75,8 +81,20 @@ class Attempt:
     command: List[str] = field(default_factory=list)  # what the launcher says to run
     record: Dict[str, Any] = field(default_factory=dict)  # the result's environment: where it ran
     slot: Any = None  # resources.Slot: the GPUs and cores of a cell packed beside others
-    handle: Any = None  # the executor's own: a process, a container, a job id
+    handle: Optional["Handle"] = None  # what launch() (or attach()) started
     notes: Dict[str, Any] = field(default_factory=dict)  # what an executor keeps between steps
+
+
+class Handle:
+    """What an executor's launch() started (a process, a container, a Slurm job)."""
+
+    def wait(self, timeout: float) -> Outcome:
+        """Until the run ends, or `timeout` seconds (then it is ended: timed_out)."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """End whatever the run started, however it ended; again, or from another thread (a stop
+        signal), is harmless."""
 
 
 class Executor:
@@ -118,8 +136,16 @@ class Executor:
         return next(((cap, flag) for cap, flag in ctx.needs.items()
                      if cap not in cls.capabilities), None)
 
+    @classmethod
+    def pool(cls, ctx: Context, largest: int, concurrency: Optional[int]) -> Tuple[resources.Pool, int]:
+        """The units (GPUs, blocks of cores) this executor hands to cells, and how many cells run
+        at once (concurrency: --concurrency, None for auto; largest: the most GPUs one cell of the
+        sweep takes): this machine's."""
+        return resources.machine_pool(ctx.device, largest, concurrency)
+
     def __init__(self, ctx: Context):
         self.ctx = ctx
+        self.attempt: Optional[Attempt] = None  # the one it runs now (close() stops its handle)
 
     def data_writer(self):
         """What writes the native formats of --data folders before the sweep, where the runs'
@@ -132,32 +158,33 @@ class Executor:
         (dataset.Prepared: the images and their prepared side)."""
 
     def run(self, spec: RunSpec, campaign, timeout: float, slot=None) -> RunResult:
-        """Run one cell to its end and return its result; never raises for a failing run:
-        reap the campaign once, environment -> stage the spec -> the launcher's command ->
-        launch -> wait -> release -> collect.
+        """Run one cell to its end and return its result; never raises for a failing run.
 
         slot (resources.Slot, or None: the executor's choice): the GPUs the cell gets and the
         cores it is pinned to, while other cells run beside it on other GPUs and cores. The
         scheduler gives each cell running at once an executor instance of its own, so an
         instance runs one cell at a time; close() may come from another thread (a stop signal).
         """
-        attempt = Attempt(spec, campaign, utc_now(), timeout, slot=slot)
+        self.attempt = attempt = Attempt(spec, campaign, utc_now(), timeout, slot=slot)
         self.reap_once(campaign)
         try:
             try:
-                self.prepare(attempt)
-                outcome = self.wait(attempt, timeout)
+                self.start(attempt)
+                outcome = self.wait(attempt)
             finally:
                 self.release(attempt)
         except Refused as exc:
             return failure(attempt.spec, exc.status, str(exc), started_at=attempt.started)
-        result = self.collect(attempt, outcome, timeout)
+        result = self.collect(attempt, outcome)
         mllogs.keep(attempt.campaign.root, attempt.work, result)  # time to accuracy's MLPerf log
         result.environment.update(executor=self.name, **attempt.record)
         return result
 
-    def prepare(self, attempt: Attempt) -> None:
-        """Everything before the wait: the environment, the staged spec, the command, the launch."""
+    def start(self, attempt: Attempt) -> None:
+        """Everything before the wait: a run an earlier session started, else the environment,
+        the staged spec, the command and the launch."""
+        if self.attach(attempt):
+            return
         try:
             self.environment(attempt)
             self.stage(attempt)
@@ -165,6 +192,11 @@ class Executor:
         except Unsupported as exc:  # what the backend's launcher cannot run
             raise Refused("unsupported", str(exc)) from None
         self.launch(attempt)
+
+    def attach(self, attempt: Attempt) -> bool:
+        """Take up the run of this cell an earlier session started and left running (or ended
+        since), instead of starting one: attempt.handle, .work, .record. False: there is none."""
+        return False
 
     def environment(self, attempt: Attempt) -> None:
         """Find where the backend runs: attempt.python and attempt.record."""
@@ -181,22 +213,23 @@ class Executor:
                                  attempt.result_path)
 
     def launch(self, attempt: Attempt) -> None:
-        """Start attempt.command (attempt.handle: what wait() waits for)."""
+        """Start attempt.command; attempt.handle (a Handle) as soon as there is something to stop."""
         raise NotImplementedError
 
-    def wait(self, attempt: Attempt, timeout: float) -> Tuple[Optional[int], bool]:
-        """Until the run ends or times out: (exit code, timed out)."""
-        raise NotImplementedError
+    def wait(self, attempt: Attempt) -> Outcome:
+        """Until the run ends or times out: how it ended."""
+        return attempt.handle.wait(attempt.timeout)
 
     def release(self, attempt: Attempt) -> None:
         """End whatever the run started, however it ended (also on Ctrl-C)."""
+        if attempt.handle is not None:
+            attempt.handle.stop()
 
-    def collect(self, attempt: Attempt, outcome, timeout: float) -> RunResult:
+    def collect(self, attempt: Attempt, outcome: Outcome) -> RunResult:
         """The run's own result file, or a failure saying why there is none."""
-        rc, timed_out = outcome[:2]
-        return collect(attempt.spec, attempt.work / "result.json", rc,
+        return collect(attempt.spec, outcome, attempt.work / "result.json",
                        attempt.campaign.log_paths(attempt.spec.run_id)[1], attempt.started,
-                       timed_out, timeout)
+                       attempt.timeout)
 
     def reap(self, campaign) -> int:
         """End what a sweep that was killed left running of `campaign`; how many were ended."""
@@ -211,4 +244,8 @@ class Executor:
                 self.reap(campaign)
 
     def close(self) -> None:
-        """Release what the executor holds (called once after the sweep, also on Ctrl-C)."""
+        """Release what the executor holds (called once after the sweep, and again and again on
+        Ctrl-C or SIGTERM, from another thread): the running attempt's handle stopped."""
+        attempt = self.attempt
+        if attempt is not None and attempt.handle is not None:
+            attempt.handle.stop()

@@ -1,27 +1,20 @@
-"""What every executor shares: reading the backend's result back, or recording why there is none;
-and ending every process a run started, whichever way the run or `compare` ends."""
+"""How a run ended (Outcome, what every executor's wait() hands to collect()) and the result it
+makes: the backend's own result file read back, or a failure saying why there is none; the words
+frameworks print when memory runs out, and the kernel's own when it killed for memory."""
 import datetime
-import functools
 import os
 import re
 import signal
-import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Optional, Tuple
 
-from backends import lifeline
-from backends.lifeline import die_with_parent
 from backends.protocol import RunResult, RunSpec, SchemaError, utc_now
 
 from ..store import clean_text, load_result
 
 TAIL_CHARS = 4000
-# every process a run starts inherits CAMPAIGN_ENV=<folder> and lifeline.ATTEMPT_ENV=<nonce>, so
-# it can be found after its parent died (a torchrun worker runs in a session of its own; an
-# orphan is re-parented)
-CAMPAIGN_ENV = "COMPARE_CAMPAIGN"
-GRACE_S = 3.0  # between SIGTERM (launchers forward it, clean up) and SIGKILL
 OOM_SCAN_CHARS = 1_000_000  # how much of a run's stderr (all ranks) is searched for an OOM
 # what frameworks print when device or host memory runs out, on whichever rank it happens;
 # TF reports a failed host-to-GPU copy of a tensor as "Dst tensor is not initialized"
@@ -30,60 +23,38 @@ OOM_PATTERN = re.compile(
     r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|"
     r"CUDNN_STATUS_ALLOC_FAILED|MemoryError|can't allocate memory|cannot allocate memory|"
     r"std::bad_alloc", re.IGNORECASE)
+KERNEL_LOG = "/dev/kmsg"  # the kernel's ring buffer: one record "prio,seq,usec,flags;text" a read
+KERNEL_OOM = re.compile(r"Out of memory: Killed process|oom-kill:|Memory cgroup out of memory")
 
 
-def run_env(spec: RunSpec, code_dir: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """The environment a backend process runs with: this one's, plus the run's own variables."""
-    env = dict(os.environ)
-    env.update(own_env(spec, code_dir))
-    if spec.precision != "fp32":
-        env.pop("NVIDIA_TF32_OVERRIDE", None)
-    env.update(extra or {})
-    return env
+@dataclass(frozen=True)
+class Outcome:
+    """How a run ended, as its executor saw it: what wait() returns, the same for every executor."""
+
+    exit_code: Optional[int] = None  # the launcher's (a job's script's); None: not known
+    timed_out: bool = False  # compare's timeout ended it (SIGTERM, a grace, SIGKILL of it all)
+    # where the run's environment itself says memory ran out (a container's OOM kill): why; a
+    # run that failed is then `oom`
+    oom_killed: str = ""
+    # (status, reason) where the executor knows how the run ended without its result file (a
+    # Slurm job stopped at its time limit): recorded so, the file is not read
+    ended: Optional[Tuple[str, str]] = None
+
+    @property
+    def signal(self) -> Optional[int]:
+        """The signal that ended the launcher: -N from Popen, 128+N as shells and containers say."""
+        rc = self.exit_code
+        if rc is None:
+            return None
+        return -rc if rc < 0 else (rc - 128 if 128 < rc <= 128 + 64 else None)
 
 
-def child_setup(expected: int, cores: Sequence[int] = ()) -> None:
-    """A launcher's preexec_fn: pinned to `cores` (a cell sharing the machine; its workers inherit
-    them), and dying with `compare` (lifeline.py). Only system calls: it runs between fork and exec."""
-    if cores:
-        os.sched_setaffinity(0, cores)
-    die_with_parent(expected=expected)
-
-
-def start_launcher(cmd: Sequence[str], out, err, env: Dict[str, str], cwd,
-                   cores: Sequence[int] = ()) -> subprocess.Popen:
-    """Start a run's launcher in a session of its own, pinned to `cores` and dying with compare;
-    OSError if it does not start."""
-    lifeline.prepare()
-    return subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=str(cwd),
-                            start_new_session=True, preexec_fn=functools.partial(
-                                child_setup, expected=os.getpid(), cores=tuple(cores)))
-
-
-def start_and_wait(cmd: Sequence[str], out, err, env: Dict[str, str], cwd, timeout: float,
-                   hold: Callable[[subprocess.Popen], None], release: Callable[[], None],
-                   cores: Sequence[int] = ()) -> Tuple[Optional[int], bool]:
-    """Start a run's launcher in a session of its own (pinned to `cores`, dying with compare),
-    hand it to hold() so that close() can stop it, and wait up to `timeout` seconds; release()
-    then ends what is left of the attempt (after a timeout, a stop, or workers that outlive a
-    launcher that exited). (exit code, or None; timed out). OSError if it does not start."""
-    proc = start_launcher(cmd, out, err, env, cwd, cores)
-    hold(proc)
-    try:
-        return proc.wait(timeout=timeout), False
-    except subprocess.TimeoutExpired:
-        return None, True
-    finally:
-        release()
-
-
-def own_env(spec: RunSpec, code_dir) -> Dict[str, str]:
-    """The variables a run sets whatever runs it: the staged backends on PYTHONPATH, unbuffered
-    output, the seed, and true FP32 (no library may pick TF32 behind our back) for fp32."""
-    env = {"PYTHONPATH": str(code_dir), "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": str(spec.seed)}
-    if spec.precision == "fp32":
-        env["NVIDIA_TF32_OVERRIDE"] = "0"
-    return env
+def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] = None,
+            started_at: Optional[str] = None) -> RunResult:
+    """A result for a run that produced none of its own (crash, timeout, missing environment)."""
+    return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(), reason=reason,
+                     stderr_tail=stderr_tail or None, started_at=started_at, finished_at=utc_now(),
+                     nonce=spec.nonce, spec_hash=spec.spec_hash)
 
 
 def tail(path: Path, chars: int = TAIL_CHARS) -> str:
@@ -93,65 +64,6 @@ def tail(path: Path, chars: int = TAIL_CHARS) -> str:
     except OSError:
         return ""
     return clean_text(text[-chars:])
-
-
-def tagged_pids(name: str, value: str) -> List[int]:
-    """This user's live processes whose environment has NAME=VALUE (zombies have none)."""
-    needle = "\0{}={}\0".format(name, value).encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open("/proc/{}/environ".format(entry.name), "rb") as f:
-                environ = b"\0" + f.read() + b"\0"
-        except OSError:  # gone, or another user's
-            continue
-        if needle in environ and int(entry.name) != os.getpid():
-            found.append(int(entry.name))
-    return found
-
-
-def _signal_all(pids: List[int], group: Optional[int], sig: int) -> None:
-    if group is not None:
-        try:
-            os.killpg(group, sig)
-        except OSError:
-            pass
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
-
-
-def end_processes(proc: Optional[subprocess.Popen], name: str, value: str,
-                  grace: float = GRACE_S) -> int:
-    """End `proc` (a launcher started in a session of its own), its process group and every process
-    tagged NAME=VALUE: SIGTERM, up to `grace` seconds, then SIGKILL. Returns how many were alive."""
-    def alive() -> List[int]:
-        return tagged_pids(name, value)
-    running = proc is not None and proc.poll() is None
-    group = proc.pid if running else None  # an unreaped launcher keeps its id: no reuse
-    first = alive()
-    if not first and not running:
-        return 0
-    _signal_all(first, group, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and ((proc is not None and proc.poll() is None) or alive()):
-        time.sleep(0.05)
-    _signal_all(alive(), group if proc is not None and proc.poll() is None else None, signal.SIGKILL)
-    if proc is not None:
-        proc.wait()
-    return len(set(first) | ({proc.pid} if running else set()))
-
-
-def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] = None,
-            started_at: Optional[str] = None) -> RunResult:
-    """A result for a run that produced none of its own (crash, timeout, missing environment)."""
-    return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(), reason=reason,
-                     stderr_tail=stderr_tail or None, started_at=started_at, finished_at=utc_now(),
-                     nonce=spec.nonce, spec_hash=spec.spec_hash)
 
 
 def oom_line(text: str) -> Optional[str]:
@@ -168,16 +80,27 @@ def oom_line(text: str) -> Optional[str]:
     return found.strip()[-300:] if found else None
 
 
-def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_file: Path,
-            started_at: str, timed_out: bool, timeout: float) -> RunResult:
-    """Turn a finished process into a result: its own file if it wrote one, else a failure.
+def collect(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
+            started_at: str, timeout: float) -> RunResult:
+    """Turn an ended run into its result: the executor's word where it has the last one, else the
+    run's own file if it wrote one, else a failure saying how it ended.
 
     A file is this attempt's only if it echoes the spec's nonce: one written late by a process
     left over from an earlier attempt is ignored, and the recorded result says so."""
     stderr_tail = tail(stderr_file)
+    if outcome.ended:
+        return failure(spec, *outcome.ended, stderr_tail, started_at)
+    result = _read(spec, outcome, result_file, stderr_file, stderr_tail, started_at, timeout)
+    if outcome.oom_killed and result.status == "failed":
+        return failure(spec, "oom", outcome.oom_killed, result.stderr_tail, started_at)
+    return result
+
+
+def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
+          stderr_tail: str, started_at: str, timeout: float) -> RunResult:
     # only rank 0 writes the result: another rank's out-of-memory shows in the shared stderr
     oom = oom_line(tail(stderr_file, OOM_SCAN_CHARS))
-    if timed_out:
+    if outcome.timed_out:
         reason = "killed after the {:g} s timeout".format(timeout)
         if oom:
             return failure(spec, "oom", reason + "; a worker ran out of memory first: " + oom,
@@ -201,9 +124,9 @@ def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_
         note = " (ignored a result file written by another attempt, nonce {}, not this attempt's " \
                "{}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
-    how, kernel, signum = "exited with code {}".format(returncode), None, signal_of(returncode)
+    how, kernel, signum = "exited with code {}".format(outcome.exit_code), None, outcome.signal
     if signum:  # failed, with the signal; out of memory only where the kernel's log says so
-        how = "killed by {} (exit code {})".format(_signal_name(signum), returncode)
+        how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
         kernel = None if oom else kernel_oom_since(started_at)
         oom = oom or kernel
     reason = "{} and wrote no result{}{}{}".format(
@@ -212,24 +135,11 @@ def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
 
 
-def signal_of(returncode: Optional[int]) -> Optional[int]:
-    """The signal that ended a process: -N from Popen, 128+N as shells and containers report it."""
-    if returncode is None:
-        return None
-    if returncode < 0:
-        return -returncode
-    return returncode - 128 if 128 < returncode <= 128 + 64 else None
-
-
 def _signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
     except ValueError:
         return "signal {}".format(signum)
-
-
-KERNEL_LOG = "/dev/kmsg"  # the kernel's ring buffer: one record "prio,seq,usec,flags;text" a read
-KERNEL_OOM = re.compile(r"Out of memory: Killed process|oom-kill:|Memory cgroup out of memory")
 
 
 def kernel_oom_since(started_at: str) -> Optional[str]:

@@ -73,7 +73,7 @@ def test_pyxis_mounts_the_data_read_only_at_its_own_path(tmp_path, monkeypatch, 
     executor = slurm.SlurmExecutor(executors.Context([frameworks.get("caffe2")], "cpu"))
     spec = RunSpec("caffe2", "caffe2_torch", data=prepared.root)
     attempt = executors.Attempt(spec, campaign, "2026-01-01T00:00:00+00:00", 600)
-    executor.prepare(attempt)  # up to sbatch: the job script written and submitted
+    executor.start(attempt)  # up to sbatch: the job script written and submitted
     work, how = attempt.work, attempt.record
     root, data = str(campaign.root), prepared.root
     mounts = "--container-mounts={0}:{0},{1}:{1}:ro".format(root, data)
