@@ -1,17 +1,11 @@
 """The Executor base class: the one sequence every executor runs for a cell (Executor.run), what
-an executor is told (Context), its declared flags (Flag), the record of one attempt (Attempt) and
-what its launch started (Handle).
+it is told (Context), its own flags (Flag), one attempt (Attempt), what its launch started (Handle).
 
-    run: attach? | environment -> stage -> command -> launch  ->  wait -> release -> collect
+    attach()? | environment -> stage -> command -> launch  ->  wait -> release -> collect
 
-An executor fills in steps, never the sequence: environment() (the interpreter or image the
-backend runs with) and launch() (start attempt.command there; attempt.handle: a Handle, whose
-wait() returns an Outcome and whose stop() ends what it started); stage(), command() (the launcher
-the backend asks for), wait(), release() and collect() (results.collect: the run's own file, or a
-failure saying why there is none) have defaults; attach() takes up a run an earlier session
-started instead of launching one (a Slurm job). A step that cannot go on raises Refused; the run
-is then a recorded result all the same. Each executor also owns the pool its cells are placed on
-(pool(): this machine's GPUs and cores, a Slurm allocation's), which the scheduler asks for.
+An executor fills in steps, never the sequence: environment() and launch() are its own, the rest
+have defaults (docs/architecture.md, "An executor"). A step that cannot go on raises Refused; the
+run is then a recorded result all the same.
 """
 import threading
 from dataclasses import dataclass, field

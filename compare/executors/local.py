@@ -42,6 +42,19 @@ def stage_backends(dest: Path) -> Path:
     return dest
 
 
+def managed_environment(interpreters: envs.Interpreters, attempt: Attempt) -> None:
+    """attempt.python and .record: the framework's managed environment (built first where it is
+    missing) or its --python; EnvError if there is none."""
+    since = time.time()
+    interp = interpreters.get(get(attempt.spec.framework))
+    attempt.python = interp.python
+    attempt.record = dict(python=interp.python, interpreter_source=interp.source,
+                          env_dir=interp.env_dir)
+    built = envs.built_during(interp.env_dir, since)  # a one-time build, not cell time
+    if built is not None:
+        attempt.record["env_build_s"] = built
+
+
 TMP_PREFIX = "compare-"  # a run's temp folder: compare-<pid of the compare that made it>-XXXX
 
 
@@ -86,17 +99,10 @@ class LocalExecutor(Executor):
         return left
 
     def environment(self, attempt: Attempt) -> None:
-        since = time.time()
         try:
-            interp = self.interpreters.get(get(attempt.spec.framework))
+            managed_environment(self.interpreters, attempt)
         except envs.EnvError as exc:
             raise Refused("failed", str(exc)) from None
-        attempt.python = interp.python
-        attempt.record = dict(python=interp.python, interpreter_source=interp.source,
-                              env_dir=interp.env_dir)
-        built = envs.built_during(interp.env_dir, since)  # a one-time build, not cell time
-        if built is not None:
-            attempt.record["env_build_s"] = built
 
     def launch(self, attempt: Attempt) -> None:
         spec, campaign, slot = attempt.spec, attempt.campaign, attempt.slot

@@ -44,16 +44,6 @@ def child_setup(expected: int, cores: Sequence[int] = ()) -> None:
     die_with_parent(expected=expected)
 
 
-def start_launcher(cmd: Sequence[str], out, err, env: Dict[str, str], cwd,
-                   cores: Sequence[int] = ()) -> subprocess.Popen:
-    """Start a run's launcher in a session of its own, pinned to `cores` and dying with compare;
-    OSError if it does not start."""
-    lifeline.prepare()
-    return subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=str(cwd),
-                            start_new_session=True, preexec_fn=functools.partial(
-                                child_setup, expected=os.getpid(), cores=tuple(cores)))
-
-
 def own_env(spec: RunSpec, code_dir) -> Dict[str, str]:
     """The variables a run sets whatever runs it: the staged backends on PYTHONPATH, unbuffered
     output, the seed, and true FP32 (no library may pick TF32 behind our back) for fp32."""
@@ -138,17 +128,20 @@ class Process(Handle):
 
 def start(attempt: Attempt, cmd: Sequence[str], env: Dict[str, str], cores: Sequence[int] = (),
           temp: Optional[Path] = None) -> Process:
-    """Start `cmd` for the attempt with `env` and the attempt's tags, its output into the
-    campaign's logs (start_launcher); Refused if it does not start. temp: the run's temp folder,
-    removed with it."""
+    """Start `cmd` for the attempt with `env` and the attempt's tags, in a session of its own,
+    pinned to `cores` and dying with compare, its output into the campaign's logs; Refused if it
+    does not start. temp: the run's temp folder, removed with it."""
     campaign, spec = attempt.campaign, attempt.spec
     env = dict(env, **{ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root),
                        HOST_PID_ENV: str(os.getpid())})
     out_path, err_path = campaign.log_paths(spec.run_id)
+    lifeline.prepare()
     with open(out_path, "w") as out, open(err_path, "w") as err:
         env[LAUNCHED_ENV] = repr(time.time())  # the launch span ends when the backend starts
         try:
-            proc = start_launcher(cmd, out, err, env, attempt.work, cores)
+            proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=str(attempt.work),
+                                    start_new_session=True, preexec_fn=functools.partial(
+                                        child_setup, expected=os.getpid(), cores=tuple(cores)))
         except (OSError, subprocess.SubprocessError) as exc:
             if temp is not None:
                 shutil.rmtree(str(temp), ignore_errors=True)

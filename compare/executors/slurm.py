@@ -33,7 +33,7 @@ from ..frameworks import Framework, get
 from . import processes
 from . import slurm_tools as st
 from .base import Attempt, Context, Executor, Flag, Refused
-from .local import stage_backends
+from .local import managed_environment, stage_backends
 from .processes import own_env
 from .results import Outcome
 from .slurm_jobs import Allocation, Job, record
@@ -221,10 +221,8 @@ class SlurmExecutor(Executor):
                                           st.container_mounts(str(campaign.root), data),
                                           "--container-workdir=" + str(work)]
             return
-        interp = self.interpreters.get(fw)
-        attempt.python, attempt.record = interp.python, {
-            "slurm_environment": "shared filesystem", "python": interp.python,
-            "interpreter_source": interp.source, "env_dir": interp.env_dir}
+        managed_environment(self.interpreters, attempt)
+        attempt.record["slurm_environment"] = "shared filesystem"
         attempt.notes["srun_args"] = []
 
     # --- one run: a job, or a step of the allocation ---------------------------------------
