@@ -106,13 +106,14 @@ class LocalExecutor(Executor):
 
     def launch(self, attempt: Attempt) -> None:
         spec, campaign, slot = attempt.spec, attempt.campaign, attempt.slot
-        # the run's temp files (torchrun's torchelastic_*) go with the run; a short path under the
-        # system's temp folder, as sockets live there (AF_UNIX paths are limited to 107 bytes)
-        tmp = Path(tempfile.mkdtemp(prefix="{}{}-".format(TMP_PREFIX, os.getpid())))
         env = run_env(spec, stage_backends(campaign.root / "code"), {
             "COMPARE_EXECUTOR": self.name,
             "COMPARE_ENV": attempt.record["env_dir"] or attempt.record["interpreter_source"],
-            "TMPDIR": str(tmp), **(slot.env() if slot else {}),
+            **(slot.env() if slot else {}),
             FILE_ENV: str(attempt.work / PHASE_FILE)})  # the progress bar reads the phase there
+        # the run's temp files (torchrun's torchelastic_*) go with the run; a short path under the
+        # system's temp folder, as sockets live there (AF_UNIX paths are limited to 107 bytes)
+        tmp = Path(tempfile.mkdtemp(prefix="{}{}-".format(TMP_PREFIX, os.getpid())))
+        env["TMPDIR"] = str(tmp)
         attempt.handle = processes.start(attempt, attempt.command, env,
                                          slot.cores if slot else (), temp=tmp)

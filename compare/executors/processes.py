@@ -136,14 +136,14 @@ def start(attempt: Attempt, cmd: Sequence[str], env: Dict[str, str], cores: Sequ
                        HOST_PID_ENV: str(os.getpid())})
     out_path, err_path = campaign.log_paths(spec.run_id)
     lifeline.prepare()
-    with open(out_path, "w") as out, open(err_path, "w") as err:
-        env[LAUNCHED_ENV] = repr(time.time())  # the launch span ends when the backend starts
-        try:
+    try:
+        with open(out_path, "w") as out, open(err_path, "w") as err:
+            env[LAUNCHED_ENV] = repr(time.time())  # the launch span ends when the backend starts
             proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=str(attempt.work),
                                     start_new_session=True, preexec_fn=functools.partial(
                                         child_setup, expected=os.getpid(), cores=tuple(cores)))
-        except (OSError, subprocess.SubprocessError) as exc:
-            if temp is not None:
-                shutil.rmtree(str(temp), ignore_errors=True)
-            raise Refused("failed", "could not start {}: {}".format(cmd[0], exc)) from None
+    except (OSError, subprocess.SubprocessError) as exc:
+        if temp is not None:
+            shutil.rmtree(str(temp), ignore_errors=True)
+        raise Refused("failed", "could not start {}: {}".format(cmd[0], exc)) from None
     return Process(proc, spec.nonce, temp)

@@ -154,3 +154,17 @@ def test_executor_flags_are_declared_by_the_executor_that_reads_them():
     assert [(name, flag.option) for name, flag in executors.flags()] == [
         ("slurm", "--partition"), ("slurm", "--account"), ("slurm", "--time-limit"),
         ("slurm", "--slurm-option")]
+
+
+def test_a_launcher_that_does_not_start_is_refused_and_its_temp_folder_removed(tmp_path):
+    import pytest
+
+    from compare.executors import processes
+    campaign = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    spec = RunSpec("caffe2", "caffe2_torch", batch_size=4, image_size=32, nonce="ab12")
+    attempt = Attempt(spec, campaign, "2026-01-01T00:00:00+00:00", 60.0)
+    attempt.work, temp = campaign.work_dir(spec.run_id), tmp_path / "tmp"
+    temp.mkdir()
+    with pytest.raises(Refused, match=r"^could not start /no/such/launcher: \[Errno 2\] No such file"):
+        processes.start(attempt, ["/no/such/launcher"], {}, temp=temp)
+    assert not temp.exists()
