@@ -11,7 +11,8 @@ address as Slurm knows it. The backend runs in a container through pyxis where s
 an image is known, else in the managed environment on the shared filesystem (the campaign and
 COMPARE_CACHE must be visible to every node). Jobs run one after the other, so runs never share
 nodes. Job ids go to the campaign's `jobs` file: `--resume` re-attaches to jobs still queued or
-running (or collects what they left) instead of submitting them again; close() cancels them.
+running (or collects what they left) instead of submitting them again (attach()); close()
+cancels them. Inside an allocation compare runs in, cells are steps of it (slurm_jobs.py).
 """
 import dataclasses
 import itertools
