@@ -135,7 +135,7 @@ def run_auto(cell: RunSpec, campaign, executor, cfg, slot, log: Callable[[str], 
 
 def _separate(cell, bounds, why, campaign, executor, cfg, slot, log, searched) -> RunResult:
     """The search by probe processes, then the cell at the batch chosen."""
-    from .executors.base import failure
+    from .executors.results import failure
 
     def probe(spec: RunSpec) -> RunResult:
         result = executor.run(replace(spec, nonce=campaign.attempt_nonce()), campaign, cfg.timeout,

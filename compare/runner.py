@@ -309,10 +309,9 @@ def execute(cfg: RunConfig) -> int:
     console = Console(stderr=True, markup=False, highlight=False)  # reasons may hold [brackets]
     ctx = cfg.context(lambda text: console.print(text, soft_wrap=True))  # paths stay whole
     cls, why = executors.choose(cfg.executor, ctx)  # one that can run the whole study
-    from . import resources
+    from .scheduler import pool_for
     record = cls.machine(ctx)
-    pool, concurrency = resources.for_sweep(cfg.device, cfg.gpus, cfg.concurrency, cls.runs_on,
-                                             (cfg.plan or {}).get("gpus"))
+    pool, concurrency = pool_for(cls, ctx, cfg.gpus, cfg.concurrency, (cfg.plan or {}).get("gpus"))
     if cfg.plan is not None:  # the schedule and its estimate, then exit: nothing is created
         from . import plan
         specs = cfg.matrix().specs()
@@ -372,7 +371,7 @@ def _sweep(cfg: RunConfig, campaign, executor, new_executor, pool: Pool, concurr
     new_executor() makes one for each further lane; every executor is closed on every way out.
     A stop signal ends the sweep with `Interrupted`, the running cells unrecorded."""
     from . import batchsearch
-    from .executors.base import failure
+    from .executors.results import failure
     from .progress import SweepProgress
     from .scheduler import Lanes
     specs = cfg.matrix().specs()

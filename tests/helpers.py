@@ -57,7 +57,7 @@ def run_backend(framework: str, tmp_path, timeout: int = 600, **fields):
     from backends import launchers
     from backends.protocol import RunSpec, read_result, write_spec
     from compare import frameworks
-    from compare.executors.base import run_env
+    from compare.executors.processes import run_env
     fw = frameworks.get(framework)
     defaults = dict(framework=fw.name, backend=fw.backend, batch_size=4, image_size=32,
                     warmup_steps=2, steps=4, windows=2)
@@ -396,7 +396,7 @@ def run_wrapped(framework: str, out: Path, wrap: str, timeout: int = 600, **fiel
     it; returns (RunResult, the report dict wrap filled in)."""
     from backends.protocol import RunSpec, read_result, write_spec
     from compare import frameworks
-    from compare.executors.base import run_env
+    from compare.executors.processes import run_env
     fw = frameworks.get(framework)
     spec = RunSpec(**dict(dict(framework=fw.name, backend=fw.backend), **fields))
     out.mkdir(parents=True, exist_ok=True)

@@ -134,6 +134,26 @@ def test_the_sixteen_cell_study_on_eight_gpus_never_shares_a_gpu():
     assert max(it.end for it in items) == 120.0  # 24 GPU-cells of 40 s on 8 GPUs: 3 rounds
 
 
+def test_the_scheduler_asks_the_executor_for_its_pool(monkeypatch):
+    """Local: this machine's cores. Slurm: the node of the allocation compare runs in (its cells
+    steps, Slurm picks their cores), else one batch job after the other. --plan-gpus: its GPUs."""
+    from compare import executors, frameworks
+    ctx = executors.Context([frameworks.get("caffe2")], "cpu")
+    for key, value in {"SLURM_JOB_ID": "77", "SLURM_CPUS_ON_NODE": "4", "SLURM_JOB_NUM_NODES": "1"}.items():
+        monkeypatch.setenv(key, value)
+    slurm, local = executors.load("slurm"), executors.load("local")
+    pool, at_once = scheduler.pool_for(slurm, ctx, [1], 2)
+    assert (pool.units, at_once, pool.assigned_by, pool.pin) == (["cores0", "cores1"], 2, "slurm", False)
+    assert [pool.slot([u]).cpus for u in pool.units] == [2, 2]
+    monkeypatch.delenv("SLURM_JOB_ID")
+    pool, at_once = scheduler.pool_for(slurm, ctx, [1], 2)
+    assert (pool.units, at_once) == (["all"], 1)
+    pool, at_once = scheduler.pool_for(local, ctx, [1], 2)
+    assert pool.assigned_by == "compare" and at_once == len(pool.units) == min(2, len(resources.allowed_cores()))
+    pool, at_once = scheduler.pool_for(slurm, ctx, [1, 2], None, planned=8)
+    assert (pool.units, at_once, pool.gpu) == ([str(i) for i in range(8)], 8, True)
+
+
 def test_a_container_gets_its_slot_gpus_and_cores_and_the_compile_cache(tmp_path, monkeypatch):
     pytest.importorskip("docker", reason="the docker package (host extra)")
     from compare.executors import docker as dx

@@ -236,8 +236,8 @@ def test_a_relative_python_path_means_what_it_meant_where_it_was_typed(tmp_path,
 
 
 def test_a_worker_killed_by_a_signal_is_failed_and_run_again_on_resume(tmp_path, run, monkeypatch):
-    from compare.executors import base
-    monkeypatch.setattr(base, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))  # no OOM logged
+    from compare.executors import results
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))  # no OOM logged
     campaign = tmp_path / "c"
     args = ["run", "--frameworks", "caffe2", "--results", campaign, "--python",
             "caffe2={}".format(fake_python(tmp_path, "killed-once"))] + FAST
