@@ -308,8 +308,8 @@ def test_every_test_the_reliability_page_names_exists():
 
 
 def test_a_failed_repeat_shows_in_the_report_and_fails_the_check(tmp_path, run, monkeypatch):
-    from compare.executors import base
-    monkeypatch.setattr(base, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))  # no OOM logged
+    from compare.executors import results
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))  # no OOM logged
     campaign = tmp_path / "c"
     args = ["run", "--frameworks", "caffe2", "--repeats", "2", "--results", campaign, "--python",
             "caffe2={}".format(fake_python(tmp_path, "killed-r1"))] + FAST
