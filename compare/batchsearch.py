@@ -13,7 +13,6 @@ Where each probe is a process of its own, the backend says why (its SEPARATE_PRO
 `COMPARE_BATCH_SEARCH=process` makes every search use separate processes (to measure the two).
 """
 import os
-import secrets
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -136,10 +135,10 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
 
 def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searched) -> RunResult:
     """The search by probe processes, then the cell at the batch chosen."""
-    from .executors.base import failure
+    from .executors.results import failure
 
     def probe(spec: RunSpec) -> RunResult:
-        result = executor.run(replace(spec, nonce=secrets.token_hex(8)), campaign, timeout,
+        result = executor.run(replace(spec, nonce=campaign.attempt_nonce()), campaign, timeout,
                               slot=slot)
         campaign.save_probe(result)
         _log(log, result)

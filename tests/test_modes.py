@@ -107,8 +107,8 @@ def test_the_search_starts_at_the_cells_batch_and_stops_at_a_gain_within_the_noi
     peaked = _fake_run(10 ** 6, ips=lambda b: -abs(b - 64) + 1000.0)  # fastest at 64
     out = batchsearch.search(RunSpec("jax", "jax", batch_size=16), (16, 200), peaked, budget_s=1e9)
     assert [p.spec["batch_size"] for p in out.results] == [16, 32, 64, 128]
-    assert (out.batch, out.stopped) == (64, "batch 128 gains -6.4% over 64: not beyond the probes' "
-                                            "noise (±1.0%)")
+    assert (out.batch, out.stopped) == (64, "batch 128 gains -6.4% over 64: slower beyond the "
+                                            "probes' noise (±1.0%)")
 
 
 def test_the_search_stops_at_its_maximum_or_budget():

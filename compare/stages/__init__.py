@@ -14,8 +14,8 @@ from . import run as running
 
 
 def execute(study: Study) -> int:
-    """Plan, prepare, run every unfinished cell, report. Exit 0 even when cells failed (they are
-    results)."""
+    """Plan, prepare, run every unfinished cell, report. Exit 1 when a cell failed or timed out
+    (it is recorded, and --resume runs it again), else 0."""
     from rich.console import Console
 
     from ..store import user_path
@@ -35,4 +35,7 @@ def execute(study: Study) -> int:
         console.print("warning: " + w)
     sys.stdout.write(text)
     console.print("report: {}".format(", ".join(str(p) for p in paths)))
-    return 0
+    code, failed = prepared.campaign.run_outcome()  # 1 where a cell failed or timed out
+    if failed:
+        console.print(failed)
+    return code

@@ -17,6 +17,7 @@ from .. import defaults, executors, resources
 from ..errors import UserError
 from ..matrix import QUICK, Matrix, image_sizes
 from ..parsing import AUTO, options
+from ..scheduler import pool_for
 from ..study import DECLARED, HELD, SPEC_NAMES, Study
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
@@ -101,8 +102,8 @@ def make(study: Study, log=lambda text: None) -> Plan:
     ctx = executors.Context(fws, device, study.overrides, flags=study.executor_flags, log=log,
                             needs=_needs(study, device))
     cls, why = executors.choose(study.executor, ctx)  # one that can run the whole study
-    pool, at_once = resources.for_sweep(device, given["gpus"], _concurrency(study, device, machine),
-                                        cls.runs_on, study.plan_gpus)
+    pool, at_once = pool_for(cls, ctx, given["gpus"], _concurrency(study, device, machine),
+                             study.plan_gpus)  # the executor's own, or --plan-gpus N
     return Plan(study, machine, device, matrix, cells, cls, why, ctx, pool, at_once, said)
 
 

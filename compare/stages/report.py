@@ -9,6 +9,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from backends.protocol import RunResult
 
+from .. import frameworks
+from ..errors import UserError
 from ..reporting import FORMATS, write_files
 from ..study import DECLARED, SESSION, declared
 
@@ -68,8 +70,11 @@ def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     if price is None:
         price = (view.asked.get("study") or {}).get("gpu_hour_price")
     extra = accuracy.tables(trained, price) + extra
-    chart = accuracy.chart(trained)
-    text, paths = write_files(cells(throughput, baseline=baseline), Path(out_dir), formats,
+    chart, df = accuracy.chart(trained), cells(throughput, baseline=baseline)
+    if baseline is not None and baseline not in set(df.framework):
+        raise UserError("--baseline {}: no cell of the campaign ran it; choose from {}".format(
+            baseline, ", ".join(frameworks.order(set(df.framework))) or "none (no results yet)"))
+    text, paths = write_files(df, Path(out_dir), formats,
                               view.machine, throughput, references, extra,
                               [chart] if chart is not None else [],
                               lines(view.asked.get("defaults") or {}) + origins(view.asked))

@@ -8,7 +8,6 @@ or SIGHUP end the sweep cleanly: the executors stop what runs, the cells stopped
 and `Interrupted` says how to resume (cli.py prints the line; exit 128 + the signal).
 """
 import contextlib
-import secrets
 import signal
 import time
 from dataclasses import replace
@@ -16,7 +15,7 @@ from typing import List
 
 from .. import batchsearch, envs
 from .. import frameworks as fws
-from ..executors.base import failure
+from ..executors.results import failure
 from ..progress import SweepProgress
 from ..scheduler import Lanes
 from . import plan as planning
@@ -82,7 +81,7 @@ def sweep(prepared: Prepared, console) -> int:
                 if r.spec.get("batch_auto") and r.status == "ok" and r.spec_hash}
 
     def run_cell(executor, spec, slot):
-        spec = replace(spec, nonce=secrets.token_hex(8))
+        spec = replace(spec, nonce=campaign.attempt_nonce())  # names the campaign
         fw = fws.get(spec.framework)
         if not fw.available:
             return failure(spec, "skipped", "{}: {}".format(fw.name, fw.unavailable_reason))
