@@ -154,7 +154,7 @@ def list_frameworks():
 @list_app.command("launchers")
 def list_launchers():
     """How the processes of a run start (backends/launchers/); each backend asks for one."""
-    from backends import launchers
+    from backends.contract.shared import launchers
     for name, line in launchers.described().items():
         print("{:<10} {}".format(name, line))
 
@@ -162,7 +162,7 @@ def list_launchers():
 @list_app.command("models")
 def list_models():
     """The networks --model takes: definition, parameters, image size, FLOPs per image."""
-    from backends import networks
+    from backends.contract.shared import networks
     print("{:<11} {:<16} {:>12} {:>7} {:>10} {:>6}  {}".format(
         "model", "network", "parameters", "input", "GFLOPs", "quick", "definition (every framework)"))
     for name, n in networks.summary().items():

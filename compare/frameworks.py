@@ -7,9 +7,11 @@ is derived from this registry. The host never imports a framework; it only names
 module that runs inside the framework's environment (and imports that module's stdlib-only
 `__init__` for its command line and declared options).
 """
-import importlib
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
+
+from backends.contract import COMMON_OPTIONS
+from backends.contract.shared import backend
 
 from .errors import UserError
 
@@ -29,11 +31,10 @@ class Framework:
 
     def module(self):
         """backends.<backend>: stdlib only at import time (command(), OPTIONS)."""
-        return importlib.import_module("backends." + self.backend)
+        return backend(self.backend)
 
     def options(self) -> Tuple:
         """The `--option` keys this backend reads: its own, then those every backend has."""
-        from backends.harness import COMMON_OPTIONS
         return tuple(getattr(self.module(), "OPTIONS", ())) + COMMON_OPTIONS
 
 

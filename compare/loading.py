@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from backends.protocol import RunResult, SchemaError
+from backends.contract import RunResult, SchemaError
 
 from . import validate
 

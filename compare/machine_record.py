@@ -9,8 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
-from backends.machine import _run, cpu_model, cuda_driver_version, gpus, memory_gib, node_info
-from backends.protocol import utc_now
+from backends.contract import utc_now
+from backends.contract.shared import (
+    command_output,
+    cpu_model,
+    cuda_driver_version,
+    gpus,
+    memory_gib,
+    node_info,
+)
 
 from . import __version__
 
@@ -48,7 +55,7 @@ def docker_status() -> str:
     """'reachable (Docker X)' or why not."""
     if not shutil.which("docker"):
         return "no docker client"
-    version = _run(["docker", "version", "--format", "{{.Server.Version}}"], timeout=5)
+    version = command_output(["docker", "version", "--format", "{{.Server.Version}}"], timeout=5)
     return "reachable (Docker {})".format(version) if version else "engine not reachable"
 
 
@@ -57,11 +64,11 @@ def git_commit() -> Dict[str, Any]:
     folder above the package is the top of the work tree): a copy inside another repository, or an
     installed package under one, would otherwise be credited with that repository's commit."""
     root = Path(__file__).resolve().parent.parent
-    top = _run(["git", "-C", str(root), "rev-parse", "--show-toplevel"])
-    commit = _run(["git", "-C", str(root), "rev-parse", "HEAD"])
+    top = command_output(["git", "-C", str(root), "rev-parse", "--show-toplevel"])
+    commit = command_output(["git", "-C", str(root), "rev-parse", "HEAD"])
     if top is None or commit is None or Path(top).resolve() != root:
         return {"commit": None, "dirty": None}
-    dirty = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
+    dirty = command_output(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
     return {"commit": commit, "dirty": bool(dirty)}
 
 

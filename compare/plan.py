@@ -24,7 +24,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import DEFAULT_MODEL, RunResult, RunSpec
+from backends.contract import DEFAULT_MODEL, RunResult, RunSpec
 
 from .reporting.timeline import clock
 from .resources import Pool, cpuset

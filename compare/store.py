@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from backends.protocol import (
+from backends.contract import (
     RunResult,
     RunSpec,
     SchemaError,

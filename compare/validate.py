@@ -9,7 +9,7 @@ import typing
 from dataclasses import fields
 from typing import Any, Dict
 
-from backends.protocol import RunResult, RunSpec, SchemaError
+from backends.contract import RunResult, RunSpec, SchemaError
 
 MAX_DEPTH = 16  # objects and lists inside each other: a result needs 4
 FIGURES = (1e-6, 1e9)  # images/sec: from one image in 11 days to a billion a second

@@ -10,9 +10,8 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from backends import lifeline
-from backends.lifeline import die_with_parent
-from backends.protocol import RunResult, RunSpec, SchemaError, utc_now
+from backends.contract import RunResult, RunSpec, SchemaError, oom_line, utc_now
+from backends.contract.shared import die_with_parent, lifeline
 
 from ..store import clean_text, load_result
 
@@ -23,13 +22,6 @@ TAIL_CHARS = 4000
 CAMPAIGN_ENV = "COMPARE_CAMPAIGN"
 GRACE_S = 3.0  # between SIGTERM (launchers forward it, clean up) and SIGKILL
 OOM_SCAN_CHARS = 1_000_000  # how much of a run's stderr (all ranks) is searched for an OOM
-# what frameworks print when device or host memory runs out, on whichever rank it happens;
-# TF reports a failed host-to-GPU copy of a tensor as "Dst tensor is not initialized"
-OOM_PATTERN = re.compile(
-    r"out of memory|OOM when allocating|ResourceExhausted|Dst tensor is not initialized|"
-    r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|"
-    r"CUDNN_STATUS_ALLOC_FAILED|MemoryError|can't allocate memory|cannot allocate memory|"
-    r"std::bad_alloc", re.IGNORECASE)
 
 
 def run_env(spec: RunSpec, code_dir: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
@@ -154,20 +146,6 @@ def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] 
                      nonce=spec.nonce, spec_hash=spec.spec_hash)
 
 
-def oom_line(text: str) -> Optional[str]:
-    """The last line of `text` (a run's stderr, every rank's) that says memory ran out, or None:
-    the error itself, after the allocator's warnings.
-
-    TF's allocator also logs "ran out of memory trying to allocate ... not a failure" when it
-    merely retries; such lines do not count.
-    """
-    found = None
-    for line in text.splitlines():
-        if OOM_PATTERN.search(line) and "not a failure" not in line:
-            found = line
-    return found.strip()[-300:] if found else None
-
-
 def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_file: Path,
             started_at: str, timed_out: bool, timeout: float) -> RunResult:
     """Turn a finished process into a result: its own file if it wrote one, else a failure.
@@ -176,6 +154,7 @@ def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_
     left over from an earlier attempt is ignored, and the recorded result says so."""
     stderr_tail = tail(stderr_file)
     # only rank 0 writes the result: another rank's out-of-memory shows in the shared stderr
+    # (contract.oom_line: the rule the harness applies to an exception, applied to its lines)
     oom = oom_line(tail(stderr_file, OOM_SCAN_CHARS))
     if timed_out:
         reason = "killed after the {:g} s timeout".format(timeout)

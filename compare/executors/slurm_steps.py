@@ -16,9 +16,8 @@ import itertools
 import os
 from typing import Any, Dict, Optional
 
-from backends import dataset
-from backends.lifeline import ATTEMPT_ENV
-from backends.protocol import RunResult, RunSpec, Unsupported, utc_now
+from backends.contract import RunResult, RunSpec, Unsupported, utc_now
+from backends.contract.shared import ATTEMPT_ENV, dataset
 
 from .. import envs
 from ..resources import allocation

@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import pandas as pd
 
-from backends.protocol import DEFAULT_MODEL
+from backends.contract import DEFAULT_MODEL
 
 from .. import frameworks, machine_record
 from ..errors import UserError

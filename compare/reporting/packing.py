@@ -10,7 +10,7 @@ flagged: packing changed it beyond its noise.
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import RunResult
+from backends.contract import RunResult
 
 from . import intervals
 from .intervals import pm

@@ -14,7 +14,7 @@ from typing import Dict, Tuple
 
 import pandas as pd
 
-from backends.protocol import DEFAULT_MODEL
+from backends.contract import DEFAULT_MODEL
 
 from .. import envs, frameworks
 from ..errors import UserError

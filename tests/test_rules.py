@@ -1,0 +1,75 @@
+"""Rules that used to be written in several places, each now defined once: a second copy that
+drifts fails here. Out of memory (the harness's exception check and the host's stderr scan) and
+the GPUs CUDA_VISIBLE_DEVICES names (host pool, docker, telemetry, JAX) live in
+backends/contract/rules.py."""
+import re
+
+import pytest
+
+from backends import harness, telemetry
+from backends.contract import is_oom, oom_line, visible_gpus
+from compare import resources
+from compare.executors import base, docker
+from tests.helpers import ROOT
+
+# what each framework prints or raises when memory runs out (from real runs: tests/executors/
+# test_collect.py has the stderr around them)
+OOM_FORMS = [
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 1; 139 GiB)",
+    "mxnet.base.MXNetError: Check failed: e == cudaSuccess (2 vs. 0) : cudaMalloc retry failed: "
+    "out of memory",
+    "failed to alloc 4294967296 bytes on host: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+    "RuntimeError: cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+    "MemoryError: Unable to allocate 3.00 GiB for an array",
+    "InternalError: Failed copying input tensor to GPU:0 in order to run _EagerConst: Dst tensor "
+    "is not initialized.",
+    "RuntimeError: [enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate "
+    "memory: you tried to allocate 6422528000 bytes",
+    "ResourceExhaustedError: OOM when allocating tensor with shape[256,64,112,112]",
+    "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to "
+    "allocate 8.00GiB",
+    "terminate called after throwing an instance of 'std::bad_alloc'",
+]
+NOT_OOM = [
+    "W bfc_allocator.cc:296] Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.13GiB "
+    "with freed_by_count=0. The caller indicates that this is not a failure, but this may mean "
+    "that there could be performance gains if more memory were available.",
+    "RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED",
+    "ValueError: bad shape (256, 3, 224)",
+]
+
+
+def test_the_harness_and_the_host_classify_out_of_memory_with_one_rule():
+    assert harness.is_oom is is_oom and base.oom_line is oom_line
+    for form in OOM_FORMS:
+        assert is_oom(RuntimeError(form)), form
+        assert oom_line("I starting\n" + form + "\nI done") == form
+    for form in NOT_OOM:
+        assert not is_oom(RuntimeError(form)), form
+        assert oom_line(form) is None
+    class OutOfMemoryError(RuntimeError):  # the exception's type alone says it (torch's)
+        pass
+    assert is_oom(OutOfMemoryError("")) and is_oom(MemoryError())
+
+
+@pytest.mark.parametrize("value,ids", [("2, 3", ["2", "3"]), ("GPU-ab12,GPU-cd34", ["GPU-ab12", "GPU-cd34"]),
+                                       ("", []), (None, None)])
+def test_every_reader_of_cuda_visible_devices_reads_it_one_way(monkeypatch, value, ids):
+    if value is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", value)
+    assert visible_gpus() == ids
+    assert docker.gpu_ids(1) == (ids[:1] if ids else None)
+    numbered = ids is not None and ids and all(i.isdigit() for i in ids)
+    assert telemetry.visible_indices(2) == ([int(i) for i in ids] if numbered else [0, 1])
+
+
+def test_no_module_parses_cuda_visible_devices_itself():
+    """The variable is split in backends/contract/rules.py only; elsewhere it is set or recorded."""
+    rules = ROOT / "backends" / "contract" / "rules.py"
+    found = [str(p.relative_to(ROOT)) for package in ("compare", "backends")
+             for p in sorted((ROOT / package).rglob("*.py")) if p != rules and
+             re.search(r"CUDA_VISIBLE_DEVICES[^\n]*\.split\(", p.read_text())]
+    assert found == []
+    assert resources.visible_gpus is visible_gpus
