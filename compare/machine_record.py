@@ -25,9 +25,13 @@ __all__ = ["cpu_model", "cuda_driver_version", "gpus", "memory_gib", "info", "ho
 
 
 def fingerprint(record: Dict[str, Any]) -> Dict[str, Any]:
-    """What makes two machine records the same machine for benchmarking (not the time or commit)."""
+    """What makes two machine records the same machine, the one rule every comparison applies
+    (resume, diff, history, the packing table's serial twins, the plan's earlier cell times):
+    the same CPU model and core count, the same GPU model(s) and driver. Not the number of GPUs:
+    a cell names how many it uses, and measures the same on a machine with more of them; not the
+    time, host name or commit."""
     return {"cpu_model": record.get("cpu_model"), "cpu_count": record.get("cpu_count"),
-            "gpus": sorted(g.get("name") for g in record.get("gpus", [])),
+            "gpus": sorted({g.get("name") for g in record.get("gpus", [])}),
             "driver": next((g.get("driver") for g in record.get("gpus", [])), None)}
 
 

@@ -43,6 +43,17 @@ LOCK_FILE = "lock"
 FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
 
 
+def campaign_folders(folder: Path) -> List[Path]:
+    """The campaigns a folder names: itself where it is one, else those one level below it (by
+    name; [] where there are none). How history, the plan and the packing table find them."""
+    folder = Path(folder)
+    if (folder / CAMPAIGN_FILE).is_file():
+        return [folder]
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if (p / CAMPAIGN_FILE).is_file())
+
+
 def default_root() -> Path:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("results") / stamp

@@ -73,3 +73,37 @@ def test_no_module_parses_cuda_visible_devices_itself():
              re.search(r"CUDA_VISIBLE_DEVICES[^\n]*\.split\(", p.read_text())]
     assert found == []
     assert resources.visible_gpus is visible_gpus
+
+
+def _with_cell_time(r):
+    r.phases = {"cell_start": 100.0, "cell_end": 160.0}
+    return r
+
+
+def test_one_rule_says_which_machine_is_the_same_and_every_comparison_applies_it(tmp_path):
+    """The same CPU model and cores, GPU models and driver; any number of GPUs. The plan's
+    earlier cell times, the packing table's serial twins, history and resume ask the one rule."""
+    from compare import machine_record, plan
+    from compare.reporting import history, packing
+    from tests.helpers import MACHINE, result, save_campaign
+    more_gpus = dict(MACHINE, gpus=MACHINE["gpus"] * 2)
+    new_driver = dict(MACHINE, gpus=[dict(g, driver="550.90") for g in MACHINE["gpus"]])
+    fewer_cores = dict(MACHINE, cpu_count=32)
+    assert machine_record.differences(MACHINE, more_gpus) == []
+    assert machine_record.differences(MACHINE, new_driver) == ["driver: 535.54 vs 550.90"]
+    assert machine_record.differences(MACHINE, fewer_cores) == ["cpu_count: 64 vs 32"]
+    folders = {}
+    for i, (name, machine) in enumerate((("a", MACHINE), ("b", more_gpus), ("c", new_driver),
+                                         ("d", fewer_cores))):
+        runs = [_with_cell_time(result("caffe2", "fp32", 1, ips=100.0 + i))]
+        folders[name] = save_campaign(tmp_path / "all" / name, runs, machine)
+    (tmp_path / "all" / "not-a-campaign").mkdir()
+    (tmp_path / "all" / "notes.txt").write_text("x")
+    # every reader finds the same four campaigns in the folder
+    found = {c.root.name for c in history.campaigns([tmp_path / "all"])}
+    assert found == {"a", "b", "c", "d"}
+    # and takes only those on the same machine: a and b (more GPUs of the same model)
+    _, used = plan.earlier_results(tmp_path / "all", MACHINE)
+    assert used == 2
+    twins = packing.serial_runs(folders["a"], MACHINE, [])
+    assert sorted(where for where, _ in twins) == ["b"]

@@ -25,14 +25,14 @@ COLUMNS = KEY + ["date", "commit", "campaign", "framework_version", "status", "i
 
 def campaigns(paths: Sequence[Path]) -> List:
     """The campaigns named, or found one level below a folder that is not one itself; oldest first."""
-    from ..store import CAMPAIGN_FILE, Campaign
+    from ..store import Campaign, campaign_folders
     found = []
     for path in paths:
         path = Path(path)
-        if (path / CAMPAIGN_FILE).is_file() or not path.is_dir():
+        if not path.is_dir():
             found.append(Campaign.open(path))  # a bad path: Campaign.open says why
             continue
-        inside = [Campaign.open(p) for p in sorted(path.iterdir()) if (p / CAMPAIGN_FILE).is_file()]
+        inside = [Campaign.open(p) for p in campaign_folders(path)]
         if not inside:
             raise UserError("{}: neither a campaign nor a folder of campaigns; give campaign folders "
                             "made by `compare run`, or the folder that holds them".format(path))
