@@ -107,3 +107,29 @@ def test_one_rule_says_which_machine_is_the_same_and_every_comparison_applies_it
     assert used == 2
     twins = packing.serial_runs(folders["a"], MACHINE, [])
     assert sorted(where for where, _ in twins) == ["b"]
+
+
+def test_a_reports_sections_are_listed_once_in_report_py(tmp_path):
+    """report.md holds exactly the sections report.build lists, in its order (a half-done
+    campaign with a foreign file: its own sections last); reporting/__init__.py adds none."""
+    import ast
+
+    from compare.reporting import accuracy, comparator, report, write_report
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, fixed_results, result, save_campaign
+    root = save_campaign(tmp_path / "c", fixed_results() + [result("mxnet", "fp32", 1, 500.0)], MACHINE)
+    (root / "results" / "mxnet-fp32-g1-b256-s224-r0.json").unlink()  # planned, not run yet
+    (root / "results" / "foreign.json").write_text("{}")
+    campaign = Campaign.open(root)
+    text, _, warnings = write_report(campaign, tmp_path / "out", ("md",))
+    results, _ = campaign.results()
+    results, trained = accuracy.split(results)
+    rep = report.build(comparator.cells(results), campaign.machine, [], (), results,
+                       report.campaign_sections(campaign, results, trained, warnings))
+    titles = [s.title for s in rep.sections() if s.title]
+    assert [line[3:] for line in text.splitlines() if line.startswith("## ")] == titles
+    assert titles[-2:] == ["Not run yet", "Result files left out"]
+    tree = ast.parse((ROOT / "compare" / "reporting" / "__init__.py").read_text())
+    built = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and
+             isinstance(n.func, ast.Name) and n.func.id in ("Text", "Table")]
+    assert built == []
