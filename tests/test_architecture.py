@@ -238,12 +238,13 @@ def test_no_block_of_six_lines_is_repeated_between_two_backends():
 
 
 def test_what_runs_in_a_foreign_environment_imports_only_the_standard_library_at_load():
-    """backends/*.py, backends/launchers/, the contract and each backend's __init__ and __main__: Python 3.8
+    """backends/*.py, launchers/, contract/, pipelines/ and each backend's __init__ and __main__: Python 3.8
     syntax, and at module level only the standard library and backends' own modules (frameworks
     are imported inside functions or in runtime/data/train, which only their environment loads)."""
     import sys
     paths = sorted((ROOT / "backends").glob("*.py")) + sorted((ROOT / "backends" / "launchers").glob("*.py"))
     paths += sorted((ROOT / "backends" / "contract").glob("*.py"))
+    paths += sorted((ROOT / "backends" / "pipelines").glob("*.py"))
     paths += sorted((ROOT / "backends").glob("*/__init__.py")) + sorted((ROOT / "backends").glob("*/__main__.py"))
     for path in paths:
         tree = ast.parse(path.read_text(), str(path), feature_version=(3, 8))

@@ -7,8 +7,8 @@ from typing import List
 
 from ..dataset import FEEDER_PRIORITY, LOADER_WORKERS, NVIMGCODEC_API, PIPELINE, SWITCH_INTERVAL
 from ..options import CHANNELS_LAST, COMPILE, Option, Switch
+from ..pipelines.splitdecode import OPTIONS as SPLIT_OPTIONS  # cpu_decoders, cpu_share, cpu_draft
 from ..protocol import RunSpec
-from ..splitdecode import OPTIONS as SPLIT_OPTIONS  # cpu_decoders, cpu_share, cpu_draft
 
 MODULE = "backends.caffe2_torch"
 DATA_FORMAT = None  # --data DIR: the DataLoader reads the JPEG folder itself (data.py)

@@ -24,8 +24,9 @@ import torch
 from torch.utils import data as tud
 
 from .. import dataset as ds
-from .. import feed, options, policy
-from .. import nvdecode as nvd
+from .. import options, policy
+from ..pipelines import feed
+from ..pipelines import nvdecode as nvd
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
 from .runtime import TorchRuntime
@@ -371,7 +372,7 @@ def _native(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int,
 def _dali(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, str], seed: int,
           channels_last: bool) -> Made:
     """pipeline=dali: DALI decodes (the mixed decoder on a GPU, CPU operators without one)."""
-    from .. import dali
+    from ..pipelines import dali
     gpu = device.type == "cuda"
     pipe = dali.build(files, spec.batch_size, spec.image_size, seed, workers[0],
                       device.index if gpu else None)

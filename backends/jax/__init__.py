@@ -9,8 +9,8 @@ from typing import List
 
 from ..dataset import FEEDER_PRIORITY, LOADER_WORKERS, NVIMGCODEC_API, PIPELINE, SWITCH_INTERVAL
 from ..options import Option
+from ..pipelines.splitdecode import OPTIONS as SPLIT_OPTIONS  # cpu_decoders, cpu_share, cpu_draft
 from ..protocol import RunSpec
-from ..splitdecode import OPTIONS as SPLIT_OPTIONS  # cpu_decoders, cpu_share, cpu_draft
 
 MODULE = "backends.jax"
 DATA_FORMAT = None  # --data DIR: the pipeline reads the JPEG folder itself (data.py)

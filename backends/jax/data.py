@@ -1,7 +1,7 @@
 """JAX's input pipeline for --data DIR: the JPEG folder itself (DATA_FORMAT None), decoded on
 the GPU's JPEG engines (decode=hw, hwfeed.py: the default where it works) or with Pillow in Grain
 worker processes (grain_loader.py; loader=threads: a thread pool, loader.py), each batch sharded
-onto the devices ahead of the step. DALI (pipeline=dali) is backends/dali.py.
+onto the devices ahead of the step. DALI (pipeline=dali) is backends/pipelines/dali.py.
 
 A feeder thread takes each host batch of this process (uint8 NHWC, its local devices' share of
 the global batch) and makes it one global array sharded along the mesh's batch axis
@@ -21,9 +21,10 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .. import cpudecode, feed, options
 from .. import dataset as ds
-from .. import nvdecode as nvd
+from .. import options
+from ..pipelines import cpudecode, feed
+from ..pipelines import nvdecode as nvd
 from ..protocol import RunSpec, Unsupported
 from . import OPTIONS
 from .flags import pinned
@@ -195,7 +196,7 @@ def _grain(files, batch: int, size: int, seed: int, workers: int, encoded: bool)
 
 def _dali(files, spec: RunSpec, mesh: Mesh, workers: int, seed: int, sharding):
     """pipeline=dali: one DALI pipeline per local device over its share of the process's files."""
-    from .. import dali
+    from ..pipelines import dali
     devices = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
     gpu, k = spec.device == "cuda", len(devices)
     threads = max(1, workers // k)

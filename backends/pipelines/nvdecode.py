@@ -21,8 +21,8 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import dataset as ds
-from .protocol import Unsupported
+from .. import dataset as ds
+from ..protocol import Unsupported
 
 MIN_CAPACITY = 1 << 20  # a flat buffer holds at least 1 MiB
 # the extension modules loaded: JPEG only (nvJPEG: the engines; libjpeg-turbo: the CPU backend)

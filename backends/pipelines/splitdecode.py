@@ -23,9 +23,9 @@ import ctypes
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..options import Option
 from . import cpudecode
 from . import nvdecode as nvd
-from .options import Option
 
 SMOOTHING = 0.3  # weight of the newest batch in the rates' exponential average
 CPU_DECODERS = Option("cpu_decoders", "int", "with --data DIR and decode=hw: CPU decoder processes "

@@ -13,8 +13,8 @@ functions. Where DALI does not import, the run is a recorded `unsupported` with 
 """
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import dataset as ds
-from .protocol import Unsupported
+from .. import dataset as ds
+from ..protocol import Unsupported
 
 HW_DECODER_LOAD = 0.99  # share of the JPEGs the mixed decoder sends to the JPEG engines
 PREFETCH = 2  # DALI's own prefetch queue depth

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional
 
-from .dataset import Tally
+from ..dataset import Tally
 
 
 class Feed:
