@@ -193,6 +193,21 @@ def list_options(framework: Optional[str] = typer.Argument(
         _print_modes(fw, "  --mode {} sets: ")
 
 
+@list_app.command("pipelines")
+def list_pipelines(framework: Optional[str] = typer.Argument(
+        None, help="One framework (default: all).")):
+    """The input pipelines of --data DIR each backend has, in order of preference (decode=auto
+    takes the first that runs), and what each decodes where (backends/pipelines/)."""
+    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    for i, fw in enumerate(chosen):
+        rows = fw.pipelines()
+        print("{}{} ({}):".format("\n" if i else "", fw.name, fw.display))
+        for p in rows:
+            how = "its one pipeline" if len(rows) == 1 else \
+                "--option {}={}".format("pipeline" if p.own else "decode", p.name)
+            print("  {:<9} {}{}: {}".format(p.name, how, ", GPUs only" if p.gpu else "", p.does))
+
+
 def _print_modes(fw, heading: str) -> None:
     for name, switches in getattr(fw.module(), "MODES", {}).items():
         print((heading.format(name) + ("" if switches else "no switch (the default's), only "

@@ -33,6 +33,10 @@ class Framework:
         """backends.<backend>: stdlib only at import time (command(), OPTIONS)."""
         return backend(self.backend)
 
+    def pipelines(self) -> Tuple:
+        """Its input pipelines for --data DIR, in order of preference (backends/pipelines/)."""
+        return tuple(getattr(self.module(), "PIPELINES", ()))
+
     def options(self) -> Tuple:
         """The `--option` keys this backend reads: its own, then those every backend has."""
         return tuple(getattr(self.module(), "OPTIONS", ())) + COMMON_OPTIONS
@@ -111,6 +115,12 @@ def color(name: str):
     """A framework's chart colour (None: matplotlib picks one)."""
     fw = _BY_NAME.get(str(name).lower())
     return fw.color if fw else None
+
+
+def pipelines(name) -> Tuple:
+    """A framework's input pipelines by its name (none for one no longer registered)."""
+    fw = _BY_NAME.get(str(name).lower())
+    return fw.pipelines() if fw else ()
 
 
 def order(present: Sequence[str]) -> List[str]:

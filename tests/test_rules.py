@@ -133,3 +133,28 @@ def test_a_reports_sections_are_listed_once_in_report_py(tmp_path):
     built = [n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and
              isinstance(n.func, ast.Name) and n.func.id in ("Text", "Table")]
     assert built == []
+
+
+def test_each_option_is_declared_once():
+    """Options are declared in backends/contract/options.py (those several backends take), in a
+    backend's __init__.py (its own) or made from its table of pipelines (pipelines/): nowhere
+    else; and a key two backends take is one declaration (decode lists each one's own table)."""
+    import ast
+
+    from compare import frameworks
+    allowed = {"backends/contract/options.py", "backends/pipelines/__init__.py"} | {
+        "backends/{}/__init__.py".format(fw.backend) for fw in frameworks.FRAMEWORKS}
+    declaring = set()
+    for path in sorted((ROOT / "backends").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            f = getattr(node, "func", None)
+            if isinstance(node, ast.Call) and getattr(f, "id", getattr(f, "attr", None)) == "Option":
+                declaring.add(str(path.relative_to(ROOT)))
+    assert declaring <= allowed, declaring - allowed
+    by_key = {}
+    for fw in frameworks.FRAMEWORKS:
+        for o in fw.options():
+            by_key.setdefault(o.key, []).append(o)
+    shared = {k: v for k, v in by_key.items() if len(v) > 1}
+    assert {"channels_last", "loader_workers", "cpu_decoders", "fail_at"} <= set(shared)
+    assert [k for k, v in shared.items() if k != "decode" and any(o != v[0] for o in v)] == []

@@ -5,13 +5,22 @@ per worker) in a Slurm job; backends/world.py reads the rank from either (launch
 """
 from typing import List
 
-from ..dataset import FEEDER_PRIORITY, LOADER_WORKERS, NVIMGCODEC_API, PIPELINE, SWITCH_INTERVAL
-from ..options import CHANNELS_LAST, COMPILE, Option, Switch
-from ..pipelines.splitdecode import OPTIONS as SPLIT_OPTIONS  # cpu_decoders, cpu_share, cpu_draft
+from .. import pipelines
+from ..options import CHANNELS_LAST, COMPILE, HW_DECODE, LOADER_WORKERS, Option, Switch
 from ..protocol import RunSpec
 
 MODULE = "backends.caffe2_torch"
 DATA_FORMAT = None  # --data DIR: the DataLoader reads the JPEG folder itself (data.py)
+# its input pipelines (backends/pipelines/), in order of preference: decode=auto takes the first
+# that runs here; --option decode and --option pipeline are made from this table
+PIPELINES = (
+    pipelines.hw_row("backends.caffe2_torch.data:hw"),
+    pipelines.Pipeline("cpu", "backends.caffe2_torch.data:cpu", "Pillow in the loader workers"),
+    pipelines.Pipeline("gpu", "backends.caffe2_torch.data:gpu", "nvJPEG through torchvision",
+                       short="nvJPEG through torchvision",
+                       gpu="decodes with nvJPEG on a CUDA device"),
+    pipelines.dali_row("backends.caffe2_torch.dali:make"),
+)
 OPTIONS = (
     CHANNELS_LAST,
     Option("optimizer", "str", "SGD implementation: one fused kernel, per-tensor-list, or a loop",
@@ -24,16 +33,10 @@ OPTIONS = (
            "the first step and keeps the fastest (else its heuristics choose)", default=True),
     Option("cudnn_benchmark_limit", "int", "with cudnn_benchmark: how many candidates to time per "
            "convolution (0: all)", default=10, minimum=0, maximum=1000),
-    Option("decode", "str", "with --data DIR: hw = the GPU's JPEG engines (nvImageCodec), cpu = "
-           "Pillow in the loader workers, gpu = nvJPEG through torchvision; auto = hw where it "
-           "decodes here, else cpu with the reason recorded", default="auto",
-           choices=("auto", "hw", "cpu", "gpu")),
+    pipelines.decode_option(PIPELINES),
     LOADER_WORKERS,
-    PIPELINE,
-    NVIMGCODEC_API,
-    SWITCH_INTERVAL,
-    FEEDER_PRIORITY,
-    *SPLIT_OPTIONS,
+    pipelines.pipeline_option(PIPELINES),
+    *HW_DECODE,
 )
 # `tuned` (docs/modes.md): PyTorch 2's documented fast path, torch.compile, with the whole step
 # captured as one CUDA graph where compare can (one GPU; its capture does not cover DDP's

@@ -92,6 +92,41 @@ COMMON_OPTIONS = (
 )
 
 
+# --- input pipelines (--data DIR) -------------------------------------------------------------------
+# the options that several backends' pipelines read, declared once; `decode` and `pipeline` are
+# made from each backend's table of its pipelines (backends/pipelines/: decode_option, ...)
+LOADER_WORKERS = Option("loader_workers", "int", "input-pipeline workers (decode processes or "
+                        "threads) per local worker, with --data DIR", minimum=1, maximum=256,
+                        default_text="cores / local workers")
+# decode=hw (pipelines/nvdecode.py) runs in the training process, beside the step. nvImageCodec's
+# decode call lets go of the interpreter and takes it back once or twice per image (its header
+# parse and image set-up), so a batch of 256 asks for the GIL ~500 times while the training loop
+# holds it; at Python's 5 ms switch interval each of those hand-overs can wait that long
+# (bench/feed_contention.py, BENCHMARKS.md "Where decode=hw's loss comes from").
+SWITCH_INTERVAL = Option("switch_interval_ms", "float", "with --data DIR and decode=hw: the training "
+                         "process's interpreter switch interval (sys.setswitchinterval), in ms",
+                         minimum=0.05, maximum=100.0, default=0.5)
+NVIMGCODEC_API = Option("nvimgcodec_api", "str", "with --data DIR and decode=hw: call nvImageCodec "
+                        "through its C API (c: the GIL let go twice a batch) or its Python binding "
+                        "(python: twice an image)", default="c", choices=("c", "python"))
+FEEDER_PRIORITY = Option("feeder_priority", "str", "with --data DIR and decode=hw: the CUDA stream "
+                         "priority of the feeder's decode and resize against the training step's",
+                         default="high", choices=("high", "normal"))
+# decode=hw's split (pipelines/splitdecode.py): CPU decoders beside the JPEG engines
+CPU_DECODERS = Option("cpu_decoders", "int", "with --data DIR and decode=hw: CPU decoder processes "
+                      "(Pillow) that take a share of each batch beside the JPEG engines "
+                      "(0: the engines alone)", minimum=0, maximum=256,
+                      default_text="cores per local worker - 2")
+CPU_SHARE = Option("cpu_share", "float", "with --data DIR and decode=hw: the share of each batch "
+                   "the CPU decoders take", minimum=0.0, maximum=1.0,
+                   default_text="auto: in proportion to the measured rates")
+CPU_DRAFT = Option("cpu_draft", "bool", "with --data DIR and decode=hw: the CPU decoders may "
+                   "decode at 1/2-1/8 scale where the crop keeps the image size (faster; its "
+                   "pixels then differ from the engines' full-scale decode)", default=False)
+# what a backend with decode=hw lists after its `pipeline` option
+HW_DECODE = (NVIMGCODEC_API, SWITCH_INTERVAL, FEEDER_PRIORITY, CPU_DECODERS, CPU_SHARE, CPU_DRAFT)
+
+
 def _plain(x: Any) -> str:
     if isinstance(x, bool):
         return "true" if x else "false"
