@@ -53,10 +53,24 @@ MODES = {"tuned": (
 )}
 
 
+# cuDNN's autotuning (cudnn.benchmark: 57 s in the first fp32 step of ResNet-50 on an H200) has
+# no on-disk cache: cuDNN and PyTorch keep the algorithms they chose in the process's memory only
+# (pytorch/pytorch#4392 and #88410 ask for one), so every process tunes again; the record says so
+CUDNN = ("no on-disk cache: cuDNN and PyTorch keep the algorithms cudnn.benchmark chose in the "
+         "process's memory only, so each process tunes again in its first step")
+
+
 def prepare(spec: RunSpec) -> None:
-    """Before torch is imported: its compile caches (backends/caches.py)."""
+    """Before torch is imported (it reads its variables once): with --compile, torch.compile's
+    cache folder under compare's (backends/caches.py: Inductor's FX graphs, AOTAutograd's and
+    Triton's kernels, keyed by torch on the graph, its inputs and the compile settings); on GPUs,
+    cuDNN's word."""
     from .. import caches
-    caches.prepare_torch(spec.compile, spec.device == "cuda")
+    if spec.device == "cuda":
+        caches.say("cudnn_autotune", CUDNN)
+    if spec.compile:
+        caches.claim("TORCHINDUCTOR_CACHE_DIR", "torchinductor", "torchinductor",
+                     "torch-" + caches.version("torch"))
 
 
 def launcher(spec: RunSpec) -> str:

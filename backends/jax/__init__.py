@@ -62,13 +62,14 @@ MODES = {"tuned": ()}  # no Switch(...) yet
 
 def prepare(spec: RunSpec) -> None:
     """Before jax is imported: JAX_PLATFORMS and XLA_FLAGS for this run (flags.py), and the
-    persistent compilation cache (backends/caches.py)."""
-    from .. import caches, world
+    persistent compilation cache (compile_cache.py)."""
+    from .. import world
+    from . import compile_cache
     from .flags import prepare
     member = world.world()
     prepare(spec, member)
     several_cpu = spec.device == "cpu" and member.processes > 1
-    caches.prepare_jax(off=caches.CPU_PROCESSES if several_cpu else None)
+    compile_cache.prepare(off=compile_cache.CPU_PROCESSES if several_cpu else None)
 
 
 def launcher(spec: RunSpec) -> str:

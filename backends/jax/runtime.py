@@ -8,13 +8,13 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from .. import caches, phases, policy, world
+from .. import phases, policy, world
 from ..contract.rules import visible_gpus
 from ..machine import cpu_model
 from ..protocol import RunSpec, Unsupported
 from ..trainer import Runtime
 from ..world import World
-from . import flags
+from . import compile_cache, flags
 
 AXIS = "data"  # the mesh's one axis: the batch is split along it, one slice per device
 SHUTDOWN_TIMEOUT_S = 60
@@ -68,7 +68,7 @@ def versions() -> str:
 class JaxRuntime(Runtime):
     def __init__(self, spec: RunSpec, member: Optional[World] = None):
         self.spec, self.member = spec, member or world.world()
-        caches.watch_jax(jax.monitoring)  # before anything is compiled
+        compile_cache.watch(jax.monitoring)  # before anything is compiled
         join(spec, self.member)
         self.rank = jax.process_index()
         self.devices = devices(spec, self.member)
