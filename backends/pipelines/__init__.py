@@ -11,7 +11,9 @@ pipeline_option), `compare list pipelines` prints it, and the backend's data.py 
 row runs, then calls the row's maker: nothing outside the table names a pipeline. The modules
 here are what several backends' pipelines share: the Feed and its feeder thread (feed.py), DALI's
 graph (dali.py), hardware JPEG decode (nvdecode.py, nvcapi.py) and the CPU decoders beside it
-(cpudecode.py, splitdecode.py). Framework code stays in the backend folders.
+(cpudecode.py, splitdecode.py), time to accuracy's evaluation batches (accuracy_data.py).
+Framework code stays in the backend folders. (nvdecode's decoder `kind`, "hw" or "cpu", names
+nvImageCodec's backend, the engines or its CPU one that tests use, not a row.)
 
 Standard library only, Python >= 3.8 (the host reads the tables).
 """
