@@ -45,9 +45,9 @@ __all__ = ["batchprobe", "dataset", "launchers", "lifeline", "machine", "mllog",
 
 def backend(name: str) -> ModuleType:
     """The package `backends.<name>` that the framework registry names: the plug-in seam. Only
-    its __init__ is imported (standard library only): MODULE, OPTIONS, MODES, DATA_FORMAT,
-    command(), launcher(), prepare(); its runtime, data and train modules import the framework
-    and run only in the framework's environment."""
+    its __init__ is imported (standard library only): MODULE, OPTIONS, MODES, PIPELINES,
+    DATA_FORMAT, command(), launcher(), prepare(); its runtime, data and train modules import the
+    framework and run only in the framework's environment."""
     return importlib.import_module("backends." + name)
 
 

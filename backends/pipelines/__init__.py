@@ -8,7 +8,7 @@ A backend lists its pipelines in its __init__.py, in order of preference:
 
 `--option decode` and `--option pipeline` are made from that table (decode_option,
 pipeline_option), `compare list pipelines` prints it, and the backend's data.py asks choose() which
-row runs, then calls the row's maker: nothing outside the table names a pipeline. The modules
+row runs, then calls the row's maker: nothing else picks a pipeline. The modules
 here are what several backends' pipelines share: the Feed and its feeder thread (feed.py), DALI's
 graph (dali.py), hardware JPEG decode (nvdecode.py, nvcapi.py) and the CPU decoders beside it
 (cpudecode.py, splitdecode.py), time to accuracy's evaluation batches (accuracy_data.py).
