@@ -22,9 +22,12 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from .caches import cache_root
 from .protocol import RunSpec, write_json_atomic
 
-PREPARED = ".compare"  # DIR/.compare/: manifest.json, files.tsv, one folder per native format
+PREPARED = ".compare"  # DIR/.compare/: manifest.json, files.jsonl, one folder per native format
 MANIFEST = "manifest.json"
-FILE_LIST = "files.tsv"  # relative path <TAB> label, one valid JPEG a line
+# one valid JPEG a line, as a JSON array [relative path, label, size, mtime_ns]: JSON holds any
+# file name (a tab, a line break, bytes that are not UTF-8 as \udcXX escapes)
+FILE_LIST = "files.jsonl"
+OLD_FILE_LIST = "files.tsv"  # an earlier compare's: path <TAB> label <TAB> size <TAB> mtime_ns
 DONE = "done.json"  # in a format's folder: written last, names the manifest fingerprint it holds
 MEAN = (0.485, 0.456, 0.406)  # ImageNet channel statistics, RGB on a 0-1 scale
 STD = (0.229, 0.224, 0.225)
@@ -73,14 +76,12 @@ class Prepared:
     def classes(self) -> int:
         return int(self.manifest["classes"])
 
+    def file_list_path(self) -> str:
+        return file_list_path(self.path)
+
     def files(self) -> List[Tuple[str, int]]:
         """(path relative to the root, label) of every valid JPEG, in the manifest's order."""
-        out = []
-        with open(os.path.join(self.path, FILE_LIST)) as f:
-            for line in f:
-                rel, label = line.rstrip("\n").split("\t")[:2]
-                out.append((rel, int(label)))
-        return out
+        return [(rel, label) for rel, label, _, _ in read_file_list(self.file_list_path())]
 
     def format_dir(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -108,6 +109,37 @@ class Prepared:
         if self.classes > num_classes:
             raise DataError("{} has {} classes, the model only {} outputs".format(
                 self.root, self.classes, num_classes))
+
+
+def file_list_path(folder: str) -> str:
+    """A prepared folder's file list: FILE_LIST, or an earlier compare's OLD_FILE_LIST where only
+    that one is."""
+    path, old = os.path.join(folder, FILE_LIST), os.path.join(folder, OLD_FILE_LIST)
+    return old if not os.path.exists(path) and os.path.exists(old) else path
+
+
+def read_file_list(path: str) -> List[Tuple[str, int, int, int]]:
+    """(relative path, label, size, mtime_ns) a line of a file list: FILE_LIST's JSON arrays, or
+    OLD_FILE_LIST's tab-separated fields (whose names hold no tab or line break)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if path.endswith(OLD_FILE_LIST):
+                rel, label, size, mtime = line.rstrip("\n").split("\t")
+            else:
+                rel, label, size, mtime = json.loads(line)
+            out.append((rel, int(label), int(size), int(mtime)))
+    return out
+
+
+def write_file_list(folder: str, entries: List[Tuple[str, int, int, int]]) -> None:
+    """FILE_LIST in `folder` (to a temp name, renamed), and an earlier compare's list removed."""
+    tmp = os.path.join(folder, FILE_LIST + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:  # ensure_ascii: any name, as \uXXXX escapes
+        f.writelines(json.dumps(list(e)) + "\n" for e in entries)
+    os.replace(tmp, os.path.join(folder, FILE_LIST))
+    if os.path.exists(os.path.join(folder, OLD_FILE_LIST)):
+        os.remove(os.path.join(folder, OLD_FILE_LIST))
 
 
 def random_resized_crop(width: int, height: int, rng) -> Tuple[int, int, int, int]:

@@ -21,7 +21,7 @@ from . import accuracy, batchprobe, caches, hostcpu, phases, telemetry, world
 from . import options as opts
 from .contract.options import COMMON_OPTIONS
 from .contract.rules import is_oom
-from .contract.stats import jitter, median, uncertainty
+from .contract.stats import jitter, median, uncertainty, window_sizes
 from .lifeline import die_with_parent
 from .machine import cpu_model as cpu_name  # noqa: F401  (the trainers' device_name on CPU)
 from .machine import cpuset
@@ -31,13 +31,6 @@ from .trainer import DataOnly, Trainer
 CLOSE_WAIT_S = 15.0  # how long a finished run waits for its trainer's close()
 ENV_KEYS = ("NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "COMPARE_IMAGE",
             "COMPARE_EXECUTOR", "COMPARE_ENV")
-
-
-def window_sizes(steps: int, windows: int) -> List[int]:
-    """Split `steps` timed steps into at most `windows` windows of near-equal size."""
-    n = max(1, min(windows, steps))
-    base, extra = divmod(steps, n)
-    return [base + (1 if i < extra else 0) for i in range(n)]
 
 
 class InjectedFailure(RuntimeError):

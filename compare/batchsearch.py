@@ -13,7 +13,6 @@ Where each probe is a process of its own, the backend says why (its SEPARATE_PRO
 `COMPARE_BATCH_SEARCH=process` makes every search use separate processes (to measure the two).
 """
 import os
-import secrets
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -140,7 +139,7 @@ def _separate(cell, bounds, why, campaign, executor, cfg, slot, log, searched) -
     from .executors.base import failure
 
     def probe(spec: RunSpec) -> RunResult:
-        result = executor.run(replace(spec, nonce=secrets.token_hex(8)), campaign, cfg.timeout,
+        result = executor.run(replace(spec, nonce=campaign.attempt_nonce()), campaign, cfg.timeout,
                               slot=slot)
         campaign.save_probe(result)
         _log(log, result)

@@ -1,8 +1,8 @@
 """The `compare` command line: run, list, doctor here; report, diff, history and check in
 commands/reporting.py, images in commands/images.py. One function per command.
 
-Bad input is one line on stderr and exit code 2 (UserError, caught once in main()); a traceback
-only with --debug.
+Bad input is one line on stderr and exit code 2 (UserError, caught once in main()), an internal
+error one line and exit 70; a traceback only with --debug.
 """
 import functools
 import inspect
@@ -23,6 +23,7 @@ except ImportError:  # pragma: no cover - older typer on real click
 from . import executors
 from . import frameworks as fws
 from .errors import UserError
+from .loading import one_line
 from .runner import Interrupted
 
 FRAMEWORKS_HELP = "Comma list of {} (aliases: `compare list frameworks`).".format(fws.choices())
@@ -45,7 +46,7 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on 
 
 
 def _err(msg: str) -> None:
-    sys.stderr.write("compare: {}\n".format(msg))
+    sys.stderr.write("compare: {}\n".format(one_line(msg)))
 
 
 def _with_executor_flags(command):
@@ -278,10 +279,16 @@ def resume_command(argv: List[str], campaign: Path) -> str:
     return "compare " + " ".join(shlex.quote(a) for a in args)
 
 
+# exit codes: 0 pass; 1 a measured shortfall (`check` FAIL) or a failed run (a cell `failed` or
+# `timeout`); 2 bad input; 70 an internal error (EX_SOFTWARE); 130/143 stopped by SIGINT/SIGTERM
+FAILED, BAD_INPUT, INTERNAL = 1, UserError.exit_code, 70
+
+
 def main(argv: Optional[List[str]] = None) -> None:
-    """Console entry point: one line on stderr per error, exit 2 for bad input. A reader that
-    goes away (`compare list options | head -1`) ends the output quietly: exit 0, or the code
-    the command had already decided."""
+    """Console entry point: one line on stderr per error; exit 2 for bad input, 70 for an
+    internal error (so that CI tells a crash from the 1 of a failed check). A reader that goes
+    away (`compare list options | head -1`) ends the output quietly: exit 0, or the code the
+    command had already decided."""
     try:
         _main(argv)
         code = 0
@@ -324,7 +331,7 @@ def _main(argv: Optional[List[str]]) -> None:
         sys.exit(exc.exit_code)
     except UsageError as exc:
         _err("error: {}".format(exc.format_message().splitlines()[0]))
-        sys.exit(2)
+        sys.exit(BAD_INPUT)
     except (typer.Abort, KeyboardInterrupt):
         _err("interrupted; results recorded so far are kept")
         sys.exit(130)
@@ -337,8 +344,8 @@ def _main(argv: Optional[List[str]]) -> None:
             raise
         if isinstance(exc, OSError) and exc.filename:  # on a path, most often one the user gave
             _err("error: {}: {}".format(exc.filename, exc.strerror or exc))
-            sys.exit(2)
+            sys.exit(BAD_INPUT)
         _err("internal error: {}: {} (rerun with --debug for the traceback)".format(
             type(exc).__name__, exc))
-        sys.exit(1)
+        sys.exit(INTERNAL)
     sys.exit(code if isinstance(code, int) else 0)

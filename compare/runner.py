@@ -6,7 +6,6 @@ recorded, and `Interrupted` says how to resume.
 """
 import contextlib
 import os
-import secrets
 import signal
 import sys
 import time
@@ -300,7 +299,8 @@ def _stop_on_signals():
 
 
 def execute(cfg: RunConfig) -> int:
-    """Run every unfinished cell; print the report. Exit 0 even when cells failed (they are results)."""
+    """Run every unfinished cell; print the report. Exit 1 when a cell failed or timed out (it
+    is recorded, and --resume runs it again), else 0."""
     from rich.console import Console
 
     from . import datasets
@@ -343,7 +343,10 @@ def execute(cfg: RunConfig) -> int:
         console.print("warning: " + w)
     sys.stdout.write(text)
     console.print("report: {}".format(", ".join(str(p) for p in paths)))
-    return 0
+    code, failed = campaign.run_outcome()  # 1 where a cell failed or timed out (store.FAILED_RUN)
+    if failed:
+        console.print(failed)
+    return code
 
 
 def _finished(cfg: RunConfig) -> set:
@@ -384,7 +387,7 @@ def _sweep(cfg: RunConfig, campaign, executor, new_executor, pool: Pool, concurr
     progress = SweepProgress.planned(console, todo, pool, concurrency, campaign, cfg, executor.name)
 
     def run_cell(executor, spec, slot):
-        spec = replace(spec, nonce=secrets.token_hex(8))
+        spec = replace(spec, nonce=campaign.attempt_nonce())  # names the campaign
         fw = fws.get(spec.framework)
         if not fw.available:
             return failure(spec, "skipped", "{}: {}".format(fw.name, fw.unavailable_reason))

@@ -11,13 +11,16 @@
 
 Files are read through loading.py (regular files of bounded size; a result validated, its spec
 re-hashed): a bad one is skipped with a warning naming it and why. A result belongs to a cell only
-when its re-hashed spec is the planned cell's: any other file is listed as foreign and left out.
+when its re-hashed spec is the planned cell's, its nonce one of this campaign's attempts (each
+begins with campaign.json's id) and its device this campaign's machine's: any other file is
+listed as foreign and left out.
 """
 import contextlib
 import datetime
 import fcntl
 import json
 import os
+import secrets
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
@@ -34,13 +37,16 @@ from backends.contract import (
 
 from . import mllogs, validate
 from .errors import UserError
-from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_result, read_bounded  # noqa: F401
+from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_json, load_result, one_line  # noqa: F401
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
 LOCK_FILE = "lock"
 # --resume re-runs failed and timeout cells; not_converged is a finished time-to-accuracy cell
 FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
+# a run that did not end as measured, so `compare run` exits 1: the others are what was measured
+# (oom, unsupported, skipped and not_converged are the cell's answer, reported as such)
+FAILED_RUN = ("failed", "timeout")
 
 
 def campaign_folders(folder: Path) -> List[Path]:
@@ -103,16 +109,25 @@ def _short(path: Path) -> str:
     return text if len(text) <= 120 else text[:60] + "…" + text[-40:]
 
 
+def _corrupt(root: Path, what: str, why: Any) -> UserError:
+    return UserError("{}: {} is corrupt: {}; restore it or start a new campaign".format(root, what, why))
+
+
 def _read_json(path: Path, what: str, root: Path) -> Dict[str, Any]:
+    """campaign.json or machine.json through the one loader (loading.load_json: a regular file
+    of bounded size, each key once, no NaN, no huge integer, no deep nesting): a JSON object,
+    else one UserError line."""
     try:
-        data = json.loads(read_bounded(path, MAX_CAMPAIGN_BYTES).decode("utf-8"))
-        validate.plain(data)  # no NaN, no nesting deeper than a campaign's own
-    except (ValueError, RecursionError) as exc:  # SchemaError from read_bounded is a ValueError
-        raise UserError("{}: {} is corrupt ({}); restore it or start a new campaign".format(
-            root, what, exc if isinstance(exc, ValueError) else "nested too deeply to read")) from None
+        data = load_json(path, MAX_CAMPAIGN_BYTES)
+    except SchemaError as exc:
+        raise _corrupt(root, what, exc) from None
     if not isinstance(data, dict):
-        raise UserError("{}: {} is corrupt (not a JSON object); restore it or start a new "
-                        "campaign".format(root, what))
+        raise _corrupt(root, what, "not a JSON object")
+    if what == "machine.json":
+        try:
+            validate.machine(data)
+        except SchemaError as exc:
+            raise _corrupt(root, what, exc) from None
     return data
 
 
@@ -120,6 +135,7 @@ class Campaign:
     def __init__(self, root: Path):
         self.root = Path(root).absolute()  # backends run with another cwd: every path absolute
         self._lock_fd: Optional[int] = None
+        self._id: Optional[str] = None  # campaign.json's id, read once (attempt_nonce)
 
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
@@ -149,7 +165,9 @@ class Campaign:
                     (root / sub).mkdir(exist_ok=True)
                 write_json_atomic(str(root / "machine.json"), machine)
                 now = utc_now()
-                c._write_meta({"kind": CAMPAIGN_KIND, "created_at": now, "config": config,
+                # the campaign's id begins the nonce of each of its attempts (attempt_nonce)
+                c._write_meta({"kind": CAMPAIGN_KIND, "id": secrets.token_hex(8),
+                               "created_at": now, "config": config,
                                "settings": settings or {}, "planned": {},
                                "sessions": [{"started_at": now, "config": config}]})
         except BaseException:
@@ -169,14 +187,13 @@ class Campaign:
             raise UserError("{}: {} is not a compare campaign".format(root, CAMPAIGN_FILE))
         if not isinstance(meta.get("sessions", []), list) or not isinstance(
                 meta.get("planned", {}), dict) or not isinstance(meta.get("settings", {}), dict):
-            raise UserError("{}: {} is corrupt (sessions, planned or settings of the wrong type); "
-                            "restore it or start a new campaign".format(root, CAMPAIGN_FILE))
+            raise _corrupt(root, CAMPAIGN_FILE, "sessions, planned or settings of the wrong type")
         if not isinstance(meta.get("created_at", ""), str) or not all(
-                isinstance(h, str) for h in meta.get("planned", {}).values()):
-            raise UserError("{}: {} is corrupt (created_at or a planned cell's hash is not text); "
-                            "restore it or start a new campaign".format(root, CAMPAIGN_FILE))
+                isinstance(h, str) for h in meta.get("planned", {}).values()) or not isinstance(
+                meta.get("id", ""), str):
+            raise _corrupt(root, CAMPAIGN_FILE, "created_at, id or a planned cell's hash is not text")
         if (root / "machine.json").exists():
-            _check_machine(_read_json(root / "machine.json", "machine.json", root), root)
+            _read_json(root / "machine.json", "machine.json", root)
         return cls(root)
 
     @property
@@ -253,6 +270,16 @@ class Campaign:
         meta["planned"] = planned
         self._write_meta(meta)
 
+    def attempt_nonce(self) -> str:
+        """A fresh nonce for one attempt of a cell: the campaign's id, then 16 random hex digits.
+        The result echoes it, so a result names the campaign it ran for (a copy from another
+        campaign of the same settings is told apart: _foreign). A campaign of an earlier compare
+        has no id: its nonces are random alone."""
+        if self._id is None:
+            self._id = self.meta.get("id") or ""
+        token = secrets.token_hex(8)
+        return "{}-{}".format(self._id, token) if self._id else token
+
     def spec_path(self, run_id: str) -> Path:
         return self.root / "specs" / (run_id + ".json")
 
@@ -300,6 +327,17 @@ class Campaign:
         results, _ = self.results()
         return {r.run_id for r in results if r.status in FINISHED}
 
+    def run_outcome(self) -> Tuple[int, Optional[str]]:
+        """`compare run`'s exit code once its sweep has ended: 1 and a line naming them when
+        cells failed or timed out (FAILED_RUN), else 0 and None."""
+        results, _ = self.results()
+        failed = ["{}: {}".format(r.run_id, r.status) for r in results if r.status in FAILED_RUN]
+        if not failed:
+            return 0, None
+        return 1, "{} cell{} failed or timed out ({}{}); `compare run … --resume` runs {} again".format(
+            len(failed), "s" if len(failed) != 1 else "", ", ".join(failed[:5]),
+            ", …" if len(failed) > 5 else "", "them" if len(failed) != 1 else "it")
+
     def missing(self, results: List[RunResult]) -> List[str]:
         """Planned cells with no result yet (a half-done campaign), by run id."""
         have = {r.run_id for r in results}
@@ -309,7 +347,8 @@ class Campaign:
         """Every result that belongs to a planned cell (one per `<run_id>.json`), and one warning
         per file left out, saying why. A campaign without a plan (made by a compare before plans
         were recorded) takes every valid result, and says so."""
-        planned = self.meta.get("planned") or {}
+        meta, machine = self.meta, self.machine
+        planned = meta.get("planned") or {}
         out, errors = [], []
         for path in sorted((self.root / "results").glob("*.json")):
             if path.name.startswith("."):
@@ -317,11 +356,11 @@ class Campaign:
             try:
                 result = load_result(path)
             except (SchemaError, OSError) as exc:
-                errors.append("skipped corrupt result {}: {}".format(path.name, exc))
+                errors.append(one_line("skipped corrupt result {}: {}".format(path.name, exc)))
                 continue
-            why = _foreign(result, path, planned)
+            why = _foreign(result, path, planned) or _not_ours(result, meta.get("id"), machine)
             if why:
-                errors.append("skipped result {}: {}".format(path.name, why))
+                errors.append(one_line("skipped result {}: {}".format(path.name, why)))
             else:
                 out.append(result)
         if out and not planned:
@@ -329,15 +368,6 @@ class Campaign:
                           "results are taken as found; `compare run … --resume` records the "
                           "plan".format(CAMPAIGN_FILE))
         return out, errors
-
-
-def _check_machine(record: Dict[str, Any], root: Path) -> None:
-    """The parts of machine.json the reports read: gpus a list of objects, git an object."""
-    gpus, git = record.get("gpus", []), record.get("git")
-    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus) or not isinstance(
-            git, (dict, type(None))):
-        raise UserError("{}: machine.json is corrupt (gpus is not a list of objects, or git not an "
-                        "object); restore it or start a new campaign".format(root))
 
 
 def _foreign(result: RunResult, path: Path, planned: Dict[str, str]) -> Optional[str]:
@@ -355,6 +385,17 @@ def _foreign(result: RunResult, path: Path, planned: Dict[str, str]) -> Optional
         return ("its settings (spec hash {}) are not the campaign's ({}); results of other "
                 "settings are never mixed into a cell".format(actual, planned[result.run_id]))
     return None
+
+
+def _not_ours(result: RunResult, campaign_id: Optional[str], machine: Dict[str, Any]) -> Optional[str]:
+    """Why a result of a planned cell and its settings was not run by this campaign, or None: its
+    nonce is of another campaign's attempt, or the device it names is not its machine's. (A
+    nonce of None: a backend older than nonces, or a campaign of an earlier compare.)"""
+    if campaign_id and result.nonce and not result.nonce.startswith(campaign_id + "-"):
+        return ("its nonce {} is not one of this campaign's attempts (a result copied from another "
+                "campaign?); only results of its own runs count".format(result.nonce))
+    why = validate.other_machine(result.spec.get("device"), result.device_name, machine)
+    return why + "; results of another machine are never mixed in" if why else None
 
 
 def _show(value: Any) -> str:

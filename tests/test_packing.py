@@ -31,7 +31,7 @@ class Held(harness.Trainer):
         time.sleep(0.002)
 
     def describe(self):
-        return {{"framework_version": "fake 1.0", "device_name": "fake cpu"}}
+        return {{"framework_version": "fake 1.0", "device_name": harness.cpu_name()}}
 
 
 sys.exit(harness.main(Held, sys.argv[-2:]))
@@ -169,7 +169,7 @@ def test_the_report_gives_the_study_wall_time_gpu_hours_and_duty_cycle_beside_th
 
 def test_a_packed_figure_beyond_its_serial_interval_is_flagged(tmp_path):
     from compare.reporting import packing, tables
-    from tests.helpers import MACHINE, save_campaign, windowed
+    from tests.helpers import machine_of, save_campaign, windowed
     packed = [windowed("caffe2", "fp16", 1, [6000, 6010, 5990, 6005]),
               windowed("caffe2", "bf16", 1, [4300, 4310, 4290, 4305])]
     for r, other in zip(packed, reversed(packed)):
@@ -179,14 +179,15 @@ def test_a_packed_figure_beyond_its_serial_interval_is_flagged(tmp_path):
               windowed("caffe2", "bf16", 1, [4700, 4710, 4690, 4705])]
     for r in serial:
         r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
-    save_campaign(tmp_path / "serial", serial, machine=MACHINE)
-    root = save_campaign(tmp_path / "packed", packed, machine=MACHINE)
-    text = tables.markdown(packing.sections(packed, root, MACHINE))
+    machine = machine_of(serial)  # the machine they ran on
+    save_campaign(tmp_path / "serial", serial, machine=machine)
+    root = save_campaign(tmp_path / "packed", packed, machine=machine)
+    text = tables.markdown(packing.sections(packed, root, machine))
     rows = [line for line in text.splitlines() if line.startswith("| caffe2-")]
     assert [row.split(" | ")[-1] for row in rows] == ["within noise |", "worse |"]
     assert "**Warning: caffe2-bf16-g1-b256-s224-r0: packed ÷ serial = 0.915 ±0.003 (worse): " \
            "packing changed this figure beyond its interval**" in text
-    assert packing.sections(serial, tmp_path / "serial", MACHINE) == []  # nothing ran packed
+    assert packing.sections(serial, tmp_path / "serial", machine) == []  # nothing ran packed
 
 
 # --- compare run --concurrency, on a CPU -----------------------------------------------------------
@@ -244,7 +245,7 @@ def test_a_timeout_beside_a_running_cell_ends_only_that_cell(tmp_path, campaign)
     fake = _fake(tmp_path, hang=("bf16",), hold=hold)
     done = compare(CELLS + ["--python", "caffe2={}".format(fake), "--results", campaign,
                             "--concurrency", "2", "--timeout", "8"], env=TWO_CORES)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 1, done.stderr[-2000:]  # a cell timed out: a failed run
     results = _results(campaign)
     assert (results["caffe2-bf16-w1-b4-s32-r0"]["status"],
             results["caffe2-bf16-w1-b4-s32-r0"]["reason"]) == ("timeout", "killed after the 8 s timeout")

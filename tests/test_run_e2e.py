@@ -20,11 +20,11 @@ TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "
         "--device", "cpu", "--executor", "local"]
 
 
-def _compare(argv, capsys):
+def _compare(argv, capsys, code=0):
     with pytest.raises(SystemExit) as e:
         main(argv)
     out, err = capsys.readouterr()
-    assert e.value.code == 0, err
+    assert e.value.code == code, err
     return out, err
 
 
@@ -60,7 +60,7 @@ def test_a_crashing_run_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     campaign = tmp_path / "c"
     # tf32 cannot run on a CPU (unsupported); fail_at=setup -> a crash inside the backend
     _compare(["run", "--frameworks", "caffe2", "--precision", "tf32,fp32", "--results", str(campaign),
-              "--option", "caffe2.fail_at=setup"] + TINY, capsys)
+              "--option", "caffe2.fail_at=setup"] + TINY, capsys, code=1)  # 1: a cell failed
     results = {p.stem: json.loads(p.read_text()) for p in (campaign / "results").glob("*.json")}
     assert results["caffe2-tf32-w1-b4-s32-r0"]["status"] == "unsupported"
     crashed = results["caffe2-fp32-w1-b4-s32-r0"]

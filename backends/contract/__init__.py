@@ -9,7 +9,7 @@ framework registry names) is reached only through `shared.backend()`.
                  modes, precisions, JSON read and write (atomic)
     options.py   option declarations: Option, the options every backend takes, modes' switches
     phases.py    the names of a run's moments, and the variables that carry them
-    stats.py     the spread of a run's timed windows (harness and report)
+    stats.py     a run's timed windows: how steps split into them, their spread
     rules.py     rules both sides apply: out-of-memory words, the GPUs CUDA_VISIBLE_DEVICES names
     shared.py    the backend modules the host uses as they are (launchers, dataset, machine,
                  networks, batchprobe, mllog, lifeline), a backend's package, where the code lives
@@ -50,7 +50,7 @@ from .protocol import (
     write_spec,
 )
 from .rules import is_oom, oom_line, says_out_of_memory, visible_gpus
-from .stats import jitter, median, uncertainty
+from .stats import jitter, median, uncertainty, window_sizes
 
 __all__ = [
     "CHANNELS_LAST", "COMMON_OPTIONS", "COMPILE", "Option", "OptionError", "Switch",
@@ -60,5 +60,5 @@ __all__ = [
     "STATUSES", "RunResult", "RunSpec", "SchemaError", "Unsupported", "read_result", "read_spec",
     "utc_now", "write_json_atomic", "write_result", "write_spec",
     "is_oom", "oom_line", "says_out_of_memory", "visible_gpus",
-    "jitter", "median", "uncertainty",
+    "jitter", "median", "uncertainty", "window_sizes",
 ]

@@ -1,8 +1,9 @@
-"""The spread of a run's timed windows, as the harness records it and the host's report
-recomputes it over repeats: one definition, standard library only, Python >= 3.8."""
+"""A run's timed windows: how its steps are split into them (the harness times them, the host
+checks a result's figures against them) and their spread (the harness records it, the report
+recomputes it over repeats). One definition, standard library only, Python >= 3.8."""
 import math
 import statistics
-from typing import Optional, Sequence
+from typing import List, Optional, Sequence
 
 
 def median(xs: Sequence[float]) -> float:
@@ -24,3 +25,10 @@ def jitter(xs: Sequence[float]) -> Optional[float]:
         return None
     m = statistics.median(xs)
     return 1.4826 * statistics.median([abs(x - m) for x in xs])
+
+
+def window_sizes(steps: int, windows: int) -> List[int]:
+    """Split `steps` timed steps into at most `windows` windows of near-equal size."""
+    n = max(1, min(windows, steps))
+    base, extra = divmod(steps, n)
+    return [base + (1 if i < extra else 0) for i in range(n)]

@@ -19,7 +19,8 @@ from .. import frameworks as fws
 
 
 def _err(msg: str) -> None:
-    sys.stderr.write("compare: {}\n".format(msg))
+    from ..loading import one_line
+    sys.stderr.write("compare: {}\n".format(one_line(msg)))
 
 
 def _cells(path: Path, with_missing: bool = False):
@@ -99,7 +100,8 @@ def history(
     from ..store import check_writable_dir, user_path
     if out is not None:
         check_writable_dir(out, "--out")
-    h = hist.history(hist.campaigns(campaigns), lambda w: _err("warning: " + w))
+    h = hist.history(hist.campaigns(campaigns, lambda w: _err("warning: " + w)),
+                     lambda w: _err("warning: " + w))
     parts = hist.sections(h)
     text = tables.markdown([s for _, secs in parts for s in secs])
     sys.stdout.write(text)

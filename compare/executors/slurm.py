@@ -142,7 +142,7 @@ class SlurmExecutor(Executor):
         manifest, file list and first image before anything is submitted."""
         for p in prepared:
             first = p.files()[:1]
-            paths = [os.path.join(p.path, dataset.MANIFEST), os.path.join(p.path, dataset.FILE_LIST)]
+            paths = [os.path.join(p.path, dataset.MANIFEST), p.file_list_path()]
             paths += [os.path.join(p.root, rel) for rel, _ in first]
             self.ctx.log("checking that the Slurm compute nodes read {} (srun)".format(p.root))
             try:

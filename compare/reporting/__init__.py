@@ -77,6 +77,10 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     results, warnings = campaign.results()
     results, trained = accuracy.split(results)  # time-to-accuracy runs: tables of their own
     df = cells(results, baseline=baseline)
+    if baseline is not None and baseline not in set(df.framework):
+        from .. import frameworks
+        raise UserError("--baseline {}: no cell of the campaign ran it; choose from {}".format(
+            baseline, ", ".join(frameworks.order(set(df.framework))) or "none (no results yet)"))
     extra = report.campaign_sections(campaign, results, trained, warnings, price)
     from ..defaults import lines
     said = ((campaign.meta.get("sessions") or [{}])[-1].get("config") or {}).get("defaults") or {}

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import frameworks
 from . import data_table, findings, metrics
-from .comparator import MIXED, NOTES
+from .comparator import MIXED, NOTES, rests_on
 from .intervals import pm
 from .tables import Section, Table, Text
 
@@ -102,7 +102,7 @@ def _num(x, fmt: str) -> str:
 def _images(r) -> str:
     if r["status"] != "ok":
         return r["status"]
-    text = "{:.2f}".format(r["images_per_sec"])
+    text = "{:.2f}".format(r["images_per_sec"]) + rests_on(r)
     if r["world_size"] != 1 and r["speedup"] is not None:
         text += " ({})".format(pm(r["speedup"], r["speedup_ci95"], "{:.3f}"))
     return text + chosen(r)
@@ -192,7 +192,7 @@ def throughput_tables(df: pd.DataFrame, machine: Optional[Dict] = None,
     # its default, then the rest
     out += [Text(DEFAULTS_TITLE, list(defaults), bullets=True)] if defaults else []
     out += [framework_ratios(df, lay), data_table.table(df), repeats(df, lay), energy(df, lay),
-            cell_notes(df, lay), failures(df, lay)]
+            cell_notes(df, lay), failures(df, lay), failed_runs(df, lay)]
     # no table, no column without a value in any row (one GPU count, one precision)
     out = [p for p in (t.pruned() if isinstance(t, Table) else t for t in out if t is not None)
            if p is not None]
@@ -305,6 +305,20 @@ def failures(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
     head = _head(lay._replace(layout_column=False))
     return Table("Cells without a figure", head + ["N", "status", "reason"], rows,
                  labels=len(head) + 1)
+
+
+def failed_runs(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+    """The cells with a figure some of whose runs have none: which runs, and why (their figure
+    rests on the others, and says so: '(2 of 3 runs)')."""
+    partial = df[(df.status == "ok") & df.failed_runs.notna()]
+    if not len(partial):
+        return None
+    rows = [_label(r, lay) + [lay.n(r.nodes, r.gpus), "{} of {}".format(r.repeats, r.runs),
+                              r.failed_runs] for _, r in partial.iterrows()]
+    head = _head(lay._replace(layout_column=False))
+    return Table("Runs without a figure in cells that have one", head + ["N", "ok runs", "the others"],
+                 rows, ["The cell's figure is the median of its ok runs alone; `compare run … "
+                        "--resume` runs its failed and timed-out runs again."], labels=len(head) + 1)
 
 
 def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> Text:

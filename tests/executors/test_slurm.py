@@ -203,7 +203,7 @@ def test_one_rank_crashing_fails_the_job_at_once_not_at_its_time_limit(cluster, 
     campaign = tmp_path / "c"
     started = time.time()
     _slurm_run(campaign, ["--frameworks", "caffe2", "--nodes", "2", "--gpus", "1", "--time-limit", "10",
-                          "--option", "fail_at=timed", "--option", "fail_rank=1"] + TINY)
+                          "--option", "fail_at=timed", "--option", "fail_rank=1"] + TINY, code=1)
     took = time.time() - started
     r = _results(campaign)["caffe2-fp32-n2xw1-b4-s32-r0"]
     assert r["status"] == "failed" and r["environment"]["slurm"]["state"] == "FAILED"
@@ -216,7 +216,7 @@ def test_one_rank_crashing_fails_the_job_at_once_not_at_its_time_limit(cluster, 
 @pytest.mark.slurm
 def test_a_job_past_its_time_limit_is_a_timeout(cluster, tmp_path):
     campaign = tmp_path / "c"
-    _slurm_run(campaign, ["--frameworks", "caffe2", "--time-limit", "1"] + LONG)
+    _slurm_run(campaign, ["--frameworks", "caffe2", "--time-limit", "1"] + LONG, code=1)  # timed out
     r = _results(campaign)["caffe2-fp32-w1-b4-s32-r0"]
     job = r["environment"]["slurm"]["job_id"]
     assert (r["status"], r["reason"]) == ("timeout", "Slurm stopped job {} at its time limit (00:01:00)".format(job))
