@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from backends.options import OptionError
+from backends.contract import OptionError
 
 from . import bounds, executors
 from . import frameworks as fws

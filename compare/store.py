@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from backends.protocol import (
+from backends.contract import (
     RunResult,
     RunSpec,
     SchemaError,
@@ -47,6 +47,17 @@ FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
 # a run that did not end as measured, so `compare run` exits 1: the others are what was measured
 # (oom, unsupported, skipped and not_converged are the cell's answer, reported as such)
 FAILED_RUN = ("failed", "timeout")
+
+
+def campaign_folders(folder: Path) -> List[Path]:
+    """The campaigns a folder names: itself where it is one, else those one level below it (by
+    name; [] where there are none). How history, the plan and the packing table find them."""
+    folder = Path(folder)
+    if (folder / CAMPAIGN_FILE).is_file():
+        return [folder]
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if (p / CAMPAIGN_FILE).is_file())
 
 
 def default_root() -> Path:

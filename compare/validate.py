@@ -14,8 +14,7 @@ import typing
 from dataclasses import fields
 from typing import Any, Dict, List, Optional
 
-from backends.harness import window_sizes
-from backends.protocol import RunResult, RunSpec, SchemaError
+from backends.contract import RunResult, RunSpec, SchemaError, window_sizes
 
 MAX_DEPTH = 16  # objects and lists inside each other: a result needs 4
 MAX_DIGITS = 19  # of an integer: a 64-bit one, the largest any writer of a campaign file makes

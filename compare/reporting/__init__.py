@@ -2,7 +2,9 @@
 renderers, charts, diff, history, references and the check against them.
 
 `write_report` is the one writer `compare run` and `compare report` share: every section (the
-`--reference` ones included) is built once and rendered to report.md, report.html and CSV.
+`--reference` ones included) is built once and rendered to report.md, report.html and CSV. Which
+sections a report has, in which order, is report.py's list (build, campaign_sections); this
+module only renders it.
 """
 import json
 from pathlib import Path
@@ -29,12 +31,9 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
                 ) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
     as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
-    from . import html, report, tables, timeline
-    from . import references as refs
+    from . import html, report, tables
     from .comparator import runs
-    rep = report.build(df, machine, list(defaults))
-    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
-    rep.tables += timeline.sections(results, machine) + list(extra)
+    rep = report.build(df, machine, list(defaults), references, results, extra)
     text = tables.markdown(rep.sections())
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -73,7 +72,7 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     """Read the campaign's results, write the report files; return (Markdown text, paths written,
     warnings about result files that could not be read). price: dollars per GPU-hour (cost to
     train of time-to-accuracy runs; no cost columns without it)."""
-    from . import accuracy
+    from . import accuracy, report
     from .comparator import cells
     results, warnings = campaign.results()
     results, trained = accuracy.split(results)  # time-to-accuracy runs: tables of their own
@@ -82,22 +81,7 @@ def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
         from .. import frameworks
         raise UserError("--baseline {}: no cell of the campaign ran it; choose from {}".format(
             baseline, ", ".join(frameworks.order(set(df.framework))) or "none (no results yet)"))
-    missing = campaign.missing(results)
-    extra = []
-    from .tables import Text
-    if missing:  # a half-done campaign says so, and which cells are still to run
-        extra.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
-                                          "`compare run … --resume` runs them.".format(
-                                              len(missing), len(campaign.meta.get("planned", {})),
-                                              ", ".join(missing))]))
-    from . import packing, probes
-    extra += packing.sections(results, campaign.root, campaign.machine)
-    searched = probes.table(campaign.probes(), probes.chosen_batches(results),
-                            [r for r in results if r.spec.get("batch_auto")])
-    extra += [searched] if searched is not None else []
-    if warnings:  # foreign or unreadable files: listed in the report too, never counted
-        extra.append(Text("Result files left out", warnings, bullets=True))
-    extra = accuracy.tables(trained, price) + extra
+    extra = report.campaign_sections(campaign, results, trained, warnings, price)
     from ..defaults import lines
     said = ((campaign.meta.get("sessions") or [{}])[-1].get("config") or {}).get("defaults") or {}
     text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references,

@@ -10,7 +10,7 @@ flagged: packing changed it beyond its noise.
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import RunResult
+from backends.contract import RunResult
 
 from . import intervals
 from .intervals import pm
@@ -33,9 +33,9 @@ def serial_runs(root: Path, machine: Dict, own: Sequence[RunResult]) -> List[Tup
     that ran on the same machine."""
     from .. import machine_record
     from ..errors import UserError
-    from ..store import CAMPAIGN_FILE, Campaign
+    from ..store import Campaign, campaign_folders
     out = [(root.name, r) for r in own if r.status == "ok" and not beside(r)]
-    for folder in sorted(p for p in root.parent.iterdir() if p != root and (p / CAMPAIGN_FILE).is_file()):
+    for folder in [p for p in campaign_folders(root.parent) if p != root]:
         try:
             other = Campaign.open(folder)
             if machine_record.differences(other.machine, machine):
