@@ -20,7 +20,6 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .caches import cache_root
-from .options import Option
 from .protocol import RunSpec, write_json_atomic
 
 PREPARED = ".compare"  # DIR/.compare/: manifest.json, files.jsonl, one folder per native format
@@ -35,36 +34,6 @@ STD = (0.229, 0.224, 0.225)
 AREA = (0.08, 1.0)  # random-resized crop: fraction of the image area kept
 RATIO = (3.0 / 4.0, 4.0 / 3.0)  # and the range of its aspect ratio
 AUGMENTATION = "random-resized crop (area 0.08-1, aspect 3/4-4/3), horizontal flip, mean/std"
-LOADER_WORKERS = Option("loader_workers", "int", "input-pipeline workers (decode processes or "
-                        "threads) per local worker, with --data DIR", minimum=1, maximum=256,
-                        default_text="cores / local workers")
-PIPELINE = Option("pipeline", "str", "with --data DIR: the framework's own input pipeline, or "
-                  "DALI (decoding on the GPU's JPEG engines; CPU operators on a CPU run)",
-                  default="native", choices=("native", "dali"))
-# decode=hw (nvdecode.py) runs in the training process, beside the step. nvImageCodec's decode call
-# lets go of the interpreter and takes it back once or twice per image (its header parse and image
-# set-up), so a batch of 256 asks for the GIL ~500 times while the training loop holds it; at
-# Python's 5 ms switch interval each of those hand-overs can wait that long (bench/feed_contention.py,
-# BENCHMARKS.md "Where decode=hw's loss comes from").
-SWITCH_INTERVAL = Option("switch_interval_ms", "float", "with --data DIR and decode=hw: the training "
-                         "process's interpreter switch interval (sys.setswitchinterval), in ms",
-                         minimum=0.05, maximum=100.0, default=0.5)
-NVIMGCODEC_API = Option("nvimgcodec_api", "str", "with --data DIR and decode=hw: call nvImageCodec "
-                        "through its C API (c: the GIL let go twice a batch) or its Python binding "
-                        "(python: twice an image)", default="c", choices=("c", "python"))
-FEEDER_PRIORITY = Option("feeder_priority", "str", "with --data DIR and decode=hw: the CUDA stream "
-                         "priority of the feeder's decode and resize against the training step's",
-                         default="high", choices=("high", "normal"))
-
-
-def hw_feeder_settings(opt) -> Dict[str, Any]:
-    """decode=hw: set this process's switch interval (SWITCH_INTERVAL) and return the settings a
-    result records about the feeder: interval and stream priority."""
-    ms = float(opt("switch_interval_ms"))
-    sys.setswitchinterval(ms / 1000.0)
-    return {"switch_interval_ms": ms, "feeder_priority": opt("feeder_priority")}
-
-
 class DataError(RuntimeError):
     """The prepared side of a folder is missing or stale: the run is recorded as failed."""
 

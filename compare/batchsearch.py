@@ -16,9 +16,10 @@ import os
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple
 
-from backends import batchprobe
-from backends.batchprobe import PROBE, probe_spec  # noqa: F401  (one definition, the backends')
-from backends.protocol import RunResult, RunSpec
+from backends.contract import RunResult, RunSpec
+from backends.contract.shared import batchprobe
+
+PROBE, probe_spec = batchprobe.PROBE, batchprobe.probe_spec  # one definition, the backends'
 
 BUDGET_S = {"cuda": 900.0, "cpu": 300.0}  # no new probe starts after this long (one search)
 FORCE_ENV = "COMPARE_BATCH_SEARCH"  # =process: every search in separate processes

@@ -96,7 +96,7 @@ def list_frameworks():
 @list_app.command("launchers")
 def list_launchers():
     """How the processes of a run start (backends/launchers/); each backend asks for one."""
-    from backends import launchers
+    from backends.contract.shared import launchers
     for name, line in launchers.described().items():
         print("{:<10} {}".format(name, line))
 
@@ -104,7 +104,7 @@ def list_launchers():
 @list_app.command("models")
 def list_models():
     """The networks --model takes: definition, parameters, image size, FLOPs per image."""
-    from backends import networks
+    from backends.contract.shared import networks
     print("{:<11} {:<16} {:>12} {:>7} {:>10} {:>6}  {}".format(
         "model", "network", "parameters", "input", "GFLOPs", "quick", "definition (every framework)"))
     for name, n in networks.summary().items():
@@ -133,6 +133,21 @@ def list_options(framework: Optional[str] = typer.Argument(
         for opt in fw.options():
             print("  " + opt.describe())
         _print_modes(fw, "  --mode {} sets: ")
+
+
+@list_app.command("pipelines")
+def list_pipelines(framework: Optional[str] = typer.Argument(
+        None, help="One framework (default: all).")):
+    """The input pipelines of --data DIR each backend has, in order of preference (decode=auto
+    takes the first that runs), and what each decodes where (backends/pipelines/)."""
+    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    for i, fw in enumerate(chosen):
+        rows = fw.pipelines()
+        print("{}{} ({}):".format("\n" if i else "", fw.name, fw.display))
+        for p in rows:
+            how = "its one pipeline" if len(rows) == 1 else \
+                "--option {}={}".format("pipeline" if p.own else "decode", p.name)
+            print("  {:<9} {}{}: {}".format(p.name, how, ", GPUs only" if p.gpu else "", p.does))
 
 
 def _print_modes(fw, heading: str) -> None:

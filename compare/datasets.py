@@ -21,9 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
-import backends
-from backends import dataset
-from backends.protocol import write_json_atomic
+from backends.contract import write_json_atomic
+from backends.contract.shared import CODE_ROOT, dataset
 
 from . import envs
 from .errors import UserError
@@ -228,7 +227,7 @@ class LocalWriter(Writer):
             interp = envs.resolve(fw, self.variant, self.overrides, self.log)
         except envs.EnvError as exc:
             raise WriterError(str(exc)) from None
-        code_dir = str(Path(backends.__file__).resolve().parent.parent)
+        code_dir = os.path.realpath(CODE_ROOT)
         env = dict(os.environ, PYTHONPATH=code_dir, PYTHONUNBUFFERED="1")
         proc = subprocess.Popen(writer_command(fw, interp.python, prepared_path),
                                 stdout=subprocess.PIPE, stderr=err, text=True, env=env)

@@ -150,7 +150,7 @@ def steps(batches: Sequence[int], device: str, windows: int) -> Tuple[int, int, 
 
 
 def native_size(model: str) -> Optional[int]:
-    from backends import networks
+    from backends.contract.shared import networks
     try:
         return networks.get(model).native
     except (KeyError, ValueError):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
-from backends.protocol import utc_now
+from backends.contract import utc_now
 
 from .errors import UserError
 from .frameworks import Framework

@@ -4,12 +4,13 @@
     compare run … --plan --plan-gpus 8          # the same study on a machine of 8 such GPUs
 
 A cell's time is estimated from the cell times (phases cell_start -> cell_end) of earlier results
-on a machine like this one (the same GPU and CPU models; any number of GPUs) in the campaigns
-under --plan-from (default `results/`, where campaigns go by default), from like cells only:
-the last three runs of the same cell (same settings: spec hash), marked `=`; else of cells of the
-same framework, model, precision, GPUs, nodes, device, executor, batch, mode and data mode, `~`;
-else of the framework's cells, or of any cell, `?` (a guess); a cell with nothing to go by counts
-DEFAULT_S. Each earlier run is scaled to the cell by one rule (Estimates, `scaled`):
+on the same machine (machine_record.fingerprint: the same CPU, GPU models and driver; any number
+of GPUs) in the campaigns under --plan-from (default `results/`, where campaigns go by default),
+from like cells only: the last three runs of the same cell (same settings: spec hash), marked
+`=`; else of cells of the same framework, model, precision, GPUs, nodes, device, executor, batch,
+mode and data mode, `~`; else of the framework's cells, or of any cell, `?` (a guess); a cell
+with nothing to go by counts DEFAULT_S. Each earlier run is scaled to the cell by one rule
+(Estimates, `scaled`):
 
     time = fixed + per-step x (warm-up - 1 + timed steps) x (image side / its image side)^2
 
@@ -24,7 +25,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import DEFAULT_MODEL, RunResult, RunSpec
+from backends.contract import DEFAULT_MODEL, RunResult, RunSpec
 
 from .reporting.timeline import clock
 from .resources import Pool, cpuset
@@ -40,16 +41,13 @@ LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cel
           "x pixels ratio")
 
 
-def _model(machine: Dict[str, Any]) -> Tuple:
-    return (machine.get("cpu_model"), tuple(sorted({g.get("name") for g in machine.get("gpus", [])})))
-
-
 def earlier_results(folder: Path, machine: Dict[str, Any]) -> Tuple[List[RunResult], int]:
     """Results with cell times from campaigns in `folder` (or `folder` itself) recorded on a
-    machine of the same CPU and GPU models; and how many campaigns they came from."""
+    machine the same as `machine` (machine_record.differences); and how many campaigns they came
+    from."""
     from .store import neighbours
     out, used = [], 0
-    for _, results in neighbours(folder, lambda m: _model(m) == _model(machine)):
+    for _, results in neighbours(folder, machine):
         timed = [r for r in results if _cell_s(r) is not None]
         used += bool(timed)
         out += timed

@@ -13,7 +13,7 @@ import stat
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
 
-from backends.protocol import RunResult, SchemaError
+from backends.contract import RunResult, SchemaError
 
 from . import validate
 

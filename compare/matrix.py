@@ -4,9 +4,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from backends import networks
-from backends.options import COMPILE, mode_switches
-from backends.protocol import DEFAULT_MODEL, RunSpec
+from backends.contract import COMPILE, DEFAULT_MODEL, RunSpec, mode_switches
+from backends.contract.shared import networks
 
 from .errors import UserError
 from .frameworks import Framework

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from backends.options import OptionError
+from backends.contract import OptionError
 
 from . import frameworks as fws
 from .errors import UserError

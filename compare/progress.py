@@ -22,8 +22,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from backends.phases import ORDER, PHASE_FILE
-from backends.protocol import RunResult, RunSpec
+from backends.contract import ORDER, PHASE_FILE, RunResult, RunSpec
 
 from .reporting.timeline import clock
 

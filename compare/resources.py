@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from backends.machine import _run, cpuset
+from backends.contract import visible_gpus
+from backends.contract.shared import command_output, cpuset
 
 __all__ = ["Slot", "Pool", "cpulist", "cpuset", "machine_pool", "at_once"]
 
@@ -153,13 +154,13 @@ def allowed_cores() -> List[int]:
 def gpu_pool(pin: bool, largest: int) -> Pool:
     """This machine's GPUs as a pool (see the module's docstring); `largest`: the most GPUs one
     cell of the sweep takes (busy GPUs stay in the pool when leaving them out leaves too few)."""
-    rows = [r.split(",") for r in (_run(["nvidia-smi", "--query-gpu=index,pci.bus_id,uuid",
+    rows = [r.split(",") for r in (command_output(["nvidia-smi", "--query-gpu=index,pci.bus_id,uuid",
                                          "--format=csv,noheader"]) or "").splitlines()]
     rows = [[x.strip() for x in r] for r in rows if len(r) == 3]
-    busy = set((_run(["nvidia-smi", "--query-compute-apps=gpu_uuid", "--format=csv,noheader"])
+    busy = set((command_output(["nvidia-smi", "--query-compute-apps=gpu_uuid", "--format=csv,noheader"])
                 or "").split())
-    visible = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
-    ids = visible if "CUDA_VISIBLE_DEVICES" in os.environ else [r[0] for r in rows]
+    visible = visible_gpus()
+    ids = visible if visible is not None else [r[0] for r in rows]
     by_id = {k: r for r in rows for k in (r[0], r[2])}  # by index and by UUID
     notes = []
     free = [g for g in ids if g not in by_id or by_id[g][2] not in busy]

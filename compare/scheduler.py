@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from backends.protocol import RunResult, RunSpec
+from backends.contract import RunResult, RunSpec
 
 from .resources import Pool, Slot, at_once, cpuset, planned_gpus
 

@@ -4,7 +4,7 @@ of an earlier compare stored none: they are read back from its results here."""
 from dataclasses import fields
 from typing import Any, Dict
 
-from backends.protocol import RunSpec
+from backends.contract import RunSpec
 
 from .errors import UserError
 from .study import DECLARED, HELD, SPEC_NAMES

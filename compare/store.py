@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from backends.protocol import (
+from backends.contract import (
     RunResult,
     RunSpec,
     SchemaError,
@@ -50,6 +50,17 @@ FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
 # a run that did not end as measured, so `compare run` exits 1: the others are what was measured
 # (oom, unsupported, skipped and not_converged are the cell's answer, reported as such)
 FAILED_RUN = ("failed", "timeout")
+
+
+def campaign_folders(folder: Path) -> List[Path]:
+    """The campaigns a folder names: itself where it is one, else those one level below it (by
+    name; [] where there are none). How history, the plan and the packing table find them."""
+    folder = Path(folder)
+    if (folder / CAMPAIGN_FILE).is_file():
+        return [folder]
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if (p / CAMPAIGN_FILE).is_file())
 
 
 def default_root() -> Path:
@@ -401,19 +412,16 @@ def _show(value: Any) -> str:
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
 
 
-def neighbours(folder: Path, same: Callable[[Dict[str, Any]], bool],
+def neighbours(folder: Path, machine: Dict[str, Any],
                skip: Optional[Path] = None) -> Iterator[Tuple["Campaign", List[RunResult]]]:
-    """(campaign, its results) of each campaign in `folder` (or `folder` itself, when it is one)
-    whose machine record passes same(); `skip` left out. One that cannot be read is skipped:
-    it is `compare report`'s to complain about, not the plan's or another campaign's report."""
-    if not Path(folder).is_dir():
-        return
-    roots = [Path(folder)] if (Path(folder) / CAMPAIGN_FILE).is_file() else sorted(
-        p for p in Path(folder).iterdir() if p != skip and (p / CAMPAIGN_FILE).is_file())
-    for root in roots:
+    """(campaign, its results) of each campaign `folder` names (campaign_folders) that ran on
+    `machine` (machine_record.differences: one rule), `skip` left out. One that cannot be read is
+    skipped: it is `compare report`'s to complain about, not the plan's or another's report."""
+    from .machine_record import differences
+    for root in [p for p in campaign_folders(folder) if p != skip]:
         try:
             campaign = Campaign.open(root)
-            if same(campaign.machine):
+            if not differences(campaign.machine, machine):
                 yield campaign, campaign.results()[0]
         except (UserError, OSError):
             continue

@@ -18,8 +18,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import tomllib
 
-from backends import networks
-from backends.protocol import MODES, PRECISIONS
+from backends.contract import MODES, PRECISIONS
+from backends.contract.shared import networks
 
 from . import executors
 from . import frameworks as fws

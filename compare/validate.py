@@ -14,8 +14,7 @@ import typing
 from dataclasses import fields
 from typing import Any, Dict, List, Optional
 
-from backends.harness import window_sizes
-from backends.protocol import RunResult, RunSpec, SchemaError
+from backends.contract import RunResult, RunSpec, SchemaError, window_sizes
 
 MAX_DEPTH = 16  # objects and lists inside each other: a result needs 4
 MAX_DIGITS = 19  # of an integer: a 64-bit one, the largest any writer of a campaign file makes
@@ -44,6 +43,10 @@ TOLERANCE = 0.01
 # the timed windows are the timed region less a device sync between them and a barrier at its
 # end: they cover far more than a tenth of it in any run that timed something
 WINDOWS_COVER = 0.1
+# several workers also wait at that closing barrier for the slowest one (and on busy cores a
+# barrier of tiny CPU test runs takes tens of milliseconds, longer than their windows): up to a
+# second of the timed region outside the windows is then not held against the rule above
+BARRIER_ALLOWANCE_S = 1.0
 # the values inside free-form objects that the reports read, and what each must be
 # (comparator.TELEMETRY and DATA_SETTINGS; a test keeps them in step)
 READ: Dict[str, Dict[str, type]] = {
@@ -226,7 +229,8 @@ def _check_consistent(r: RunResult, spec: RunSpec) -> None:
     if inside > wall * (1 + TOLERANCE):
         raise SchemaError("its {} windows take {:.6g} s at the images/sec they state, longer than "
                           "wall_time_s ({:.6g} s) that holds them".format(len(sizes), inside, wall))
-    if inside < wall * WINDOWS_COVER:
+    allowance = BARRIER_ALLOWANCE_S if spec.world_size > 1 else 0.0
+    if inside < wall * WINDOWS_COVER and wall - inside > allowance:
         raise SchemaError("its {} windows take {:.6g} s at the images/sec they state, less than a tenth "
                           "of wall_time_s ({:.6g} s): no timed region is mostly outside its "
                           "windows".format(len(sizes), inside, wall))

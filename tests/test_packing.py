@@ -339,8 +339,8 @@ def test_plan_prints_the_schedule_and_its_estimate_from_earlier_cell_times(tmp_p
         r.phases = {"cell_start": 1000.0, "cell_end": 1000.0 + seconds}
         r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
         earlier.append(r)
-    save_campaign(tmp_path / "runs" / "old", earlier,
-                  machine={"cpu_model": _cpu_model(), "gpus": []})
+    save_campaign(tmp_path / "runs" / "old", earlier,  # this machine (machine_record.fingerprint)
+                  machine={"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
     out = compare(["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32,fp16",
                    "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from",
                    tmp_path / "runs", "--python", "caffe2={}".format(sys.executable)])

@@ -178,7 +178,7 @@ def test_two_first_runs_into_one_folder_cannot_both_create_the_campaign(tmp_path
 def test_a_full_disk_under_results_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
     import errno
 
-    from backends import protocol
+    from backends.contract import protocol
     from tests.helpers import FAST, fake_python
     root, fake = tmp_path / "c", fake_python(tmp_path)
     real = protocol.json.dump

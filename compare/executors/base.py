@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, FrozenSet, List, Optional, Tuple
 
-from backends import launchers
-from backends.protocol import RunResult, RunSpec, Unsupported, utc_now
+from backends.contract import RunResult, RunSpec, Unsupported, utc_now
+from backends.contract.shared import launchers
 
 from .. import mllogs, resources
 from ..frameworks import Framework

@@ -16,9 +16,8 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from backends import caches, dataset
-from backends.phases import LAUNCHED_ENV
-from backends.protocol import RunSpec
+from backends.contract import LAUNCHED_ENV, RunSpec, visible_gpus
+from backends.contract.shared import COMPILE_CACHE_ENV, dataset
 
 from .. import datasets
 from ..errors import UserError
@@ -50,7 +49,7 @@ def container_env(spec: RunSpec, extra: Dict[str, str]) -> Dict[str, str]:
 
 def gpu_ids(count: int) -> Optional[List[str]]:
     """The first `count` of the host's CUDA_VISIBLE_DEVICES, when it names GPUs; else None."""
-    visible = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    visible = visible_gpus() or []
     return visible[:count] if len(visible) >= count else None
 
 
@@ -107,7 +106,7 @@ def _mount_compile_cache(kwargs: Dict) -> None:
     host = envs.cache_dir() / "compile"
     host.mkdir(parents=True, exist_ok=True)
     kwargs["volumes"][str(host)] = {"bind": COMPILE_CACHE_IN, "mode": "rw"}
-    kwargs["environment"][caches.ENV] = COMPILE_CACHE_IN
+    kwargs["environment"][COMPILE_CACHE_ENV] = COMPILE_CACHE_IN
 
 
 def data_mounts(spec: RunSpec) -> Tuple[List[datasets.Mount], Dict[str, str]]:

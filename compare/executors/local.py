@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Tuple
 
-import backends
-from backends.phases import FILE_ENV, PHASE_FILE
+from backends.contract import FILE_ENV, PHASE_FILE
+from backends.contract.shared import PACKAGE_DIR
 
 from .. import envs
 from ..frameworks import get
@@ -31,7 +31,7 @@ def stage_backends(dest: Path) -> Path:
         dest.mkdir(parents=True, exist_ok=True)
         aside = Path(tempfile.mkdtemp(prefix=".staging-", dir=str(dest)))
         try:
-            shutil.copytree(str(Path(backends.__file__).parent), str(aside / "backends"),
+            shutil.copytree(PACKAGE_DIR, str(aside / "backends"),
                             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             os.rename(str(aside / "backends"), str(target))
         except OSError:

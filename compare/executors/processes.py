@@ -11,10 +11,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from backends import lifeline
-from backends.lifeline import ATTEMPT_ENV, HOST_PID_ENV, die_with_parent
-from backends.phases import LAUNCHED_ENV
-from backends.protocol import RunSpec
+from backends.contract import LAUNCHED_ENV, RunSpec
+from backends.contract.shared import ATTEMPT_ENV, HOST_PID_ENV, die_with_parent, lifeline
 
 from .base import Attempt, Handle, Refused
 from .results import Outcome

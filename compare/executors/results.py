@@ -10,19 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
-from backends.protocol import RunResult, RunSpec, SchemaError, utc_now
+from backends.contract import RunResult, RunSpec, SchemaError, oom_line, utc_now
 
 from ..store import clean_text, load_result
 
 TAIL_CHARS = 4000
 OOM_SCAN_CHARS = 1_000_000  # how much of a run's stderr (all ranks) is searched for an OOM
-# what frameworks print when device or host memory runs out, on whichever rank it happens;
-# TF reports a failed host-to-GPU copy of a tensor as "Dst tensor is not initialized"
-OOM_PATTERN = re.compile(
-    r"out of memory|OOM when allocating|ResourceExhausted|Dst tensor is not initialized|"
-    r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|"
-    r"CUDNN_STATUS_ALLOC_FAILED|MemoryError|can't allocate memory|cannot allocate memory|"
-    r"std::bad_alloc", re.IGNORECASE)
 KERNEL_LOG = "/dev/kmsg"  # the kernel's ring buffer: one record "prio,seq,usec,flags;text" a read
 KERNEL_OOM = re.compile(r"Out of memory: Killed process|oom-kill:|Memory cgroup out of memory")
 
@@ -64,20 +57,6 @@ def tail(path: Path, chars: int = TAIL_CHARS) -> str:
     except OSError:
         return ""
     return clean_text(text[-chars:])
-
-
-def oom_line(text: str) -> Optional[str]:
-    """The last line of `text` (a run's stderr, every rank's) that says memory ran out, or None:
-    the error itself, after the allocator's warnings.
-
-    TF's allocator also logs "ran out of memory trying to allocate ... not a failure" when it
-    merely retries; such lines do not count.
-    """
-    found = None
-    for line in text.splitlines():
-        if OOM_PATTERN.search(line) and "not a failure" not in line:
-            found = line
-    return found.strip()[-300:] if found else None
 
 
 def collect(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,

@@ -24,9 +24,8 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
-import backends.machine
-from backends import dataset, launchers
-from backends.protocol import RunResult, utc_now
+from backends.contract import RunResult, utc_now
+from backends.contract.shared import MACHINE_SCRIPT, dataset, launchers
 
 from .. import datasets, envs, resources
 from ..errors import UserError
@@ -131,7 +130,7 @@ class SlurmExecutor(Executor):
                 out = st.call(["srun", "--nodes=1", "--ntasks=1", "--job-name=compare-machine",
                                "--time=5"] + placement +
                               (["--gpus-per-node={}".format(gpus)] if gpus else []) +
-                              ["python3", "-c", Path(backends.machine.__file__).read_text()],
+                              ["python3", "-c", Path(MACHINE_SCRIPT).read_text()],
                               timeout=PROBE_TIMEOUT)
                 record = json.loads(out.strip().splitlines()[-1])
             except (st.SlurmError, ValueError, IndexError) as exc:

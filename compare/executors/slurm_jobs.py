@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from backends.protocol import RunSpec
+from backends.contract import RunSpec
 
 from ..resources import Pool, Slot, core_pool, split
 from . import slurm_tools as st

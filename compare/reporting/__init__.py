@@ -3,7 +3,8 @@ renderers, charts, diff, history, references and the check against them.
 
 `write_files` is the one writer of the report stage (compare/stages/report.py), which `compare
 run` and `compare report` share: every section (the `--reference` ones included) is built once
-and rendered to report.md, report.html and CSV.
+and rendered to report.md, report.html and CSV. Which sections a report has, in which order, is
+report.py's list (build, campaign_sections); this module only renders it.
 """
 import json
 from pathlib import Path
@@ -30,12 +31,9 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
                 ) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
     as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
-    from . import html, report, tables, timeline
-    from . import references as refs
+    from . import html, report, tables
     from .comparator import runs
-    rep = report.build(df, machine, list(defaults))
-    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
-    rep.tables += timeline.sections(results, machine) + list(extra)
+    rep = report.build(df, machine, list(defaults), references, results, extra)
     text = tables.markdown(rep.sections())
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

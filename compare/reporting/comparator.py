@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 
-from backends.protocol import DEFAULT_MODEL, RunResult
+from backends.contract import DEFAULT_MODEL, RunResult
 
 from .. import frameworks
 from . import intervals, metrics

@@ -10,7 +10,7 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import pandas as pd
 
-from backends.protocol import DEFAULT_MODEL
+from backends.contract import DEFAULT_MODEL
 
 from .. import frameworks, machine_record
 from ..errors import UserError
@@ -28,7 +28,7 @@ def campaigns(paths: Sequence[Path], warn: Callable[[str], None] = lambda s: Non
     """The campaigns named, or found one level below a folder that is not one itself; oldest
     first, each once. A campaign named that cannot be read is one UserError line; one found in a
     folder is skipped with warn(why), and the others are shown."""
-    from ..store import CAMPAIGN_FILE, Campaign
+    from ..store import Campaign, campaign_folders
     found: Dict[Path, object] = {}
 
     def add(campaign, named: Path) -> None:
@@ -37,10 +37,10 @@ def campaigns(paths: Sequence[Path], warn: Callable[[str], None] = lambda s: Non
         found.setdefault(campaign.root.resolve(), campaign)
     for path in paths:
         path = Path(path)
-        if (path / CAMPAIGN_FILE).is_file() or not path.is_dir():
+        inside = campaign_folders(path)
+        if not path.is_dir() or inside == [path]:
             add(Campaign.open(path), path)  # a bad path: Campaign.open says why
             continue
-        inside = [p for p in sorted(path.iterdir()) if (p / CAMPAIGN_FILE).is_file()]
         if not inside:
             raise UserError("{}: neither a campaign nor a folder of campaigns; give campaign folders "
                             "made by `compare run`, or the folder that holds them".format(path))

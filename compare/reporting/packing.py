@@ -10,7 +10,7 @@ flagged: packing changed it beyond its noise.
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import RunResult
+from backends.contract import RunResult
 
 from . import intervals
 from .intervals import pm
@@ -31,11 +31,9 @@ def _estimate(rs: Sequence[RunResult]) -> Optional[intervals.Estimate]:
 def serial_runs(root: Path, machine: Dict, own: Sequence[RunResult]) -> List[Tuple[str, RunResult]]:
     """(campaign folder name, result) of every ok serial run in this campaign and its neighbours
     that ran on the same machine."""
-    from .. import machine_record
     from ..store import neighbours
     out = [(root.name, r) for r in own if r.status == "ok" and not beside(r)]
-    for other, results in neighbours(root.parent, lambda m: not machine_record.differences(
-            m, machine), skip=root):
+    for other, results in neighbours(root.parent, machine, skip=root):
         out += [(other.root.name, r) for r in results if r.status == "ok" and not beside(r)]
     return out
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import pandas as pd
 
-from backends.protocol import DEFAULT_MODEL, SchemaError
+from backends.contract import DEFAULT_MODEL, SchemaError
 
 from .. import envs, frameworks, loading, validate
 from ..errors import UserError

@@ -1,10 +1,11 @@
-"""The report's sections, built once from the comparator's cells as table models (tables.py):
-images/sec with speedup, speedup versus one node, scaling efficiency, precision gain, framework
-versus framework, repeats, energy, cells without a figure, provenance. Every ratio carries the half
-width of its 95 % interval (intervals.py).
+"""The report's sections, built once from the comparator's cells as table models (tables.py), and
+the one list of them in their order (build): images/sec with speedup, speedup versus one node,
+scaling efficiency, precision gain, framework versus framework, repeats, energy, cells without a
+figure, provenance; then references, the timeline and the campaign's own sections. Every ratio
+carries the half width of its 95 % interval (intervals.py).
 """
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import pandas as pd
 
@@ -126,13 +127,48 @@ class Report:
 DEFAULTS_TITLE = "Defaults (flags not given: the seeds' study sized to this machine, compare/defaults.py)"
 
 
-def build(df: pd.DataFrame, machine: Optional[Dict] = None,
-          defaults: Optional[List[str]] = None) -> Report:
-    """The seed-style report: findings, img/s (speedup) per GPU count, speedup versus one node,
-    efficiency, precision gain, framework ratios, repeats, energy; then the cells without a figure
-    and the machine and software."""
-    if df.empty:
-        return Report(Text("", ["No results yet."]))
+def build(df: pd.DataFrame, machine: Optional[Dict] = None, defaults: Optional[List[str]] = None,
+          references: Sequence[Tuple[str, object]] = (), results: Sequence = (),
+          more: Sequence[Section] = ()) -> Report:
+    """The report, every section in its order (the one list of them: reporting/__init__.py only
+    renders it): the findings; the seed-style tables (throughput_tables); each `--reference`
+    compared; where the time goes (timeline.py, from `results`); then `more`, the campaign's own
+    sections in campaign_sections' order."""
+    from . import references as refs
+    from . import timeline
+    rep = Report(Text("", ["No results yet."])) if df.empty else \
+        Report(findings.summary(df, layout_of(df)), throughput_tables(df, machine, defaults))
+    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
+    rep.tables += timeline.sections(results, machine) + list(more)
+    return rep
+
+
+def campaign_sections(view, results: Sequence, trained: Sequence,
+                      price: Optional[float] = None) -> List[Section]:
+    """A campaign's own sections, in order, from its View (compare/stages/report.py): time to
+    accuracy (its runs, `trained`), the cells not run yet, packed cells against their serial
+    twins, the batch searches, result files left out."""
+    from . import accuracy, packing, probes
+    out: List[Section] = accuracy.tables(trained, price)
+    if view.missing:  # a half-done campaign says so, and which cells are still to run
+        out.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
+                                        "`compare run … --resume` runs them.".format(
+                                            len(view.missing), len(view.meta.get("planned", {})),
+                                            ", ".join(view.missing))]))
+    out += packing.sections(results, view.root, view.machine)
+    searched = probes.table(view.probes, probes.chosen_batches(results),
+                            [r for r in results if r.spec.get("batch_auto")])
+    out += [searched] if searched is not None else []
+    if view.warnings:  # foreign or unreadable files: listed in the report too, never counted
+        out.append(Text("Result files left out", list(view.warnings), bullets=True))
+    return out
+
+
+def throughput_tables(df: pd.DataFrame, machine: Optional[Dict] = None,
+                      defaults: Optional[List[str]] = None) -> List[Section]:
+    """The seed-style tables: img/s (speedup) per GPU count, speedup versus one node, efficiency,
+    precision gain; what ran at its default; framework ratios, data, repeats, energy, notes on
+    cells, the cells without a figure; the machine and software, and the legend."""
     lay, cpu = layout_of(df), set(df.device) == {"cpu"}
     first_notes = [INTERVAL_NOTE]
     if cpu:
@@ -165,8 +201,7 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None,
     legend = [LEGEND.format(data)]
     if lay.mode_column or (df.batch_size == "auto").any():
         legend.append(MODES_NOTE)
-    out += [provenance(df, machine), Text("", legend)]
-    return Report(findings.summary(df, lay), out)
+    return out + [provenance(df, machine), Text("", legend)]
 
 
 NOTED = ("(note): the cell carries a note (Notes on cells, below): its precision ran without the "

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from backends.protocol import SchemaError
+from backends.contract import SchemaError
 
 from .. import defaults, executors, resources
 from ..errors import UserError

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict
 
-from backends.protocol import RunResult
+from backends.contract import RunResult
 
 from .. import datasets, machine_record
 from ..errors import UserError

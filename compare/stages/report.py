@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import RunResult
+from backends.contract import RunResult
 
 from .. import frameworks
 from ..errors import UserError
@@ -50,32 +50,20 @@ def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     result files left out). price: dollars per GPU-hour (cost to train of time-to-accuracy runs;
     default the study's --gpu-hour-price; no cost columns without one)."""
     from ..defaults import lines
-    from ..reporting import accuracy, packing, probes
+    from ..reporting import accuracy
     from ..reporting.comparator import cells
-    from ..reporting.tables import Text
+    from ..reporting.report import campaign_sections
     view = View.load(campaign)
     throughput, trained = accuracy.split(view.results)  # time-to-accuracy runs: tables of their own
-    extra = []
-    if view.missing:  # a half-done campaign says so, and which cells are still to run
-        extra.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
-                                          "`compare run … --resume` runs them.".format(
-                                              len(view.missing), len(view.meta.get("planned", {})),
-                                              ", ".join(view.missing))]))
-    extra += packing.sections(throughput, view.root, view.machine)
-    searched = probes.table(view.probes, probes.chosen_batches(throughput),
-                            [r for r in throughput if r.spec.get("batch_auto")])
-    extra += [searched] if searched is not None else []
-    if view.warnings:  # foreign or unreadable files: listed in the report too, never counted
-        extra.append(Text("Result files left out", view.warnings, bullets=True))
-    if price is None:
-        price = (view.asked.get("study") or {}).get("gpu_hour_price")
-    extra = accuracy.tables(trained, price) + extra
-    chart, df = accuracy.chart(trained), cells(throughput, baseline=baseline)
+    df = cells(throughput, baseline=baseline)
     if baseline is not None and baseline not in set(df.framework):
         raise UserError("--baseline {}: no cell of the campaign ran it; choose from {}".format(
             baseline, ", ".join(frameworks.order(set(df.framework))) or "none (no results yet)"))
-    text, paths = write_files(df, Path(out_dir), formats,
-                              view.machine, throughput, references, extra,
+    if price is None:
+        price = (view.asked.get("study") or {}).get("gpu_hour_price")
+    chart = accuracy.chart(trained)
+    text, paths = write_files(df, Path(out_dir), formats, view.machine, throughput, references,
+                              campaign_sections(view, throughput, trained, price),
                               [chart] if chart is not None else [],
                               lines(view.asked.get("defaults") or {}) + origins(view.asked))
     return text, paths, view.warnings
