@@ -358,18 +358,6 @@ def checked(folder: Folder, console) -> dataset.Prepared:
     return prepared
 
 
-def parse_data(csv: str, data_only: bool) -> List[str]:
-    """--data 'synthetic,DIR' -> ['synthetic', '/abs/DIR'], each folder checked (UserError)."""
-    items = [s.strip() for s in str(csv).split(",") if s.strip()]
-    if not items:
-        raise UserError("--data is empty; give synthetic and/or a folder ({})".format(LAYOUT))
-    out = [item if item == "synthetic" else open_folder(item).root for item in items]
-    if data_only and out == ["synthetic"] * len(out):
-        raise UserError("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
-                        "--data synthetic,DIR --data-only")
-    return list(dict.fromkeys(out))
-
-
 def beside(prepared: dataset.Prepared) -> bool:
     """Whether the prepared side lies in the folder (DIR/.compare), not in the cache."""
     return prepared.path == os.path.join(prepared.root, dataset.PREPARED)

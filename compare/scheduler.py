@@ -219,13 +219,3 @@ class Lanes:
                 return
             for thread in alive:
                 thread.join(0.2)
-
-
-def concurrency_of(text: Optional[str]) -> Optional[int]:
-    """--concurrency: 'auto' (None) or a count >= 1; ValueError for anything else."""
-    if text is None or str(text).strip().lower() == "auto":
-        return None
-    value = int(str(text).strip())
-    if value < 1:
-        raise ValueError(value)
-    return value

@@ -20,6 +20,7 @@ import datetime
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -42,6 +43,8 @@ from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_json, load_result, one
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
 LOCK_FILE = "lock"
+RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")  # what RunSpec.run_id makes: a file name, no path
+SPEC_HASH = re.compile(r"[0-9a-f]{16}\Z")
 # --resume re-runs failed and timeout cells; not_converged is a finished time-to-accuracy cell
 FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
 # a run that did not end as measured, so `compare run` exits 1: the others are what was measured
@@ -245,8 +248,12 @@ class Campaign:
         A campaign of an earlier compare stored none: `reconstruct` reads them from its results
         (a UserError when they disagree), and they are held to just the same."""
         meta = self.meta
-        if "settings" in meta:
-            fixed, whose = meta.get("settings") or {}, "campaign"
+        if "settings" in meta:  # a campaign always holds some (the device, the executor)
+            fixed, whose = meta.get("settings"), "campaign"
+            if not fixed:
+                raise UserError("--resume {}: {} holds no settings (an empty object): nothing would "
+                                "hold the resumed cells to the campaign's; restore it or start a new "
+                                "campaign".format(self.root, CAMPAIGN_FILE))
         else:
             fixed, whose = reconstruct(self.results()[0]), "its results"
         differ = ["{} {} ({}) vs {} (now)".format(k, _show(fixed[k]), whose, _show(settings[k]))
@@ -263,9 +270,21 @@ class Campaign:
         self._write_meta(meta)
 
     def plan(self, specs: List[RunSpec]) -> None:
-        """Record the cells this session will run (the campaign's planned cells are the union)."""
+        """Record the cells this session will run (the campaign's planned cells are the union).
+        A cell planned before must be the same cell (its spec hash), and every planned id a run
+        id (it names files): else one UserError line, before anything runs."""
         meta = self.meta
         planned = meta.get("planned") or {}
+        bad = [k for k, v in planned.items() if not RUN_ID.match(k) or not SPEC_HASH.match(v)]
+        if bad:
+            raise UserError("{}: {} is corrupt (planned cell {!r} is not a run id with its spec hash); "
+                            "restore it or start a new campaign".format(self.root, CAMPAIGN_FILE, bad[0]))
+        other = [s for s in specs if planned.get(s.run_id, s.spec_hash) != s.spec_hash]
+        if other:
+            raise UserError("--resume {}: cell {} was planned with other settings (spec hash {}, now "
+                            "{}): resume with the campaign's (its --data, its options) or start a new "
+                            "campaign".format(self.root, other[0].run_id, planned[other[0].run_id],
+                                              other[0].spec_hash))
         planned.update({s.run_id: s.spec_hash for s in specs})
         meta["planned"] = planned
         self._write_meta(meta)
@@ -323,10 +342,6 @@ class Campaign:
                 continue  # a probe only explains a choice: an unreadable one is left out
         return out
 
-    def finished_ids(self) -> set:
-        results, _ = self.results()
-        return {r.run_id for r in results if r.status in FINISHED}
-
     def run_outcome(self) -> Tuple[int, Optional[str]]:
         """`compare run`'s exit code once its sweep has ended: 1 and a line naming them when
         cells failed or timed out (FAILED_RUN), else 0 and None."""
@@ -337,11 +352,6 @@ class Campaign:
         return 1, "{} cell{} failed or timed out ({}{}); `compare run … --resume` runs {} again".format(
             len(failed), "s" if len(failed) != 1 else "", ", ".join(failed[:5]),
             ", …" if len(failed) > 5 else "", "them" if len(failed) != 1 else "it")
-
-    def missing(self, results: List[RunResult]) -> List[str]:
-        """Planned cells with no result yet (a half-done campaign), by run id."""
-        have = {r.run_id for r in results}
-        return [run_id for run_id in self.meta.get("planned", {}) if run_id not in have]
 
     def results(self) -> Tuple[List[RunResult], List[str]]:
         """Every result that belongs to a planned cell (one per `<run_id>.json`), and one warning
@@ -400,3 +410,18 @@ def _not_ours(result: RunResult, campaign_id: Optional[str], machine: Dict[str, 
 
 def _show(value: Any) -> str:
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+
+
+def neighbours(folder: Path, machine: Dict[str, Any],
+               skip: Optional[Path] = None) -> Iterator[Tuple["Campaign", List[RunResult]]]:
+    """(campaign, its results) of each campaign `folder` names (campaign_folders) that ran on
+    `machine` (machine_record.differences: one rule), `skip` left out. One that cannot be read is
+    skipped: it is `compare report`'s to complain about, not the plan's or another's report."""
+    from .machine_record import differences
+    for root in [p for p in campaign_folders(folder) if p != skip]:
+        try:
+            campaign = Campaign.open(root)
+            if not differences(campaign.machine, machine):
+                yield campaign, campaign.results()[0]
+        except (UserError, OSError):
+            continue

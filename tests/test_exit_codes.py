@@ -6,12 +6,12 @@ from tests.helpers import FAST, fake_python, main_exit, save_campaign, windowed
 
 
 def test_an_internal_error_is_70_not_the_1_of_a_failed_check(tmp_path, capsys, monkeypatch):
-    from compare import reporting
+    from compare.stages import report as stage
     root = save_campaign(tmp_path / "c", [windowed("caffe2", "fp32", 1, [100.0, 101.0])])
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom\nsecond line")
-    monkeypatch.setattr(reporting, "write_report", broken)
+    monkeypatch.setattr(stage, "write", broken)
     code, out, err = main_exit(["report", str(root)], capsys)
     assert (code, out, err) == (70, "", "compare: internal error: RuntimeError: boom\\nsecond line (rerun "
                                         "with --debug for the traceback)\n")

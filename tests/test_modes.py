@@ -265,7 +265,7 @@ def test_the_separate_process_search_chooses_the_same_batch_in_five_processes(tm
                               ">= 1 and/or auto, e.g. 256,auto"),
     (["--batch-search", "512-64"], "--batch-search '512-64': give MIN-MAX, two per-GPU batch sizes "
                                    "with 1 <= MIN <= MAX, e.g. 64-1024"),
-    (["--batch-search", "64-99999"], "--batch-size 99999: must be <= 16384 (images per worker and step)"),
+    (["--batch-search", "64-99999"], "--batch-search 99999: must be <= 16384 (images per worker and step)"),
 ])
 def test_bad_modes_and_searches_are_one_line(argv, message, tmp_path):
     proc = compare(["run", "--frameworks", "caffe2", "--device", "cpu", "--results",

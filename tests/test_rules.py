@@ -83,7 +83,8 @@ def _with_cell_time(r):
 def test_one_rule_says_which_machine_is_the_same_and_every_comparison_applies_it(tmp_path):
     """The same CPU model and cores, GPU models and driver; any number of GPUs. The plan's
     earlier cell times, the packing table's serial twins, history and resume ask the one rule."""
-    from compare import machine_record, plan
+    from compare import eta as plan
+    from compare import machine_record
     from compare.reporting import history, packing
     from tests.helpers import MACHINE, result, save_campaign
     more_gpus = dict(MACHINE, gpus=MACHINE["gpus"] * 2)
@@ -114,7 +115,9 @@ def test_a_reports_sections_are_listed_once_in_report_py(tmp_path):
     campaign with a foreign file: its own sections last); reporting/__init__.py adds none."""
     import ast
 
-    from compare.reporting import accuracy, comparator, report, write_report
+    from compare.reporting import accuracy, comparator, report
+    from compare.stages.report import View
+    from compare.stages.report import write as write_report
     from compare.store import Campaign
     from tests.helpers import MACHINE, fixed_results, result, save_campaign
     root = save_campaign(tmp_path / "c", fixed_results() + [result("mxnet", "fp32", 1, 500.0)], MACHINE)
@@ -122,10 +125,10 @@ def test_a_reports_sections_are_listed_once_in_report_py(tmp_path):
     (root / "results" / "foreign.json").write_text("{}")
     campaign = Campaign.open(root)
     text, _, warnings = write_report(campaign, tmp_path / "out", ("md",))
-    results, _ = campaign.results()
-    results, trained = accuracy.split(results)
+    view = View.load(campaign)
+    results, trained = accuracy.split(view.results)
     rep = report.build(comparator.cells(results), campaign.machine, [], (), results,
-                       report.campaign_sections(campaign, results, trained, warnings))
+                       report.campaign_sections(view, results, trained))
     titles = [s.title for s in rep.sections() if s.title]
     assert [line[3:] for line in text.splitlines() if line.startswith("## ")] == titles
     assert titles[-2:] == ["Not run yet", "Result files left out"]

@@ -101,3 +101,20 @@ def test_resume_after_kill_repeats_no_finished_cell(tmp_path):
         assert after[run_id]["started_at"] == started, "finished cell {} was run again".format(run_id)
     sessions = json.loads((campaign / "campaign.json").read_text())["sessions"]
     assert len(sessions) == 2
+
+
+def test_time_to_accuracy_from_the_command_line(tmp_path, capsys):
+    # a learnable set of 4 classes at 32x32 (tests/backends/test_accuracy.py: ResNet-50 passes 0.5
+    # within a few epochs); the run reaches the target or is not_converged, never a silent stop
+    data, campaign = tmp_path / "data", tmp_path / "c"
+    _compare(["data", "make", str(data), "--learnable", "small", "--classes", "4", "--images", "64",
+              "--workers", "1"], capsys)
+    out, err = _compare(["run", "--frameworks", "caffe2", "--target-accuracy", "0.5", "--data", str(data),
+                         "--max-epochs", "3", "--quick", "--image-size", "32", "--batch-size", "8",
+                         "--option", "loader_workers=1", "--gpu-hour-price", "2.5", "--results",
+                         str(campaign), "--device", "cpu", "--executor", "local"], capsys)
+    result = json.loads((campaign / "results" / "caffe2-fp32-w1-b8-s32-real-tta-r0.json").read_text())
+    assert result["status"] in ("ok", "not_converged"), result["reason"]
+    assert result["spec"]["num_classes"] == 4 and result["accuracy"]["epochs"] <= 3
+    assert (campaign / result["accuracy"]["mllog"]).is_file()
+    assert "## Time to accuracy (minutes to target)" in out and "$ to target" in out

@@ -142,7 +142,8 @@ def _cut(text: str) -> str:
 
 def _number(opt: Option, value: Any, text: str):
     """An int, or a finite float: NaN and infinity (also 1e400) are no setting."""
-    if isinstance(value, bool):
+    # int() and float() also read 1_0 and Arabic-Indic digits: a setting is ASCII digits alone
+    if isinstance(value, bool) or not text.isascii() or "_" in text:
         raise OptionError("{}={}: not {}".format(opt.key, _cut(text), _article(opt.kind)))
     try:
         number = int(text) if opt.kind == "int" else float(text)

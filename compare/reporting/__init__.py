@@ -1,10 +1,10 @@
 """Reports of a campaign: the comparator (comparator.cells), the report's table models and their
 renderers, charts, diff, history, references and the check against them.
 
-`write_report` is the one writer `compare run` and `compare report` share: every section (the
-`--reference` ones included) is built once and rendered to report.md, report.html and CSV. Which
-sections a report has, in which order, is report.py's list (build, campaign_sections); this
-module only renders it.
+`write_files` is the one writer of the report stage (compare/stages/report.py), which `compare
+run` and `compare report` share: every section (the `--reference` ones included) is built once
+and rendered to report.md, report.html and CSV. Which sections a report has, in which order, is
+report.py's list (build, campaign_sections); this module only renders it.
 """
 import json
 from pathlib import Path
@@ -63,28 +63,3 @@ def _csv_extras(out_dir: Path, rep, results, runs, tables) -> List[Path]:
         if isinstance(t, tables.Table):
             (folder / (t.csv_name() + ".csv")).write_text(tables.to_csv(t))
     return out + [folder]
-
-
-def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
-                 references: Sequence[Tuple[str, object]] = (),
-                 baseline: Optional[str] = None, price: Optional[float] = None
-                 ) -> Tuple[str, List[Path], List[str]]:
-    """Read the campaign's results, write the report files; return (Markdown text, paths written,
-    warnings about result files that could not be read). price: dollars per GPU-hour (cost to
-    train of time-to-accuracy runs; no cost columns without it)."""
-    from . import accuracy, report
-    from .comparator import cells
-    results, warnings = campaign.results()
-    results, trained = accuracy.split(results)  # time-to-accuracy runs: tables of their own
-    df = cells(results, baseline=baseline)
-    if baseline is not None and baseline not in set(df.framework):
-        from .. import frameworks
-        raise UserError("--baseline {}: no cell of the campaign ran it; choose from {}".format(
-            baseline, ", ".join(frameworks.order(set(df.framework))) or "none (no results yet)"))
-    extra = report.campaign_sections(campaign, results, trained, warnings, price)
-    from ..defaults import lines
-    said = ((campaign.meta.get("sessions") or [{}])[-1].get("config") or {}).get("defaults") or {}
-    text, paths = write_files(df, Path(out_dir), formats, campaign.machine, results, references,
-                              extra, [c for c in [accuracy.chart(trained)] if c is not None],
-                              lines(said))
-    return text, paths, warnings

@@ -31,19 +31,10 @@ def _estimate(rs: Sequence[RunResult]) -> Optional[intervals.Estimate]:
 def serial_runs(root: Path, machine: Dict, own: Sequence[RunResult]) -> List[Tuple[str, RunResult]]:
     """(campaign folder name, result) of every ok serial run in this campaign and its neighbours
     that ran on the same machine."""
-    from .. import machine_record
-    from ..errors import UserError
-    from ..store import Campaign, campaign_folders
+    from ..store import neighbours
     out = [(root.name, r) for r in own if r.status == "ok" and not beside(r)]
-    for folder in [p for p in campaign_folders(root.parent) if p != root]:
-        try:
-            other = Campaign.open(folder)
-            if machine_record.differences(other.machine, machine):
-                continue
-            results, _ = other.results()
-        except (UserError, OSError):
-            continue
-        out += [(folder.name, r) for r in results if r.status == "ok" and not beside(r)]
+    for other, results in neighbours(root.parent, machine, skip=root):
+        out += [(other.root.name, r) for r in results if r.status == "ok" and not beside(r)]
     return out
 
 

@@ -143,24 +143,24 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None, defaults: Optional[L
     return rep
 
 
-def campaign_sections(campaign, results: Sequence, trained: Sequence, warnings: Sequence[str],
+def campaign_sections(view, results: Sequence, trained: Sequence,
                       price: Optional[float] = None) -> List[Section]:
-    """A campaign's own sections, in order: time to accuracy (its runs, `trained`), the cells not
-    run yet, packed cells against their serial twins, the batch searches, result files left out."""
+    """A campaign's own sections, in order, from its View (compare/stages/report.py): time to
+    accuracy (its runs, `trained`), the cells not run yet, packed cells against their serial
+    twins, the batch searches, result files left out."""
     from . import accuracy, packing, probes
     out: List[Section] = accuracy.tables(trained, price)
-    missing = campaign.missing(results)
-    if missing:  # a half-done campaign says so, and which cells are still to run
+    if view.missing:  # a half-done campaign says so, and which cells are still to run
         out.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
                                         "`compare run … --resume` runs them.".format(
-                                            len(missing), len(campaign.meta.get("planned", {})),
-                                            ", ".join(missing))]))
-    out += packing.sections(results, campaign.root, campaign.machine)
-    searched = probes.table(campaign.probes(), probes.chosen_batches(results),
+                                            len(view.missing), len(view.meta.get("planned", {})),
+                                            ", ".join(view.missing))]))
+    out += packing.sections(results, view.root, view.machine)
+    searched = probes.table(view.probes, probes.chosen_batches(results),
                             [r for r in results if r.spec.get("batch_auto")])
     out += [searched] if searched is not None else []
-    if warnings:  # foreign or unreadable files: listed in the report too, never counted
-        out.append(Text("Result files left out", list(warnings), bullets=True))
+    if view.warnings:  # foreign or unreadable files: listed in the report too, never counted
+        out.append(Text("Result files left out", list(view.warnings), bullets=True))
     return out
 
 

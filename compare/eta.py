@@ -27,7 +27,6 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import DEFAULT_MODEL, RunResult, RunSpec
 
-from . import machine_record
 from .reporting.timeline import clock
 from .resources import Pool, cpuset
 from .scheduler import Planned, plan
@@ -46,17 +45,9 @@ def earlier_results(folder: Path, machine: Dict[str, Any]) -> Tuple[List[RunResu
     """Results with cell times from campaigns in `folder` (or `folder` itself) recorded on a
     machine the same as `machine` (machine_record.differences); and how many campaigns they came
     from."""
-    from .errors import UserError
-    from .store import Campaign, campaign_folders
+    from .store import neighbours
     out, used = [], 0
-    for root in campaign_folders(folder):
-        try:
-            campaign = Campaign.open(root)
-            if machine_record.differences(campaign.machine, machine):
-                continue
-            results, _ = campaign.results()
-        except (UserError, OSError):
-            continue  # a broken campaign is `compare report`'s to complain about, not the plan's
+    for _, results in neighbours(folder, machine):
         timed = [r for r in results if _cell_s(r) is not None]
         used += bool(timed)
         out += timed
@@ -234,15 +225,6 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
                      "the earlier runs' own (compile caches now warm may shorten them)".format(
                          estimates.first_steps))
     return items, marks, source, notes
-
-
-def make(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
-         machine: Dict[str, Any], asked: str, executor: Optional[str] = None,
-         unbuilt: Sequence[str] = ()) -> str:
-    """The plan of `specs` (the cells still to run) on `pool`, as text (schedule())."""
-    items, marks, source, notes = schedule(specs, pool, concurrency, folder, machine, executor,
-                                           unbuilt)
-    return render(items, marks, pool, concurrency, source, asked, notes)
 
 
 def to_build(frameworks: Sequence[str], device: str, overrides: Dict[str, str],
