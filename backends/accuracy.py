@@ -12,7 +12,8 @@ import os
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from . import accuracy_data, mllog, phases, recipe
+from . import mllog, phases, recipe
+from .pipelines import accuracy_data
 from .protocol import RunSpec
 
 

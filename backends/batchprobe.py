@@ -118,9 +118,10 @@ def search(start: int, bounds: Tuple[int, int], run: Callable[[int], Probe], bud
             break
         if last is not None:
             up, noise = gain(last, probe)
-            if up <= noise:
-                out.stopped = "batch {} gains {:+.1%} over {}: not beyond the probes' noise " \
-                    "(±{:.1%})".format(batch, up, last["batch_size"], noise)
+            if up <= noise:  # slower beyond the noise, or no faster than the noise can tell
+                out.stopped = "batch {} gains {:+.1%} over {}: {} the probes' noise " \
+                    "(±{:.1%})".format(batch, up, last["batch_size"],
+                                       "slower beyond" if up < -noise else "not beyond", noise)
                 break
         if batch >= high:
             out.stopped = "reached the maximum, {}".format(high)

@@ -13,29 +13,20 @@ Python >= 3.8.
                                 AOTAutograd's and Triton's kernels), keyed by torch on the graph,
                                 its inputs and the compile settings: used with --compile.
 
-A backend calls prepare_jax() or prepare_torch() before it imports its framework (both read their
-variables once, at import); its trainer counts what the compiler found (watch_jax(), note()). A
-variable the user set already (JAX_COMPILATION_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR) wins, and is
-recorded. The jaxlib and torch versions name the folders because XLA leaves version checks of its
-autotuning cache to its user.
-
-cuDNN's autotuning (PyTorch's cudnn.benchmark: 57 s in the first fp32 step of ResNet-50 on an
-H200) has no on-disk cache: cuDNN and PyTorch keep the algorithms they chose in the process's
-memory only (pytorch/pytorch#4392 and #88410 ask for one), so every process tunes again; the
-record says so.
+A backend claims its framework's folder before it imports the framework, which reads its variables
+once, at import (jax/caches.py, caffe2_torch's prepare()); its trainer counts what the compiler
+found (note()). A variable the user set already (JAX_COMPILATION_CACHE_DIR,
+TORCHINDUCTOR_CACHE_DIR) wins, and is recorded. The jaxlib and torch versions name the folders
+because XLA leaves version checks of its autotuning cache to its user. This module knows no
+framework: only the folders, and the record every result carries.
 """
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 ENV = "COMPARE_COMPILE_CACHE"  # the folder; "off" or "0": no persistent compile caches
-AUTOTUNE_DIR = "xla_gpu_per_fusion_autotune_cache_dir"  # JAX's name for it, under its cache
-# jax.monitoring events: a compilation that asked the cache, and one the cache answered
-JAX_ASKED = "/jax/compilation_cache/compile_requests_use_cache"
-JAX_HIT = "/jax/compilation_cache/cache_hits"
-CUDNN = ("no on-disk cache: cuDNN and PyTorch keep the algorithms cudnn.benchmark chose in the "
-         "process's memory only, so each process tunes again in its first step")
 
 _record: Dict[str, Any] = {}
+_at_record: Dict[str, Callable[[Dict[str, Any]], None]] = {}  # cache -> what it adds at the end
 
 
 def cache_root() -> str:
@@ -52,7 +43,7 @@ def root() -> Optional[str]:
     return value or os.path.join(cache_root(), "compile")
 
 
-def _version(package: str) -> str:
+def version(package: str) -> str:
     try:
         from importlib.metadata import version
         return version(package)
@@ -73,7 +64,7 @@ def _folder(*parts: str) -> Optional[str]:
     return path
 
 
-def _claim(variable: str, name: str, *parts: str) -> Optional[str]:
+def claim(variable: str, name: str, *parts: str) -> Optional[str]:
     """The folder of cache `name`: the user's where `variable` is set already, else ours under
     root() (then set in `variable`); None where the caches are off. Recorded either way."""
     if os.environ.get(variable):
@@ -88,54 +79,24 @@ def _claim(variable: str, name: str, *parts: str) -> Optional[str]:
     return path
 
 
-# Measured on jax 0.10.2 CPU (tests/backends/test_jax.py, two processes): the second run of a job
-# whose step had been cached hung in its first collective (gloo's key exchange timed out after
-# 30 s) and the job ended at jax's shutdown barrier; with the cache off it ran.
-CPU_PROCESSES = ("off for several CPU processes: their gloo collectives hung when the step came "
-                 "from JAX's persistent cache")
+def off(name: str, why: str) -> None:
+    """Cache `name` is not used in this run, for this reason (recorded)."""
+    _record[name] = {"dir": None, "state": "off", "why": why}
 
 
-def prepare_jax(off: Optional[str] = None) -> None:
-    """JAX's persistent compilation cache and XLA's autotuning cache, before `import jax`;
-    `off`: the reason this run goes without them (recorded)."""
-    if off:
-        _record["jax"] = {"dir": None, "state": "off", "why": off}
-        return
-    path = _claim("JAX_COMPILATION_CACHE_DIR", "jax", "jax", "jaxlib-" + _version("jaxlib"))
-    if path is None:
-        return
-    # every jitted function is kept (JAX's defaults skip those compiled within 1 s)
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES", AUTOTUNE_DIR)
-    _record["jax"].update(hits=0, misses=0,
-                          autotune_entries_before=_entries(os.path.join(path, AUTOTUNE_DIR)))
+def say(name: str, text: str) -> None:
+    """What the record says of a cache that has no folder (cuDNN's autotuning)."""
+    _record[name] = text
 
 
-def watch_jax(monitoring) -> None:
-    """Count the persistent cache's hits and misses (compilations that asked it and were not
-    answered) from jax.monitoring's events (pass the module); call before anything is compiled."""
-    counts = _record.get("jax")
-    if not counts or counts.get("dir") is None:
-        return
-
-    def on_event(event: str, **kwargs: Any) -> None:
-        if event == JAX_HIT:
-            counts["hits"] += 1
-            counts["misses"] -= 1
-        elif event == JAX_ASKED:
-            counts["misses"] += 1
-    monitoring.register_event_listener(on_event)
+def at_record(name: str, add: Callable[[Dict[str, Any]], None]) -> None:
+    """add(value) completes cache `name`'s record when it is taken (counts made at the end)."""
+    _at_record[name] = add
 
 
-def prepare_torch(compile: bool, cuda: bool) -> None:
-    """torch.compile's cache folder (with --compile), before `import torch`; on GPUs, cuDNN's
-    word."""
-    if cuda:
-        _record["cudnn_autotune"] = CUDNN
-    if compile:
-        _claim("TORCHINDUCTOR_CACHE_DIR", "torchinductor", "torchinductor",
-               "torch-" + _version("torch"))
+def counts(name: str) -> Optional[Dict[str, Any]]:
+    """Cache `name`'s record as it is being filled (a framework's listener counts into it)."""
+    return _record.get(name)
 
 
 def note(name: str, **counts: int) -> None:
@@ -143,7 +104,7 @@ def note(name: str, **counts: int) -> None:
     _record.setdefault(name, {}).update(counts)
 
 
-def _entries(path: str) -> int:
+def entries(path: str) -> int:
     try:
         return len(os.listdir(path))
     except OSError:
@@ -166,7 +127,7 @@ def record() -> Dict[str, Any]:
         value = dict(value) if isinstance(value, dict) else value
         if isinstance(value, dict) and "hits" in value and value.get("dir"):
             value["state"] = state(value["hits"], value["misses"])
-        if name == "jax" and value.get("dir"):
-            value["autotune_entries_after"] = _entries(os.path.join(value["dir"], AUTOTUNE_DIR))
+        if name in _at_record and isinstance(value, dict) and value.get("dir"):
+            _at_record[name](value)
         out[name] = value
     return out

@@ -20,48 +20,20 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .caches import cache_root
-from .options import Option
 from .protocol import RunSpec, write_json_atomic
 
-PREPARED = ".compare"  # DIR/.compare/: manifest.json, files.tsv, one folder per native format
+PREPARED = ".compare"  # DIR/.compare/: manifest.json, files.jsonl, one folder per native format
 MANIFEST = "manifest.json"
-FILE_LIST = "files.tsv"  # relative path <TAB> label, one valid JPEG a line
+# one valid JPEG a line, as a JSON array [relative path, label, size, mtime_ns]: JSON holds any
+# file name (a tab, a line break, bytes that are not UTF-8 as \udcXX escapes)
+FILE_LIST = "files.jsonl"
+OLD_FILE_LIST = "files.tsv"  # an earlier compare's: path <TAB> label <TAB> size <TAB> mtime_ns
 DONE = "done.json"  # in a format's folder: written last, names the manifest fingerprint it holds
 MEAN = (0.485, 0.456, 0.406)  # ImageNet channel statistics, RGB on a 0-1 scale
 STD = (0.229, 0.224, 0.225)
 AREA = (0.08, 1.0)  # random-resized crop: fraction of the image area kept
 RATIO = (3.0 / 4.0, 4.0 / 3.0)  # and the range of its aspect ratio
 AUGMENTATION = "random-resized crop (area 0.08-1, aspect 3/4-4/3), horizontal flip, mean/std"
-LOADER_WORKERS = Option("loader_workers", "int", "input-pipeline workers (decode processes or "
-                        "threads) per local worker, with --data DIR", minimum=1, maximum=256,
-                        default_text="cores / local workers")
-PIPELINE = Option("pipeline", "str", "with --data DIR: the framework's own input pipeline, or "
-                  "DALI (decoding on the GPU's JPEG engines; CPU operators on a CPU run)",
-                  default="native", choices=("native", "dali"))
-# decode=hw (nvdecode.py) runs in the training process, beside the step. nvImageCodec's decode call
-# lets go of the interpreter and takes it back once or twice per image (its header parse and image
-# set-up), so a batch of 256 asks for the GIL ~500 times while the training loop holds it; at
-# Python's 5 ms switch interval each of those hand-overs can wait that long (bench/feed_contention.py,
-# BENCHMARKS.md "Where decode=hw's loss comes from").
-SWITCH_INTERVAL = Option("switch_interval_ms", "float", "with --data DIR and decode=hw: the training "
-                         "process's interpreter switch interval (sys.setswitchinterval), in ms",
-                         minimum=0.05, maximum=100.0, default=0.5)
-NVIMGCODEC_API = Option("nvimgcodec_api", "str", "with --data DIR and decode=hw: call nvImageCodec "
-                        "through its C API (c: the GIL let go twice a batch) or its Python binding "
-                        "(python: twice an image)", default="c", choices=("c", "python"))
-FEEDER_PRIORITY = Option("feeder_priority", "str", "with --data DIR and decode=hw: the CUDA stream "
-                         "priority of the feeder's decode and resize against the training step's",
-                         default="high", choices=("high", "normal"))
-
-
-def hw_feeder_settings(opt) -> Dict[str, Any]:
-    """decode=hw: set this process's switch interval (SWITCH_INTERVAL) and return the settings a
-    result records about the feeder: interval and stream priority."""
-    ms = float(opt("switch_interval_ms"))
-    sys.setswitchinterval(ms / 1000.0)
-    return {"switch_interval_ms": ms, "feeder_priority": opt("feeder_priority")}
-
-
 class DataError(RuntimeError):
     """The prepared side of a folder is missing or stale: the run is recorded as failed."""
 
@@ -104,14 +76,12 @@ class Prepared:
     def classes(self) -> int:
         return int(self.manifest["classes"])
 
+    def file_list_path(self) -> str:
+        return file_list_path(self.path)
+
     def files(self) -> List[Tuple[str, int]]:
         """(path relative to the root, label) of every valid JPEG, in the manifest's order."""
-        out = []
-        with open(os.path.join(self.path, FILE_LIST)) as f:
-            for line in f:
-                rel, label = line.rstrip("\n").split("\t")[:2]
-                out.append((rel, int(label)))
-        return out
+        return [(rel, label) for rel, label, _, _ in read_file_list(self.file_list_path())]
 
     def format_dir(self, name: str) -> str:
         return os.path.join(self.path, name)
@@ -139,6 +109,37 @@ class Prepared:
         if self.classes > num_classes:
             raise DataError("{} has {} classes, the model only {} outputs".format(
                 self.root, self.classes, num_classes))
+
+
+def file_list_path(folder: str) -> str:
+    """A prepared folder's file list: FILE_LIST, or an earlier compare's OLD_FILE_LIST where only
+    that one is."""
+    path, old = os.path.join(folder, FILE_LIST), os.path.join(folder, OLD_FILE_LIST)
+    return old if not os.path.exists(path) and os.path.exists(old) else path
+
+
+def read_file_list(path: str) -> List[Tuple[str, int, int, int]]:
+    """(relative path, label, size, mtime_ns) a line of a file list: FILE_LIST's JSON arrays, or
+    OLD_FILE_LIST's tab-separated fields (whose names hold no tab or line break)."""
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if path.endswith(OLD_FILE_LIST):
+                rel, label, size, mtime = line.rstrip("\n").split("\t")
+            else:
+                rel, label, size, mtime = json.loads(line)
+            out.append((rel, int(label), int(size), int(mtime)))
+    return out
+
+
+def write_file_list(folder: str, entries: List[Tuple[str, int, int, int]]) -> None:
+    """FILE_LIST in `folder` (to a temp name, renamed), and an earlier compare's list removed."""
+    tmp = os.path.join(folder, FILE_LIST + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:  # ensure_ascii: any name, as \uXXXX escapes
+        f.writelines(json.dumps(list(e)) + "\n" for e in entries)
+    os.replace(tmp, os.path.join(folder, FILE_LIST))
+    if os.path.exists(os.path.join(folder, OLD_FILE_LIST)):
+        os.remove(os.path.join(folder, OLD_FILE_LIST))
 
 
 def random_resized_crop(width: int, height: int, rng) -> Tuple[int, int, int, int]:

@@ -11,7 +11,6 @@ import os
 import platform
 import random
 import socket
-import statistics
 import sys
 import threading
 import time
@@ -20,58 +19,18 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from . import accuracy, batchprobe, caches, hostcpu, phases, telemetry, world
 from . import options as opts
+from .contract.options import COMMON_OPTIONS
+from .contract.rules import is_oom
+from .contract.stats import jitter, median, uncertainty, window_sizes
 from .lifeline import die_with_parent
 from .machine import cpu_model as cpu_name  # noqa: F401  (the trainers' device_name on CPU)
 from .machine import cpuset
 from .protocol import RunResult, RunSpec, Unsupported, read_spec, utc_now, write_result
 from .trainer import DataOnly, Trainer
 
-# every backend accepts these besides its own: they make a run fail on purpose, so that the
-# recording of failures (a crash, one rank dying, a hang) can be tested with real processes
-COMMON_OPTIONS = (
-    opts.Option("fail_at", "str", "testing: raise an error as the backend starts (before the "
-                "framework is imported), once the trainer is set up, or before the timed steps",
-                choices=("start", "setup", "timed")),
-    opts.Option("fail_rank", "int", "testing: with fail_at, only this rank fails (default: all)",
-                minimum=0, maximum=65535),
-    # a memory cap the framework meets as its own out-of-memory error, e.g. so that a batch search
-    # (--batch-size auto) finds the largest batch that fits on a CPU (the CI test does)
-    opts.Option("memory_limit_mb", "int", "cap each worker process's memory (RLIMIT_DATA: heap and "
-                "private mappings) at this many MiB, set before the framework loads; a batch "
-                "that does not fit fails as the framework's own out-of-memory error", minimum=64,
-                maximum=2 ** 22),
-)
 CLOSE_WAIT_S = 15.0  # how long a finished run waits for its trainer's close()
 ENV_KEYS = ("NVIDIA_TF32_OVERRIDE", "OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "COMPARE_IMAGE",
             "COMPARE_EXECUTOR", "COMPARE_ENV")
-
-
-def median(xs: Sequence[float]) -> float:
-    return float(statistics.median(xs))
-
-
-def uncertainty(xs: Sequence[float]) -> Optional[float]:
-    """Standard error of the mean: std / sqrt(n), as tf_cnn_benchmarks prints it.
-    None (n/a) for one window: a single figure says nothing about its spread."""
-    if len(xs) < 2:
-        return None
-    return statistics.stdev(xs) / math.sqrt(len(xs))
-
-
-def jitter(xs: Sequence[float]) -> Optional[float]:
-    """1.4826 * median absolute deviation: a robust spread, as tf_cnn_benchmarks prints it.
-    None (n/a) for one window, like the uncertainty."""
-    if len(xs) < 2:
-        return None
-    m = statistics.median(xs)
-    return 1.4826 * statistics.median([abs(x - m) for x in xs])
-
-
-def window_sizes(steps: int, windows: int) -> List[int]:
-    """Split `steps` timed steps into at most `windows` windows of near-equal size."""
-    n = max(1, min(windows, steps))
-    base, extra = divmod(steps, n)
-    return [base + (1 if i < extra else 0) for i in range(n)]
 
 
 class InjectedFailure(RuntimeError):
@@ -157,20 +116,8 @@ def _cores() -> Optional[str]:
     return cpuset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
 
 
-def is_oom(exc: BaseException) -> bool:
-    name = type(exc).__name__
-    text = str(exc).lower()
-    return (isinstance(exc, MemoryError) or "OutOfMemory" in name or "ResourceExhausted" in name
-            or any(words in text for words in OOM_WORDS))
-
-
 def _status(exc: BaseException) -> str:
     return "oom" if is_oom(exc) else "failed"
-
-
-# how frameworks word a failed allocation (PyTorch's CPU allocator: "can't allocate memory")
-OOM_WORDS = ("out of memory", "failed to allocate", "can't allocate memory",
-             "cannot allocate memory", "bad_alloc")
 
 
 def limit_memory(spec: RunSpec) -> None:

@@ -13,7 +13,9 @@ import subprocess
 from typing import Any, Dict, List, Optional
 
 
-def _run(cmd: List[str], timeout: float = 10) -> Optional[str]:
+def command_output(cmd: List[str], timeout: float = 10) -> Optional[str]:
+    """A command's stdout, stripped; None where it cannot run, fails or times out (the host asks
+    nvidia-smi, docker and git through it too)."""
     try:
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               universal_newlines=True, timeout=timeout)
@@ -48,7 +50,7 @@ def gpus() -> List[Dict[str, Any]]:
     """NVIDIA GPUs as nvidia-smi lists them; [] where there is no driver."""
     if not shutil.which("nvidia-smi"):
         return []
-    out = _run(["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version",
+    out = command_output(["nvidia-smi", "--query-gpu=index,name,memory.total,driver_version",
                 "--format=csv,noheader,nounits"])
     rows = []
     for line in (out or "").splitlines():
@@ -63,7 +65,7 @@ def cuda_driver_version() -> Optional[str]:
     """The CUDA version the driver supports, from nvidia-smi's header ("CUDA Version: 12.4")."""
     if not shutil.which("nvidia-smi"):
         return None
-    for line in (_run(["nvidia-smi"]) or "").splitlines():
+    for line in (command_output(["nvidia-smi"]) or "").splitlines():
         if "CUDA Version:" in line:
             return line.split("CUDA Version:", 1)[1].strip(" |").split()[0]
     return None

@@ -1,180 +1,24 @@
-"""Declared backend options: the `--option KEY=VALUE` switches each backend reads.
-
-Standard library only, Python >= 3.8. Each backend lists its options in its package's
-`__init__.py` (`OPTIONS = (Option(...), ...)`); the host validates a user's `--option` against
-them before anything runs, and the harness parses them again inside the backend (a spec may be
-written by hand). The spec then holds typed values, and results record them.
+"""The backends' name for the option declarations, defined in backends/contract/options.py (the
+host<->backend contract: the host validates `--option` against them, the harness types them again).
+Backend modules import them from here, as they did before the contract was a package.
 """
-import math
-from dataclasses import dataclass
-from typing import Any, Dict, Optional, Sequence, Tuple
-
-TRUE = ("true", "1", "yes", "on")
-FALSE = ("false", "0", "no", "off")
-KINDS = ("bool", "int", "float", "str")
-MAX_TEXT = 1000  # characters of a free-text value (e.g. xla_flags): one line, bounded
-
-
-class OptionError(ValueError):
-    """A bad option key or value; the message names it and the valid ones."""
-
-
-@dataclass(frozen=True)
-class Option:
-    key: str
-    kind: str  # one of KINDS
-    help: str  # one line
-    default: Any = None  # None: the backend decides at run time, as `default_text` says
-    choices: Tuple[str, ...] = ()
-    minimum: Optional[float] = None
-    maximum: Optional[float] = None  # numbers: the largest value that makes sense (bounds memory/time)
-    default_text: str = ""  # how a None default is decided, e.g. "true on cuda, false on cpu"
-
-    def parse(self, value: Any) -> Any:
-        """A command-line string (or a value already typed, from a spec file) -> the typed value."""
-        text = str(value).strip()
-        if self.kind == "bool":
-            if isinstance(value, bool):
-                return value
-            if text.lower() in TRUE:
-                return True
-            if text.lower() in FALSE:
-                return False
-            raise OptionError("{}={}: not a boolean; give true or false (also 1/0, yes/no, "
-                              "on/off)".format(self.key, text))
-        if self.kind in ("int", "float"):
-            return self._in_range(_number(self, value, text), text)
-        if self.choices and text not in self.choices:
-            raise OptionError("{}={}: not a valid value; choose from {}".format(
-                self.key, text, ", ".join(self.choices)))
-        if len(text) > MAX_TEXT or any(ord(c) < 32 or ord(c) == 127 for c in text):
-            raise OptionError("{}={}: give one line of at most {} printable characters".format(
-                self.key, _cut(text), MAX_TEXT))
-        return text
-
-    def _in_range(self, number: Any, text: str) -> Any:
-        low, high = self.minimum, self.maximum
-        if low is not None and number < low:
-            raise OptionError("{}={}: must be >= {}".format(self.key, text, _plain(low)))
-        if high is not None and number > high:
-            raise OptionError("{}={}: must be <= {}".format(self.key, text, _plain(high)))
-        return number
-
-    def describe(self) -> str:
-        """'channels_last=bool (default: true on cuda, false on cpu): NHWC memory format'."""
-        kind = "|".join(self.choices) if self.choices else self.kind
-        if self.minimum is not None and self.maximum is not None:
-            kind += " {}..{}".format(_plain(self.minimum), _plain(self.maximum))
-        default = self.default_text or ("" if self.default is None else _plain(self.default))
-        return "{}={}{}: {}".format(self.key, kind, " (default: {})".format(default) if default
-                                    else "", self.help)
-
-
-# the one layout switch every backend declares (each puts it in its OPTIONS), so that a sweep
-# compares frameworks on the same memory layout; policy.channels_last() applies its default
-CHANNELS_LAST = Option("channels_last", "bool", "NHWC memory format for the model and the batch",
-                       default_text="true on cuda, false on cpu")
-
-
-def _plain(x: Any) -> str:
-    if isinstance(x, bool):
-        return "true" if x else "false"
-    if isinstance(x, float) and x.is_integer():
-        return str(int(x))
-    return str(x)
-
-
-def _cut(text: str) -> str:
-    shown = text.encode("unicode_escape").decode("ascii")
-    return shown if len(shown) <= 40 else shown[:37] + "..."
-
-
-def _number(opt: Option, value: Any, text: str):
-    """An int, or a finite float: NaN and infinity (also 1e400) are no setting."""
-    if isinstance(value, bool):
-        raise OptionError("{}={}: not {}".format(opt.key, _cut(text), _article(opt.kind)))
-    try:
-        number = int(text) if opt.kind == "int" else float(text)
-    except ValueError:
-        raise OptionError("{}={}: not {}".format(opt.key, _cut(text), _article(opt.kind))) from None
-    if opt.kind == "float" and not math.isfinite(number):
-        raise OptionError("{}={}: not a finite number; give a number such as 1024".format(
-            opt.key, text))
-    return number
-
-
-def _article(kind: str) -> str:
-    return "an integer" if kind == "int" else "a number"
-
-
-def by_key(declared: Sequence[Option]) -> Dict[str, Option]:
-    return {o.key: o for o in declared}
-
-
-def parse(declared: Sequence[Option], given: Dict[str, Any], owner: str) -> Dict[str, Any]:
-    """Check and type every given option against `declared`; OptionError on the first bad one.
-
-    `owner` names the backend in the message, e.g. "caffe2".
-    """
-    known = by_key(declared)
-    out = {}
-    for key, value in given.items():
-        if key not in known:
-            raise OptionError("{}: unknown option for {}; valid: {}".format(
-                key, owner, ", ".join(sorted(known)) or "none"))
-        out[key] = known[key].parse(value)
-    return out
-
-
-def value(declared: Sequence[Option], given: Dict[str, Any], key: str) -> Any:
-    """The value of `key`: given, else the declared default (None: decide at run time)."""
-    if key in given:
-        return given[key]
-    return by_key(declared)[key].default
-
-
-# --- modes ------------------------------------------------------------------------------------------
-# A mode is a named set of switches (docs/modes.md). `default` sets none: each option keeps its
-# declared default. Each backend declares its other modes next to its OPTIONS, in one place:
-#     MODES = {"tuned": (Switch("xla", True, "why ..."), ...)}
-# A switch's key is one of the backend's options, or COMPILE (the RunSpec field `compile`, i.e.
-# --compile). The host applies them before the run (an explicit --option wins) and every result
-# records them (mode_settings below).
-COMPILE = "compile"
-WHERE = {"any": "everywhere", "cuda": "on cuda", "cpu": "on cpu",
-         "cuda-1": "on cuda, one GPU", "cuda-n": "on cuda, more than one GPU"}
-
-
-@dataclass(frozen=True)
-class Switch:
-    key: str  # an option key of the backend, or COMPILE
-    value: Any  # the typed value, as Option.parse returns it
-    why: str  # one line: the documentation or the measurement it rests on
-    where: str = "any"  # one of WHERE
-
-    def applies(self, device: str, world: int) -> bool:
-        return {"any": True, "cuda": device == "cuda", "cpu": device == "cpu",
-                "cuda-1": device == "cuda" and world == 1,
-                "cuda-n": device == "cuda" and world > 1}[self.where]
-
-    def describe(self) -> str:
-        """'compile=true (everywhere): torch.compile, ...'."""
-        return "{}={} ({}): {}".format(self.key, _plain(self.value), WHERE[self.where], self.why)
-
-
-def mode_switches(modes: Dict[str, Sequence[Switch]], mode: str, device: str,
-                  world: int) -> Dict[str, Any]:
-    """The switches `mode` sets for a run on `device` with `world` workers: {key: value}."""
-    return {s.key: s.value for s in modes.get(mode, ()) if s.applies(device, world)}
-
-
-def mode_settings(modes: Dict[str, Sequence[Switch]], spec: Any) -> Dict[str, Any]:
-    """What a result records of its mode: the mode, the switches it set, and those the user's
-    explicit --option (or a hand-written spec) overrode, with the value that ran instead."""
-    wanted = mode_switches(modes, spec.mode, spec.device, spec.world_size)
-    ran = dict(spec.options, **{COMPILE: spec.compile})
-    if spec.mode == "default":  # no switches: each option at its default or as given
-        return {"mode": spec.mode}
-    return {"mode": spec.mode,
-            "mode_switches": {k: v for k, v in wanted.items() if ran.get(k) == v},
-            "mode_overridden": {k: ran.get(k) for k, v in wanted.items() if ran.get(k) != v}}
+from .contract.options import (  # noqa: F401  (re-exported: one definition, the contract's)
+    CHANNELS_LAST,
+    COMMON_OPTIONS,
+    COMPILE,
+    FALSE,
+    HW_DECODE,
+    KINDS,
+    LOADER_WORKERS,
+    MAX_TEXT,
+    TRUE,
+    WHERE,
+    Option,
+    OptionError,
+    Switch,
+    by_key,
+    mode_settings,
+    mode_switches,
+    parse,
+    value,
+)

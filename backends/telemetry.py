@@ -12,10 +12,11 @@ A provider is any object with `devices() -> [dict]` (index, name, ...) and `read
 holding the keys of FIELDS (a value may be None where the device does not report it). Tests use a
 fake provider; the GPU run uses NVML.
 """
-import os
 import statistics
 import threading
 from typing import Any, Dict, List, Optional, Sequence
+
+from .contract.rules import visible_gpus
 
 # key -> unit, for one device sample
 FIELDS = ("power_w", "util_pct", "mem_used_mib", "sm_clock_mhz", "mem_clock_mhz", "temp_c")
@@ -179,12 +180,9 @@ class _Inert:
 
 def visible_indices(count: int, env: Optional[Dict[str, str]] = None) -> List[int]:
     """NVML indices of the job's first `count` GPUs (NVML ignores CUDA_VISIBLE_DEVICES; we map it)."""
-    env = os.environ if env is None else env
-    visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()
-    if visible:
-        items = [s.strip() for s in visible.split(",") if s.strip()]
-        if all(s.isdigit() for s in items):
-            return [int(s) for s in items[:count]]
+    items = visible_gpus(env)
+    if items and all(s.isdigit() for s in items):
+        return [int(s) for s in items[:count]]
     return list(range(count))
 
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from backends import launchers, mllog  # noqa: E402
 from backends.protocol import RunSpec, read_result, write_spec  # noqa: E402
 from compare import frameworks  # noqa: E402
-from compare.executors.base import run_env  # noqa: E402
+from compare.executors.processes import run_env  # noqa: E402
 from compare.reporting import accuracy, tables  # noqa: E402
 
 

@@ -3,7 +3,7 @@
 # repository on PYTHONPATH (nothing installed there); one device call, about 8 minutes.
 #   bash bench/arch_gpu_check.sh OUTDIR
 # What changed under them: each backend's runtime.py (device choice, sync, barrier), the torchrun
-# and processes launchers (backends/launchers/), the shared feeder thread (backends/feed.py) of
+# and processes launchers (backends/launchers/), the shared feeder thread (backends/pipelines/feed.py) of
 # PyTorch's decode=gpu pipeline, and --data-only built by the harness. Every cell must be `ok`,
 # and its img/s within noise of the same cell in BENCHMARKS.md (issue 7's and issue 12's tables:
 # PyTorch bf16 b256 at 1 and 2 GPUs, JAX bf16 b256 at 1 and 2 GPUs and with processes=2; issue

@@ -14,7 +14,7 @@ prints the step's img/s against training alone:
   decode     thread, the decode without the resize
   process    the same prepare in a child process (its own interpreter and CUDA context, same GPU)
   split      thread, each batch split between the engines and CPU decoder processes (the cores
-             less two; backends/splitdecode.py), as decode=hw runs since issue 36
+             less two; backends/pipelines/splitdecode.py), as decode=hw runs since issue 36
 
     python bench/feed_contention.py DIR [--precision fp16] [--batch-size 256] [--steps 60]
         [--modes alone,decode,...] [--cuda-graphs]
@@ -41,8 +41,8 @@ def batches(root: str, size: int, count: int, seed: int = 0):
     """`count` batches in collate_encoded's form, from the JPEGs under root (read once)."""
     import torch
 
-    from backends import nvdecode as nvd
     from backends.caffe2_torch.data import collate_encoded
+    from backends.pipelines import nvdecode as nvd
     files = sorted(os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs
                    if f.lower().endswith((".jpg", ".jpeg")))
     rng = random.Random(seed)
@@ -60,10 +60,10 @@ def prepare_for(mode: str, device):
     """The load's per-batch function on this process's device."""
     import torch
 
-    from backends import cpudecode
-    from backends import nvdecode as nvd
     from backends.caffe2_torch import hwdecode
     from backends.caffe2_torch.data import _scale
+    from backends.pipelines import cpudecode
+    from backends.pipelines import nvdecode as nvd
     # pyonly makes the binding's own objects, so it runs through the binding
     base = mode.replace("_hp", "").replace("_py", "")
     cpus = cpudecode.default_processes(len(os.sched_getaffinity(0))) if base == "split" else 0

@@ -28,7 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from backends import dataset as ds  # noqa: E402
-from backends import nvdecode as nvd  # noqa: E402
+from backends.pipelines import nvdecode as nvd  # noqa: E402
 
 TOLERANCE = 3.0  # mean |difference| in pixel levels
 

@@ -143,10 +143,10 @@ def _drain(stream, into):
 
 def _check_exit(s: Session, err: str, stats: Stats) -> None:
     """An exit code the session's faults explain, and no internal error or traceback."""
-    allowed = {0}
+    allowed = {0}  # 1: a cell failed (its worker or launcher killed); 2: no space (a user's error)
     for hit in s.hits:
-        allowed |= {"SIGKILL compare": {-9}, "SIGTERM compare": {143, -15},
-                    "disk full": {2}}.get(hit, set())
+        allowed |= {"SIGKILL compare": {-9}, "SIGTERM compare": {143, -15}, "disk full": {1, 2},
+                    "truncated result": set()}.get(hit, {1})
     if s.proc.returncode not in allowed or "internal error" in err or "Traceback" in err:
         stats.error("{}: exit {} after {}: {}".format(s.root.name, s.proc.returncode, s.hits or
                                                       "no fault", err.strip().splitlines()[-1:]))

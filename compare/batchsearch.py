@@ -13,13 +13,13 @@ Where each probe is a process of its own, the backend says why (its SEPARATE_PRO
 `COMPARE_BATCH_SEARCH=process` makes every search use separate processes (to measure the two).
 """
 import os
-import secrets
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple
 
-from backends import batchprobe
-from backends.batchprobe import PROBE, probe_spec  # noqa: F401  (one definition, the backends')
-from backends.protocol import RunResult, RunSpec
+from backends.contract import RunResult, RunSpec
+from backends.contract.shared import batchprobe
+
+PROBE, probe_spec = batchprobe.PROBE, batchprobe.probe_spec  # one definition, the backends'
 
 BUDGET_S = {"cuda": 900.0, "cpu": 300.0}  # no new probe starts after this long (one search)
 FORCE_ENV = "COMPARE_BATCH_SEARCH"  # =process: every search in separate processes
@@ -108,38 +108,38 @@ def probe_results(cell: RunSpec, result: RunResult) -> List[RunResult]:
     return out
 
 
-def run_auto(cell: RunSpec, campaign, executor, cfg, slot, log: Callable[[str], None],
+def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str], None],
              searched: Dict[str, int]) -> RunResult:
-    """Run an auto cell: find its batch once for all its repeats and sessions (in its own
-    process, or by probe processes run by `executor` on the cell's `slot`, each saved in the
-    campaign), then the cell at that batch with the search in its settings. A search that finds
-    no batch is the cell's result, with why."""
-    batch = searched.get(cell.spec_hash) or _searched_before(campaign, cell)
+    """Run an auto cell: find its batch once for all its repeats and sessions (`searched`: spec
+    hash -> the batch chosen; in its own process, or by probe processes run by `executor` on the
+    cell's `slot`, each saved in the campaign), then the cell at that batch with the search in
+    its settings. A search that finds no batch is the cell's result, with why."""
+    timeout, bounds, inside = plan.study.timeout, tuple(plan.matrix.search), where(cell)
+    batch = searched.get(cell.spec_hash)
     if batch is not None:
-        result = executor.run(replace(cell, batch_size=batch), campaign, cfg.timeout, slot=slot)
+        result = executor.run(replace(cell, batch_size=batch), campaign, timeout, slot=slot)
         result.settings["batch_search"] = {
             "chosen": batch, "stopped": "chosen by an earlier search of this cell (its first repeat)"}
         return result
-    bounds, inside = tuple(cfg.batch_search), where(cell)
     if inside[0] and bounds[0] < bounds[1]:
         result = executor.run(replace(cell, search={"bounds": list(bounds),
                                                     "budget_s": BUDGET_S[cell.device]}),
-                              campaign, cfg.timeout, slot=slot)
+                              campaign, timeout, slot=slot)
         for probe in probe_results(cell, result):
             campaign.save_probe(probe)
             _log(log, probe)
         if result.status == "ok":
             searched[cell.spec_hash] = result.spec["batch_size"]
         return result
-    return _separate(cell, bounds, inside[1], campaign, executor, cfg, slot, log, searched)
+    return _separate(cell, bounds, inside[1], campaign, executor, timeout, slot, log, searched)
 
 
-def _separate(cell, bounds, why, campaign, executor, cfg, slot, log, searched) -> RunResult:
+def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searched) -> RunResult:
     """The search by probe processes, then the cell at the batch chosen."""
-    from .executors.base import failure
+    from .executors.results import failure
 
     def probe(spec: RunSpec) -> RunResult:
-        result = executor.run(replace(spec, nonce=secrets.token_hex(8)), campaign, cfg.timeout,
+        result = executor.run(replace(spec, nonce=campaign.attempt_nonce()), campaign, timeout,
                               slot=slot)
         campaign.save_probe(result)
         _log(log, result)
@@ -150,7 +150,7 @@ def _separate(cell, bounds, why, campaign, executor, cfg, slot, log, searched) -
         first = outcome.results[0]
         return failure(cell, first.status, outcome.failure_reason(), first.stderr_tail)
     searched[cell.spec_hash] = batch
-    result = executor.run(replace(cell, batch_size=batch), campaign, cfg.timeout, slot=slot)
+    result = executor.run(replace(cell, batch_size=batch), campaign, timeout, slot=slot)
     result.settings["batch_search"] = record
     return result
 
@@ -158,11 +158,3 @@ def _separate(cell, bounds, why, campaign, executor, cfg, slot, log, searched) -
 def _log(log: Callable[[str], None], result: RunResult) -> None:
     log("  probe {:<30} {:>8}  {}".format(result.run_id, result.status, "{:.2f} img/s".format(
         result.images_per_sec) if result.status == "ok" else ""))
-
-
-def _searched_before(campaign, cell: RunSpec) -> Optional[int]:
-    """The batch an earlier session's search chose for this auto cell (another repeat's result)."""
-    results, _ = campaign.results()
-    done = [r for r in results if r.spec_hash == cell.spec_hash and r.status == "ok"]
-    return done[0].spec.get("batch_size") if done else None
-

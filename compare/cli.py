@@ -1,8 +1,8 @@
 """The `compare` command line: run, list, doctor here; report, diff, history and check in
 commands/reporting.py, images in commands/images.py. One function per command.
 
-Bad input is one line on stderr and exit code 2 (UserError, caught once in main()); a traceback
-only with --debug.
+Bad input is one line on stderr and exit code 2 (UserError, caught once in main()), an internal
+error one line and exit 70; a traceback only with --debug.
 """
 import functools
 import inspect
@@ -10,7 +10,6 @@ import os
 import shlex
 import signal
 import sys
-from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 import typer
@@ -23,9 +22,9 @@ except ImportError:  # pragma: no cover - older typer on real click
 from . import executors
 from . import frameworks as fws
 from .errors import UserError
-from .runner import Interrupted
+from .loading import one_line
+from .stages.run import Interrupted
 
-FRAMEWORKS_HELP = "Comma list of {} (aliases: `compare list frameworks`).".format(fws.choices())
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None,
                   help="Benchmark CNN training (ResNet-50 by default) across frameworks.")
@@ -45,98 +44,41 @@ def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on 
 
 
 def _err(msg: str) -> None:
-    sys.stderr.write("compare: {}\n".format(msg))
+    sys.stderr.write("compare: {}\n".format(one_line(msg)))
 
 
-def _with_executor_flags(command):
-    """Give `command` every executor's own flags (Executor.FLAGS), after its --executor: typer reads
-    the parameters from __signature__; the command gets the values as one dict, executor_flags."""
-    own = [p for p in inspect.signature(command).parameters.values() if p.name != "executor_flags"]
-    added = []
-    for _, flag in executors.flags():
-        if flag.repeat:
-            option, kind = typer.Option([], flag.option, help=flag.help), List[str]
+def _with_study_flags(command):
+    """Give `command` a flag for every setting of the Study (study.declared(): each executor's own
+    flags after --executor), each None unless given: typer reads the parameters from
+    __signature__; the command gets the ones given as one dict, by setting name."""
+    from . import study
+    params = []
+    for s in study.declared():
+        text = s.help + ("" if s.default in (None, (), False) or s.parse is None else
+                         " Default: {}.".format(study.show(s.default)))
+        if s.parse is None:  # a switch, and its --no- form (to turn off what a file turned on)
+            option, kind = typer.Option(None, "{0}/--no-{1}".format(s.flag, s.flag[2:]), help=text), \
+                Optional[bool]
         else:
-            option, kind = typer.Option(None, flag.option, help=flag.help), Optional[str]
-        added.append(inspect.Parameter(flag.key, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                       annotation=kind))
-    at = next(i for i, p in enumerate(own) if p.name == "executor") + 1
-    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[:at] + added + own[at:]]
+            option = typer.Option(None, s.flag, help=text, metavar="LIST" if s.axis else "TEXT")
+            kind = Optional[List[str]] if s.repeat else Optional[str]
+        params.append(inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                        annotation=kind))
 
     @functools.wraps(command)
     def with_flags(**given):
-        flags = {p.name: given.pop(p.name) for p in added}
-        return command(executor_flags=flags, **given)
+        return command({k: v for k, v in given.items() if v is not None and v != []})
     with_flags.__signature__ = inspect.Signature(params)
     return with_flags
 
 
 @app.command()
-@_with_executor_flags
-def run(
-    frameworks: str = typer.Option(None, help=FRAMEWORKS_HELP + " Default: all available."),
-    gpus: Optional[str] = typer.Option(None, help="Comma list of GPU counts per node (on CPU: "
-                                       "worker processes). Default: every count the seeds report "
-                                       "up to the GPUs present (1, 2, 4, 8 on eight); 1 on a CPU."),
-    nodes: str = typer.Option("1", help="Comma list of node counts (an executor of a cluster)."),
-    precision: Optional[str] = typer.Option(None, help="Comma list of fp32, tf32, fp16, bf16. "
-                                            "Default: fp32,fp16 on GPUs, fp32 on a CPU."),
-    batch_size: Optional[str] = typer.Option(None, help="Comma list of per-GPU batch sizes, and/or "
-                                             "auto: the fastest batch that fits, searched "
-                                             "(--batch-search). Default: a batch that fills the "
-                                             "GPU, per network (compare/defaults.py); 32 on a CPU."),
-    batch_search: Optional[str] = typer.Option(None, help="MIN-MAX: where an auto batch is "
-                                               "searched, doubling from MIN (default: cuda "
-                                               "64-1024, cpu 8-128)."),
-    mode: str = typer.Option("default", help="Comma list of default, tuned: each framework as a "
-                             "plain script runs it, or its documented fastest way at its best "
-                             "batch (`compare list modes`)."),
-    device: str = typer.Option("auto", help="auto, cuda or cpu."),
-    image_size: Optional[int] = typer.Option(None, help="Square image side (default: each network's "
-                                             "native size, 224 or 299; --quick 64 or 75)."),
-    steps: Optional[int] = typer.Option(None, help="Timed steps (default 50; --quick 10)."),
-    warmup: Optional[int] = typer.Option(None, help="Warm-up steps (default 10; --quick 3)."),
-    windows: int = typer.Option(5, help="Timed steps are split into this many windows."),
-    repeats: int = typer.Option(1, help="Runs per cell."),
-    results: Optional[Path] = typer.Option(None, help="Campaign folder (default results/<time>)."),
-    resume: bool = typer.Option(False, help="Continue the campaign in --results; skip finished cells."),
-    timeout: float = typer.Option(1800, help="Seconds before a run is killed and recorded as timeout."),
-    compile: bool = typer.Option(False, "--compile", help="Compile the step where the backend can "
-                                 "(`compare list options` says how each does)."),
-    quick: bool = typer.Option(False, help="Small images, few steps: a CPU sweep in minutes."),
-    python: List[str] = typer.Option([], help="FRAMEWORK=PATH: run that backend with this python."),
-    option: List[str] = typer.Option([], help="KEY=VALUE (or FRAMEWORK.KEY=VALUE) switch of the "
-                                     "backends, checked against `compare list options`."),
-    executor: str = typer.Option("auto", help="auto or one of {} (`compare doctor` says which "
-                                 "can run here).".format(", ".join(executors.names()))),
-    data: str = typer.Option("synthetic", help="Comma list of synthetic and/or an ImageNet-layout "
-                             "folder read by each framework's own input pipeline (docs/data.md)."),
-    data_only: bool = typer.Option(False, "--data-only", help="Time the input pipeline alone on "
-                                   "the --data folder, no training: its ceiling."),
-    model: str = typer.Option("resnet50", help="Comma list of networks (`compare list models`); "
-                              "each runs at its native image size unless --image-size is given."),
-    concurrency: str = typer.Option("auto", help="Cells at once, each on GPUs (or cores) of its "
-                                    "own: auto = as many as the free GPUs allow, 1 on a CPU."),
-    plan: bool = typer.Option(False, "--plan", help="Print the schedule (which cells run together, "
-                              "where) and its estimated wall time from earlier runs, then exit."),
-    plan_gpus: Optional[int] = typer.Option(None, help="With --plan: the same study on a machine "
-                                            "of this many GPUs."),
-    plan_from: Optional[Path] = typer.Option(None, help="With --plan: the folder of earlier "
-                                             "campaigns whose cell times make the estimate "
-                                             "(default results)."),
-    executor_flags: Optional[Dict[str, Any]] = None,  # every executor's FLAGS (_with_executor_flags)
-):
-    """Run the benchmark matrix and record every cell in a campaign folder."""
-    from .runner import RunConfig, execute
-    cfg = RunConfig.parse(frameworks=frameworks, gpus=gpus, precision=precision,
-                          batch_size=batch_size, device=device, image_size=image_size, steps=steps,
-                          warmup=warmup, windows=windows, repeats=repeats, results=results,
-                          resume=resume, timeout=timeout, compile=compile, quick=quick,
-                          python=python, option=option, executor=executor, nodes=nodes,
-                          executor_flags=executor_flags, data=data, data_only=data_only,
-                          concurrency=concurrency, plan=plan, plan_gpus=plan_gpus,
-                          plan_from=plan_from, model=model, mode=mode, batch_search=batch_search)
-    raise typer.Exit(execute(cfg))
+@_with_study_flags
+def run(flags: Dict[str, Any]):
+    """Run the benchmark matrix and record every cell in a campaign folder (flags, or a campaign
+    file: --config study.toml)."""
+    from . import stages, study
+    raise typer.Exit(stages.execute(study.build(flags)))
 
 
 _reporting.register(app, list_app)  # report, diff, history, check, list references
@@ -154,7 +96,7 @@ def list_frameworks():
 @list_app.command("launchers")
 def list_launchers():
     """How the processes of a run start (backends/launchers/); each backend asks for one."""
-    from backends import launchers
+    from backends.contract.shared import launchers
     for name, line in launchers.described().items():
         print("{:<10} {}".format(name, line))
 
@@ -162,7 +104,7 @@ def list_launchers():
 @list_app.command("models")
 def list_models():
     """The networks --model takes: definition, parameters, image size, FLOPs per image."""
-    from backends import networks
+    from backends.contract.shared import networks
     print("{:<11} {:<16} {:>12} {:>7} {:>10} {:>6}  {}".format(
         "model", "network", "parameters", "input", "GFLOPs", "quick", "definition (every framework)"))
     for name, n in networks.summary().items():
@@ -191,6 +133,21 @@ def list_options(framework: Optional[str] = typer.Argument(
         for opt in fw.options():
             print("  " + opt.describe())
         _print_modes(fw, "  --mode {} sets: ")
+
+
+@list_app.command("pipelines")
+def list_pipelines(framework: Optional[str] = typer.Argument(
+        None, help="One framework (default: all).")):
+    """The input pipelines of --data DIR each backend has, in order of preference (decode=auto
+    takes the first that runs), and what each decodes where (backends/pipelines/)."""
+    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    for i, fw in enumerate(chosen):
+        rows = fw.pipelines()
+        print("{}{} ({}):".format("\n" if i else "", fw.name, fw.display))
+        for p in rows:
+            how = "its one pipeline" if len(rows) == 1 else \
+                "--option {}={}".format("pipeline" if p.own else "decode", p.name)
+            print("  {:<9} {}{}: {}".format(p.name, how, ", GPUs only" if p.gpu else "", p.does))
 
 
 def _print_modes(fw, heading: str) -> None:
@@ -249,24 +206,16 @@ def doctor():
         print("{:<8} {}".format(fw.name + ":", where))
 
 
-def resume_command(argv: List[str], campaign: Path) -> str:
-    """The command line that continues `campaign`: argv with --results (absolute) and --resume."""
-    args, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--results":
-            skip = True
-        elif not arg.startswith("--results=") and arg != "--resume":
-            args.append(arg)
-    args += ["--results", str(campaign), "--resume"]
-    return "compare " + " ".join(shlex.quote(a) for a in args)
+# exit codes: 0 pass; 1 a measured shortfall (`check` FAIL) or a failed run (a cell `failed` or
+# `timeout`); 2 bad input; 70 an internal error (EX_SOFTWARE); 130/143 stopped by SIGINT/SIGTERM
+FAILED, BAD_INPUT, INTERNAL = 1, UserError.exit_code, 70
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Console entry point: one line on stderr per error, exit 2 for bad input. A reader that
-    goes away (`compare list options | head -1`) ends the output quietly: exit 0, or the code
-    the command had already decided."""
+    """Console entry point: one line on stderr per error; exit 2 for bad input, 70 for an
+    internal error (so that CI tells a crash from the 1 of a failed check). A reader that goes
+    away (`compare list options | head -1`) ends the output quietly: exit 0, or the code the
+    command had already decided."""
     try:
         _main(argv)
         code = 0
@@ -305,11 +254,12 @@ def _main(argv: Optional[List[str]]) -> None:
     except Interrupted as exc:
         _err("interrupted ({}): {} cell{} recorded, {} not run; resume with: {}".format(
             signal.Signals(exc.signum).name, exc.recorded, "" if exc.recorded == 1 else "s",
-            exc.remaining, resume_command(argv, exc.campaign.root)))
+            exc.remaining, "compare run --results {} --resume".format(  # it keeps its study
+                shlex.quote(str(exc.campaign.root)))))
         sys.exit(exc.exit_code)
     except UsageError as exc:
         _err("error: {}".format(exc.format_message().splitlines()[0]))
-        sys.exit(2)
+        sys.exit(BAD_INPUT)
     except (typer.Abort, KeyboardInterrupt):
         _err("interrupted; results recorded so far are kept")
         sys.exit(130)
@@ -322,8 +272,8 @@ def _main(argv: Optional[List[str]]) -> None:
             raise
         if isinstance(exc, OSError) and exc.filename:  # on a path, most often one the user gave
             _err("error: {}: {}".format(exc.filename, exc.strerror or exc))
-            sys.exit(2)
+            sys.exit(BAD_INPUT)
         _err("internal error: {}: {} (rerun with --debug for the traceback)".format(
             type(exc).__name__, exc))
-        sys.exit(1)
+        sys.exit(INTERNAL)
     sys.exit(code if isinstance(code, int) else 0)

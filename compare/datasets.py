@@ -4,7 +4,7 @@ framework's native format by running its backend's writer in the framework's own
 
     DIR/train/<class>/*.JPEG            (or DIR/<class>/*.JPEG: a real ImageNet train folder as is)
     DIR/.compare/manifest.json          fingerprint, classes, images, corrupt files and why
-    DIR/.compare/files.tsv              relative path <TAB> label <TAB> size <TAB> mtime_ns
+    DIR/.compare/files.jsonl            [relative path, label, size, mtime_ns] a line (any name)
     DIR/.compare/<format>/done.json     a native format, written once per fingerprint
 
 The prepared side goes to the cache folder when DIR is read-only. A manifest (and every format
@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
-import backends
-from backends import dataset
-from backends.protocol import write_json_atomic
+from backends.contract import write_json_atomic
+from backends.contract.shared import CODE_ROOT, dataset
 
 from . import envs
 from .errors import UserError
 from .frameworks import Framework
+from .loading import one_line
 
 LAYOUT = "give an ImageNet-layout folder (DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"
 SUFFIXES = (".jpeg", ".jpg")
@@ -46,8 +46,8 @@ class Folder:
     @property
     def fingerprint(self) -> str:
         h = hashlib.sha256("{} {}\n".format(len(self.entries), len(self.classes)).encode())
-        for rel, label, size, mtime in self.entries:
-            h.update("{}\t{}\t{}\t{}\n".format(rel, label, size, mtime).encode())
+        for rel, label, size, mtime in self.entries:  # a name not UTF-8: its bytes as they are
+            h.update("{}\t{}\t{}\t{}\n".format(rel, label, size, mtime).encode("utf-8", "surrogateescape"))
         return h.hexdigest()[:24]
 
 
@@ -123,10 +123,8 @@ def _previous(path: str) -> Dict[str, Tuple[int, int, Optional[str]]]:
     what changed."""
     out: Dict[str, Tuple[int, int, Optional[str]]] = {}
     try:
-        with open(os.path.join(path, dataset.FILE_LIST)) as f:
-            for line in f:
-                rel, _, size, mtime = line.rstrip("\n").split("\t")
-                out[rel] = (int(size), int(mtime), None)
+        for rel, _, size, mtime in dataset.read_file_list(dataset.file_list_path(path)):
+            out[rel] = (size, mtime, None)
         with open(os.path.join(path, dataset.MANIFEST)) as f:
             for bad in json.load(f).get("corrupt", []):
                 out[bad["path"]] = (bad["size"], bad["mtime_ns"], bad["reason"])
@@ -171,10 +169,7 @@ def _write_manifest(where: str, folder: Folder, reasons: Dict[str, Optional[str]
     from PIL import __version__ as pillow
     os.makedirs(where, exist_ok=True)
     good = [e for e in folder.entries if reasons[e[0]] is None]
-    tmp = os.path.join(where, dataset.FILE_LIST + ".tmp")
-    with open(tmp, "w") as f:
-        f.writelines("{}\t{}\t{}\t{}\n".format(*e) for e in good)
-    os.replace(tmp, os.path.join(where, dataset.FILE_LIST))
+    dataset.write_file_list(where, good)
     corrupt = [{"path": e[0], "size": e[2], "mtime_ns": e[3], "reason": reasons[e[0]]}
                for e in folder.entries if reasons[e[0]] is not None]
     write_json_atomic(os.path.join(where, dataset.MANIFEST), {
@@ -191,8 +186,9 @@ def summary(prepared: dataset.Prepared) -> str:
     corrupt = m.get("corrupt", [])
     text = "{}: {} JPEGs in {} classes, {:.1f} MB; {} corrupt (skipped)".format(
         m["root"], m["images"], m["classes"], m["bytes"] / 1e6, len(corrupt))
-    if corrupt:
-        text += ": " + "; ".join("{} ({})".format(c["path"], c["reason"]) for c in corrupt[:5])
+    if corrupt:  # a line break in a file's name is shown, not made: this is one line
+        text += ": " + "; ".join("{} ({})".format(one_line(c["path"]), one_line(c["reason"]))
+                                 for c in corrupt[:5])
         text += " …" if len(corrupt) > 5 else ""
     return text
 
@@ -241,7 +237,7 @@ class LocalWriter(Writer):
             interp = envs.resolve(fw, self.variant, self.overrides, self.log)
         except envs.EnvError as exc:
             raise WriterError(str(exc)) from None
-        code_dir = str(Path(backends.__file__).resolve().parent.parent)
+        code_dir = os.path.realpath(CODE_ROOT)
         env = dict(os.environ, PYTHONPATH=code_dir, PYTHONUNBUFFERED="1")
         proc = subprocess.Popen(writer_command(fw, interp.python, prepared_path),
                                 stdout=subprocess.PIPE, stderr=err, text=True, env=env)
@@ -367,21 +363,9 @@ def checked(folder: Folder, console) -> dataset.Prepared:
         bad = prepared.manifest.get("corrupt", [])
         raise UserError("{}: none of its {} JPEG file{} can be used ({}{}); {}".format(
             folder.root, len(bad), "s" if len(bad) != 1 else "", "; ".join(
-                "{}: {}".format(c["path"], c["reason"]) for c in bad[:3]), " …" if len(bad) > 3 else "",
-            LAYOUT))
+                "{}: {}".format(one_line(c["path"]), c["reason"]) for c in bad[:3]),
+            " …" if len(bad) > 3 else "", LAYOUT))
     return prepared
-
-
-def parse_data(csv: str, data_only: bool) -> List[str]:
-    """--data 'synthetic,DIR' -> ['synthetic', '/abs/DIR'], each folder checked (UserError)."""
-    items = [s.strip() for s in str(csv).split(",") if s.strip()]
-    if not items:
-        raise UserError("--data is empty; give synthetic and/or a folder ({})".format(LAYOUT))
-    out = [item if item == "synthetic" else open_folder(item).root for item in items]
-    if data_only and out == ["synthetic"] * len(out):
-        raise UserError("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
-                        "--data synthetic,DIR --data-only")
-    return list(dict.fromkeys(out))
 
 
 def beside(prepared: dataset.Prepared) -> bool:

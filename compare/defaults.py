@@ -150,7 +150,7 @@ def steps(batches: Sequence[int], device: str, windows: int) -> Tuple[int, int, 
 
 
 def native_size(model: str) -> Optional[int]:
-    from backends import networks
+    from backends.contract.shared import networks
     try:
         return networks.get(model).native
     except (KeyError, ValueError):
@@ -166,29 +166,24 @@ def lines(said: Dict[str, str]) -> List[str]:
     return ["{}: {}".format(WORDS.get(k, k), v) for k, v in said.items()]
 
 
-def fill(machine: Dict[str, Any], device: str, given: Dict[str, Any], models: Sequence[str],
-         sizes: Dict[str, int], windows: int) -> Tuple[Dict[str, Any], Dict[str, int], Dict[str, str]]:
-    """The run's flags with every one not given (None) at its default here: (flags, each
-    network's default batch, {setting: why} for the defaults used). `given` holds gpus,
-    precision, batch_size (comma lists as typed), steps, warmup and quick. Explicit flags win;
-    the batch of an auto cell starts at its network's default batch either way."""
-    out, said = dict(given), {}
-    batches = {m: batch(m, machine, device, sizes.get(m), native_size(m)) for m in models}
-    if given.get("gpus") is None:
-        counts, why = gpu_counts(machine, device)
-        out["gpus"] = ",".join(str(c) for c in counts)
-        said["gpus"] = "{} ({})".format(", ".join(str(c) for c in counts), why)
-    if given.get("precision") is None:
-        names, why = precisions(device)
-        out["precision"] = ",".join(names)
-        said["precision"] = "{} ({})".format(", ".join(names), why)
-    if given.get("batch_size") is None:
-        out["batch_size"] = None  # the matrix takes each network's own
+def fill(machine: Dict[str, Any], device: str, study) -> Tuple[Dict[str, Any], Dict[str, int],
+                                                                 Dict[str, str]]:
+    """The study's gpus, precision, steps and warmup with each one not given (None) at its default
+    here: (those four, each network's default batch, {setting: why} for the defaults used).
+    Explicit flags win; the batch of an auto cell starts at its network's default batch either way."""
+    out = {k: getattr(study, k) for k in ("gpus", "precision", "steps", "warmup")}
+    said: Dict[str, str] = {}
+    batches = {m: batch(m, machine, device, study.image_size, native_size(m)) for m in study.model}
+    for key, (values, why) in (("gpus", gpu_counts(machine, device)), ("precision", precisions(device))):
+        if out[key] is None:
+            out[key] = tuple(values)
+            said[key] = "{} ({})".format(", ".join(str(v) for v in values), why)
+    if study.batch_size is None:  # the matrix takes each network's own
         unit = "GPU" if device == "cuda" else "worker"
         said["batch_size"] = "; ".join("{} per {} ({})".format(b, unit, why)
                                        for b, why in batches.values())
-        if given.get("steps") is None and given.get("warmup") is None and not given.get("quick"):
-            n, warm, why = steps([b for b, _ in batches.values()], device, windows)
+        if study.steps is None and study.warmup is None and not study.quick:
+            n, warm, why = steps([b for b, _ in batches.values()], device, study.windows)
             if (n, warm) != (50, 10):
                 out["steps"], out["warmup"] = n, warm
                 said["steps"] = why

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, Optional
 
-from backends import lifeline
-from backends.protocol import utc_now
+from backends.contract import utc_now
+from backends.contract.shared import lifeline
 
 from . import files
 from .errors import UserError

@@ -62,6 +62,35 @@ def os_error(exc: OSError, path: Union[str, Path], verb: str = "write") -> UserE
     return UserError("cannot {} {} ({}); {}".format(verb, _short(where), strerror, advice))
 
 
+def check_writable_dir(path: Path, option: str) -> None:
+    """A folder that is, or can be made, writable: else one UserError line naming `option`."""
+    try:
+        if path.exists() and not path.is_dir():
+            raise UserError("{} {}: is a file, not a folder; give a folder path".format(option, path))
+        parent = path if path.exists() else next((p for p in path.parents if p.exists()), Path("."))
+        if not parent.is_dir():
+            raise UserError("{} {}: {} is a file, not a folder; give a folder path".format(
+                option, path, parent))
+        if not os.access(str(parent), os.W_OK | os.X_OK):
+            read_only = os.statvfs(str(parent)).f_flag & os.ST_RDONLY
+            raise UserError("{} {}: {} is {}; give a folder {}".format(
+                option, path, parent, "on a read-only file system" if read_only else "not writable",
+                "on a writable one" if read_only else "you can write"))
+    except OSError as exc:  # e.g. a name longer than the file system allows
+        raise UserError("{} {}: {}; give another folder".format(
+            option, _short(path), exc.strerror or exc)) from None
+
+
+@contextlib.contextmanager
+def user_path(path: Path, option: str) -> Iterator[None]:
+    """An OS error while writing under a path the user gave (disk full, read-only, gone) is one
+    UserError line naming the path and what to do; what was written before stays."""
+    try:
+        yield
+    except OSError as exc:
+        raise UserError("{} {}: {}".format(option, _short(path), os_error(exc, path))) from None
+
+
 def _refuse(path: Path, mode: int, want_dir: bool = False) -> UserError:
     if stat.S_ISLNK(mode):
         return UserError("{}: is a symbolic link; compare never writes through a link inside a "

@@ -7,9 +7,11 @@ is derived from this registry. The host never imports a framework; it only names
 module that runs inside the framework's environment (and imports that module's stdlib-only
 `__init__` for its command line and declared options).
 """
-import importlib
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
+
+from backends.contract import COMMON_OPTIONS
+from backends.contract.shared import backend
 
 from .errors import UserError
 
@@ -29,11 +31,14 @@ class Framework:
 
     def module(self):
         """backends.<backend>: stdlib only at import time (command(), OPTIONS)."""
-        return importlib.import_module("backends." + self.backend)
+        return backend(self.backend)
+
+    def pipelines(self) -> Tuple:
+        """Its input pipelines for --data DIR, in order of preference (backends/pipelines/)."""
+        return tuple(getattr(self.module(), "PIPELINES", ()))
 
     def options(self) -> Tuple:
         """The `--option` keys this backend reads: its own, then those every backend has."""
-        from backends.harness import COMMON_OPTIONS
         return tuple(getattr(self.module(), "OPTIONS", ())) + COMMON_OPTIONS
 
 
@@ -110,6 +115,12 @@ def color(name: str):
     """A framework's chart colour (None: matplotlib picks one)."""
     fw = _BY_NAME.get(str(name).lower())
     return fw.color if fw else None
+
+
+def pipelines(name) -> Tuple:
+    """A framework's input pipelines by its name (none for one no longer registered)."""
+    fw = _BY_NAME.get(str(name).lower())
+    return fw.pipelines() if fw else ()
 
 
 def order(present: Sequence[str]) -> List[str]:

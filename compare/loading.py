@@ -1,17 +1,19 @@
 """Reading files compare may not have written itself (a backend's result, a hand-edited or a
-foreign one, a campaign's own files): only regular files of bounded size, opened without blocking;
-JSON that is nested too deeply or holds NaN is corrupt; a result is validated (validate.py) and
-its text made safe to print. The one loader of results: `compare run` (resume, its report),
-report, diff, history and check all read through load_result.
+foreign one, a campaign's own files, a reference CSV): only regular files of bounded size, opened
+without blocking; JSON with a key twice, an integer of more digits than any number a campaign file
+holds, NaN or nesting too deep is corrupt; a result is validated (validate.py) and its text made
+safe to print. The one loader: `compare run` (resume, --plan, its report), report, diff, history
+and check read results through load_result, campaign.json and machine.json through load_json
+(store.py), references through read_bounded (reporting/references.py).
 """
 import json
 import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Dict, List, Tuple
 
-from backends.protocol import RunResult, SchemaError
+from backends.contract import RunResult, SchemaError
 
 from . import validate
 
@@ -29,6 +31,13 @@ def clean_text(text: str) -> str:
     shown as \\xNN; newlines and tabs kept."""
     text = _ESCAPES.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROL.sub(lambda m: "\\x{:02x}".format(ord(m.group())), text)
+
+
+def one_line(text: str) -> str:
+    """A message as one line (compare: error: …, warning: …): a line break or tab, in a file
+    name or a reason, shown as \\n or \\t; other control characters as \\xNN; escape
+    sequences removed."""
+    return clean_text(str(text)).replace("\n", "\\n").replace("\t", "\\t")
 
 
 def read_bounded(path: Path, limit: int) -> bytes:
@@ -62,15 +71,51 @@ def read_bounded(path: Path, limit: int) -> bytes:
         os.close(fd)
 
 
-def load_json(path: Path, limit: int) -> Any:
-    """A JSON file (read_bounded), SchemaError for anything that is not readable JSON."""
-    data = read_bounded(path, limit)
+def _object(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
+    """A JSON object whose keys are each named once: of two values for one key, json would keep
+    the second without a word."""
+    out: Dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Duplicate("key {!r} appears twice in one object: which value holds is not "
+                             "clear".format(key))
+        out[key] = value
+    return out
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _integer(text: str) -> Any:
+    """An integer of JSON text; one longer than any number a campaign file holds is kept as its
+    digit count (validate.plain names where it is): as an int it would take down whatever
+    turned it into a float."""
+    digits = len(text.lstrip("-"))
+    return int(text) if digits <= validate.MAX_DIGITS else validate.Huge(digits)
+
+
+def parse_json(text: str) -> Any:
+    """JSON text as compare reads every campaign file: each key once, integers of bounded
+    length, then validate.plain (no NaN or infinity, no deep nesting, no huge integer)."""
     try:
-        return json.loads(data.decode("utf-8"))
+        data = json.loads(text, object_pairs_hook=_object, parse_int=_integer)
     except ValueError as exc:
         raise SchemaError("not valid JSON ({})".format(exc)) from None
     except RecursionError:
         raise SchemaError("not valid JSON (nested too deeply to read)") from None
+    validate.plain(data)
+    return data
+
+
+def load_json(path: Path, limit: int) -> Any:
+    """A JSON file (read_bounded, parse_json), SchemaError saying what is wrong with it."""
+    data = read_bounded(path, limit)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SchemaError("not valid JSON (not UTF-8 text: {})".format(exc.reason)) from None
+    return parse_json(text)
 
 
 def load_result(path: Path) -> RunResult:

@@ -9,8 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any, Dict, List
 
-from backends.machine import _run, cpu_model, cuda_driver_version, gpus, memory_gib, node_info
-from backends.protocol import utc_now
+from backends.contract import utc_now
+from backends.contract.shared import (
+    command_output,
+    cpu_model,
+    cuda_driver_version,
+    gpus,
+    memory_gib,
+    node_info,
+)
 
 from . import __version__
 
@@ -18,9 +25,13 @@ __all__ = ["cpu_model", "cuda_driver_version", "gpus", "memory_gib", "info", "ho
 
 
 def fingerprint(record: Dict[str, Any]) -> Dict[str, Any]:
-    """What makes two machine records the same machine for benchmarking (not the time or commit)."""
+    """What makes two machine records the same machine, the one rule every comparison applies
+    (resume, diff, history, the packing table's serial twins, the plan's earlier cell times):
+    the same CPU model and core count, the same GPU model(s) and driver. Not the number of GPUs:
+    a cell names how many it uses, and measures the same on a machine with more of them; not the
+    time, host name or commit."""
     return {"cpu_model": record.get("cpu_model"), "cpu_count": record.get("cpu_count"),
-            "gpus": sorted(g.get("name") for g in record.get("gpus", [])),
+            "gpus": sorted({g.get("name") for g in record.get("gpus", [])}),
             "driver": next((g.get("driver") for g in record.get("gpus", [])), None)}
 
 
@@ -48,7 +59,7 @@ def docker_status() -> str:
     """'reachable (Docker X)' or why not."""
     if not shutil.which("docker"):
         return "no docker client"
-    version = _run(["docker", "version", "--format", "{{.Server.Version}}"], timeout=5)
+    version = command_output(["docker", "version", "--format", "{{.Server.Version}}"], timeout=5)
     return "reachable (Docker {})".format(version) if version else "engine not reachable"
 
 
@@ -57,11 +68,11 @@ def git_commit() -> Dict[str, Any]:
     folder above the package is the top of the work tree): a copy inside another repository, or an
     installed package under one, would otherwise be credited with that repository's commit."""
     root = Path(__file__).resolve().parent.parent
-    top = _run(["git", "-C", str(root), "rev-parse", "--show-toplevel"])
-    commit = _run(["git", "-C", str(root), "rev-parse", "HEAD"])
+    top = command_output(["git", "-C", str(root), "rev-parse", "--show-toplevel"])
+    commit = command_output(["git", "-C", str(root), "rev-parse", "HEAD"])
     if top is None or commit is None or Path(top).resolve() != root:
         return {"commit": None, "dirty": None}
-    dirty = _run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
+    dirty = command_output(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"])
     return {"commit": commit, "dirty": bool(dirty)}
 
 

@@ -1,100 +1,17 @@
 """The benchmark matrix: frameworks x models x modes x precisions x batch sizes x nodes x gpus x
-data x repeats -> RunSpecs."""
+data x repeats -> RunSpecs (the plan stage, compare/stages/plan.py, fills it from the Study)."""
 import itertools
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from backends import networks
-from backends.options import COMPILE, mode_switches
-from backends.protocol import DEFAULT_MODEL, MODES, PRECISIONS, RunSpec
+from backends.contract import COMPILE, DEFAULT_MODEL, RunSpec, mode_switches
+from backends.contract.shared import networks
 
 from .errors import UserError
 from .frameworks import Framework
+from .parsing import AUTO
 
 QUICK = {"image_size": 64, "steps": 10, "warmup_steps": 3}  # a CPU sweep in minutes
-AUTO = "auto"  # --batch-size auto: the batch is searched (batchsearch.py)
-# where a batch search goes when --batch-search does not say: doubling from the first to the second
-SEARCH = {"cuda": (64, 1024), "cpu": (8, 128)}
-
-
-def parse_ints(csv: str, option: str, minimum: int = 1) -> List[int]:
-    """'1,2,4' -> [1, 2, 4]; one UserError line for anything else."""
-    items = [s.strip() for s in str(csv).split(",") if s.strip()]
-    if not items:
-        raise UserError("{} is empty; give one or more integers >= {}, e.g. 1,2".format(
-            option, minimum))
-    out = []
-    for s in items:
-        try:
-            v = int(s)
-        except ValueError:
-            raise UserError("{} {!r}: not an integer; give integers >= {}, e.g. 1,2".format(
-                option, s, minimum)) from None
-        if v < minimum:
-            raise UserError("{} {}: must be >= {}".format(option, v, minimum))
-        if v not in out:
-            out.append(v)
-    return out
-
-
-def parse_choices(csv: str, name: str, valid: Sequence[str]) -> List[str]:
-    """'fp32,fp16' -> ['fp32', 'fp16'] for --precision (name 'precision'), checked against valid."""
-    items = [s.strip().lower() for s in str(csv).split(",") if s.strip()]
-    if not items:
-        raise UserError("--{} is empty; choose from {}".format(name, ", ".join(valid)))
-    for p in items:
-        if p not in valid:
-            raise UserError("unknown {} {!r}; choose from {}".format(name, p, ", ".join(valid)))
-    return list(dict.fromkeys(items))
-
-
-def parse_precisions(csv: str) -> List[str]:
-    return parse_choices(csv, "precision", PRECISIONS)
-
-
-def parse_batches(csv: str) -> List[Union[int, str]]:
-    """'256,auto' -> [256, 'auto']: per-GPU batch sizes, `auto` for a searched one."""
-    items = [s.strip().lower() for s in str(csv).split(",") if s.strip()]
-    for s in items:
-        if s != AUTO and not s.lstrip("-").isdigit():
-            raise UserError("--batch-size {!r}: not an integer or auto; give per-GPU batch sizes "
-                            ">= 1 and/or auto, e.g. 256,auto".format(s))
-    numbers = [s for s in items if s != AUTO]
-    ints = parse_ints(",".join(numbers), "--batch-size") if numbers or not items else []
-    return ints + ([AUTO] if AUTO in items else [])
-
-
-def parse_modes(csv: str) -> List[str]:
-    return parse_choices(csv, "mode", MODES)
-
-
-def parse_search(text: Optional[str], device: str) -> Tuple[int, int]:
-    """--batch-search 'MIN-MAX' -> (MIN, MAX); None: the device's SEARCH bounds."""
-    if text is None:
-        return SEARCH[device]
-    low, sep, high = str(text).partition("-")
-    try:
-        bounds = (int(low), int(high))
-    except ValueError:
-        bounds = (0, 0)
-    if not sep or bounds[0] < 1 or bounds[1] < bounds[0]:
-        raise UserError("--batch-search {!r}: give MIN-MAX, two per-GPU batch sizes with "
-                        "1 <= MIN <= MAX, e.g. 64-1024".format(text))
-    return bounds
-
-
-def parse_models(csv: str) -> List[str]:
-    """'resnet152,vgg16' -> the names, in order, duplicates dropped; one UserError line for a name
-    that is not a network (nasnet is one: its cells are recorded unsupported, with the reason)."""
-    items = [s.strip().lower() for s in str(csv).split(",") if s.strip()]
-    valid = ", ".join(networks.names(supported_only=False))
-    if not items:
-        raise UserError("--model is empty; choose from {}".format(valid))
-    for m in items:
-        if m not in networks.names(supported_only=False):
-            raise UserError("unknown model {!r}; choose from {} (`compare list models`)".format(
-                m, valid))
-    return list(dict.fromkeys(items))
 
 
 def image_sizes(models: Sequence[str], given: Optional[int], quick: bool) -> Dict[str, int]:
@@ -129,6 +46,7 @@ class Matrix:
     # model -> its default batch (compare/defaults.py): the batch axis where none is given, and
     # where an auto cell's search starts (within the bounds; without one: at the first bound)
     model_batches: Dict[str, int] = field(default_factory=dict)
+    classes: Dict[str, int] = field(default_factory=dict)  # time to accuracy: folder -> its classes
 
     def batches(self, mode: str, model: str = DEFAULT_MODEL) -> List[Union[int, str]]:
         """The batch axis of a mode: as given (or the network's default) for default; tuned runs
@@ -164,4 +82,5 @@ class Matrix:
                        device=self.device, precision=precision, model=model,
                        batch_size=self.start(model) if auto else batch, batch_auto=auto, mode=mode,
                        repeat=repeat, data=data, data_only=self.data_only and data != "synthetic",
-                       options=options, **common)
+                       options=options, **common,
+                       **({"num_classes": self.classes[data]} if data in self.classes else {}))

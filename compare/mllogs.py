@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from backends.mllog import FILE_NAME
-from backends.protocol import RunResult
+from backends.contract import RunResult
+from backends.contract.shared import mllog
 
 from . import files
 
@@ -29,7 +29,7 @@ def log_path(campaign_root: Path, run_id: str) -> Path:
 def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Optional[Path]:
     """After collecting `result` from the work folder: move its MLPerf log into logs/ (aborted
     when the run did not finish). Returns where it went (None: the run wrote no log)."""
-    source = Path(work) / FILE_NAME if work is not None else None
+    source = Path(work) / mllog.FILE_NAME if work is not None else None
     if source is None or not source.is_file():
         return None
     if result.status in FINISHED:
@@ -49,7 +49,7 @@ def keep_aborted(campaign_root: Path, run_id: str, work: Path,
                  why: str = "the attempt was not collected (compare was stopped)") -> Optional[Path]:
     """Keep a partial log that `work` holds as logs/<run_id>.<time>.aborted.mllog, before the
     folder is reused by a new attempt. None when there is none."""
-    source = Path(work) / FILE_NAME
+    source = Path(work) / mllog.FILE_NAME
     if not source.is_file() or source.is_symlink():
         return None
     stamp = datetime.datetime.fromtimestamp(source.stat().st_mtime, datetime.timezone.utc)

@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from backends import mllog
+from backends.contract.shared import mllog
 
 USAGE, RULESET = "training", "4.0.0"
 MAX_DROPPED = 1  # mlperf-logging's max_dropped_scores for every benchmark but unet3d

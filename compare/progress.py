@@ -4,7 +4,7 @@ importing / compiling / warm-up / timed ...), the ETA of the whole sweep, the la
 The phase is what the running cell's backend marked last (backends/phases.py writes each mark to
 the file COMPARE_PHASE_FILE names; the local executor puts it in the cell's work folder), or,
 before the backend has started, "building env" while the framework's environment is being made.
-The ETA is the plan's (compare/plan.py): the estimates of the cells not finished, minus what
+The ETA is the plan's (compare/eta.py): the estimates of the cells not finished, minus what
 the running ones have had so far, at the plan's overlap (its serial time ÷ its wall time).
 """
 import time
@@ -22,8 +22,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from backends.phases import ORDER, PHASE_FILE
-from backends.protocol import RunResult, RunSpec
+from backends.contract import ORDER, PHASE_FILE, RunResult, RunSpec
 
 from .reporting.timeline import clock
 
@@ -74,32 +73,6 @@ class SweepProgress:
                                  TimeElapsedColumn(), console=console, transient=False)
         self.task = self.progress.add_task("", total=total)
         self.last = ""
-
-    @classmethod
-    def planned(cls, console: Console, todo, pool, concurrency: int, campaign, cfg,
-                executor: str) -> "SweepProgress":
-        """Print the plan of the cells `todo` (from the campaigns beside this one) and return
-        the bar that follows it."""
-        from . import envs, plan
-        from .frameworks import get
-        unbuilt = plan.to_build(cfg.frameworks, cfg.device, cfg.python, executor)
-        try:
-            items, marks, source, notes = plan.schedule(
-                todo, pool, concurrency, campaign.root.parent, campaign.machine, executor, unbuilt)
-        except Exception as exc:  # an estimate must never stop the sweep it estimates
-            console.print("plan: no estimate ({}: {})".format(type(exc).__name__, exc))
-            return cls(console, len(todo), campaign.root / "work")
-        if todo:
-            console.print(plan.render(items, marks, pool, concurrency, source, "--concurrency {}"
-                                      .format(cfg.concurrency or "auto"), notes).rstrip())
-        wall = max((it.end for it in items), default=0.0)
-        serial = sum(it.end - it.start for it in items)
-
-        def building(spec: RunSpec) -> bool:
-            return spec.framework in unbuilt and not envs.existing(get(spec.framework), spec.device)
-        return cls(console, len(todo), campaign.root / "work",
-                   {it.spec.run_id: it.end - it.start for it in items},
-                   serial / wall if wall else 1.0, building)
 
     def __enter__(self) -> "SweepProgress":
         self.progress.__enter__()

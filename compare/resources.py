@@ -1,5 +1,6 @@
-"""What cells can be placed on: the machine's GPUs and CPU cores, split so that cells run side by side
-on disjoint sets (compare/scheduler.py places them).
+"""What cells can be placed on: pools of units (GPUs, blocks of CPU cores) split so that cells run
+side by side on disjoint sets (compare/scheduler.py places them). Each executor owns its pool
+(Executor.pool): local and docker this machine's (machine_pool), Slurm its allocation's.
 
 On GPUs the unit is a GPU: the pool is the GPUs `CUDA_VISIBLE_DEVICES` names (else every GPU
 nvidia-smi lists), less those another process computes on. Each GPU owns a block of cores: the
@@ -12,11 +13,12 @@ one cell at a time keeps every core, as a serial sweep always did.
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from backends.machine import _run, cpuset
+from backends.contract import visible_gpus
+from backends.contract.shared import command_output, cpuset
 
-__all__ = ["Slot", "Pool", "cpulist", "cpuset", "for_sweep"]
+__all__ = ["Slot", "Pool", "cpulist", "cpuset", "machine_pool", "at_once"]
 
 SYS = Path("/sys")
 
@@ -152,13 +154,13 @@ def allowed_cores() -> List[int]:
 def gpu_pool(pin: bool, largest: int) -> Pool:
     """This machine's GPUs as a pool (see the module's docstring); `largest`: the most GPUs one
     cell of the sweep takes (busy GPUs stay in the pool when leaving them out leaves too few)."""
-    rows = [r.split(",") for r in (_run(["nvidia-smi", "--query-gpu=index,pci.bus_id,uuid",
+    rows = [r.split(",") for r in (command_output(["nvidia-smi", "--query-gpu=index,pci.bus_id,uuid",
                                          "--format=csv,noheader"]) or "").splitlines()]
     rows = [[x.strip() for x in r] for r in rows if len(r) == 3]
-    busy = set((_run(["nvidia-smi", "--query-compute-apps=gpu_uuid", "--format=csv,noheader"])
+    busy = set((command_output(["nvidia-smi", "--query-compute-apps=gpu_uuid", "--format=csv,noheader"])
                 or "").split())
-    visible = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
-    ids = visible if "CUDA_VISIBLE_DEVICES" in os.environ else [r[0] for r in rows]
+    visible = visible_gpus()
+    ids = visible if visible is not None else [r[0] for r in rows]
     by_id = {k: r for r in rows for k in (r[0], r[2])}  # by index and by UUID
     notes = []
     free = [g for g in ids if g not in by_id or by_id[g][2] not in busy]
@@ -198,61 +200,21 @@ def single() -> Pool:
     return Pool(["all"], {"all": []}, gpu=False, pin=False)
 
 
-def for_sweep(device: str, gpus: Sequence[int], concurrency: Optional[int], runs_on: str,
-              planned: Optional[int] = None) -> Tuple[Pool, int]:
-    """The pool a sweep places its cells on and how many run at once: this machine's free GPUs
-    (auto: all of them) or its cores (auto: one cell at a time); the GPUs of --plan-gpus; where
-    jobs run elsewhere (runs_on != "host"), the allocation compare runs in (the same rule, its
-    cells job steps), else one batch job after the other."""
-    if planned:
-        pool = planned_gpus(planned)
-    elif runs_on != "host":
-        alloc = allocation()
-        if alloc is None:  # one batch job per cell, one after the other
-            return single(), 1
-        pool = allocation_pool(alloc, device, concurrency or (alloc["gpus"] if device == "cuda" else 1))
-    elif device == "cuda":
-        pool = gpu_pool(pin=True, largest=max(gpus))
-        if not pool.units:  # no GPU that nvidia-smi or CUDA_VISIBLE_DEVICES names: the executor picks
-            return single(), 1
-    else:
+def machine_pool(device: str, largest: int, concurrency: Optional[int]) -> Tuple[Pool, int]:
+    """This machine's pool and how many cells run at once on it: its free GPUs (auto: all of
+    them; `largest`: the most GPUs one cell takes) or its cores (auto: one cell at a time)."""
+    if device != "cuda":
         pool = core_pool(concurrency or 1)
         return pool, len(pool.units)
+    pool = gpu_pool(pin=True, largest=largest)
+    if not pool.units:  # no GPU that nvidia-smi or CUDA_VISIBLE_DEVICES names: the executor picks
+        return single(), 1
+    return at_once(pool, concurrency)
+
+
+def at_once(pool: Pool, concurrency: Optional[int]) -> Tuple[Pool, int]:
+    """(pool, how many cells run on it at once): `concurrency`, or every unit (None); a cell is
+    pinned to its units' cores only while it shares the pool."""
     count = min(concurrency or len(pool.units), len(pool.units))
     pool.pin = pool.pin and count > 1
     return pool, count
-
-
-def _count(text: Optional[str]) -> int:
-    """'4', 'a100:4', '2(x2)' -> 4, 4, 2; 0 for nothing."""
-    digits = (text or "").split("(")[0].split(":")[-1]
-    return int(digits) if digits.isdigit() else 0
-
-
-def allocation() -> Optional[Dict[str, Any]]:
-    """The Slurm allocation compare runs in (salloc, or a batch script that runs compare): its job
-    id, nodes, and the CPUs and GPUs it holds on each node; None outside one."""
-    env = os.environ
-    if not env.get("SLURM_JOB_ID"):
-        return None
-    gpus = (_count(env.get("SLURM_GPUS_ON_NODE")) or _count(env.get("SLURM_GPUS_PER_NODE"))
-            or len([g for g in env.get("SLURM_JOB_GPUS", "").split(",") if g.strip()]))
-    cpus = (_count(env.get("SLURM_CPUS_ON_NODE")) or _count(env.get("SLURM_JOB_CPUS_PER_NODE"))
-            or os.cpu_count() or 1)
-    return {"job_id": env["SLURM_JOB_ID"], "nodes": _count(env.get("SLURM_JOB_NUM_NODES") or
-                                                           env.get("SLURM_NNODES")) or 1,
-            "cpus": cpus, "gpus": gpus, "mem_mb": _count(env.get("SLURM_MEM_PER_NODE"))}
-
-
-def allocation_pool(alloc: Dict[str, Any], device: str, concurrency: int) -> Pool:
-    """The GPUs of one node of the allocation (on a CPU allocation, its cores in `concurrency`
-    blocks), each with its share of the node's CPUs: counted here, picked by Slurm (--exact)."""
-    cores = list(range(alloc["cpus"]))
-    if device == "cuda" and alloc["gpus"]:
-        ids = [str(i) for i in range(alloc["gpus"])]
-        pool = Pool(ids, dict(zip(ids, split(cores, len(ids)))), gpu=True, pin=False)
-    else:
-        pool = core_pool(concurrency, cores, {0: cores})
-        pool.pin = False
-    pool.assigned_by = "slurm"
-    return pool

@@ -20,12 +20,22 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from backends.protocol import RunResult, RunSpec
+from backends.contract import RunResult, RunSpec
 
-from .resources import Pool, Slot, cpuset
+from .resources import Pool, Slot, at_once, cpuset, planned_gpus
 
 STOP_WAIT_S = 120.0  # how long a stop waits for the lanes to return (each ends its run's processes)
 POLL_S = 0.5  # the calling thread wakes this often while it waits (signals are handled there)
+
+
+def pool_for(executor: type, ctx: Any, gpus: Sequence[int], concurrency: Optional[int],
+             planned: Optional[int] = None) -> Tuple[Pool, int]:
+    """The pool a sweep places its cells on and how many run at once: the executor's own (this
+    machine's GPUs or cores, a Slurm allocation's: Executor.pool), or the N GPUs of
+    `--plan-gpus N` (another machine's: its cores are not known here)."""
+    if planned:
+        return at_once(planned_gpus(planned), concurrency)
+    return executor.pool(ctx, max(gpus), concurrency)
 
 
 class Placer:
@@ -209,13 +219,3 @@ class Lanes:
                 return
             for thread in alive:
                 thread.join(0.2)
-
-
-def concurrency_of(text: Optional[str]) -> Optional[int]:
-    """--concurrency: 'auto' (None) or a count >= 1; ValueError for anything else."""
-    if text is None or str(text).strip().lower() == "auto":
-        return None
-    value = int(str(text).strip())
-    if value < 1:
-        raise ValueError(value)
-    return value

@@ -1,26 +1,17 @@
-"""The settings of a campaign: what changes the measured number besides the matrix axes, fixed
-when the campaign is created and held on --resume; for a campaign of an earlier compare, which
-stored none, read back from its results."""
+"""The settings a campaign holds, as they resolved (Plan.held: the device and executor `auto`
+chose, the steps the defaults sized): kept in campaign.json and compared on --resume. A campaign
+of an earlier compare stored none: they are read back from its results here."""
+from dataclasses import fields
 from typing import Any, Dict
 
+from backends.contract import RunSpec
+
 from .errors import UserError
+from .study import DECLARED, HELD, SPEC_NAMES
 
-# what changes the measured number besides the matrix axes: fixed when a campaign is created
-COMMON_SETTINGS = ("image_size", "steps", "warmup_steps", "windows", "compile")
-
-
-def settings(config: Dict[str, Any], executor: str) -> Dict[str, Any]:
-    """The settings of a campaign that change the measured number and are not a matrix axis: the
-    device, COMMON_SETTINGS, the executor, and per framework its options and --python."""
-    common = config.get("common", {})
-    out = {"device": config.get("device"), "executor": executor}
-    out.update({key: common.get(key) for key in COMMON_SETTINGS})
-    if config.get("batch_search"):  # an auto cell is one cell whatever batch it chose
-        out["batch_search"] = config["batch_search"]
-    for fw in config.get("frameworks", []):
-        out["options." + fw] = config.get("options", {}).get(fw, {})
-        out["python." + fw] = config.get("python", {}).get(fw)  # None: compare's choice
-    return out
+# the HELD settings (study.py) every cell's RunSpec carries, by their RunSpec names
+SPEC_HELD = tuple(SPEC_NAMES.get(n, n) for n, s in DECLARED.items() if s.resume == HELD and
+                  SPEC_NAMES.get(n, n) in {f.name for f in fields(RunSpec)})
 
 
 def settings_of_results(results) -> Dict[str, Any]:
@@ -30,13 +21,12 @@ def settings_of_results(results) -> Dict[str, Any]:
     found: Dict[str, Any] = {}
     for r in results:
         spec, env, fw = r.spec, r.environment or {}, r.spec.get("framework")
-        config = {"device": spec.get("device"), "frameworks": [fw],
-                  "common": {k: spec[k] for k in COMMON_SETTINGS if k in spec},
-                  "options": {fw: spec.get("options") or {}},
-                  "python": {fw: env.get("python")} if env.get("interpreter_source") == "--python" else {}}
-        mine = settings(config, env.get("executor"))
-        unknown = [k for k in COMMON_SETTINGS if k not in spec] + ([] if env.get("executor") else [
-            "executor"]) + ([] if "interpreter_source" in env else ["python." + fw])
+        mine = {k: spec[k] for k in SPEC_HELD if k in spec}
+        mine.update({"executor": env.get("executor"), "options." + fw: spec.get("options") or {},
+                     "python." + fw: env.get("python") if env.get("interpreter_source") == "--python"
+                     else None})
+        unknown = ([] if env.get("executor") else ["executor"]) + (
+            [] if "interpreter_source" in env else ["python." + fw])
         for key, value in mine.items():
             if key in unknown:
                 continue

@@ -12,61 +12,52 @@
 Every file is written through files.py: never through a link, to a temp name and renamed.
 Files are read through loading.py (regular files of bounded size; a result validated, its spec
 re-hashed): a bad one is skipped with a warning naming it and why. A result belongs to a cell only
-when its re-hashed spec is the planned cell's: any other file is listed as foreign and left out.
+when its re-hashed spec is the planned cell's, its nonce one of this campaign's attempts (each
+begins with campaign.json's id) and its device this campaign's machine's: any other file is
+listed as foreign and left out.
 """
 import contextlib
 import datetime
 import json
 import os
+import re
+import secrets
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from backends.protocol import RunResult, RunSpec, SchemaError, utc_now
+from backends.contract import RunResult, RunSpec, SchemaError, utc_now
 
 from . import files, mllogs, validate
 from .errors import UserError
-from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_result, read_bounded  # noqa: F401
+from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_json, load_result, one_line  # noqa: F401
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
 LOCK_FILE = "lock"  # an earlier compare's lock (a PID in a file); the folder is the lock now
 SUBFOLDERS = ("specs", "results", "logs", "work")  # made with campaign.json
+RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")  # what RunSpec.run_id makes: a file name, no path
+SPEC_HASH = re.compile(r"[0-9a-f]{16}\Z")
 # --resume re-runs failed and timeout cells; not_converged is a finished time-to-accuracy cell
 FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
+# a run that did not end as measured, so `compare run` exits 1: the others are what was measured
+# (oom, unsupported, skipped and not_converged are the cell's answer, reported as such)
+FAILED_RUN = ("failed", "timeout")
+
+
+def campaign_folders(folder: Path) -> List[Path]:
+    """The campaigns a folder names: itself where it is one, else those one level below it (by
+    name; [] where there are none). How history, the plan and the packing table find them."""
+    folder = Path(folder)
+    if (folder / CAMPAIGN_FILE).is_file():
+        return [folder]
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if (p / CAMPAIGN_FILE).is_file())
 
 
 def default_root() -> Path:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return Path("results") / stamp
-
-
-def check_writable_dir(path: Path, option: str) -> None:
-    """A folder that is, or can be made, writable: else one UserError line naming `option`."""
-    try:
-        if path.exists() and not path.is_dir():
-            raise UserError("{} {}: is a file, not a folder; give a folder path".format(option, path))
-        parent = path if path.exists() else next((p for p in path.parents if p.exists()), Path("."))
-        if not parent.is_dir():
-            raise UserError("{} {}: {} is a file, not a folder; give a folder path".format(
-                option, path, parent))
-        if not os.access(str(parent), os.W_OK | os.X_OK):
-            read_only = os.statvfs(str(parent)).f_flag & os.ST_RDONLY
-            raise UserError("{} {}: {} is {}; give a folder {}".format(
-                option, path, parent, "on a read-only file system" if read_only else "not writable",
-                "on a writable one" if read_only else "you can write"))
-    except OSError as exc:  # e.g. a name longer than the file system allows
-        raise UserError("{} {}: {}; give another folder".format(
-            option, _short(path), exc.strerror or exc)) from None
-
-
-@contextlib.contextmanager
-def user_path(path: Path, option: str) -> Iterator[None]:
-    """An OS error while writing under a path the user gave (disk full, read-only, gone) is one
-    UserError line naming the path and what to do; what was written before stays."""
-    try:
-        yield
-    except OSError as exc:
-        raise UserError("{} {}: {}".format(option, _short(path), files.os_error(exc, path))) from None
 
 
 def _check_new(root: Path) -> None:
@@ -96,16 +87,25 @@ def _short(path: Path) -> str:
     return text if len(text) <= 120 else text[:60] + "…" + text[-40:]
 
 
+def _corrupt(root: Path, what: str, why: Any) -> UserError:
+    return UserError("{}: {} is corrupt: {}; restore it or start a new campaign".format(root, what, why))
+
+
 def _read_json(path: Path, what: str, root: Path) -> Dict[str, Any]:
+    """campaign.json or machine.json through the one loader (loading.load_json: a regular file
+    of bounded size, each key once, no NaN, no huge integer, no deep nesting): a JSON object,
+    else one UserError line."""
     try:
-        data = json.loads(read_bounded(path, MAX_CAMPAIGN_BYTES).decode("utf-8"))
-        validate.plain(data)  # no NaN, no nesting deeper than a campaign's own
-    except (ValueError, RecursionError) as exc:  # SchemaError from read_bounded is a ValueError
-        raise UserError("{}: {} is corrupt ({}); restore it or start a new campaign".format(
-            root, what, exc if isinstance(exc, ValueError) else "nested too deeply to read")) from None
+        data = load_json(path, MAX_CAMPAIGN_BYTES)
+    except SchemaError as exc:
+        raise _corrupt(root, what, exc) from None
     if not isinstance(data, dict):
-        raise UserError("{}: {} is corrupt (not a JSON object); restore it or start a new "
-                        "campaign".format(root, what))
+        raise _corrupt(root, what, "not a JSON object")
+    if what == "machine.json":
+        try:
+            validate.machine(data)
+        except SchemaError as exc:
+            raise _corrupt(root, what, exc) from None
     return data
 
 
@@ -113,6 +113,7 @@ class Campaign:
     def __init__(self, root: Path):
         self.root = Path(root).absolute()  # backends run with another cwd: every path absolute
         self._lock_fd: Optional[int] = None
+        self._id: Optional[str] = None  # campaign.json's id, read once (attempt_nonce)
 
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
@@ -122,7 +123,7 @@ class Campaign:
         of two first runs into one folder one creates it and the other is refused. campaign.json
         is written last: a creation that fails leaves a folder that can be created again."""
         root = Path(root)
-        check_writable_dir(root, "--results")
+        files.check_writable_dir(root, "--results")
         _check_new(root)  # before anything is made in a folder that is not ours
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -138,7 +139,9 @@ class Campaign:
                     pass
             files.write_json(c.root / "machine.json", machine, c.root)
             now = utc_now()
-            c._write_meta({"kind": CAMPAIGN_KIND, "created_at": now, "config": config,
+            # the campaign's id begins the nonce of each of its attempts (attempt_nonce)
+            c._write_meta({"kind": CAMPAIGN_KIND, "id": secrets.token_hex(8),
+                           "created_at": now, "config": config,
                            "settings": settings or {}, "planned": {},
                            "sessions": [{"started_at": now, "config": config}]})
         except BaseException:
@@ -161,14 +164,13 @@ class Campaign:
             raise UserError("{}: {} is not a compare campaign".format(root, CAMPAIGN_FILE))
         if not isinstance(meta.get("sessions", []), list) or not isinstance(
                 meta.get("planned", {}), dict) or not isinstance(meta.get("settings", {}), dict):
-            raise UserError("{}: {} is corrupt (sessions, planned or settings of the wrong type); "
-                            "restore it or start a new campaign".format(root, CAMPAIGN_FILE))
+            raise _corrupt(root, CAMPAIGN_FILE, "sessions, planned or settings of the wrong type")
         if not isinstance(meta.get("created_at", ""), str) or not all(
-                isinstance(h, str) for h in meta.get("planned", {}).values()):
-            raise UserError("{}: {} is corrupt (created_at or a planned cell's hash is not text); "
-                            "restore it or start a new campaign".format(root, CAMPAIGN_FILE))
+                isinstance(h, str) for h in meta.get("planned", {}).values()) or not isinstance(
+                meta.get("id", ""), str):
+            raise _corrupt(root, CAMPAIGN_FILE, "created_at, id or a planned cell's hash is not text")
         if (root / "machine.json").exists():
-            _check_machine(_read_json(root / "machine.json", "machine.json", root), root)
+            _read_json(root / "machine.json", "machine.json", root)
         return cls(root)
 
     @property
@@ -212,8 +214,12 @@ class Campaign:
         A campaign of an earlier compare stored none: `reconstruct` reads them from its results
         (a UserError when they disagree), and they are held to just the same."""
         meta = self.meta
-        if "settings" in meta:
-            fixed, whose = meta.get("settings") or {}, "campaign"
+        if "settings" in meta:  # a campaign always holds some (the device, the executor)
+            fixed, whose = meta.get("settings"), "campaign"
+            if not fixed:
+                raise UserError("--resume {}: {} holds no settings (an empty object): nothing would "
+                                "hold the resumed cells to the campaign's; restore it or start a new "
+                                "campaign".format(self.root, CAMPAIGN_FILE))
         else:
             fixed, whose = reconstruct(self.results()[0]), "its results"
         differ = ["{} {} ({}) vs {} (now)".format(k, _show(fixed[k]), whose, _show(settings[k]))
@@ -230,12 +236,23 @@ class Campaign:
         self._write_meta(meta)
 
     def plan(self, specs: List[RunSpec]) -> None:
-        """Record the cells this session will run (the campaign's planned cells are the union),
-        once their files are known to be writable: a link or a folder where a cell's spec,
-        result or log goes is one UserError line before any cell runs."""
+        """Record the cells this session will run (the campaign's planned cells are the union).
+        A cell planned before must be the same cell (its spec hash), every planned id a run id
+        (it names files), and where a cell's spec, result and logs go the campaign's own (no
+        link, no folder): else one UserError line, before anything runs."""
         self.check_cells([s.run_id for s in specs])
         meta = self.meta
         planned = meta.get("planned") or {}
+        bad = [k for k, v in planned.items() if not RUN_ID.match(k) or not SPEC_HASH.match(v)]
+        if bad:
+            raise UserError("{}: {} is corrupt (planned cell {!r} is not a run id with its spec hash); "
+                            "restore it or start a new campaign".format(self.root, CAMPAIGN_FILE, bad[0]))
+        other = [s for s in specs if planned.get(s.run_id, s.spec_hash) != s.spec_hash]
+        if other:
+            raise UserError("--resume {}: cell {} was planned with other settings (spec hash {}, now "
+                            "{}): resume with the campaign's (its --data, its options) or start a new "
+                            "campaign".format(self.root, other[0].run_id, planned[other[0].run_id],
+                                              other[0].spec_hash))
         planned.update({s.run_id: s.spec_hash for s in specs})
         meta["planned"] = planned
         self._write_meta(meta)
@@ -246,6 +263,16 @@ class Campaign:
                               ("logs", (".stdout", ".stderr"))):
             files.check_files(self.root / sub, [i + x for i in run_ids for x in suffixes], self.root)
         files.check_files(self.root / "work", run_ids, self.root, folders=True)
+
+    def attempt_nonce(self) -> str:
+        """A fresh nonce for one attempt of a cell: the campaign's id, then 16 random hex digits.
+        The result echoes it, so a result names the campaign it ran for (a copy from another
+        campaign of the same settings is told apart: _foreign). A campaign of an earlier compare
+        has no id: its nonces are random alone."""
+        if self._id is None:
+            self._id = self.meta.get("id") or ""
+        token = secrets.token_hex(8)
+        return "{}-{}".format(self._id, token) if self._id else token
 
     def spec_path(self, run_id: str) -> Path:
         return self.root / "specs" / (run_id + ".json")
@@ -293,20 +320,23 @@ class Campaign:
                 continue  # a probe only explains a choice: an unreadable one is left out
         return out
 
-    def finished_ids(self) -> set:
+    def run_outcome(self) -> Tuple[int, Optional[str]]:
+        """`compare run`'s exit code once its sweep has ended: 1 and a line naming them when
+        cells failed or timed out (FAILED_RUN), else 0 and None."""
         results, _ = self.results()
-        return {r.run_id for r in results if r.status in FINISHED}
-
-    def missing(self, results: List[RunResult]) -> List[str]:
-        """Planned cells with no result yet (a half-done campaign), by run id."""
-        have = {r.run_id for r in results}
-        return [run_id for run_id in self.meta.get("planned", {}) if run_id not in have]
+        failed = ["{}: {}".format(r.run_id, r.status) for r in results if r.status in FAILED_RUN]
+        if not failed:
+            return 0, None
+        return 1, "{} cell{} failed or timed out ({}{}); `compare run … --resume` runs {} again".format(
+            len(failed), "s" if len(failed) != 1 else "", ", ".join(failed[:5]),
+            ", …" if len(failed) > 5 else "", "them" if len(failed) != 1 else "it")
 
     def results(self) -> Tuple[List[RunResult], List[str]]:
         """Every result that belongs to a planned cell (one per `<run_id>.json`), and one warning
         per file left out, saying why. A campaign without a plan (made by a compare before plans
         were recorded) takes every valid result, and says so."""
-        planned = self.meta.get("planned") or {}
+        meta, machine = self.meta, self.machine
+        planned = meta.get("planned") or {}
         out, errors = [], []
         for path in sorted((self.root / "results").glob("*.json")):
             if path.name.startswith("."):
@@ -314,11 +344,11 @@ class Campaign:
             try:
                 result = load_result(path)
             except (SchemaError, OSError) as exc:
-                errors.append("skipped corrupt result {}: {}".format(path.name, exc))
+                errors.append(one_line("skipped corrupt result {}: {}".format(path.name, exc)))
                 continue
-            why = _foreign(result, path, planned)
+            why = _foreign(result, path, planned) or _not_ours(result, meta.get("id"), machine)
             if why:
-                errors.append("skipped result {}: {}".format(path.name, why))
+                errors.append(one_line("skipped result {}: {}".format(path.name, why)))
             else:
                 out.append(result)
         if out and not planned:
@@ -326,15 +356,6 @@ class Campaign:
                           "results are taken as found; `compare run … --resume` records the "
                           "plan".format(CAMPAIGN_FILE))
         return out, errors
-
-
-def _check_machine(record: Dict[str, Any], root: Path) -> None:
-    """The parts of machine.json the reports read: gpus a list of objects, git an object."""
-    gpus, git = record.get("gpus", []), record.get("git")
-    if not isinstance(gpus, list) or not all(isinstance(g, dict) for g in gpus) or not isinstance(
-            git, (dict, type(None))):
-        raise UserError("{}: machine.json is corrupt (gpus is not a list of objects, or git not an "
-                        "object); restore it or start a new campaign".format(root))
 
 
 def _foreign(result: RunResult, path: Path, planned: Dict[str, str]) -> Optional[str]:
@@ -354,5 +375,31 @@ def _foreign(result: RunResult, path: Path, planned: Dict[str, str]) -> Optional
     return None
 
 
+def _not_ours(result: RunResult, campaign_id: Optional[str], machine: Dict[str, Any]) -> Optional[str]:
+    """Why a result of a planned cell and its settings was not run by this campaign, or None: its
+    nonce is of another campaign's attempt, or the device it names is not its machine's. (A
+    nonce of None: a backend older than nonces, or a campaign of an earlier compare.)"""
+    if campaign_id and result.nonce and not result.nonce.startswith(campaign_id + "-"):
+        return ("its nonce {} is not one of this campaign's attempts (a result copied from another "
+                "campaign?); only results of its own runs count".format(result.nonce))
+    why = validate.other_machine(result.spec.get("device"), result.device_name, machine)
+    return why + "; results of another machine are never mixed in" if why else None
+
+
 def _show(value: Any) -> str:
     return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+
+
+def neighbours(folder: Path, machine: Dict[str, Any],
+               skip: Optional[Path] = None) -> Iterator[Tuple["Campaign", List[RunResult]]]:
+    """(campaign, its results) of each campaign `folder` names (campaign_folders) that ran on
+    `machine` (machine_record.differences: one rule), `skip` left out. One that cannot be read is
+    skipped: it is `compare report`'s to complain about, not the plan's or another's report."""
+    from .machine_record import differences
+    for root in [p for p in campaign_folders(folder) if p != skip]:
+        try:
+            campaign = Campaign.open(root)
+            if not differences(campaign.machine, machine):
+                yield campaign, campaign.results()[0]
+        except (UserError, OSError):
+            continue

@@ -57,7 +57,7 @@ def run_backend(framework: str, tmp_path, timeout: int = 600, **fields):
     from backends import launchers
     from backends.protocol import RunSpec, read_result, write_spec
     from compare import frameworks
-    from compare.executors.base import run_env
+    from compare.executors.processes import run_env
     fw = frameworks.get(framework)
     defaults = dict(framework=fw.name, backend=fw.backend, batch_size=4, image_size=32,
                     warmup_steps=2, steps=4, windows=2)
@@ -101,11 +101,12 @@ print(json.dumps({
 TINY_RUN = ["--batch-size", "4", "--image-size", "32", "--steps", "2", "--warmup", "1", "--windows", "1"]
 
 
-def run_compare(args, timeout: int = 1500, env=None) -> subprocess.CompletedProcess:
-    """`python -m compare ARGS` from the repo root, as a user types it; asserts exit code 0."""
+def run_compare(args, timeout: int = 1500, env=None, code: int = 0) -> subprocess.CompletedProcess:
+    """`python -m compare ARGS` from the repo root, as a user types it; asserts exit code `code`
+    (0; 1 for a run in which a cell failed or timed out)."""
     proc = subprocess.run([sys.executable, "-m", "compare"] + list(args), cwd=str(ROOT), text=True,
                           capture_output=True, env=dict(os.environ, **(env or {})), timeout=timeout)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.returncode == code, proc.stderr[-4000:]
     return proc
 
 
@@ -187,11 +188,25 @@ def scaled(r, factor):
     return out
 
 
+def machine_of(results, machine=None):
+    """MACHINE (or `machine`) as the machine `results` ran on: its GPUs named as the results'
+    cuda devices, its CPU as their cpu device (a campaign's results name its machine's devices)."""
+    record = dict(machine if machine is not None else MACHINE)
+    gpus = sorted({r.device_name for r in results if r.spec["device"] == "cuda" and r.device_name})
+    cpus = [r.device_name for r in results if r.spec["device"] == "cpu" and r.device_name]
+    if gpus:
+        record["gpus"] = [dict(g, name=gpus[i % len(gpus)]) for i, g in enumerate(record["gpus"])]
+    if cpus:
+        record["cpu_model"] = cpus[0]
+    return record
+
+
 def save_campaign(root, results, machine=None, created_at=None):
-    """A campaign folder holding `results` (created_at: the ISO time campaign.json records)."""
+    """A campaign folder holding `results` (created_at: the ISO time campaign.json records), on
+    `machine`, by default the machine they ran on (machine_of)."""
     from backends.protocol import write_json_atomic
     from compare.store import CAMPAIGN_FILE, Campaign
-    c = Campaign.create(root, {"test": True}, machine if machine is not None else MACHINE)
+    c = Campaign.create(root, {"test": True}, machine if machine is not None else machine_of(results))
     c.plan([RunSpec.from_dict(r.spec) for r in results])  # as `compare run` plans its cells
     for r in results:
         c.save_result(r)
@@ -232,8 +247,8 @@ class Idle(harness.Trainer):
     def step(self):
         time.sleep(0.001)
 
-    def describe(self):
-        return {{"framework_version": "fake 1.0|beta", "device_name": "fake cpu"}}
+    def describe(self):  # the CPU's name, as every backend names it on a CPU
+        return {{"framework_version": "fake 1.0|beta", "device_name": harness.cpu_name()}}
 
 
 if MODE == "stale":  # only a result written by another attempt (a late orphan's) is there
@@ -248,6 +263,15 @@ if MODE == "killed-once":  # killed by SIGKILL (`kill -9`) with nothing on stder
     if not os.path.exists(marker):
         open(marker, "w").close()
         os.kill(os.getpid(), 9)
+if MODE == "killed-r1":  # repeat 1 alone killed by SIGKILL, the first time
+    marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "killed-r1")
+    if read_spec(spec_path).repeat == 1 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), 9)
+if MODE == "unsupported":  # the framework cannot run the cell here: a recorded outcome
+    def setup(spec):
+        raise harness.Unsupported("no such device here (the test's fake)")
+    sys.exit(harness.main(setup, [spec_path, result_path]))
 if MODE == "hang":  # a cell that runs until it is stopped
     time.sleep(300)
 if MODE == "hold":  # a cell that runs while a file `hold` lies beside this script
@@ -375,7 +399,7 @@ def run_wrapped(framework: str, out: Path, wrap: str, timeout: int = 600, **fiel
     it; returns (RunResult, the report dict wrap filled in)."""
     from backends.protocol import RunSpec, read_result, write_spec
     from compare import frameworks
-    from compare.executors.base import run_env
+    from compare.executors.processes import run_env
     fw = frameworks.get(framework)
     spec = RunSpec(**dict(dict(framework=fw.name, backend=fw.backend), **fields))
     out.mkdir(parents=True, exist_ok=True)

@@ -34,15 +34,15 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
 
 
 def test_more_gpus_than_the_machine_has(monkeypatch, capsys):
-    from compare import machine_record
-    monkeypatch.setattr(machine_record, "gpus", lambda: [{"index": 0, "name": "H200"}])
+    from backends import machine  # the machine record, taken once by the plan stage
+    monkeypatch.setattr(machine, "gpus", lambda: [{"index": 0, "name": "H200"}])
     code, _, err = main_exit(["run", "--device", "cuda", "--gpus", "1,2"], capsys)
     assert (code, err) == (2, "compare: error: --gpus 2: this machine has 1 GPU; give counts from 1 to 1\n")
 
 
 def test_cuda_without_a_gpu(monkeypatch, capsys):
-    from compare import machine_record
-    monkeypatch.setattr(machine_record, "gpus", lambda: [])
+    from backends import machine
+    monkeypatch.setattr(machine, "gpus", lambda: [])
     code, _, err = main_exit(["run", "--device", "cuda"], capsys)
     assert (code, err) == (2, "compare: error: --device cuda: no NVIDIA GPU found on this machine (nvidia-smi lists none); use --device cpu\n")
 

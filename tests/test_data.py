@@ -205,18 +205,18 @@ def test_run_ids_and_specs_carry_the_data_mode():
 
 
 def test_the_matrix_runs_each_cell_in_every_data_mode(tmp_path, capsys):
-    from compare.runner import RunConfig
+    from compare import study
+    from compare.stages import plan as planning
     make(tmp_path / "d", capsys=capsys)
-    cfg = RunConfig.parse(frameworks="caffe2", gpus="1", precision="fp32,fp16", batch_size="4",
-                          device="cpu", image_size=None, steps=None, warmup=None, windows=1, repeats=1,
-                          results=None, resume=False, timeout=60, compile=False, quick=True,
-                          python=[], option=["decode=gpu", "loader_workers=3"], executor="local",
-                          data="synthetic,{}".format(tmp_path / "d"), data_only=False)
-    ids = [s.run_id for s in cfg.matrix().specs()]
+    plan = planning.make(study.build(dict(
+        frameworks="caffe2", gpus="1", precision="fp32,fp16", batch_size="4", device="cpu",
+        windows="1", timeout="60", quick=True, option=["decode=gpu", "loader_workers=3"],
+        executor="local", data="synthetic,{}".format(tmp_path / "d"))))
+    ids = [s.run_id for s in plan.cells]
     assert ids == ["caffe2-fp32-w1-b4-s64-r0", "caffe2-fp32-w1-b4-s64-real-r0",
                    "caffe2-fp16-w1-b4-s64-r0", "caffe2-fp16-w1-b4-s64-real-r0"]
-    assert cfg.matrix().specs()[1].data == str((tmp_path / "d").resolve())
-    assert cfg.options["caffe2"] == {"decode": "gpu", "loader_workers": 3}
+    assert plan.cells[1].data == str((tmp_path / "d").resolve())
+    assert plan.matrix.options["caffe2"] == {"decode": "gpu", "loader_workers": 3}
 
 
 @pytest.mark.parametrize("option,message", [

@@ -78,7 +78,7 @@ def test_throughput_runs_are_left_out_and_the_chart_draws_every_run(results):
 
 
 def test_a_campaign_report_holds_the_tables_and_the_chart(tmp_path, results):
-    from compare.reporting import write_report
+    from compare.stages.report import write as write_report
     from compare.store import Campaign
     campaign = Campaign.create(tmp_path / "c", {}, {})
     for r in results:
@@ -88,3 +88,15 @@ def test_a_campaign_report_holds_the_tables_and_the_chart(tmp_path, results):
     assert "## Speedup in time to train beside speedup in throughput" in text
     page = (tmp_path / "report" / "report.html").read_text()
     assert "<h2>Accuracy versus time to train</h2>" in page and "data:image/png;base64," in page
+
+
+def test_compare_report_takes_a_gpu_hour_price(tmp_path, results, capsys):
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", results)
+    code, out, _ = main_exit(["report", str(root)], capsys)
+    assert code == 0 and "## Time to accuracy (minutes to target)" in out and "$ to target" not in out
+    code, out, _ = main_exit(["report", str(root), "--gpu-hour-price", "2.50"], capsys)
+    assert code == 0 and "$ = $2.5/GPU-hour × GPUs" in out
+    code, _, err = main_exit(["report", str(root), "--gpu-hour-price", "free"], capsys)
+    assert (code, err) == (2, "compare: error: --gpu-hour-price 'free': not a number; give a finite "
+                              "number of dollars > 0, e.g. 2.50\n")

@@ -50,8 +50,9 @@ def test_list_models(capsys):
 
 
 def _specs(models="resnet50,inception3,vgg16", quick=False, image_size=None):
-    from compare.matrix import image_sizes, parse_models
-    names = parse_models(models)
+    from compare import study
+    from compare.matrix import image_sizes
+    names = study.build({"model": models}).model
     common = {"image_size": image_size or (64 if quick else 224)}
     return Matrix([frameworks.get("caffe2")], [1], ["fp32"], [32], common=common,
                   models=names, image_sizes=image_sizes(names, image_size, quick)).specs()

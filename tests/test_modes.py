@@ -107,8 +107,8 @@ def test_the_search_starts_at_the_cells_batch_and_stops_at_a_gain_within_the_noi
     peaked = _fake_run(10 ** 6, ips=lambda b: -abs(b - 64) + 1000.0)  # fastest at 64
     out = batchsearch.search(RunSpec("jax", "jax", batch_size=16), (16, 200), peaked, budget_s=1e9)
     assert [p.spec["batch_size"] for p in out.results] == [16, 32, 64, 128]
-    assert (out.batch, out.stopped) == (64, "batch 128 gains -6.4% over 64: not beyond the probes' "
-                                            "noise (±1.0%)")
+    assert (out.batch, out.stopped) == (64, "batch 128 gains -6.4% over 64: slower beyond the "
+                                            "probes' noise (±1.0%)")
 
 
 def test_the_search_stops_at_its_maximum_or_budget():
@@ -265,7 +265,7 @@ def test_the_separate_process_search_chooses_the_same_batch_in_five_processes(tm
                               ">= 1 and/or auto, e.g. 256,auto"),
     (["--batch-search", "512-64"], "--batch-search '512-64': give MIN-MAX, two per-GPU batch sizes "
                                    "with 1 <= MIN <= MAX, e.g. 64-1024"),
-    (["--batch-search", "64-99999"], "--batch-size 99999: must be <= 16384 (images per worker and step)"),
+    (["--batch-search", "64-99999"], "--batch-search 99999: must be <= 16384 (images per worker and step)"),
 ])
 def test_bad_modes_and_searches_are_one_line(argv, message, tmp_path):
     proc = compare(["run", "--frameworks", "caffe2", "--device", "cpu", "--results",

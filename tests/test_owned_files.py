@@ -197,17 +197,6 @@ def test_a_campaign_whose_creation_was_cut_short_can_be_created_again(tmp_path, 
     assert json.loads((root / "results" / (CELL + ".json")).read_text())["status"] == "ok"
 
 
-def test_history_of_a_folder_skips_a_corrupt_campaign_with_a_warning(tmp_path, run):
-    for name in ("a", "b", "c"):
-        assert run(_args(tmp_path, tmp_path / "all" / name))[0] == 0
-    (tmp_path / "all" / "b" / "campaign.json").write_text("{not json")
-    code, out, err = run(["history", tmp_path / "all"])
-    assert code == 0, err
-    assert "compare: warning: {}: campaign.json is corrupt (".format(tmp_path / "all" / "b") in err
-    assert "left out of the history" in err
-    assert "- 2 campaigns from " in out  # a and c are there
-
-
 def test_a_symlink_loop_in_a_data_folder_is_skipped_not_fatal(tmp_path, run):
     data = tmp_path / "d"
     assert run(["data", "make", data, "--images", "8", "--classes", "2", "--image-size", "64x64",

@@ -31,7 +31,7 @@ class Held(harness.Trainer):
         time.sleep(0.002)
 
     def describe(self):
-        return {{"framework_version": "fake 1.0", "device_name": "fake cpu"}}
+        return {{"framework_version": "fake 1.0", "device_name": harness.cpu_name()}}
 
 
 sys.exit(harness.main(Held, sys.argv[-2:]))
@@ -134,6 +134,26 @@ def test_the_sixteen_cell_study_on_eight_gpus_never_shares_a_gpu():
     assert max(it.end for it in items) == 120.0  # 24 GPU-cells of 40 s on 8 GPUs: 3 rounds
 
 
+def test_the_scheduler_asks_the_executor_for_its_pool(monkeypatch):
+    """Local: this machine's cores. Slurm: the node of the allocation compare runs in (its cells
+    steps, Slurm picks their cores), else one batch job after the other. --plan-gpus: its GPUs."""
+    from compare import executors, frameworks
+    ctx = executors.Context([frameworks.get("caffe2")], "cpu")
+    for key, value in {"SLURM_JOB_ID": "77", "SLURM_CPUS_ON_NODE": "4", "SLURM_JOB_NUM_NODES": "1"}.items():
+        monkeypatch.setenv(key, value)
+    slurm, local = executors.load("slurm"), executors.load("local")
+    pool, at_once = scheduler.pool_for(slurm, ctx, [1], 2)
+    assert (pool.units, at_once, pool.assigned_by, pool.pin) == (["cores0", "cores1"], 2, "slurm", False)
+    assert [pool.slot([u]).cpus for u in pool.units] == [2, 2]
+    monkeypatch.delenv("SLURM_JOB_ID")
+    pool, at_once = scheduler.pool_for(slurm, ctx, [1], 2)
+    assert (pool.units, at_once) == (["all"], 1)
+    pool, at_once = scheduler.pool_for(local, ctx, [1], 2)
+    assert pool.assigned_by == "compare" and at_once == len(pool.units) == min(2, len(resources.allowed_cores()))
+    pool, at_once = scheduler.pool_for(slurm, ctx, [1, 2], None, planned=8)
+    assert (pool.units, at_once, pool.gpu) == ([str(i) for i in range(8)], 8, True)
+
+
 def test_a_container_gets_its_slot_gpus_and_cores_and_the_compile_cache(tmp_path, monkeypatch):
     pytest.importorskip("docker", reason="the docker package (host extra)")
     from compare.executors import docker as dx
@@ -169,7 +189,7 @@ def test_the_report_gives_the_study_wall_time_gpu_hours_and_duty_cycle_beside_th
 
 def test_a_packed_figure_beyond_its_serial_interval_is_flagged(tmp_path):
     from compare.reporting import packing, tables
-    from tests.helpers import MACHINE, save_campaign, windowed
+    from tests.helpers import machine_of, save_campaign, windowed
     packed = [windowed("caffe2", "fp16", 1, [6000, 6010, 5990, 6005]),
               windowed("caffe2", "bf16", 1, [4300, 4310, 4290, 4305])]
     for r, other in zip(packed, reversed(packed)):
@@ -179,14 +199,15 @@ def test_a_packed_figure_beyond_its_serial_interval_is_flagged(tmp_path):
               windowed("caffe2", "bf16", 1, [4700, 4710, 4690, 4705])]
     for r in serial:
         r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
-    save_campaign(tmp_path / "serial", serial, machine=MACHINE)
-    root = save_campaign(tmp_path / "packed", packed, machine=MACHINE)
-    text = tables.markdown(packing.sections(packed, root, MACHINE))
+    machine = machine_of(serial)  # the machine they ran on
+    save_campaign(tmp_path / "serial", serial, machine=machine)
+    root = save_campaign(tmp_path / "packed", packed, machine=machine)
+    text = tables.markdown(packing.sections(packed, root, machine))
     rows = [line for line in text.splitlines() if line.startswith("| caffe2-")]
     assert [row.split(" | ")[-1] for row in rows] == ["within noise |", "worse |"]
     assert "**Warning: caffe2-bf16-g1-b256-s224-r0: packed ÷ serial = 0.915 ±0.003 (worse): " \
            "packing changed this figure beyond its interval**" in text
-    assert packing.sections(serial, tmp_path / "serial", MACHINE) == []  # nothing ran packed
+    assert packing.sections(serial, tmp_path / "serial", machine) == []  # nothing ran packed
 
 
 # --- compare run --concurrency, on a CPU -----------------------------------------------------------
@@ -244,7 +265,7 @@ def test_a_timeout_beside_a_running_cell_ends_only_that_cell(tmp_path, campaign)
     fake = _fake(tmp_path, hang=("bf16",), hold=hold)
     done = compare(CELLS + ["--python", "caffe2={}".format(fake), "--results", campaign,
                             "--concurrency", "2", "--timeout", "8"], env=TWO_CORES)
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.returncode == 1, done.stderr[-2000:]  # a cell timed out: a failed run
     results = _results(campaign)
     assert (results["caffe2-bf16-w1-b4-s32-r0"]["status"],
             results["caffe2-bf16-w1-b4-s32-r0"]["reason"]) == ("timeout", "killed after the 8 s timeout")
@@ -318,8 +339,8 @@ def test_plan_prints_the_schedule_and_its_estimate_from_earlier_cell_times(tmp_p
         r.phases = {"cell_start": 1000.0, "cell_end": 1000.0 + seconds}
         r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
         earlier.append(r)
-    save_campaign(tmp_path / "runs" / "old", earlier,
-                  machine={"cpu_model": _cpu_model(), "gpus": []})
+    save_campaign(tmp_path / "runs" / "old", earlier,  # this machine (machine_record.fingerprint)
+                  machine={"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
     out = compare(["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32,fp16",
                    "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from",
                    tmp_path / "runs", "--python", "caffe2={}".format(sys.executable)])

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from backends.protocol import RunResult, RunSpec
-from compare import plan, resources
+from compare import eta as plan
+from compare import resources
 from compare.reporting import timeline
 from tests.helpers import save_campaign
 

@@ -69,7 +69,7 @@ def test_timeout_of_a_two_worker_cell_leaves_no_process_and_no_temp_folder(campa
                          env={"TMPDIR": str(own_tmp)})
     assert wait_for(lambda: _workers_up(campaign), 60), "the workers never started"
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 1, err  # a cell that timed out is a failed run
     result = json.loads((campaign / "results" / (RUN_ID + ".json")).read_text())
     assert (result["status"], result["reason"]) == ("timeout", "killed after the 10 s timeout")
     assert _none_alive_after(campaign) == []
@@ -102,8 +102,7 @@ def test_a_signal_stops_the_cell_and_a_second_run_is_refused_meanwhile(campaign,
     last = err.strip().splitlines()[-1]
     prefix = "compare: interrupted ({}): 0 cells recorded, 1 not run; resume with: ".format(sig.name)
     assert last.startswith(prefix), err[-2000:]
-    assert shlex.split(last[len(prefix):]) == ["compare"] + [str(a) for a in ENDLESS] + [
-        "--timeout", "600", "--results", str(campaign), "--resume"]
+    assert shlex.split(last[len(prefix):]) == ["compare", "run", "--results", str(campaign), "--resume"]
     assert list((campaign / "results").iterdir()) == []  # the stopped cell is not recorded
     assert _none_alive_after(campaign, 5) == []
 
@@ -112,7 +111,7 @@ def test_a_result_left_by_another_attempt_is_ignored(tmp_path, run):
     campaign = tmp_path / "c"
     proc = run(["run", "--frameworks", "caffe2", "--results", campaign,
                     "--python", "caffe2={}".format(fake_python(tmp_path, "stale"))] + FAST)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # the cell failed
     result = json.loads((campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text())
     assert result["status"] == "failed"
     assert result["reason"].startswith(
@@ -142,10 +141,9 @@ def test_settings_are_fixed_at_creation_but_the_matrix_may_grow(tmp_path, run):
     changed = run(first + FAST + ["--resume", "--steps", "1", "--option", "channels_last=true",
                                       "--timeout", "60"])
     assert (changed.returncode, changed.stderr) == (2, (
-        "compare: error: --resume {}: settings differ from the campaign's: options.caffe2 {{}} "
-        "(campaign) vs {{\"channels_last\": true}} (now); steps 3 (campaign) vs 1 (now); resume with "
-        "the campaign's settings or start a new campaign (--frameworks, --gpus, --nodes, "
-        "--precision, --batch-size, --repeats and --timeout may change)\n").format(campaign))
+        "compare: error: --resume {}: --steps 1 (the campaign's: 3); --option channels_last=true (the "
+        "campaign's: none): held by the campaign (they change what its cells measure); leave them out "
+        "(the campaign's are used) or start a new campaign\n").format(campaign))
     grown = run(first + FAST + ["--resume", "--precision", "fp32,bf16", "--timeout", "60"])
     assert grown.returncode == 0, grown.stderr
     assert "2 cells, 1 to run" in grown.stderr
@@ -198,7 +196,7 @@ def test_escape_sequences_from_a_backend_reach_neither_terminal_nor_report(tmp_p
     campaign = tmp_path / "c"
     proc = run(["run", "--frameworks", "caffe2", "--results", campaign, "--python",
                     "caffe2={}".format(fake_python(tmp_path, "escape"))] + FAST)
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # the cell failed
     assert "\x1b" not in proc.stderr and "\x07" not in proc.stderr
     assert "exited with code 3 and wrote no result: boom | done" in proc.stderr
     report = (campaign / "report" / "report.md").read_text()
@@ -236,12 +234,12 @@ def test_a_relative_python_path_means_what_it_meant_where_it_was_typed(tmp_path,
 
 
 def test_a_worker_killed_by_a_signal_is_failed_and_run_again_on_resume(tmp_path, run, monkeypatch):
-    from compare.executors import base
-    monkeypatch.setattr(base, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))  # no OOM logged
+    from compare.executors import results
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))  # no OOM logged
     campaign = tmp_path / "c"
     args = ["run", "--frameworks", "caffe2", "--results", campaign, "--python",
             "caffe2={}".format(fake_python(tmp_path, "killed-once"))] + FAST
-    assert run(args).returncode == 0
+    assert run(args).returncode == 1  # a failed run: recorded, and the exit says so
     path = campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json"
     killed = json.loads(path.read_text())
     assert (killed["status"], killed["reason"]) == ("failed", "killed by SIGKILL (exit code -9) and "
@@ -260,6 +258,8 @@ def test_a_campaign_that_stored_no_settings_is_held_to_those_of_its_results(tmp_
     assert run(args).returncode == 0
     meta = json.loads((campaign / "campaign.json").read_text())
     del meta["settings"], meta["planned"]
+    for session in meta["sessions"] + [meta]:  # nor a study: it asked with flags alone
+        session["config"] = {}
     (campaign / "campaign.json").write_text(json.dumps(meta))
     result = (campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text()
     other = run(args + ["--resume", "--steps", "11"])
@@ -305,3 +305,30 @@ def test_every_test_the_reliability_page_names_exists():
     missing = ["{}::{}".format(f, t) for f, t in named
                if "def {}(".format(t) not in (ROOT / "tests" / f).read_text()]
     assert missing == []
+
+
+def test_a_failed_repeat_shows_in_the_report_and_fails_the_check(tmp_path, run, monkeypatch):
+    from compare.executors import results
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))  # no OOM logged
+    campaign = tmp_path / "c"
+    args = ["run", "--frameworks", "caffe2", "--repeats", "2", "--results", campaign, "--python",
+            "caffe2={}".format(fake_python(tmp_path, "killed-r1"))] + FAST
+    first = run(args)  # r0 ok, r1's worker killed by SIGKILL
+    assert first.returncode == 1, first.stderr
+    report = (campaign / "report" / "report.md").read_text()
+    assert " (1 of 2 runs) |" in report  # the figure says what it rests on
+    assert "## Runs without a figure in cells that have one" in report
+    assert "| 1 of 2 | r1: failed: killed by SIGKILL (exit code -9) and wrote no result |" in report
+    cell = json.loads((campaign / "report" / "report.json").read_text())[0]
+    assert (cell["status"], cell["repeats"], cell["runs"]) == ("ok", 1, 2)
+    ref = tmp_path / "ref.csv"
+    ref.write_text("precision,gpus,speedup_published\nfp32,1,0.5\n")
+    check = run(["check", campaign, "--reference", ref])
+    assert check.returncode == 1
+    assert "falls short: 1 of its 2 runs failed (r1: failed: killed by SIGKILL (exit code -9) and wrote " \
+           "no result); `compare run … --resume` runs it again" in check.stdout
+    again = run(args + ["--resume"])
+    assert again.returncode == 0 and "2 cells, 1 to run" in again.stderr
+    assert " (1 of 2 runs)" not in (campaign / "report" / "report.md").read_text()
+    assert run(["check", campaign, "--reference", ref]).returncode == 0
+

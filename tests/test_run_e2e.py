@@ -20,11 +20,11 @@ TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "
         "--device", "cpu", "--executor", "local"]
 
 
-def _compare(argv, capsys):
+def _compare(argv, capsys, code=0):
     with pytest.raises(SystemExit) as e:
         main(argv)
     out, err = capsys.readouterr()
-    assert e.value.code == 0, err
+    assert e.value.code == code, err
     return out, err
 
 
@@ -60,7 +60,7 @@ def test_a_crashing_run_is_recorded_and_the_sweep_goes_on(tmp_path, capsys):
     campaign = tmp_path / "c"
     # tf32 cannot run on a CPU (unsupported); fail_at=setup -> a crash inside the backend
     _compare(["run", "--frameworks", "caffe2", "--precision", "tf32,fp32", "--results", str(campaign),
-              "--option", "caffe2.fail_at=setup"] + TINY, capsys)
+              "--option", "caffe2.fail_at=setup"] + TINY, capsys, code=1)  # 1: a cell failed
     results = {p.stem: json.loads(p.read_text()) for p in (campaign / "results").glob("*.json")}
     assert results["caffe2-tf32-w1-b4-s32-r0"]["status"] == "unsupported"
     crashed = results["caffe2-fp32-w1-b4-s32-r0"]
@@ -101,3 +101,20 @@ def test_resume_after_kill_repeats_no_finished_cell(tmp_path):
         assert after[run_id]["started_at"] == started, "finished cell {} was run again".format(run_id)
     sessions = json.loads((campaign / "campaign.json").read_text())["sessions"]
     assert len(sessions) == 2
+
+
+def test_time_to_accuracy_from_the_command_line(tmp_path, capsys):
+    # a learnable set of 4 classes at 32x32 (tests/backends/test_accuracy.py: ResNet-50 passes 0.5
+    # within a few epochs); the run reaches the target or is not_converged, never a silent stop
+    data, campaign = tmp_path / "data", tmp_path / "c"
+    _compare(["data", "make", str(data), "--learnable", "small", "--classes", "4", "--images", "64",
+              "--workers", "1"], capsys)
+    out, err = _compare(["run", "--frameworks", "caffe2", "--target-accuracy", "0.5", "--data", str(data),
+                         "--max-epochs", "3", "--quick", "--image-size", "32", "--batch-size", "8",
+                         "--option", "loader_workers=1", "--gpu-hour-price", "2.5", "--results",
+                         str(campaign), "--device", "cpu", "--executor", "local"], capsys)
+    result = json.loads((campaign / "results" / "caffe2-fp32-w1-b8-s32-real-tta-r0.json").read_text())
+    assert result["status"] in ("ok", "not_converged"), result["reason"]
+    assert result["spec"]["num_classes"] == 4 and result["accuracy"]["epochs"] <= 3
+    assert (campaign / result["accuracy"]["mllog"]).is_file()
+    assert "## Time to accuracy (minutes to target)" in out and "$ to target" in out

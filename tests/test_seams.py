@@ -102,12 +102,14 @@ class Tagged(Launcher):
         return ["env", "COMPARE_LAUNCHER=tagged"] + list(rank)
 '''
 FAKE_EXECUTOR = '''
-"""A throw-away executor: the local one under another name, chosen only when asked for."""
-from . import Flag
-from .local import LocalExecutor
+"""A throw-away executor: every backend run by this interpreter, chosen only when asked for."""
+import sys
+from pathlib import Path
+
+from . import Executor, Flag, processes
 
 
-class FakeExecutor(LocalExecutor):
+class FakeExecutor(Executor):
     name = "fake"
     auto = False
     FLAGS = (Flag("fake_level", "How fake the runs are (--executor fake)."),)
@@ -115,6 +117,13 @@ class FakeExecutor(LocalExecutor):
     @classmethod
     def available(cls, ctx):
         return True, "a throw-away executor for the seam test"
+
+    def environment(self, attempt):  # where the backend runs, and what its result records of it
+        attempt.python, attempt.record = sys.executable, {"fake_level": self.ctx.flags["fake_level"]}
+
+    def launch(self, attempt):  # the launcher's command, on this host, the repository on its path
+        env = processes.run_env(attempt.spec, Path(__file__).resolve().parents[2])
+        attempt.handle = processes.start(attempt, attempt.command, env)
 '''
 
 
@@ -190,6 +199,10 @@ def test_a_new_executor_is_one_file_and_one_line(repo, tmp_path):
     proc = _compare(repo, "run", "--frameworks", "toy", "--quick", "--executor", "fake",
                     "--option", "work=10", "--fake-level", "3", "--results", str(tmp_path / "c"))
     assert "executor: fake (--executor fake)" in proc.stderr
+    # the template ran its two steps: the run's own result, with what its environment() recorded
+    result = json.loads((tmp_path / "c" / "results" / "toy-fp32-w1-b32-s64-r0.json").read_text())
+    assert (result["status"], result["images_per_sec"] > 0) == ("ok", True), result["reason"]
+    assert (result["environment"]["executor"], result["environment"]["fake_level"]) == ("fake", "3")
     # its own flag: in `compare run --help`, and refused for another executor
     assert "--fake-level" in _compare(repo, "run", "--help").stdout
     refused = subprocess.run([sys.executable, "-m", "compare", "run", "--executor", "local",

@@ -50,24 +50,38 @@ def test_a_second_writer_is_refused_naming_the_pid_that_holds_the_lock(tmp_path)
 
 
 @pytest.mark.parametrize("name,text,why", [
-    ("campaign.json", "{not json", "campaign.json is corrupt (Expecting property name enclosed in double "
-     "quotes: line 1 column 2 (char 1)); restore it or start a new campaign"),
-    ("campaign.json", "[1, 2]", "campaign.json is corrupt (not a JSON object); restore it or start a new "
+    ("campaign.json", "{not json", "campaign.json is corrupt: not valid JSON (Expecting property name "
+     "enclosed in double quotes: line 1 column 2 (char 1)); restore it or start a new campaign"),
+    ("campaign.json", "[1, 2]", "campaign.json is corrupt: not a JSON object; restore it or start a new "
      "campaign"),
-    ("machine.json", "\x00\x01", "machine.json is corrupt (Expecting value: line 1 column 1 (char 0)); "
+    ("machine.json", "\x00\x01", "machine.json is corrupt: not valid JSON (Expecting value: line 1 column "
+     "1 (char 0)); restore it or start a new campaign"),
+    ("campaign.json", '{"kind": "compare-campaign", "created_at": 5}', "campaign.json is corrupt: "
+     "created_at, id or a planned cell's hash is not text; restore it or start a new campaign"),
+    ("campaign.json", '{"kind": "compare-campaign", "config": {"x": NaN}}', "campaign.json is corrupt: "
+     "config.x is nan, not a finite number; restore it or start a new campaign"),
+    ("campaign.json", '{"kind": "compare-campaign", "kind": "compare-campaign"}', "campaign.json is "
+     "corrupt: not valid JSON (key 'kind' appears twice in one object: which value holds is not "
+     "clear); restore it or start a new campaign"),
+    ("campaign.json", '{"kind": "compare-campaign", "created_at": "x", "sessions": [{"n": %s}]}' % (
+        "9" * 401), "campaign.json is corrupt: sessions[0].n is an integer of 401 digits; no number in a "
+     "campaign file has more than 19; restore it or start a new campaign"),
+    ("machine.json", '{"gpus": "8x H200"}', "machine.json is corrupt: gpus is '8x H200', not a list of "
+     "objects; restore it or start a new campaign"),
+    # what report, diff and history read of it: a TypeError further on before
+    ("machine.json", '{"gpus": [{}]}', "machine.json is corrupt: gpus[0].name is missing, not a string; "
      "restore it or start a new campaign"),
-    ("campaign.json", '{"kind": "compare-campaign", "created_at": 5}', "campaign.json is corrupt "
-     "(created_at or a planned cell's hash is not text); restore it or start a new campaign"),
-    ("campaign.json", '{"kind": "compare-campaign", "config": {"x": NaN}}', "campaign.json is corrupt "
-     "(config.x is nan, not a finite number); restore it or start a new campaign"),
-    ("machine.json", '{"gpus": "8x H200"}', "machine.json is corrupt (gpus is not a list of objects, "
-     "or git not an object); restore it or start a new campaign"),
+    ("machine.json", '{"gpus": [], "git": {"commit": 5}}', "machine.json is corrupt: git.commit is 5, "
+     "not a string; restore it or start a new campaign"),
+    ("machine.json", '{"gpus": [], "cpu_model": ["x"]}', "machine.json is corrupt: cpu_model is ['x'], "
+     "not a string; restore it or start a new campaign"),
 ], ids=["campaign-garbage", "campaign-list", "machine-garbage", "created-at-number", "campaign-nan",
-        "machine-gpus-text"])
+        "campaign-duplicate-key", "campaign-401-digits", "machine-gpus-text", "machine-gpu-empty",
+        "machine-commit-number", "machine-cpu-list"])
 def test_a_corrupt_campaign_file_is_one_line_and_exit_2(tmp_path, capsys, name, text, why):
     c = _campaign(tmp_path)
     (c.root / name).write_text(text)
-    for argv in (["report", str(c.root)], ["diff", str(c.root), str(c.root)],
+    for argv in (["report", str(c.root)], ["diff", str(c.root), str(c.root)], ["history", str(c.root)],
                  ["run", "--device", "cpu", "--executor", "local", "--resume", "--results", str(c.root)]):
         code, _, err = main_exit(argv, capsys)
         assert (code, err) == (2, "compare: error: {}: {}\n".format(c.root, why)), argv
@@ -125,8 +139,8 @@ def test_a_fifo_or_a_link_to_dev_zero_is_skipped_without_blocking(tmp_path):
     (c.root / "machine.json").unlink()
     os.mkfifo(str(c.root / "machine.json"))
     proc = compare(["report", c.root], timeout=60)
-    assert (proc.returncode, proc.stderr) == (2, "compare: error: {}: machine.json is corrupt (not a "
-                                                 "regular file but a FIFO; only regular files are read); "
+    assert (proc.returncode, proc.stderr) == (2, "compare: error: {}: machine.json is corrupt: not a "
+                                                 "regular file but a FIFO; only regular files are read; "
                                                  "restore it or start a new campaign\n".format(c.root))
 
 
@@ -219,3 +233,81 @@ def test_a_campaign_without_settings_whose_results_disagree_is_not_resumed(tmp_p
     assert str(exc.value) == ("--resume: the campaign stored no settings (an earlier compare made it) "
                               "and its results disagree: steps 50 in caffe2-fp32-g1-b256-s224-r0 vs 11 in "
                               "caffe2-fp32-g1-b256-s224-r1; start a new campaign")
+
+
+def _fake_run(tmp_path, capsys, root, *extra):
+    from tests.helpers import FAST, fake_python
+    args = ["run", "--frameworks", "caffe2", "--results", str(root), "--python",
+            "caffe2={}".format(fake_python(tmp_path))] + FAST + list(extra)
+    code, _, err = main_exit(args, capsys)
+    assert code == 0, err
+    return args, err
+
+
+def test_a_result_of_another_campaign_with_the_same_settings_is_left_out(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "500")  # rich wraps at 80 columns when stderr is no terminal
+    args, _ = _fake_run(tmp_path, capsys, tmp_path / "a")
+    _fake_run(tmp_path, capsys, tmp_path / "b")  # the same settings, another campaign
+    name = "caffe2-fp32-w1-b4-s32-r0.json"
+    copied = (tmp_path / "b" / "results" / name).read_text()
+    (tmp_path / "a" / "results" / name).write_text(copied)
+    code, out, err = main_exit(["report", str(tmp_path / "a")], capsys)
+    assert code == 0
+    assert ("compare: warning: skipped result {}: its nonce {} is not one of this campaign's attempts "
+            "(a result copied from another campaign?); only results of its own runs count\n".format(
+                name, json.loads(copied)["nonce"])) in err
+    assert "No results yet." in out
+    _, err = _fake_run(tmp_path, capsys, tmp_path / "a", "--resume")
+    assert "1 cells, 1 to run" in err  # run again, the copy replaced
+    assert (tmp_path / "a" / "results" / name).read_text() != copied
+
+
+def test_a_result_naming_another_machines_device_is_left_out(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "500")
+    from backends.machine import cpu_model
+    _fake_run(tmp_path, capsys, tmp_path / "a")
+    path = tmp_path / "a" / "results" / "caffe2-fp32-w1-b4-s32-r0.json"
+    data = json.loads(path.read_text())
+    assert data["device_name"] == cpu_model()  # what a run on this machine records
+    data["device_name"] = "Other CPU @ 9.99GHz"
+    path.write_text(json.dumps(data))
+    code, _, err = main_exit(["report", str(tmp_path / "a")], capsys)
+    assert ("compare: warning: skipped result {}: it ran on Other CPU @ 9.99GHz, not on this campaign's "
+            "machine (CPU {}); results of another machine are never mixed in\n".format(
+                path.name, cpu_model())) in err
+
+
+def test_a_gpu_result_must_name_a_gpu_of_the_campaigns_machine(tmp_path, capsys):
+    from tests.helpers import save_campaign
+    here = result("caffe2", "fp32", 1, 100.0)  # NVIDIA RTX A6000, as MACHINE's GPUs
+    v100 = result("caffe2", "fp16", 1, 300.0, device_name="Tesla V100-PCIE-16GB")
+    root = save_campaign(tmp_path / "c", [here, v100], MACHINE)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0
+    assert ("compare: warning: skipped result {}.json: it ran on Tesla V100-PCIE-16GB, not on this "
+            "campaign's machine (GPUs NVIDIA RTX A6000); results of another machine are never mixed "
+            "in\n".format(v100.run_id)) in err
+    assert "100.00" in out and "300.00" not in out
+
+
+@pytest.mark.parametrize("device,gpus,same", [
+    ("NVIDIA RTX A6000", ["NVIDIA RTX A6000"], True),
+    ("Tesla V100-PCIE-32GB", ["Tesla V100-SXM2-16GB"], True),  # one model, two boards
+    ("NVIDIA GPU 0", ["NVIDIA H200"], True),  # MXNet's name where the driver lists none: no model
+    ("gpu", ["NVIDIA H200"], True),  # TensorFlow's where its device details name none
+    ("NVIDIA H100 80GB HBM3", ["NVIDIA H200"], False),
+    ("NVIDIA RTX A1000", ["NVIDIA RTX A100"], False),
+    ("Tesla T4", [], True),  # a machine record without GPUs names none to hold it to
+], ids=["same", "same-model", "mxnet-generic", "tf-generic", "h100-on-h200", "a1000-on-a100",
+        "no-gpus-recorded"])
+def test_a_gpus_name_is_held_to_the_model_words_of_the_machines(device, gpus, same):
+    from compare import validate
+    machine = dict(MACHINE, gpus=[{"name": g} for g in gpus])
+    assert (validate.other_machine("cuda", device, machine) is None) == same
+
+
+def test_a_clusters_record_holds_no_device_to_one_nodes_model():
+    from compare import validate
+    node = dict(MACHINE, cpu_model="AMD EPYC 7543", slurm={"partitions": [], "placement": []})
+    assert validate.other_machine("cpu", "Intel Xeon Gold 6130", dict(node, slurm=None)) is not None
+    assert validate.other_machine("cpu", "Intel Xeon Gold 6130", node) is None  # another node type

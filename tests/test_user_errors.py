@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-from compare.runner import RunConfig
+from compare import study
+from compare.stages import plan as planning
 from tests.helpers import main_exit
 
 
@@ -31,7 +32,7 @@ def test_more_cpu_workers_than_cores_needs_saying_so(capsys, monkeypatch, tmp_pa
                               "COMPARE_OVERSUBSCRIBE=1 to run more workers than cores)\n".format(
                                   cores + 1, cores, "s" if cores > 1 else ""))
     monkeypatch.setenv("COMPARE_OVERSUBSCRIBE", "1")
-    assert _parse(gpus="1,{}".format(cores + 1)).gpus == [1, cores + 1]
+    assert planning.make(_study(gpus="1,{}".format(cores + 1))).matrix.gpus == (1, cores + 1)
 
 
 def test_an_over_long_results_name_is_one_line(tmp_path, capsys):
@@ -54,13 +55,10 @@ def test_a_reference_with_a_gpu_count_that_is_no_number(tmp_path, capsys):
                               "give whole numbers >= 1\n".format(ref))
 
 
-def _parse(**kw):
-    args = dict(frameworks="caffe2", gpus="1", precision="fp32", batch_size="4", device="cpu",
-                image_size=None, steps=None, warmup=None, windows=1, repeats=1, results=None,
-                resume=False, timeout=60.0, compile=False, quick=False, python=[], option=[],
-                executor="local")
-    args.update(kw)
-    return RunConfig.parse(**args)
+def _study(**flags):
+    """The Study of `compare run` with these flags (by setting name, as typed)."""
+    return study.build(dict(dict(frameworks="caffe2", gpus="1", precision="fp32", batch_size="4",
+                                 device="cpu", windows="1", timeout="60", executor="local"), **flags))
 
 
 def test_relative_paths_are_resolved_where_they_were_typed(tmp_path, monkeypatch):
@@ -68,9 +66,9 @@ def test_relative_paths_are_resolved_where_they_were_typed(tmp_path, monkeypatch
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "python").write_text("")
     (tmp_path / "bin" / "python").chmod(0o755)
-    cfg = _parse(results="campaign", python=["caffe2=bin/python"])
-    assert cfg.results == str(tmp_path / "campaign")
-    assert cfg.python == {"caffe2": str(tmp_path / "bin" / "python")}
+    s = _study(results="campaign", python=["caffe2=bin/python"])
+    assert s.results == str(tmp_path / "campaign")
+    assert s.overrides == {"caffe2": str(tmp_path / "bin" / "python")}
 
 
 @pytest.mark.parametrize("args,message", [

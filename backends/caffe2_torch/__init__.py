@@ -5,13 +5,22 @@ per worker) in a Slurm job; backends/world.py reads the rank from either (launch
 """
 from typing import List
 
-from ..dataset import FEEDER_PRIORITY, LOADER_WORKERS, NVIMGCODEC_API, PIPELINE, SWITCH_INTERVAL
-from ..options import CHANNELS_LAST, COMPILE, Option, Switch
+from .. import pipelines
+from ..options import CHANNELS_LAST, COMPILE, HW_DECODE, LOADER_WORKERS, Option, Switch
 from ..protocol import RunSpec
-from ..splitdecode import OPTIONS as SPLIT_OPTIONS  # cpu_decoders, cpu_share, cpu_draft
 
 MODULE = "backends.caffe2_torch"
 DATA_FORMAT = None  # --data DIR: the DataLoader reads the JPEG folder itself (data.py)
+# its input pipelines (backends/pipelines/), in order of preference: decode=auto takes the first
+# that runs here; --option decode and --option pipeline are made from this table
+PIPELINES = (
+    pipelines.hw_row("backends.caffe2_torch.data:hw"),
+    pipelines.Pipeline("cpu", "backends.caffe2_torch.data:cpu", "Pillow in the loader workers"),
+    pipelines.Pipeline("gpu", "backends.caffe2_torch.data:gpu", "nvJPEG through torchvision",
+                       short="nvJPEG through torchvision",
+                       gpu="decodes with nvJPEG on a CUDA device"),
+    pipelines.dali_row("backends.caffe2_torch.dali:make"),
+)
 OPTIONS = (
     CHANNELS_LAST,
     Option("optimizer", "str", "SGD implementation: one fused kernel, per-tensor-list, or a loop",
@@ -24,16 +33,10 @@ OPTIONS = (
            "the first step and keeps the fastest (else its heuristics choose)", default=True),
     Option("cudnn_benchmark_limit", "int", "with cudnn_benchmark: how many candidates to time per "
            "convolution (0: all)", default=10, minimum=0, maximum=1000),
-    Option("decode", "str", "with --data DIR: hw = the GPU's JPEG engines (nvImageCodec), cpu = "
-           "Pillow in the loader workers, gpu = nvJPEG through torchvision; auto = hw where it "
-           "decodes here, else cpu with the reason recorded", default="auto",
-           choices=("auto", "hw", "cpu", "gpu")),
+    pipelines.decode_option(PIPELINES),
     LOADER_WORKERS,
-    PIPELINE,
-    NVIMGCODEC_API,
-    SWITCH_INTERVAL,
-    FEEDER_PRIORITY,
-    *SPLIT_OPTIONS,
+    pipelines.pipeline_option(PIPELINES),
+    *HW_DECODE,
 )
 # `tuned` (docs/modes.md): PyTorch 2's documented fast path, torch.compile, with the whole step
 # captured as one CUDA graph where compare can (one GPU; its capture does not cover DDP's
@@ -50,10 +53,24 @@ MODES = {"tuned": (
 )}
 
 
+# cuDNN's autotuning (cudnn.benchmark: 57 s in the first fp32 step of ResNet-50 on an H200) has
+# no on-disk cache: cuDNN and PyTorch keep the algorithms they chose in the process's memory only
+# (pytorch/pytorch#4392 and #88410 ask for one), so every process tunes again; the record says so
+CUDNN = ("no on-disk cache: cuDNN and PyTorch keep the algorithms cudnn.benchmark chose in the "
+         "process's memory only, so each process tunes again in its first step")
+
+
 def prepare(spec: RunSpec) -> None:
-    """Before torch is imported: its compile caches (backends/caches.py)."""
+    """Before torch is imported (it reads its variables once): with --compile, torch.compile's
+    cache folder under compare's (backends/caches.py: Inductor's FX graphs, AOTAutograd's and
+    Triton's kernels, keyed by torch on the graph, its inputs and the compile settings); on GPUs,
+    cuDNN's word."""
     from .. import caches
-    caches.prepare_torch(spec.compile, spec.device == "cuda")
+    if spec.device == "cuda":
+        caches.say("cudnn_autotune", CUDNN)
+    if spec.compile:
+        caches.claim("TORCHINDUCTOR_CACHE_DIR", "torchinductor", "torchinductor",
+                     "torch-" + caches.version("torch"))
 
 
 def launcher(spec: RunSpec) -> str:

@@ -14,9 +14,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from .. import accuracy_data as ad
 from .. import dataset as ds
 from .. import options, recipe
+from ..pipelines import accuracy_data as ad
 from ..protocol import RunSpec, Unsupported
 from ..trainer import Trainer
 from . import OPTIONS

@@ -1,4 +1,6 @@
-"""PyTorch's input pipeline for --data DIR: a DataLoader over the JPEG folder itself.
+"""PyTorch's input pipeline for --data DIR: a DataLoader over the JPEG folder itself, its
+decode one of the rows of PIPELINES (__init__.py; pipeline=dali is dali.py), made by the
+function of the same name here:
 
 decode=cpu  loader workers decode with Pillow (at a reduced DCT scale where the crop allows it),
             random-resized-crop to the image size and flip; a batch travels as uint8 NHWC.
@@ -8,7 +10,7 @@ decode=gpu  loader workers only read each file's bytes, its size from the JPEG h
             JPEGs) and crops, resizes and flips all images with one gather (crop_resize).
 decode=hw   as decode=gpu, the crop windows decoded on the JPEG engines by nvImageCodec and a
             share of each batch by CPU decoder processes beside them (hwdecode.py,
-            ../splitdecode.py).
+            ../pipelines/splitdecode.py).
 Either way a feeder thread moves the batch to the device and normalises it on a side CUDA stream,
 DEPTH batches ahead of the training step, in channels_last when the model uses it; the training
 thread keeps at most INFLIGHT steps queued on the GPU, so that it sleeps on an event rather than
@@ -18,27 +20,29 @@ import collections
 import os
 import random
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 from torch.utils import data as tud
 
 from .. import dataset as ds
-from .. import feed, options, policy
-from .. import nvdecode as nvd
+from .. import options, pipelines, policy
+from ..pipelines import feed
+from ..pipelines import nvdecode as nvd
 from ..protocol import RunSpec, Unsupported
-from . import OPTIONS
+from . import OPTIONS, PIPELINES
 from .runtime import TorchRuntime
 
 DEPTH = 4  # batches the feeder keeps ready on the device (~0.6 GB at batch 256, 224 px)
 LOADER_PREFETCH = 4  # batches each loader worker keeps ready
 INFLIGHT = 2  # real data on cuda: training steps queued on the GPU beyond the one being issued
 BYTE_READERS = 4  # decode=hw's loader workers by default: they only read bytes (~130 us an image)
-PIPELINES = {"cpu": "torch DataLoader + Pillow decode in the workers",
-             "gpu": "torch DataLoader (file bytes) + nvJPEG batch decode on the GPU "
-                    "(torchvision.io.decode_jpeg)",
-             "hw": "torch DataLoader (file bytes, crop boxes) + nvImageCodec region-of-interest "
-                   "decode on the JPEG engines, one-gather resize on the GPU"}
+# what each decode's pipeline is, as results record it (data_pipeline)
+TEXTS = {"cpu": "torch DataLoader + Pillow decode in the workers",
+         "gpu": "torch DataLoader (file bytes) + nvJPEG batch decode on the GPU "
+                "(torchvision.io.decode_jpeg)",
+         "hw": "torch DataLoader (file bytes, crop boxes) + nvImageCodec region-of-interest "
+               "decode on the JPEG engines, one-gather resize on the GPU"}
 
 
 class _Shuffled(tud.Sampler):
@@ -291,18 +295,21 @@ def _decode_batch(encoded: List[torch.Tensor], decode, meta: torch.Tensor, label
 
 
 class Made:
-    """What a pipeline maker returns: the batches, prepare(), the decode that runs and why, the
-    pipeline's description, its extra settings, the loader workers, the split decoder (hw)."""
+    """What a pipeline's maker returns (the makers named in PIPELINES): the batches, prepare(),
+    the pipeline's description, its extra settings, the loader workers, the split decoder (hw),
+    whether the feeder's stream runs at high priority (hw); make_feed adds the decode that runs
+    and why."""
 
-    def __init__(self, batches, prepare, decode: str, why: Optional[str], pipeline: str,
-                 extra: Dict[str, Any], workers: Tuple[int, str], decoder=None):
-        self.batches, self.prepare, self.decode, self.why = batches, prepare, decode, why
-        self.pipeline, self.extra, self.workers, self.decoder = pipeline, extra, workers, decoder
+    def __init__(self, batches, prepare, pipeline: str, extra: Dict[str, Any],
+                 workers: Tuple[int, str], decoder=None, high: bool = False):
+        self.batches, self.prepare, self.pipeline, self.extra = batches, prepare, pipeline, extra
+        self.workers, self.decoder, self.high = workers, decoder, high
+        self.decode, self.why = "", None  # the row of PIPELINES that runs, why not the first
 
 
 def make_feed(spec: RunSpec, runtime: TorchRuntime) -> Feed:
     """This rank's pipeline over its shard of spec.data's files (every world-th file), onto the
-    runtime's device in the model's layout."""
+    runtime's device in the model's layout: the row of PIPELINES that pipelines.choose picks."""
     def opt(key):
         return options.value(OPTIONS, spec.options, key)
     device, rank, world = runtime.device, runtime.rank, runtime.world
@@ -312,12 +319,11 @@ def make_feed(spec: RunSpec, runtime: TorchRuntime) -> Feed:
     files = [(os.path.join(prepared.root, rel), label)
              for rel, label in ds.shard(prepared.files(), rank, world)]
     workers = ds.loader_workers(spec, opt("loader_workers"))
-    make = _dali if opt("pipeline") == "dali" else _native
-    made = make(spec, opt, device, files, workers, spec.seed + rank, channels_last)
-    cuda = device.type == "cuda"
-    feeder = ds.hw_feeder_settings(opt) if made.decode == "hw" and cuda else {}
-    made.extra.update(feeder)
-    if cuda:
+    row, why = pipelines.choose(PIPELINES, opt, device.type == "cuda", device.index, files[0][0])
+    made = pipelines.function(row.make)(spec, opt, device, files, workers, spec.seed + rank,
+                                        channels_last)
+    made.decode, made.why = row.name, why
+    if device.type == "cuda":
         made.extra["steps_in_flight"] = INFLIGHT
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
@@ -329,59 +335,52 @@ def make_feed(spec: RunSpec, runtime: TorchRuntime) -> Feed:
             out["decode_split"] = made.decoder.describe()
             out["decode_error_files"] = [files[i][0] for i in made.prepare.failed]
         return out
-    return Feed(made.batches, made.prepare, device, settings,
-                feeder.get("feeder_priority") == "high",
+    return Feed(made.batches, made.prepare, device, settings, made.high,
                 [made.decoder.close] if made.decoder is not None else [])
 
 
-def _native(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, str], seed: int,
-            channels_last: bool) -> Made:
-    """The DataLoader over the folder, and the decode that --option decode (auto|hw|cpu|gpu)
-    resolves to; decode=hw reads with BYTE_READERS workers unless loader_workers says otherwise,
-    and splits each batch with CPU decoders."""
-    api = opt("nvimgcodec_api")
-    decode, why = nvd.resolve(opt("decode"), device.type == "cuda", device.index, files[0][0],
-                              api=api)
-    if decode == "gpu" and device.type != "cuda":
-        raise Unsupported("decode=gpu decodes with nvJPEG on a CUDA device; this run is on the cpu")
-    extra = {"loader_prefetch": LOADER_PREFETCH}  # type: Dict[str, Any]
-    decoder = None
-    if decode == "hw":
-        if opt("loader_workers") is None and workers[0] > BYTE_READERS:
-            workers = (BYTE_READERS, "{} byte readers (decode=hw; {})".format(BYTE_READERS,
-                                                                              workers[1]))
-        from . import hwdecode
-        decoder, note = hwdecode.split_decoder(spec, opt, device, api)
-        prepare = hwdecode.hw_to_device(device, spec.image_size, channels_last, decoder,
-                                        _scale(device))
-        extra.update(nvd.describe("hw", 1, api=api))
-        if note:
-            extra["cpu_decoders_note"] = note
-    else:
-        prepare = _prepare(decode, device, spec.image_size, channels_last)
-    read, collate = (_pixels, collate_pixels) if decode == "cpu" else (_encoded, collate_encoded)
-    loader = tud.DataLoader(
+def _loader(spec: RunSpec, device: torch.device, files, workers: Tuple[int, str], seed: int,
+            read, collate, pin: bool = False) -> tud.DataLoader:
+    """The DataLoader over the folder: `read` each file in the workers, `collate` a batch."""
+    return tud.DataLoader(
         FolderDataset(files, read, spec.image_size, seed), batch_size=spec.batch_size,
         sampler=_Shuffled(len(files), seed), num_workers=workers[0], collate_fn=collate,
-        pin_memory=device.type == "cuda" and decode == "cpu", drop_last=True,
-        persistent_workers=True, prefetch_factor=LOADER_PREFETCH)
-    return Made(loader, prepare, decode, why, PIPELINES[decode], extra, workers, decoder)
+        pin_memory=pin and device.type == "cuda", drop_last=True, persistent_workers=True,
+        prefetch_factor=LOADER_PREFETCH)
 
 
-def _dali(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, str], seed: int,
-          channels_last: bool) -> Made:
-    """pipeline=dali: DALI decodes (the mixed decoder on a GPU, CPU operators without one)."""
-    from .. import dali
-    gpu = device.type == "cuda"
-    pipe = dali.build(files, spec.batch_size, spec.image_size, seed, workers[0],
-                      device.index if gpu else None)
-    return Made(dali.TorchBatches(pipe), dali.torch_prepare(device, channels_last), "dali",
-                "--option pipeline=dali (decode={} not used)".format(opt("decode")),
-                dali.pipeline_text(gpu), dali.describe(gpu, 1, workers[0]), workers)
+def cpu(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, str], seed: int,
+        channels_last: bool) -> Made:
+    """decode=cpu: the loader workers decode with Pillow; uint8 batches pinned, then normalised on
+    the device."""
+    loader = _loader(spec, device, files, workers, seed, _pixels, collate_pixels, pin=True)
+    return Made(loader, _pixels_to_device(device, channels_last), TEXTS["cpu"],
+                {"loader_prefetch": LOADER_PREFETCH}, workers)
 
 
-def _prepare(decode: str, device: torch.device, size: int, channels_last: bool):
-    """The feeder's batch -> device step for decode cpu and gpu (hw: hwdecode.hw_to_device)."""
-    if decode == "cpu":
-        return _pixels_to_device(device, channels_last)
-    return decoded_to_device(device, size, channels_last, nvjpeg(device))
+def gpu(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, str], seed: int,
+        channels_last: bool) -> Made:
+    """decode=gpu: the loader workers read bytes; nvJPEG decodes the batch on the device."""
+    loader = _loader(spec, device, files, workers, seed, _encoded, collate_encoded)
+    prepare = decoded_to_device(device, spec.image_size, channels_last, nvjpeg(device))
+    return Made(loader, prepare, TEXTS["gpu"], {"loader_prefetch": LOADER_PREFETCH}, workers)
+
+
+def hw(spec: RunSpec, opt, device: torch.device, files, workers: Tuple[int, str], seed: int,
+       channels_last: bool) -> Made:
+    """decode=hw: BYTE_READERS loader workers (unless loader_workers says otherwise) read bytes;
+    the JPEG engines decode the crops, CPU decoders a share of each batch (hwdecode.py)."""
+    from . import hwdecode
+    api = opt("nvimgcodec_api")
+    if opt("loader_workers") is None and workers[0] > BYTE_READERS:
+        workers = (BYTE_READERS, "{} byte readers (decode=hw; {})".format(BYTE_READERS, workers[1]))
+    decoder, note = hwdecode.split_decoder(spec, opt, device, api)
+    prepare = hwdecode.hw_to_device(device, spec.image_size, channels_last, decoder, _scale(device))
+    extra = dict({"loader_prefetch": LOADER_PREFETCH}, **nvd.describe("hw", 1, api=api))
+    if note:
+        extra["cpu_decoders_note"] = note
+    loader = _loader(spec, device, files, workers, seed, _encoded, collate_encoded)
+    feeder = feed.hw_feeder_settings(opt)
+    extra.update(feeder)
+    return Made(loader, prepare, TEXTS["hw"], extra, workers, decoder,
+                feeder["feeder_priority"] == "high")

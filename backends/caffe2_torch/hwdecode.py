@@ -1,6 +1,6 @@
 """PyTorch's decode=hw: the crop windows of a batch decoded on the GPU's JPEG engines by
-nvImageCodec (backends/nvdecode.py), with a share of them on CPU decoder processes beside them
-(backends/splitdecode.py), into one flat uint8 tensor, then resized, flipped and normalised with
+nvImageCodec (backends/pipelines/nvdecode.py), with a share of them on CPU decoder processes beside them
+(backends/pipelines/splitdecode.py), into one flat uint8 tensor, then resized, flipped and normalised with
 one gather, all on the feeder's side stream.
 
 The DataLoader workers only read bytes and draw the crops (data._encoded, as decode=gpu); the
@@ -13,9 +13,9 @@ from typing import List, Optional
 
 import torch
 
-from .. import cpudecode, splitdecode
 from .. import dataset as ds
-from .. import nvdecode as nvd
+from ..pipelines import cpudecode, splitdecode
+from ..pipelines import nvdecode as nvd
 
 MAX_LISTED = 20  # files that did not decode, listed by path in the result (all are counted)
 

@@ -7,13 +7,19 @@ the details.
 """
 from typing import List
 
-from ..dataset import FEEDER_PRIORITY, LOADER_WORKERS, NVIMGCODEC_API, PIPELINE, SWITCH_INTERVAL
-from ..options import Option
+from .. import pipelines
+from ..options import HW_DECODE, LOADER_WORKERS, Option
 from ..protocol import RunSpec
-from ..splitdecode import OPTIONS as SPLIT_OPTIONS  # cpu_decoders, cpu_share, cpu_draft
 
 MODULE = "backends.jax"
 DATA_FORMAT = None  # --data DIR: the pipeline reads the JPEG folder itself (data.py)
+# its input pipelines (backends/pipelines/), in order of preference: decode=auto takes the first
+# that runs here; --option decode and --option pipeline are made from this table
+PIPELINES = (
+    pipelines.hw_row("backends.jax.data:hw"),
+    pipelines.Pipeline("cpu", "backends.jax.data:cpu", "Pillow in the loader's workers"),
+    pipelines.dali_row("backends.jax.dali:make"),
+)
 OPTIONS = (
     Option("sync_bn", "bool", "batch-norm statistics over the global batch (an all-reduce in "
            "every BN layer) instead of per device as DDP and Horovod do", default=False),
@@ -38,16 +44,11 @@ OPTIONS = (
     Option("xla_flags", "str", "more XLA flags, appended to XLA_FLAGS as given (recorded)",
            default=""),
     LOADER_WORKERS,
-    Option("decode", "str", "with --data DIR: hw = the GPU's JPEG engines (nvImageCodec), cpu = "
-           "Pillow in the loader's workers; auto = hw where it decodes here, else cpu with the "
-           "reason recorded", default="auto", choices=("auto", "hw", "cpu")),
+    pipelines.decode_option(PIPELINES),
     Option("loader", "str", "with --data DIR and CPU decode: Grain worker processes, or a thread "
            "pool in the training process", default="grain", choices=("grain", "threads")),
-    PIPELINE,
-    NVIMGCODEC_API,
-    SWITCH_INTERVAL,
-    FEEDER_PRIORITY,
-    *SPLIT_OPTIONS,
+    pipelines.pipeline_option(PIPELINES),
+    *HW_DECODE,
     Option("device_prefetch", "int", "with --data DIR: batches kept ready on the devices ahead "
            "of the step (each one a global batch of float32 images)", default=2, minimum=1,
            maximum=64),
@@ -61,13 +62,14 @@ MODES = {"tuned": ()}  # no Switch(...) yet
 
 def prepare(spec: RunSpec) -> None:
     """Before jax is imported: JAX_PLATFORMS and XLA_FLAGS for this run (flags.py), and the
-    persistent compilation cache (backends/caches.py)."""
-    from .. import caches, world
+    persistent compilation cache (compile_cache.py)."""
+    from .. import world
+    from . import compile_cache
     from .flags import prepare
     member = world.world()
     prepare(spec, member)
     several_cpu = spec.device == "cpu" and member.processes > 1
-    caches.prepare_jax(off=caches.CPU_PROCESSES if several_cpu else None)
+    compile_cache.prepare(off=compile_cache.CPU_PROCESSES if several_cpu else None)
 
 
 def launcher(spec: RunSpec) -> str:

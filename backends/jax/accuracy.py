@@ -19,9 +19,9 @@ import optax
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .. import accuracy_data as ad
 from .. import dataset as ds
 from .. import options, recipe
+from ..pipelines import accuracy_data as ad
 from ..protocol import RunSpec
 from ..trainer import Trainer
 from . import OPTIONS, step

@@ -1,7 +1,8 @@
 """JAX's input pipeline for --data DIR: the JPEG folder itself (DATA_FORMAT None), decoded on
 the GPU's JPEG engines (decode=hw, hwfeed.py: the default where it works) or with Pillow in Grain
 worker processes (grain_loader.py; loader=threads: a thread pool, loader.py), each batch sharded
-onto the devices ahead of the step. DALI (pipeline=dali) is backends/dali.py.
+onto the devices ahead of the step: the rows of PIPELINES (__init__.py), made by the functions
+of the same names here (pipeline=dali: dali.py).
 
 A feeder thread takes each host batch of this process (uint8 NHWC, its local devices' share of
 the global batch) and makes it one global array sharded along the mesh's batch axis
@@ -13,7 +14,7 @@ that takes a batch waits for its transfer on the device, never on the host; the 
 is read from the host copy.
 """
 import os
-from typing import Any, Dict
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import jax
 import jax.numpy as jnp
@@ -21,11 +22,11 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from .. import cpudecode, feed, options
 from .. import dataset as ds
-from .. import nvdecode as nvd
+from .. import options, pipelines
+from ..pipelines import cpudecode, feed
 from ..protocol import RunSpec, Unsupported
-from . import OPTIONS
+from . import OPTIONS, PIPELINES
 from .flags import pinned
 from .loader import HostLoader
 from .runtime import AXIS, JaxRuntime
@@ -101,10 +102,35 @@ class Feed(feed.Feed):
         self.source.close()
 
 
+class Made(NamedTuple):
+    """What a pipeline's maker returns (the makers named in PIPELINES): the feeder's source, the
+    pipeline's description, its extra settings, the loader workers of this process."""
+    source: Any
+    pipeline: str
+    extra: Dict[str, Any]
+    workers: Tuple[int, str]
+
+
+class Shard(NamedTuple):
+    """What every maker is given: this process's files, batch (its devices' share of the global
+    one) and seed, the mesh, and the loader workers per device (count, where it came from)."""
+    files: List[Tuple[str, int]]
+    batch: int
+    seed: int
+    mesh: Mesh
+    per_device: Tuple[int, str]
+
+    def workers(self, per_device: Optional[Tuple[int, str]] = None) -> Tuple[int, str]:
+        """The process's loader workers: per device times its devices, and where that came from."""
+        (count, source), local = per_device or self.per_device, len(self.mesh.local_devices)
+        return count * local, source if local == 1 else \
+            "{} x {} devices (one pool per process)".format(source, local)
+
+
 def make_feed(spec: RunSpec, runtime: JaxRuntime) -> Feed:
     """This process's pipeline: its shard of spec.data's files (every process_count-th), batches
     of spec.batch_size per local device of the runtime's mesh; loader_workers threads per local
-    device."""
+    device; the row of PIPELINES that pipelines.choose picks."""
     def opt(key):
         return options.value(OPTIONS, spec.options, key)
     mesh, member = runtime.mesh, runtime.member
@@ -115,71 +141,68 @@ def make_feed(spec: RunSpec, runtime: JaxRuntime) -> Feed:
              for rel, label in ds.shard(prepared.files(), rank, processes)]
     local = len(mesh.local_devices)
     # a process pinned to its share of the cores shares them with its own devices only
-    per_device, source = ds.loader_workers(spec, opt("loader_workers"),
-                                           local if pinned(spec, member) else None)
+    shard = Shard(files, spec.batch_size * local, spec.seed + rank, mesh, ds.loader_workers(
+        spec, opt("loader_workers"), local if pinned(spec, member) else None))
     depth = opt("device_prefetch")
     first = [d for d in mesh.devices.flat if d.process_index == rank][0]
-    if opt("pipeline") == "dali":
-        decode, why = "dali", "--option pipeline=dali (decode={} not used)".format(opt("decode"))
-    else:
-        decode, why = nvd.resolve(opt("decode"), spec.device == "cuda",
-                                  getattr(first, "local_hardware_id", first.id), files[0][0],
-                                  api=opt("nvimgcodec_api"))
-    if decode == "hw" and opt("loader_workers") is None and per_device > BYTE_READERS:
-        per_device, source = BYTE_READERS, "{} byte readers per device (decode=hw; {})".format(
-            BYTE_READERS, source)
-    workers = (per_device * local, source if local == 1 else
-               "{} x {} devices (one pool per process)".format(source, local))
-    feeder = ds.hw_feeder_settings(opt) if decode == "hw" and spec.device == "cuda" else {}
-    split = None
-    if decode == "hw":  # CPU decoders beside the engines: the process's cores less two
-        processes = opt("cpu_decoders")
-        if processes is None:
-            processes = cpudecode.default_processes(ds.available_cores())
-        split = (processes, opt("cpu_share"), spec.image_size if opt("cpu_draft") else 0)
-    source, pipeline, extra = _source(decode, opt("loader"), files, spec, mesh, workers[0], rank,
-                                      feeder.get("feeder_priority") == "high",
-                                      opt("nvimgcodec_api"), split)
-    extra.update(feeder)
+    row, why = pipelines.choose(PIPELINES, opt, spec.device == "cuda",
+                                getattr(first, "local_hardware_id", first.id), files[0][0])
+    made = pipelines.function(row.make)(spec, opt, shard)
 
     def settings(tally: ds.Tally) -> Dict[str, Any]:
-        out = ds.settings(spec, prepared, tally, pipeline=pipeline,
-                          data_format="folder (the JPEG files)", workers=workers,
+        out = ds.settings(spec, prepared, tally, pipeline=made.pipeline,
+                          data_format="folder (the JPEG files)", workers=made.workers,
                           ranks=processes, device_prefetch=depth, host_prefetch=HOST_PREFETCH,
-                          shard_images=len(files), process_batch=spec.batch_size * local,
-                          decode=decode, decode_why=why, **extra)
-        out.update(source.describe() if hasattr(source, "describe") else {})
-        if hasattr(source, "failed"):
-            out["decode_error_files"] = [files[i][0] for i in source.failed]
+                          shard_images=len(files), process_batch=shard.batch,
+                          decode=row.name, decode_why=why, **made.extra)
+        out.update(made.source.describe() if hasattr(made.source, "describe") else {})
+        if hasattr(made.source, "failed"):
+            out["decode_error_files"] = [files[i][0] for i in made.source.failed]
         return out
-    return Feed(source, depth, settings)
+    return Feed(made.source, depth, settings)
 
 
-def _source(decode: str, loader: str, files, spec: RunSpec, mesh: Mesh, workers: int, rank: int,
-            high: bool = False, api: str = "c", split=None):
-    """(the feeder's source, the pipeline's description, settings) for the decode that runs;
-    split (decode=hw): (CPU decoders, their fixed share or None, draft size)."""
-    batch, seed = spec.batch_size * len(mesh.local_devices), spec.seed + rank
-    sharding = NamedSharding(mesh, P(AXIS))
-    if decode == "dali":
-        return _dali(files, spec, mesh, workers, seed, sharding)
-    if decode == "hw":
-        from . import hwfeed
-        if loader == "threads":
-            host = hwfeed.ByteLoader(files, batch, spec.image_size, seed, workers, HOST_PREFETCH)
-        else:
-            host = _grain(files, batch, spec.image_size, seed, workers, True)
-        processes, share, draft = split or (0, None, 0)
-        return (hwfeed.HwSource(host, mesh, spec.batch_size, spec.image_size, high=high,
-                                api=api, cpu_decoders=processes, share=share, draft=draft),
-                hwfeed.PIPELINE.format("threads" if loader == "threads" else "Grain worker processes"),
-                {"loader": "threads (file bytes)" if loader == "threads" else
-                 "grain {} (file bytes)".format(host.version)})
-    if loader == "threads":
-        host = HostLoader(files, batch, spec.image_size, seed, workers, HOST_PREFETCH)
-        return HostSource(host, sharding), PIPELINE, {"loader": "threads"}
-    host = _grain(files, batch, spec.image_size, seed, workers, False)
-    return HostSource(host, sharding), GRAIN_PIPELINE, {"loader": "grain " + host.version}
+def cpu(spec: RunSpec, opt, shard: Shard) -> Made:
+    """decode=cpu: Pillow decodes in Grain's worker processes (loader=threads: a thread pool)."""
+    workers = shard.workers()
+    sharding = NamedSharding(shard.mesh, P(AXIS))
+    if opt("loader") == "threads":
+        host = HostLoader(shard.files, shard.batch, spec.image_size, shard.seed, workers[0],
+                          HOST_PREFETCH)
+        return Made(HostSource(host, sharding), PIPELINE, {"loader": "threads"}, workers)
+    host = _grain(shard.files, shard.batch, spec.image_size, shard.seed, workers[0], False)
+    return Made(HostSource(host, sharding), GRAIN_PIPELINE, {"loader": "grain " + host.version},
+                workers)
+
+
+def hw(spec: RunSpec, opt, shard: Shard) -> Made:
+    """decode=hw: BYTE_READERS loader workers per device (unless loader_workers says otherwise)
+    read bytes; the JPEG engines decode the crops, CPU decoders (the process's cores less two
+    unless cpu_decoders says) a share of each batch (hwfeed.py)."""
+    from . import hwfeed
+    per_device = shard.per_device
+    if opt("loader_workers") is None and per_device[0] > BYTE_READERS:
+        per_device = (BYTE_READERS, "{} byte readers per device (decode=hw; {})".format(
+            BYTE_READERS, per_device[1]))
+    workers = shard.workers(per_device)
+    feeder = feed.hw_feeder_settings(opt)
+    processes = opt("cpu_decoders")
+    if processes is None:
+        processes = cpudecode.default_processes(ds.available_cores())
+    if opt("loader") == "threads":
+        host = hwfeed.ByteLoader(shard.files, shard.batch, spec.image_size, shard.seed,
+                                 workers[0], HOST_PREFETCH)
+    else:
+        host = _grain(shard.files, shard.batch, spec.image_size, shard.seed, workers[0], True)
+    source = hwfeed.HwSource(host, shard.mesh, spec.batch_size, spec.image_size,
+                             high=feeder["feeder_priority"] == "high",
+                             api=opt("nvimgcodec_api"), cpu_decoders=processes,
+                             share=opt("cpu_share"),
+                             draft=spec.image_size if opt("cpu_draft") else 0)
+    threads = opt("loader") == "threads"
+    return Made(source, hwfeed.PIPELINE.format("threads" if threads else "Grain worker processes"),
+                dict({"loader": "threads (file bytes)" if threads else
+                      "grain {} (file bytes)".format(host.version)}, **feeder), workers)
 
 
 def _grain(files, batch: int, size: int, seed: int, workers: int, encoded: bool):
@@ -191,17 +214,3 @@ def _grain(files, batch: int, size: int, seed: int, workers: int, encoded: bool)
     except ImportError as exc:
         raise Unsupported("loader=grain: grain does not import here ({}); install it or give "
                           "--option loader=threads".format(exc)) from None
-
-
-def _dali(files, spec: RunSpec, mesh: Mesh, workers: int, seed: int, sharding):
-    """pipeline=dali: one DALI pipeline per local device over its share of the process's files."""
-    from .. import dali
-    devices = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
-    gpu, k = spec.device == "cuda", len(devices)
-    threads = max(1, workers // k)
-    pipes = [dali.build(ds.shard(files, i, k), spec.batch_size, spec.image_size, seed + i, threads,
-                        getattr(d, "local_hardware_id", d.id) if gpu else None)
-             for i, d in enumerate(devices)]
-    shape = (spec.batch_size * mesh.devices.size, spec.image_size, spec.image_size, 3)
-    return (dali.JaxSource(pipes, devices, sharding, shape), dali.pipeline_text(gpu),
-            dali.describe(gpu, k, threads))

@@ -22,7 +22,7 @@ from typing import Any, List, Sequence, Tuple
 import numpy as np
 
 from .. import dataset as ds
-from .. import nvdecode as nvd
+from ..pipelines import nvdecode as nvd
 
 EPOCHS = 100000  # the stream's length in passes over the shard: endless for any benchmark
 

@@ -1,5 +1,5 @@
-"""JAX's decode=hw: crop windows decoded on the GPU's JPEG engines (backends/nvdecode.py), a
-share of each batch by CPU decoder processes beside them (backends/splitdecode.py), resized,
+"""JAX's decode=hw: crop windows decoded on the GPU's JPEG engines (backends/pipelines/nvdecode.py), a
+share of each batch by CPU decoder processes beside them (backends/pipelines/splitdecode.py), resized,
 flipped and normalised on the devices by one jitted gather.
 
 Grain worker processes (grain_loader.py; loader=threads: ByteLoader below) read each file's
@@ -32,8 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import dataset as ds
-from .. import nvdecode as nvd
-from .. import splitdecode
+from ..pipelines import nvdecode as nvd
+from ..pipelines import splitdecode
 from .loader import sample_numbers
 
 RING = 4  # flat buffers per device: one decoded into, two decoded and waiting, one being resized

@@ -2,19 +2,19 @@
 barrier, close. Imported by train.py, step.py and data.py, after the backend's prepare() set
 XLA_FLAGS and JAX_PLATFORMS (flags.py: jax reads them once)."""
 import inspect
-import os
 from typing import Any, Dict, List, Optional
 
 import jax
 import numpy as np
 from jax.sharding import Mesh
 
-from .. import caches, phases, policy, world
+from .. import phases, policy, world
+from ..contract.rules import visible_gpus
 from ..machine import cpu_model
 from ..protocol import RunSpec, Unsupported
 from ..trainer import Runtime
 from ..world import World
-from . import flags
+from . import compile_cache, flags
 
 AXIS = "data"  # the mesh's one axis: the batch is split along it, one slice per device
 SHUTDOWN_TIMEOUT_S = 60
@@ -30,7 +30,7 @@ def join(spec: RunSpec, member: World) -> None:
                       process_id=member.rank)
     if spec.device == "cuda":
         k = flags.devices_per_process(spec, member)
-        visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d]
+        visible = visible_gpus() or []
         # a launcher that gives each task its own GPUs makes them devices 0..k-1
         first = 0 if len(visible) == k else member.local_rank * k
         kwargs["local_device_ids"] = list(range(first, first + k))
@@ -68,7 +68,7 @@ def versions() -> str:
 class JaxRuntime(Runtime):
     def __init__(self, spec: RunSpec, member: Optional[World] = None):
         self.spec, self.member = spec, member or world.world()
-        caches.watch_jax(jax.monitoring)  # before anything is compiled
+        compile_cache.watch(jax.monitoring)  # before anything is compiled
         join(spec, self.member)
         self.rank = jax.process_index()
         self.devices = devices(spec, self.member)

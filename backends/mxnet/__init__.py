@@ -2,12 +2,14 @@
 import os
 from typing import List
 
-from ..dataset import LOADER_WORKERS
-from ..options import CHANNELS_LAST, Option, Switch
+from ..options import CHANNELS_LAST, LOADER_WORKERS, Option, Switch
+from ..pipelines import Pipeline
 from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.mxnet"
 DATA_FORMAT = "recordio"  # --data DIR: train.rec/.idx written once, read by ImageRecordIter (data.py)
+PIPELINES = (Pipeline(DATA_FORMAT, "backends.mxnet.data:make_feed", "ImageRecordIter over the "
+                      "RecordIO file, MXNet's C++ threads decoding with OpenCV on the CPU"),)
 OPTIONS = (
     Option("kvstore", "str", "where the gradients of N contexts are summed: on the devices "
            "(as the Dell study ran it) or on the CPU", default="device", choices=("device", "local")),

@@ -18,9 +18,9 @@ import mxnet as mx
 import numpy as np
 from mxnet import gluon
 
-from .. import accuracy_data as ad
 from .. import dataset as ds
 from .. import options, recipe
+from ..pipelines import accuracy_data as ad
 from ..protocol import RunSpec
 from . import OPTIONS
 from .data import make_feed

@@ -16,7 +16,8 @@ import mxnet as mx
 from mxnet import gluon
 
 from .. import dataset as ds
-from .. import feed, options
+from .. import options
+from ..pipelines import feed
 from ..protocol import RunSpec
 from . import DATA_FORMAT, OPTIONS
 from .runtime import MXNetRuntime

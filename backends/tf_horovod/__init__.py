@@ -13,12 +13,14 @@ its TF_CONFIG built from the job's variables (runtime.py).
 import os
 from typing import List
 
-from ..dataset import LOADER_WORKERS
-from ..options import CHANNELS_LAST, Option, Switch
+from ..options import CHANNELS_LAST, LOADER_WORKERS, Option, Switch
+from ..pipelines import Pipeline
 from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.tf_horovod"
 DATA_FORMAT = "tfrecord"  # --data DIR: TFRecord shards written once, read by tf.data (data.py)
+PIPELINES = (Pipeline(DATA_FORMAT, "backends.tf_horovod.data:make_feed", "tf.data over the "
+                      "TFRecord shards, decode_and_crop_jpeg in a parallel map on the CPU"),)
 DISTRIBUTIONS = ("auto", "horovod", "mirrored")
 ONEDNN = "TF_ENABLE_ONEDNN_OPTS"
 OPTIONS = (

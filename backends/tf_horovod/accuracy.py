@@ -17,9 +17,9 @@ from typing import Any, Dict, Optional, Tuple
 import numpy as np
 import tensorflow as tf
 
-from .. import accuracy_data as ad
 from .. import dataset as ds
 from .. import options, recipe
+from ..pipelines import accuracy_data as ad
 from ..protocol import RunSpec
 from . import OPTIONS
 from .data import make_feed

@@ -17,7 +17,8 @@ from typing import Any, Dict, List, Tuple
 import tensorflow as tf
 
 from .. import dataset as ds
-from .. import feed, options, policy
+from .. import options, policy
+from ..pipelines import feed
 from ..protocol import RunSpec
 from . import DATA_FORMAT, OPTIONS
 from .runtime import TFRuntime

@@ -172,7 +172,7 @@ def prepare(
 @app.command()
 def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
     """What compare knows of a folder: images, classes, corrupt files, prepared formats."""
-    from backends import dataset
+    from backends.contract.shared import dataset
 
     from .. import datasets
     found = datasets.open_folder(folder, "compare data info")

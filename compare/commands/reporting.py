@@ -16,22 +16,25 @@ from typing import List, Optional
 import typer
 
 from .. import frameworks as fws
+from ..study import DECLARED
 
 
 def _err(msg: str) -> None:
-    sys.stderr.write("compare: {}\n".format(msg))
+    from ..loading import one_line
+    sys.stderr.write("compare: {}\n".format(one_line(msg)))
 
 
 def _cells(path: Path, with_missing: bool = False):
     """(campaign, its cells[, planned cells without a result]) with one warning line per result
-    left out."""
+    left out: the campaign read once (the report stage's View)."""
     from ..reporting.comparator import cells
+    from ..stages.report import View
     from ..store import Campaign
     c = Campaign.open(path)
-    results, errors = c.results()
-    for e in errors:
+    view = View.load(c)
+    for e in view.warnings:
         _err("warning: {}: {}".format(path, e))
-    return (c, cells(results), c.missing(results)) if with_missing else (c, cells(results))
+    return (c, cells(view.results), view.missing) if with_missing else (c, cells(view.results))
 
 
 def report(
@@ -43,17 +46,23 @@ def report(
     baseline: Optional[str] = typer.Option(None, help="Framework the others are divided by "
                                            "(default: the first present, in the order of {}).".format(
                                                fws.choices())),
+    gpu_hour_price: Optional[str] = typer.Option(None, help=DECLARED["gpu_hour_price"].help + (
+        " Default: the campaign's.")),
 ):
     """Write the report files of a campaign; with md (the default) also print the Markdown."""
-    from ..reporting import parse_formats, references, write_report
-    from ..store import Campaign, check_writable_dir, user_path
+    from ..files import check_writable_dir, user_path
+    from ..reporting import parse_formats, references
+    from ..stages import report as stage
+    from ..store import Campaign
     formats = parse_formats(format)
     refs = [references.load(r) for r in reference]
     base = fws.get(baseline).name if baseline else None
+    price = None if gpu_hour_price is None else DECLARED["gpu_hour_price"].parse(
+        gpu_hour_price, "--gpu-hour-price", DECLARED["gpu_hour_price"])
     c = Campaign.open(campaign)
     check_writable_dir(out or c.root / "report", "--out")
     with user_path(out or c.root / "report", "--out"):
-        text, paths, warnings = write_report(c, out or c.root / "report", formats, refs, base)
+        text, paths, warnings = stage.write(c, out or c.root / "report", formats, refs, base, price)
     for w in warnings:
         _err("warning: " + w)
     if "md" in formats:  # the Markdown on stdout only when it was asked for
@@ -70,9 +79,9 @@ def diff(
     """Machine versus machine: B ÷ A on every comparable cell, better / worse / within noise; the
     others listed with the reason."""
     from .. import files
+    from ..files import check_writable_dir, user_path
     from ..reporting import diff as d
     from ..reporting import tables
-    from ..store import check_writable_dir, user_path
     if out is not None:
         check_writable_dir(out, "--out")
     (ca, da), (cb, db) = _cells(campaign_a), _cells(campaign_b)
@@ -95,9 +104,9 @@ def history(
 ):
     """Each cell's figure over time (date, commit, versions), regressions flagged."""
     from .. import files
+    from ..files import check_writable_dir, user_path
     from ..reporting import charts, html, tables
     from ..reporting import history as hist
-    from ..store import check_writable_dir, user_path
     if out is not None:
         check_writable_dir(out, "--out")
     h = hist.history(hist.campaigns(campaigns, lambda w: _err("warning: " + w)),

@@ -1,21 +1,23 @@
 """Executors start a backend in its environment and turn whatever happens into a RunResult.
 
-An executor is one module here with one class implementing `Executor` (executor.py: the
-sequence every executor runs, whose steps it fills in), plus one line in `EXECUTORS`. Each
-declares its own flags of `compare run` (FLAGS) and what it can run (`capabilities`: real data,
-several nodes, GPUs). How the run's processes start is the launcher's business
-(backends/launchers/), which the backend names. `--executor auto` takes the first executor in
-that order whose class may be chosen automatically (`auto = True`), can run everything the study
-asks for, and says available; each answer carries the reason, which `compare run` prints and
-`compare doctor` lists.
+An executor is one module here with one subclass of `Executor` (base.py: the sequence every
+executor runs, whose steps it fills in), plus one line in `EXECUTORS`. Each declares its own flags
+of `compare run` (FLAGS), what it can run (`capabilities`: real data, several nodes, GPUs) and
+the pool its cells are placed on (`pool()`). How the run's processes start is the launcher's
+business (backends/launchers/), which the backend names. `--executor auto` takes the first
+executor in that order whose class may be chosen automatically (`auto = True`), can run
+everything the study asks for, and says available; each answer carries the reason, which
+`compare run` prints and `compare doctor` lists.
 """
 import importlib
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import UserError
-from .executor import Attempt, Context, Executor, Flag, Refused
+from .base import Attempt, Context, Executor, Flag, Handle, Refused
+from .results import Outcome
 
-__all__ = ["Attempt", "Context", "Executor", "Flag", "Refused", "EXECUTORS", "CAPABILITIES"]
+__all__ = ["Attempt", "Context", "Executor", "Flag", "Handle", "Outcome", "Refused", "EXECUTORS",
+           "CAPABILITIES"]
 
 # name -> "module:Class", in the order `auto` tries them
 EXECUTORS: Dict[str, str] = {

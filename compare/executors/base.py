@@ -1,264 +1,245 @@
-"""What every executor shares: reading the backend's result back, or recording why there is none;
-and ending every process a run started, whichever way the run or `compare` ends."""
-import datetime
-import functools
-import os
-import re
-import signal
-import subprocess
-import time
+"""The Executor base class: the one sequence every executor runs for a cell (Executor.run), what
+it is told (Context), its own flags (Flag), one attempt (Attempt), what its launch started (Handle).
+
+    attach()? | environment -> stage -> command -> launch  ->  wait -> release -> collect
+
+An executor fills in steps, never the sequence: environment() and launch() are its own, the rest
+have defaults (docs/architecture.md, "An executor"). A step that cannot go on raises Refused; the
+run is then a recorded result all the same.
+"""
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, ClassVar, Dict, FrozenSet, List, Optional, Tuple
 
-from backends import lifeline
-from backends.lifeline import die_with_parent
-from backends.protocol import RunResult, RunSpec, SchemaError, utc_now
+from backends.contract import RunResult, RunSpec, Unsupported, utc_now
+from backends.contract.shared import launchers
 
-from ..store import clean_text, load_result
-
-TAIL_CHARS = 4000
-# every process a run starts inherits CAMPAIGN_ENV=<folder> and lifeline.ATTEMPT_ENV=<nonce>, so
-# it can be found after its parent died (a torchrun worker runs in a session of its own; an
-# orphan is re-parented)
-CAMPAIGN_ENV = "COMPARE_CAMPAIGN"
-GRACE_S = 3.0  # between SIGTERM (launchers forward it, clean up) and SIGKILL
-OOM_SCAN_CHARS = 1_000_000  # how much of a run's stderr (all ranks) is searched for an OOM
-# what frameworks print when device or host memory runs out, on whichever rank it happens;
-# TF reports a failed host-to-GPU copy of a tensor as "Dst tensor is not initialized"
-OOM_PATTERN = re.compile(
-    r"out of memory|OOM when allocating|ResourceExhausted|Dst tensor is not initialized|"
-    r"CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation|CUBLAS_STATUS_ALLOC_FAILED|"
-    r"CUDNN_STATUS_ALLOC_FAILED|MemoryError|can't allocate memory|cannot allocate memory|"
-    r"std::bad_alloc", re.IGNORECASE)
+from .. import mllogs, resources
+from ..frameworks import Framework
+from .results import Outcome, collect, failure
 
 
-def run_env(spec: RunSpec, code_dir: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-    """The environment a backend process runs with: this one's, plus the run's own variables."""
-    env = dict(os.environ)
-    env.update(own_env(spec, code_dir))
-    if spec.precision != "fp32":
-        env.pop("NVIDIA_TF32_OVERRIDE", None)
-    env.update(extra or {})
-    return env
+@dataclass(frozen=True)
+class Flag:
+    """A flag of `compare run` that one executor reads (a cluster's partition, ...): cli.py adds
+    every executor's FLAGS to the command; Context.flags holds what was given."""
+
+    key: str  # the Context.flags key (and the command's parameter)
+    help: str  # one line for `compare run --help`
+    repeat: bool = False  # may be given more than once (a list)
+
+    @property
+    def option(self) -> str:
+        return "--" + self.key.replace("_", "-")
 
 
-def child_setup(expected: int, cores: Sequence[int] = ()) -> None:
-    """A launcher's preexec_fn: pinned to `cores` (a cell sharing the machine; its workers inherit
-    them), and dying with `compare` (lifeline.py). Only system calls: it runs between fork and exec."""
-    if cores:
-        os.sched_setaffinity(0, cores)
-    die_with_parent(expected=expected)
+@dataclass
+class Context:
+    """What an executor is told about the sweep it runs."""
+
+    frameworks: List[Framework]
+    device: str  # "cpu" | "cuda" (resolved against the executor's machine)
+    overrides: Dict[str, str] = field(default_factory=dict)  # --python FRAMEWORK=PATH
+    flags: Dict[str, Any] = field(default_factory=dict)  # the executor's own flags (its FLAGS)
+    log: Callable[[str], None] = lambda s: None
+    requested: str = "auto"  # what --executor said: an executor may accept more when named
+    needs: Dict[str, str] = field(default_factory=dict)  # capability -> the flag asking for it
+    # shared by the executors of one sweep (one per cell running at a time): the campaigns
+    # already cleared of what a killed sweep left (Executor.reap_once), under the lock
+    reaped: set = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def start_launcher(cmd: Sequence[str], out, err, env: Dict[str, str], cwd,
-                   cores: Sequence[int] = ()) -> subprocess.Popen:
-    """Start a run's launcher in a session of its own, pinned to `cores` and dying with compare;
-    OSError if it does not start."""
-    lifeline.prepare()
-    return subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=str(cwd),
-                            start_new_session=True, preexec_fn=functools.partial(
-                                child_setup, expected=os.getpid(), cores=tuple(cores)))
+class Refused(Exception):
+    """A run that never started (no environment, not submitted, unsupported): recorded with
+    `status` and this reason."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status = status
 
 
-def start_and_wait(cmd: Sequence[str], out, err, env: Dict[str, str], cwd, timeout: float,
-                   hold: Callable[[subprocess.Popen], None], release: Callable[[], None],
-                   cores: Sequence[int] = ()) -> Tuple[Optional[int], bool]:
-    """Start a run's launcher in a session of its own (pinned to `cores`, dying with compare),
-    hand it to hold() so that close() can stop it, and wait up to `timeout` seconds; release()
-    then ends what is left of the attempt (after a timeout, a stop, or workers that outlive a
-    launcher that exited). (exit code, or None; timed out). OSError if it does not start."""
-    proc = start_launcher(cmd, out, err, env, cwd, cores)
-    hold(proc)
-    try:
-        return proc.wait(timeout=timeout), False
-    except subprocess.TimeoutExpired:
-        return None, True
-    finally:
-        release()
+@dataclass
+class Attempt:
+    """One attempt at one cell, filled in by the steps of Executor.run()."""
+
+    spec: RunSpec
+    campaign: Any
+    started: str  # UTC time the attempt began
+    timeout: float  # seconds it may run
+    python: str = "python"  # the interpreter that runs the backend, where it runs
+    work: Optional[Path] = None  # the run's folder on this machine (result.json, logs)
+    spec_path: str = ""  # the spec and the result file as the backend sees them (a container
+    result_path: str = ""  # sees its mounts)
+    command: List[str] = field(default_factory=list)  # what the launcher says to run
+    record: Dict[str, Any] = field(default_factory=dict)  # the result's environment: where it ran
+    slot: Any = None  # resources.Slot: the GPUs and cores of a cell packed beside others
+    handle: Optional["Handle"] = None  # what launch() (or attach()) started
+    notes: Dict[str, Any] = field(default_factory=dict)  # what an executor keeps between steps
 
 
-def own_env(spec: RunSpec, code_dir) -> Dict[str, str]:
-    """The variables a run sets whatever runs it: the staged backends on PYTHONPATH, unbuffered
-    output, the seed, and true FP32 (no library may pick TF32 behind our back) for fp32."""
-    env = {"PYTHONPATH": str(code_dir), "PYTHONUNBUFFERED": "1", "PYTHONHASHSEED": str(spec.seed)}
-    if spec.precision == "fp32":
-        env["NVIDIA_TF32_OVERRIDE"] = "0"
-    return env
+class Handle:
+    """What an executor's launch() started (a process, a container, a Slurm job)."""
+
+    def wait(self, timeout: float) -> Outcome:
+        """Until the run ends, or `timeout` seconds (then it is ended: timed_out)."""
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        """End whatever the run started, however it ended; again, or from another thread (a stop
+        signal), is harmless."""
 
 
-def tail(path: Path, chars: int = TAIL_CHARS) -> str:
-    """The end of a log, with terminal escape sequences and control characters made harmless."""
-    try:
-        text = Path(path).read_text(errors="replace")
-    except OSError:
-        return ""
-    return clean_text(text[-chars:])
+class Executor:
+    """The interface every executor implements (see LocalExecutor for the simplest one)."""
 
+    name: ClassVar[str]
+    auto: ClassVar[bool] = True  # may `--executor auto` pick it
+    # where runs execute: "host" (this machine; its machine record is the campaign's) or "job"
+    # (elsewhere: the machine record and the device check come from there, via machine())
+    runs_on: ClassVar[str] = "host"
+    capabilities: ClassVar[FrozenSet[str]] = frozenset()  # keys of CAPABILITIES it can run
+    FLAGS: ClassVar[Tuple[Flag, ...]] = ()  # its own flags of `compare run`
 
-def tagged_pids(name: str, value: str) -> List[int]:
-    """This user's live processes whose environment has NAME=VALUE (zombies have none)."""
-    needle = "\0{}={}\0".format(name, value).encode()
-    found = []
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
-            with open("/proc/{}/environ".format(entry.name), "rb") as f:
-                environ = b"\0" + f.read() + b"\0"
-        except OSError:  # gone, or another user's
-            continue
-        if needle in environ and int(entry.name) != os.getpid():
-            found.append(int(entry.name))
-    return found
+    @classmethod
+    def available(cls, ctx: Context) -> Tuple[bool, str]:
+        """(can run this sweep here, why or why not: one line)."""
+        raise NotImplementedError
 
+    @classmethod
+    def check_flags(cls, flags: Dict[str, Any]) -> Dict[str, Any]:
+        """Its flags (keys of FLAGS) checked and typed; a UserError (one line) if bad."""
+        return dict(flags)
 
-def _signal_all(pids: List[int], group: Optional[int], sig: int) -> None:
-    if group is not None:
-        try:
-            os.killpg(group, sig)
-        except OSError:
-            pass
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except OSError:
-            pass
+    @classmethod
+    def describe(cls, ctx: Context) -> List[str]:
+        """Lines `compare doctor` prints under it when available (a cluster: its partitions)."""
+        return []
 
+    @classmethod
+    def machine(cls, ctx: Context) -> Dict[str, Any]:
+        """The machine record of where the runs execute."""
+        from .. import machine_record
+        return machine_record.info()
 
-def end_processes(proc: Optional[subprocess.Popen], name: str, value: str,
-                  grace: float = GRACE_S) -> int:
-    """End `proc` (a launcher started in a session of its own), its process group and every process
-    tagged NAME=VALUE: SIGTERM, up to `grace` seconds, then SIGKILL. Returns how many were alive."""
-    def alive() -> List[int]:
-        return tagged_pids(name, value)
-    running = proc is not None and proc.poll() is None
-    group = proc.pid if running else None  # an unreaped launcher keeps its id: no reuse
-    first = alive()
-    if not first and not running:
-        return 0
-    _signal_all(first, group, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and ((proc is not None and proc.poll() is None) or alive()):
-        time.sleep(0.05)
-    _signal_all(alive(), group if proc is not None and proc.poll() is None else None, signal.SIGKILL)
-    if proc is not None:
-        proc.wait()
-    return len(set(first) | ({proc.pid} if running else set()))
+    @classmethod
+    def lacks(cls, ctx: Context) -> Optional[Tuple[str, str]]:
+        """(capability, the flag asking for it) of the first thing the study needs that this
+        executor cannot do; None when it can run the whole study."""
+        return next(((cap, flag) for cap, flag in ctx.needs.items()
+                     if cap not in cls.capabilities), None)
 
+    @classmethod
+    def pool(cls, ctx: Context, largest: int, concurrency: Optional[int]) -> Tuple[resources.Pool, int]:
+        """The units (GPUs, blocks of cores) this executor hands to cells, and how many cells run
+        at once (concurrency: --concurrency, None for auto; largest: the most GPUs one cell of the
+        sweep takes): this machine's."""
+        return resources.machine_pool(ctx.device, largest, concurrency)
 
-def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] = None,
-            started_at: Optional[str] = None) -> RunResult:
-    """A result for a run that produced none of its own (crash, timeout, missing environment)."""
-    return RunResult(run_id=spec.run_id, status=status, spec=spec.to_dict(), reason=reason,
-                     stderr_tail=stderr_tail or None, started_at=started_at, finished_at=utc_now(),
-                     nonce=spec.nonce, spec_hash=spec.spec_hash)
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.attempt: Optional[Attempt] = None  # the one it runs now (close() stops its handle)
 
-
-def oom_line(text: str) -> Optional[str]:
-    """The last line of `text` (a run's stderr, every rank's) that says memory ran out, or None:
-    the error itself, after the allocator's warnings.
-
-    TF's allocator also logs "ran out of memory trying to allocate ... not a failure" when it
-    merely retries; such lines do not count.
-    """
-    found = None
-    for line in text.splitlines():
-        if OOM_PATTERN.search(line) and "not a failure" not in line:
-            found = line
-    return found.strip()[-300:] if found else None
-
-
-def collect(spec: RunSpec, result_file: Path, returncode: Optional[int], stderr_file: Path,
-            started_at: str, timed_out: bool, timeout: float) -> RunResult:
-    """Turn a finished process into a result: its own file if it wrote one, else a failure.
-
-    A file is this attempt's only if it echoes the spec's nonce: one written late by a process
-    left over from an earlier attempt is ignored, and the recorded result says so."""
-    stderr_tail = tail(stderr_file)
-    # only rank 0 writes the result: another rank's out-of-memory shows in the shared stderr
-    oom = oom_line(tail(stderr_file, OOM_SCAN_CHARS))
-    if timed_out:
-        reason = "killed after the {:g} s timeout".format(timeout)
-        if oom:
-            return failure(spec, "oom", reason + "; a worker ran out of memory first: " + oom,
-                           stderr_tail, started_at)
-        return failure(spec, "timeout", reason, stderr_tail, started_at)
-    note = ""
-    if result_file.exists():
-        try:
-            result = load_result(result_file)
-        except (SchemaError, OSError) as exc:
-            return failure(spec, "failed", "unreadable result file: {}".format(exc),
-                           stderr_tail, started_at)
-        if result.nonce in (spec.nonce, None):  # None: a backend older than nonces (a named image)
-            if result.status == "failed" and oom:
-                result.status = "oom"
-                result.reason = "a worker ran out of memory: {} (rank 0 recorded: {})".format(
-                    oom, result.reason)
-            if result.status != "ok":
-                result.stderr_tail = stderr_tail or None
-            return result
-        note = " (ignored a result file written by another attempt, nonce {}, not this attempt's " \
-               "{}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
-    last = [line for line in stderr_tail.splitlines() if line.strip()]
-    how, kernel, signum = "exited with code {}".format(returncode), None, signal_of(returncode)
-    if signum:  # failed, with the signal; out of memory only where the kernel's log says so
-        how = "killed by {} (exit code {})".format(_signal_name(signum), returncode)
-        kernel = None if oom else kernel_oom_since(started_at)
-        oom = oom or kernel
-    reason = "{} and wrote no result{}{}{}".format(
-        how, note, (": " + last[-1][-300:]) if last else "",
-        " (the kernel's OOM killer: {})".format(kernel) if kernel else "")
-    return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
-
-
-def signal_of(returncode: Optional[int]) -> Optional[int]:
-    """The signal that ended a process: -N from Popen, 128+N as shells and containers report it."""
-    if returncode is None:
+    def data_writer(self):
+        """What writes the native formats of --data folders before the sweep, where the runs'
+        environment is not this machine's (an image): a datasets.Writer; None: the frameworks'
+        environments here (datasets.LocalWriter)."""
         return None
-    if returncode < 0:
-        return -returncode
-    return returncode - 128 if 128 < returncode <= 128 + 64 else None
 
+    def check_data(self, prepared: List[Any]) -> None:
+        """Before the sweep: a UserError (one line) if the runs cannot read these folders
+        (dataset.Prepared: the images and their prepared side)."""
 
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return "signal {}".format(signum)
+    def run(self, spec: RunSpec, campaign, timeout: float, slot=None) -> RunResult:
+        """Run one cell to its end and return its result; never raises for a failing run.
 
-
-KERNEL_LOG = "/dev/kmsg"  # the kernel's ring buffer: one record "prio,seq,usec,flags;text" a read
-KERNEL_OOM = re.compile(r"Out of memory: Killed process|oom-kill:|Memory cgroup out of memory")
-
-
-def kernel_oom_since(started_at: str) -> Optional[str]:
-    """The kernel's last OOM-killer line logged since `started_at` (ISO time), or None (none, or a
-    log this user may not read)."""
-    try:
-        start = datetime.datetime.fromisoformat(started_at).timestamp() - 1.0
-        boot = time.time() - time.monotonic()  # the log counts microseconds since boot
-        fd = os.open(KERNEL_LOG, os.O_RDONLY | os.O_NONBLOCK)
-    except (OSError, ValueError, TypeError):
-        return None
-    found, chunks = None, []
-    try:
-        for _ in range(200000):  # the ring buffer holds far fewer records
+        slot (resources.Slot, or None: the executor's choice): the GPUs the cell gets and the
+        cores it is pinned to, while other cells run beside it on other GPUs and cores. The
+        scheduler gives each cell running at once an executor instance of its own, so an
+        instance runs one cell at a time; close() may come from another thread (a stop signal).
+        """
+        self.attempt = attempt = Attempt(spec, campaign, utc_now(), timeout, slot=slot)
+        self.reap_once(campaign)
+        try:
             try:
-                chunk = os.read(fd, 8192)
-            except BrokenPipeError:  # a record overwritten while reading: go on
-                continue
-            if not chunk:
-                break
-            chunks.append(chunk)
-    except OSError:  # EAGAIN: read to the end
-        pass
-    finally:
-        os.close(fd)
-    for line in b"".join(chunks).decode(errors="replace").splitlines():
-        head, _, text = line.partition(";")
-        fields = head.split(",")
-        if len(fields) >= 3 and fields[2].isdigit() and KERNEL_OOM.search(text) and \
-                boot + int(fields[2]) / 1e6 >= start:
-            found = text.strip()[:300]
-    return found
+                self.start(attempt)
+                outcome = self.wait(attempt)
+            finally:
+                self.release(attempt)
+        except Refused as exc:
+            return failure(attempt.spec, exc.status, str(exc), started_at=attempt.started)
+        result = self.collect(attempt, outcome)
+        mllogs.keep(attempt.campaign.root, attempt.work, result)  # time to accuracy's MLPerf log
+        result.environment.update(executor=self.name, **attempt.record)
+        return result
+
+    def start(self, attempt: Attempt) -> None:
+        """Everything before the wait: a run an earlier session started, else the environment,
+        the staged spec, the command and the launch."""
+        if self.attach(attempt):
+            return
+        try:
+            self.environment(attempt)
+            self.stage(attempt)
+            attempt.command = self.command(attempt)
+        except Unsupported as exc:  # what the backend's launcher cannot run
+            raise Refused("unsupported", str(exc)) from None
+        self.launch(attempt)
+
+    def attach(self, attempt: Attempt) -> bool:
+        """Take up the run of this cell an earlier session started and left running (or ended
+        since), instead of starting one: attempt.handle, .work, .record. False: there is none."""
+        return False
+
+    def environment(self, attempt: Attempt) -> None:
+        """Find where the backend runs: attempt.python and attempt.record."""
+
+    def stage(self, attempt: Attempt) -> None:
+        """The spec saved in the campaign, the run's work folder, the paths the backend is given."""
+        attempt.spec_path = str(attempt.campaign.save_spec(attempt.spec))
+        attempt.work = attempt.campaign.work_dir(attempt.spec.run_id)
+        attempt.result_path = str(attempt.work / "result.json")
+
+    def command(self, attempt: Attempt) -> List[str]:
+        """What starts the run's processes: the launcher the backend asks for, on one host."""
+        return launchers.command(attempt.python, attempt.spec, attempt.spec_path,
+                                 attempt.result_path)
+
+    def launch(self, attempt: Attempt) -> None:
+        """Start attempt.command; attempt.handle (a Handle) as soon as there is something to stop."""
+        raise NotImplementedError
+
+    def wait(self, attempt: Attempt) -> Outcome:
+        """Until the run ends or times out: how it ended."""
+        return attempt.handle.wait(attempt.timeout)
+
+    def release(self, attempt: Attempt) -> None:
+        """End whatever the run started, however it ended (also on Ctrl-C)."""
+        if attempt.handle is not None:
+            attempt.handle.stop()
+
+    def collect(self, attempt: Attempt, outcome: Outcome) -> RunResult:
+        """The run's own result file, or a failure saying why there is none."""
+        return collect(attempt.spec, outcome, attempt.work / "result.json",
+                       attempt.campaign.log_paths(attempt.spec.run_id)[1], attempt.started,
+                       attempt.timeout)
+
+    def reap(self, campaign) -> int:
+        """End what a sweep that was killed left running of `campaign`; how many were ended."""
+        return 0
+
+    def reap_once(self, campaign) -> None:
+        """reap() once per campaign and sweep, before its first cell: the executors of one sweep
+        share the context, so no executor's first cell ends a cell another one runs."""
+        with self.ctx.lock:
+            if campaign.root not in self.ctx.reaped:
+                self.ctx.reaped.add(campaign.root)
+                self.reap(campaign)
+
+    def close(self) -> None:
+        """Release what the executor holds (called once after the sweep, and again and again on
+        Ctrl-C or SIGTERM, from another thread): the running attempt's handle stopped."""
+        attempt = self.attempt
+        if attempt is not None and attempt.handle is not None:
+            attempt.handle.stop()

@@ -14,19 +14,19 @@ import os
 import resource
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from backends import caches, dataset
-from backends.phases import LAUNCHED_ENV
-from backends.protocol import RunResult, RunSpec
+from backends.contract import LAUNCHED_ENV, RunSpec, visible_gpus
+from backends.contract.shared import COMPILE_CACHE_ENV, dataset
 
 from .. import datasets, files
 from ..errors import UserError
 from ..frameworks import Framework, get
 from ..resources import cpuset
-from . import Attempt, Context, Executor, Refused
 from . import docker_images as images
-from .base import failure, own_env
+from .base import Attempt, Context, Executor, Handle, Refused
+from .processes import own_env
+from .results import Outcome
 
 SPEC_IN = "/compare/spec.json"  # the spec, mounted read-only
 OUT_IN = "/compare/out"  # the run's output folder (result.json), mounted read-write
@@ -49,7 +49,7 @@ def container_env(spec: RunSpec, extra: Dict[str, str]) -> Dict[str, str]:
 
 def gpu_ids(count: int) -> Optional[List[str]]:
     """The first `count` of the host's CUDA_VISIBLE_DEVICES, when it names GPUs; else None."""
-    visible = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    visible = visible_gpus() or []
     return visible[:count] if len(visible) >= count else None
 
 
@@ -106,7 +106,7 @@ def _mount_compile_cache(kwargs: Dict) -> None:
     host = envs.cache_dir() / "compile"
     host.mkdir(parents=True, exist_ok=True)
     kwargs["volumes"][str(host)] = {"bind": COMPILE_CACHE_IN, "mode": "rw"}
-    kwargs["environment"][caches.ENV] = COMPILE_CACHE_IN
+    kwargs["environment"][COMPILE_CACHE_ENV] = COMPILE_CACHE_IN
 
 
 def data_mounts(spec: RunSpec) -> Tuple[List[datasets.Mount], Dict[str, str]]:
@@ -147,6 +147,37 @@ def _message(exc: BaseException) -> str:
     return str(getattr(exc, "explanation", None) or exc).strip()
 
 
+class Container(Handle):
+    """A run's container: waited for up to the run's timeout (then killed), its output saved into
+    the campaign's logs; stop() removes it (killing it first: every process of the run ends)."""
+
+    def __init__(self, container, log_paths: Tuple[Path, Path]):
+        self.container, self.log_paths, self.removed = container, log_paths, False
+
+    def wait(self, timeout: float) -> Outcome:
+        import requests
+        container, timed_out = self.container, False
+        try:
+            rc = container.wait(timeout=timeout)["StatusCode"]
+        except requests.exceptions.RequestException:  # the read timed out: the run did not end
+            timed_out = True
+            container.kill()
+            rc = container.wait(timeout=60)["StatusCode"]
+        container.reload()
+        out_path, err_path = self.log_paths
+        campaign = out_path.parent.parent  # logs/ is the campaign's: nothing written through a link
+        files.write_bytes(out_path, container.logs(stdout=True, stderr=False), campaign)
+        files.write_bytes(err_path, container.logs(stdout=False, stderr=True), campaign)
+        oom = container.attrs.get("State", {}).get("OOMKilled")
+        return Outcome(exit_code=rc, timed_out=timed_out, oom_killed="the container was killed by "
+                       "the out-of-memory killer (exit {})".format(rc) if oom else "")
+
+    def stop(self) -> None:
+        if not self.removed:
+            _remove(self.container)
+            self.removed = True
+
+
 class DockerExecutor(Executor):
     name = "docker"
     capabilities = frozenset({"real_data", "gpus"})  # the folder is mounted (data_mounts)
@@ -180,7 +211,7 @@ class DockerExecutor(Executor):
         # campaigns this executor ran: cleared of a killed sweep's containers at their first run,
         # and of any container of theirs again by close()
         self._reaped = set()
-        self._container = None  # the running one: stopped by close() on Ctrl-C or SIGTERM
+        self._writer = None  # a format writer's container: removed by close() on Ctrl-C or SIGTERM
         self._build_errors: Dict[str, str] = {}  # framework -> why its image did not build
 
     def image(self, fw: Framework):
@@ -246,8 +277,11 @@ class DockerExecutor(Executor):
             attempt.notes["mounts"], attempt.notes["data_env"] = data_mounts(attempt.spec)
         except dataset.DataError as exc:
             raise Refused("failed", str(exc)) from None
+        mounts = attempt.notes["mounts"]
         attempt.python = image.labels.get("org.compare.python", "python")
         attempt.record = dict(image=name, image_id=image.id, python=attempt.python)
+        if mounts:
+            attempt.record["data_mounts"] = [m.record() for m in mounts]
 
     def stage(self, attempt: Attempt) -> None:
         super().stage(attempt)
@@ -266,33 +300,13 @@ class DockerExecutor(Executor):
         _mount_compile_cache(kwargs)
         kwargs["labels"]["org.compare.campaign"] = str(campaign.root.resolve())
         kwargs["environment"][LAUNCHED_ENV] = repr(time.time())  # the container's start counts
-        attempt.notes["ipc_mode"] = kwargs["ipc_mode"]
         try:
-            attempt.handle = self._start(kwargs)
+            self._start(kwargs, lambda container: setattr(attempt, "handle", Container(
+                container, campaign.log_paths(spec.run_id))))
         except docker.errors.DockerException as exc:
-            self._remove_running()
             raise Refused("failed", "container did not start: {}".format(_message(exc))) from None
-
-    def wait(self, attempt: Attempt, timeout: float) -> Tuple[Optional[int], bool, bool]:
-        """(exit code, timed out, OOM-killed), the container's logs saved into the campaign."""
-        outcome = self._wait(attempt.handle, timeout)
-        self._save_logs(attempt.handle, attempt.campaign, attempt.spec.run_id)
-        return outcome
-
-    def release(self, attempt: Attempt) -> None:
-        self._remove_running()
-
-    def collect(self, attempt: Attempt, outcome, timeout: float) -> RunResult:
-        rc, timed_out, oom_killed = outcome
-        result = super().collect(attempt, outcome, timeout)
-        if oom_killed and not timed_out and result.status == "failed":
-            result = failure(attempt.spec, "oom", "the container was killed by the out-of-memory "
-                             "killer (exit {})".format(rc), result.stderr_tail, attempt.started)
-        attempt.record.update(ulimit_memlock=self.memlock, ipc_mode=attempt.notes["ipc_mode"],
+        attempt.record.update(ulimit_memlock=self.memlock, ipc_mode=kwargs["ipc_mode"],
                               shm_bytes=shm_bytes())
-        if attempt.notes["mounts"]:
-            attempt.record["data_mounts"] = [m.record() for m in attempt.notes["mounts"]]
-        return result
 
     # --- real data: formats written in the image before the sweep, folders checked ----------
 
@@ -329,7 +343,7 @@ class DockerExecutor(Executor):
                   "working_dir": "/tmp", "network_mode": "host",
                   "labels": {"org.compare.writer": fw.name}}
         try:
-            container = self._start(kwargs)
+            container = self._start(kwargs, lambda c: setattr(self, "_writer", c))
             pending = ""
             for chunk in container.logs(stream=True, follow=True, stdout=True, stderr=False):
                 *lines, pending = (pending + chunk.decode(errors="replace")).split("\n")
@@ -341,7 +355,7 @@ class DockerExecutor(Executor):
             raise datasets.WriterError("the writer's container in {}: {}".format(
                 images.wanted(fw, self.variant), _message(exc))) from None
         finally:
-            self._remove_running()
+            self._remove_writer()
         return rc
 
     def close(self) -> None:
@@ -350,30 +364,33 @@ class DockerExecutor(Executor):
         it (a signal is raised wherever the main thread is), but every container carries its
         campaign's label."""
         import docker
-        self._remove_running()
+        super().close()
+        self._remove_writer()
         for root in self._reaped:
             try:
                 self._remove_labelled(root)
             except docker.errors.DockerException as exc:
                 self.log("could not check for containers left running: {}".format(_message(exc)))
 
-    def _remove_running(self) -> None:
-        if self._container is not None:
-            _remove(self._container)  # kills it first: every process of the run ends
-            self._container = None
+    def _remove_writer(self) -> None:
+        if self._writer is not None:
+            _remove(self._writer)
+            self._writer = None
 
-    def _start(self, kwargs: Dict):
-        """Create and start the container; removed again if it does not start. An engine that may
-        not lift the memlock limit (no CAP_SYS_RESOURCE) gets the host's own hard limit instead."""
+    def _start(self, kwargs: Dict, hold: Callable[[object], None]):
+        """Create and start a container, handed to hold() as soon as it exists (so that close()
+        removes it, a signal during its start too); removed again if it does not start. An engine
+        that may not lift the memlock limit (no CAP_SYS_RESOURCE) gets the host's own hard limit
+        instead."""
         import docker
         from docker.types import Ulimit
         container = self.client.containers.create(**kwargs)
-        self._container = container  # from now on close() removes it (a signal during start too)
+        hold(container)
         try:
             container.start()
             return container
         except docker.errors.APIError as exc:
-            self._remove_running()
+            _remove(container)
             host_limit = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
             if "rlimit" not in _message(exc) or self.memlock != -1 or host_limit < 0:
                 raise
@@ -384,23 +401,4 @@ class DockerExecutor(Executor):
             kwargs = dict(kwargs, ulimits=[u if u["Name"] != "memlock" else
                                            Ulimit(name="memlock", soft=host_limit, hard=host_limit)
                                            for u in kwargs["ulimits"]])
-            return self._start(kwargs)
-
-    def _wait(self, container, timeout: float) -> Tuple[Optional[int], bool, bool]:
-        """(exit code, timed out, OOM-killed); a container past its timeout is killed."""
-        import requests
-        timed_out = False
-        try:
-            rc = container.wait(timeout=timeout)["StatusCode"]
-        except requests.exceptions.RequestException:  # the read timed out: the run did not end
-            timed_out = True
-            container.kill()
-            rc = container.wait(timeout=60)["StatusCode"]
-        container.reload()
-        return rc, timed_out, bool(container.attrs.get("State", {}).get("OOMKilled"))
-
-    def _save_logs(self, container, campaign, run_id: str) -> Path:
-        out_path, err_path = campaign.log_paths(run_id)
-        files.write_bytes(out_path, container.logs(stdout=True, stderr=False), campaign.root)
-        files.write_bytes(err_path, container.logs(stdout=False, stderr=True), campaign.root)
-        return err_path
+            return self._start(kwargs, hold)

@@ -8,28 +8,40 @@ is interrupted is found by the attempt's tag in its environment and stopped.
 """
 import os
 import shutil
-import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Tuple
 
-import backends
-from backends.lifeline import ATTEMPT_ENV, HOST_PID_ENV
-from backends.phases import FILE_ENV, LAUNCHED_ENV, PHASE_FILE
+from backends.contract import FILE_ENV, PHASE_FILE
+from backends.contract.shared import PACKAGE_DIR
 
 from .. import envs, files
 from ..frameworks import get
-from . import Attempt, Context, Executor, Refused
-from .base import CAMPAIGN_ENV, end_processes, run_env, start_launcher
+from . import processes
+from .base import Attempt, Context, Executor, Refused
+from .processes import CAMPAIGN_ENV, end_processes, run_env
 
 
 def stage_backends(dest: Path) -> Path:
     """Copy the backends package to dest/backends (once; dest is a campaign's `code`); return
     dest for PYTHONPATH. The copy is made aside and renamed into place: cells starting at once
-    never see half of it (files.copy_folder)."""
-    files.copy_folder(Path(backends.__file__).parent, dest / "backends", dest.parent)
+    never see half of it, and one that fails (a full disk) leaves nothing (files.copy_folder)."""
+    files.copy_folder(Path(PACKAGE_DIR), dest / "backends", dest.parent)
     return dest
+
+
+def managed_environment(interpreters: envs.Interpreters, attempt: Attempt) -> None:
+    """attempt.python and .record: the framework's managed environment (built first where it is
+    missing) or its --python; EnvError if there is none."""
+    since = time.time()
+    interp = interpreters.get(get(attempt.spec.framework))
+    attempt.python = interp.python
+    attempt.record = dict(python=interp.python, interpreter_source=interp.source,
+                          env_dir=interp.env_dir)
+    built = envs.built_during(interp.env_dir, since)  # a one-time build, not cell time
+    if built is not None:
+        attempt.record["env_build_s"] = built
 
 
 TMP_PREFIX = "compare-"  # a run's temp folder: compare-<pid of the compare that made it>-XXXX
@@ -64,9 +76,7 @@ class LocalExecutor(Executor):
 
     def __init__(self, ctx: Context):
         super().__init__(ctx)
-        self.variant = ctx.device
-        self.interpreters = envs.Interpreters(self.variant, ctx.overrides, ctx.log)
-        self._running: Optional[Tuple[subprocess.Popen, str]] = None  # (launcher, nonce)
+        self.interpreters = envs.Interpreters(ctx.device, ctx.overrides, ctx.log)
 
     def reap(self, campaign) -> int:
         """End this campaign's processes left by a sweep that was killed before it could (the
@@ -77,56 +87,22 @@ class LocalExecutor(Executor):
         clean_stale_tmp()
         return left
 
-    def close(self) -> None:
-        self._stop_running()
-
-    def _stop_running(self) -> None:
-        if self._running is not None:
-            proc, nonce = self._running
-            end_processes(proc, ATTEMPT_ENV, nonce)
-            self._running = None  # only once they are gone: an interrupted stop is redone by close()
-
     def environment(self, attempt: Attempt) -> None:
-        since = time.time()
         try:
-            interp = self.interpreters.get(get(attempt.spec.framework))
+            managed_environment(self.interpreters, attempt)
         except envs.EnvError as exc:
             raise Refused("failed", str(exc)) from None
-        attempt.python = interp.python
-        attempt.record = dict(python=interp.python, interpreter_source=interp.source,
-                              env_dir=interp.env_dir)
-        built = envs.built_during(interp.env_dir, since)  # a one-time build, not cell time
-        if built is not None:
-            attempt.record["env_build_s"] = built
 
     def launch(self, attempt: Attempt) -> None:
         spec, campaign, slot = attempt.spec, attempt.campaign, attempt.slot
-        # the run's temp files (torchrun's torchelastic_*) go with the run; a short path under the
-        # system's temp folder, as sockets live there (AF_UNIX paths are limited to 107 bytes)
-        attempt.handle = tmp = Path(tempfile.mkdtemp(prefix="{}{}-".format(TMP_PREFIX, os.getpid())))
         env = run_env(spec, stage_backends(campaign.root / "code"), {
             "COMPARE_EXECUTOR": self.name,
             "COMPARE_ENV": attempt.record["env_dir"] or attempt.record["interpreter_source"],
-            ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root),
-            HOST_PID_ENV: str(os.getpid()), "TMPDIR": str(tmp), **(slot.env() if slot else {}),
+            **(slot.env() if slot else {}),
             FILE_ENV: str(attempt.work / PHASE_FILE)})  # the progress bar reads the phase there
-        with campaign.log_files(spec.run_id) as (out, err):
-            env[LAUNCHED_ENV] = repr(time.time())
-            try:
-                proc = start_launcher(attempt.command, out, err, env, attempt.work,
-                                      slot.cores if slot else ())
-            except (OSError, subprocess.SubprocessError) as exc:
-                raise Refused("failed", "could not start {}: {}".format(
-                    attempt.command[0], exc)) from None
-        self._running = (proc, spec.nonce)
-
-    def wait(self, attempt: Attempt, timeout: float) -> Tuple[Optional[int], bool]:
-        try:
-            return self._running[0].wait(timeout=timeout), False
-        except subprocess.TimeoutExpired:
-            return None, True
-
-    def release(self, attempt: Attempt) -> None:
-        self._stop_running()  # timeout, Ctrl-C, SIGTERM, or workers outliving a launcher that exited
-        if attempt.handle is not None:
-            shutil.rmtree(str(attempt.handle), ignore_errors=True)
+        # the run's temp files (torchrun's torchelastic_*) go with the run; a short path under the
+        # system's temp folder, as sockets live there (AF_UNIX paths are limited to 107 bytes)
+        tmp = Path(tempfile.mkdtemp(prefix="{}{}-".format(TMP_PREFIX, os.getpid())))
+        env["TMPDIR"] = str(tmp)
+        attempt.handle = processes.start(attempt, attempt.command, env,
+                                         slot.cores if slot else (), temp=tmp)

@@ -11,9 +11,11 @@ address as Slurm knows it. The backend runs in a container through pyxis where s
 an image is known, else in the managed environment on the shared filesystem (the campaign and
 COMPARE_CACHE must be visible to every node). Jobs run one after the other, so runs never share
 nodes. Job ids go to the campaign's `jobs` file: `--resume` re-attaches to jobs still queued or
-running (or collects what they left) instead of submitting them again; close() cancels them.
+running (or collects what they left) instead of submitting them again (attach()); close()
+cancels them. Inside an allocation compare runs in, cells are steps of it (slurm_jobs.py).
 """
 import dataclasses
+import itertools
 import json
 import math
 import os
@@ -22,18 +24,19 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Dict, List, Optional, Tuple
 
-import backends.machine
-from backends import dataset, launchers
-from backends.protocol import RunResult, RunSpec, utc_now
+from backends.contract import RunResult, utc_now
+from backends.contract.shared import MACHINE_SCRIPT, dataset, launchers
 
-from .. import datasets, envs, files
+from .. import datasets, envs, files, resources
 from ..errors import UserError
 from ..frameworks import Framework, get
-from . import Attempt, Context, Executor, Flag, Refused
-from . import slurm_steps as steps
+from . import processes
 from . import slurm_tools as st
-from .base import collect, failure, own_env, tail
-from .local import stage_backends
+from .base import Attempt, Context, Executor, Flag, Refused
+from .local import managed_environment, stage_backends
+from .processes import own_env
+from .results import Outcome
+from .slurm_jobs import Allocation, Job, record
 
 JOBS_FILE = "jobs"  # JSON lines: one per submitted, collected or cancelled job
 TIME_LIMIT = re.compile(r"^(\d+-)?\d+(:\d+){0,2}$")  # Slurm: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
@@ -45,6 +48,7 @@ OWNED = {"nodes": "--nodes", "ntasks": "--gpus", "ntasks-per-node": "--gpus", "g
          "job-name": "--results"}
 PROBE_TIMEOUT = 900  # seconds to wait for a node to take the machine record (it may queue)
 # run on a compute node with paths as arguments: "NODE readable", or "NODE unreadable PATH"
+_PORT_OFFSETS = itertools.count(1)  # one per executor: no two steps running at once share a port
 DATA_CHECK = ('for f; do test -r "$f" || { echo "${SLURMD_NODENAME:-$(hostname)} unreadable $f"; '
               'exit 0; }; done; echo "${SLURMD_NODENAME:-$(hostname)} readable"')
 
@@ -126,7 +130,7 @@ class SlurmExecutor(Executor):
                 out = st.call(["srun", "--nodes=1", "--ntasks=1", "--job-name=compare-machine",
                                "--time=5"] + placement +
                               (["--gpus-per-node={}".format(gpus)] if gpus else []) +
-                              ["python3", "-c", Path(backends.machine.__file__).read_text()],
+                              ["python3", "-c", Path(MACHINE_SCRIPT).read_text()],
                               timeout=PROBE_TIMEOUT)
                 record = json.loads(out.strip().splitlines()[-1])
             except (st.SlurmError, ValueError, IndexError) as exc:
@@ -143,7 +147,7 @@ class SlurmExecutor(Executor):
         manifest, file list and first image before anything is submitted."""
         for p in prepared:
             first = p.files()[:1]
-            paths = [os.path.join(p.path, dataset.MANIFEST), os.path.join(p.path, dataset.FILE_LIST)]
+            paths = [os.path.join(p.path, dataset.MANIFEST), p.file_list_path()]
             paths += [os.path.join(p.root, rel) for rel, _ in first]
             self.ctx.log("checking that the Slurm compute nodes read {} (srun)".format(p.root))
             try:
@@ -166,7 +170,17 @@ class SlurmExecutor(Executor):
         self.outstanding: Dict[str, Tuple[str, Any]] = {}  # job id -> (run id, campaign)
         self.interpreters = envs.Interpreters(ctx.device, ctx.overrides, ctx.log)
         self._pyxis: Optional[bool] = None
-        self.step = None  # the job step running inside an allocation: (launcher, nonce)
+        self.port_offset = next(_PORT_OFFSETS)
+
+    @classmethod
+    def pool(cls, ctx: Context, largest: int, concurrency: Optional[int]) -> Tuple[resources.Pool, int]:
+        """Inside an allocation, its node's GPUs (or cores), each cell a step of it; else one
+        batch job after the other, placed by Slurm."""
+        alloc = Allocation.here()
+        if alloc is None:
+            return resources.single(), 1
+        return resources.at_once(alloc.pool(ctx.device, concurrency or (
+            alloc.gpus if ctx.device == "cuda" else 1)), concurrency)
 
     # --- where a run's backend runs: a pyxis container or the shared filesystem -------------
 
@@ -182,9 +196,18 @@ class SlurmExecutor(Executor):
         return st.enroot_uri(image) if self._pyxis and image else None
 
     def environment(self, attempt: Attempt) -> None:
-        """A pyxis container where srun runs them and an image is known, else the managed
+        """A step of the allocation compare runs in, where it has the nodes, else a job; run in a
+        pyxis container where srun runs them and an image is known, else in the managed
         environment on the shared filesystem: attempt.python, the record, srun's arguments (a
-        real-data run's folder mounted read-only into a container). EnvError, DataError."""
+        real-data run's folder mounted read-only into a container)."""
+        alloc = Allocation.here()
+        attempt.notes["allocation"] = alloc if alloc and attempt.spec.nodes <= alloc.nodes else None
+        try:
+            self._environment(attempt)
+        except (envs.EnvError, dataset.DataError) as exc:
+            raise self._refused(attempt, exc) from None
+
+    def _environment(self, attempt: Attempt) -> None:
         spec, campaign = attempt.spec, attempt.campaign
         fw, work = get(spec.framework), campaign.work_dir(spec.run_id)
         data, attempt.notes["data_env"] = ([], {}) if spec.data == "synthetic" else \
@@ -198,36 +221,31 @@ class SlurmExecutor(Executor):
                                           st.container_mounts(str(campaign.root), data),
                                           "--container-workdir=" + str(work)]
             return
-        interp = self.interpreters.get(fw)
-        attempt.python, attempt.record = interp.python, {
-            "slurm_environment": "shared filesystem", "python": interp.python,
-            "interpreter_source": interp.source, "env_dir": interp.env_dir}
+        managed_environment(self.interpreters, attempt)
+        attempt.record["slurm_environment"] = "shared filesystem"
         attempt.notes["srun_args"] = []
 
-    # --- one run -----------------------------------------------------------------------------
+    # --- one run: a job, or a step of the allocation ---------------------------------------
 
-    def run(self, spec: RunSpec, campaign, timeout: float, slot=None) -> RunResult:
-        if steps.allocation() and spec.nodes <= steps.allocation()["nodes"]:
-            return steps.run_step(self, spec, campaign, timeout, slot)  # inside salloc/sbatch
-        return super().run(spec, campaign, timeout, slot)
+    @staticmethod
+    def _refused(attempt: Attempt, exc: Exception) -> Refused:
+        return Refused("failed", "{}: {}".format(
+            "not started" if attempt.notes.get("allocation") else "not submitted", exc))
 
-    def prepare(self, attempt: Attempt) -> None:
-        """Re-attach to the job an earlier session submitted for this cell, else submit one."""
+    def attach(self, attempt: Attempt) -> bool:
+        """Re-attach to the job an earlier session submitted for this cell, if any."""
         earlier = self._attachable(attempt.campaign, attempt.spec.run_id)
-        if earlier:
-            attempt.handle, attempt.work = earlier["job_id"], Path(earlier["work"])
-            attempt.record, attempt.started = earlier["how"], earlier.get("at", attempt.started)
-            # the job runs the attempt it was submitted with: its result echoes that nonce
-            attempt.spec = dataclasses.replace(attempt.spec,
-                                               nonce=earlier.get("nonce", attempt.spec.nonce))
-            self.ctx.log("re-attaching to Slurm job {} of {} (submitted by an earlier session)".format(
-                attempt.handle, attempt.spec.run_id))
-        else:
-            try:
-                super().prepare(attempt)
-            except (envs.EnvError, st.SlurmError, dataset.DataError) as exc:
-                raise Refused("failed", "not submitted: {}".format(exc)) from None
-        self.outstanding[attempt.handle] = (attempt.spec.run_id, attempt.campaign)
+        if not earlier:
+            return False
+        attempt.work, attempt.record = Path(earlier["work"]), earlier["how"]
+        attempt.started = earlier.get("at", attempt.started)
+        # the job runs the attempt it was submitted with: its result echoes that nonce
+        attempt.spec = dataclasses.replace(attempt.spec, nonce=earlier.get("nonce", attempt.spec.nonce))
+        attempt.handle = Job(earlier["job_id"], attempt.spec.run_id, attempt.work)
+        self.outstanding[earlier["job_id"]] = (attempt.spec.run_id, attempt.campaign)
+        self.ctx.log("re-attaching to Slurm job {} of {} (submitted by an earlier session)".format(
+            earlier["job_id"], attempt.spec.run_id))
+        return True
 
     def command(self, attempt: Attempt) -> List[str]:
         """What each srun task runs, as many tasks per node as the backend's launcher says."""
@@ -236,18 +254,6 @@ class SlurmExecutor(Executor):
         attempt.notes["tasks"] = launcher.tasks_per_node(spec)
         return launcher.task_command(attempt.python, spec, launchers.rank_command(
             attempt.python, spec, attempt.spec_path, attempt.result_path))
-
-    def job_script(self, spec: RunSpec, campaign, srun_extra=(),
-                   env_extra=None) -> Tuple[Path, Path, Dict[str, Any], int]:
-        """Write the run's job script (slurm_tools.write_job); (script, work folder, what the
-        result records about its environment, tasks per node). What a step of an allocation runs
-        (slurm_steps.py); Unsupported, EnvError, DataError as they come."""
-        attempt = Attempt(spec, campaign, utc_now(), 0)
-        self.environment(attempt)
-        self.stage(attempt)
-        attempt.command = self.command(attempt)
-        return self._write_job(attempt, srun_extra, env_extra), attempt.work, attempt.record, \
-            attempt.notes["tasks"]
 
     def _write_job(self, attempt: Attempt, srun_extra=(), env_extra=None) -> Path:
         spec = attempt.spec
@@ -265,6 +271,18 @@ class SlurmExecutor(Executor):
                             attempt.command, env, list(srun_extra) + srun_args)
 
     def launch(self, attempt: Attempt) -> None:
+        alloc = attempt.notes["allocation"]
+        if alloc is not None:  # a step: `bash job.sh` here, its srun a step of the allocation
+            srun, env, attempt.notes["cpus"] = alloc.step(attempt.spec, attempt.slot, self.port_offset)
+            script = self._write_job(attempt, srun, env)
+            attempt.handle = processes.start(attempt, ["bash", str(script)], dict(os.environ))
+            return
+        try:
+            self._submit(attempt)
+        except st.SlurmError as exc:
+            raise self._refused(attempt, exc) from None
+
+    def _submit(self, attempt: Attempt) -> None:
         """Write the job script and sbatch it on whole nodes."""
         spec, campaign, work, tasks = attempt.spec, attempt.campaign, attempt.work, attempt.notes["tasks"]
         script = self._write_job(attempt)
@@ -278,83 +296,29 @@ class SlurmExecutor(Executor):
                 "--time=" + limit] + self._placement(self.flags)
         if spec.device == "cuda":
             args.append("--gpus-per-node={}".format(spec.gpus))
-        attempt.handle = st.submit(args, script)
+        job_id = st.submit(args, script)
+        attempt.handle = Job(job_id, spec.run_id, work)
+        self.outstanding[job_id] = (spec.run_id, campaign)
         attempt.record.update(slurm_tasks_per_node=tasks, slurm_time_limit=limit)
-        self._log_job(campaign, "submitted", spec.run_id, attempt.handle, work=str(work),
+        self._log_job(campaign, "submitted", spec.run_id, job_id, work=str(work),
                       how=attempt.record, nonce=spec.nonce)
-        self.ctx.log("submitted Slurm job {} for {}".format(attempt.handle, spec.run_id))
+        self.ctx.log("submitted Slurm job {} for {}".format(job_id, spec.run_id))
 
-    def wait(self, attempt: Attempt, timeout: float) -> Optional[Dict[str, str]]:
-        return self._wait(attempt.handle, attempt.spec.run_id)
-
-    def collect(self, attempt: Attempt, info, timeout: float) -> RunResult:
-        spec, job_id = attempt.spec, attempt.handle
-        result = self._result(spec, job_id, attempt.work, info, attempt.campaign, attempt.started)
+    def collect(self, attempt: Attempt, outcome: Outcome) -> RunResult:
+        """The result, with what Slurm says of the job (or step): its nodes, its tasks."""
+        result, alloc = super().collect(attempt, outcome), attempt.notes.get("allocation")
+        if alloc is not None:
+            result.environment["slurm"] = record(
+                attempt.work, alloc.job_id, outcome.exit_code, step=True, cpus=attempt.notes["cpus"],
+                tasks_per_node=attempt.notes["tasks"])
+            return result
+        job = attempt.handle
+        result.environment["slurm"] = job.record(outcome.exit_code)
         # close() takes the jobs it cancels (a stop signal, from another thread): such a job is
         # logged cancelled, and --resume submits it again
-        if self.outstanding.pop(job_id, None) is not None:
-            self._log_job(attempt.campaign, "collected", spec.run_id, job_id,
-                          state=result.environment["slurm"]["state"])
+        if self.outstanding.pop(job.job_id, None) is not None:
+            self._log_job(attempt.campaign, "collected", attempt.spec.run_id, job.job_id, state=job.state)
         return result
-
-    def _wait(self, job_id: str, run_id: str) -> Optional[Dict[str, str]]:
-        """Poll until the job has ended; its last `scontrol show job`, or None once forgotten
-        (or when the id now names another job: the controller's state was wiped)."""
-        pause = 0.2
-        while True:
-            info = st.job_info(job_id)
-            if info is None or info.get("JobName") != "compare-" + run_id:
-                return None
-            if st.state_of(info) in st.ENDED:
-                return info
-            time.sleep(pause)
-            pause = min(2.0, pause * 1.5)
-
-    def _result(self, spec: RunSpec, job_id: str, work: Path, info: Optional[Dict[str, str]],
-                campaign, started: str) -> RunResult:
-        """Slurm's end state -> our status; the job's own result file where it wrote one."""
-        err_path = campaign.log_paths(spec.run_id)[1]
-        state = st.state_of(info) if info else None
-        rc = st.exit_code(info) if info else st.read_exit_code(work)
-        errors = tail(err_path)
-        if state == "TIMEOUT":
-            result = failure(spec, "timeout", "Slurm stopped job {} at its time limit ({})".format(
-                job_id, info.get("TimeLimit")), errors, started)
-        elif state == "CANCELLED":
-            result = failure(spec, "failed", "cancelled: Slurm job {} was cancelled".format(job_id),
-                             errors, started)
-        elif state == "OUT_OF_MEMORY":
-            result = failure(spec, "oom", "Slurm job {} ran out of memory (OUT_OF_MEMORY)".format(job_id),
-                             errors, started)
-        elif state in ("COMPLETED", "FAILED") or (state is None and rc is not None):
-            result = collect(spec, work / "result.json", rc, err_path, started, False, 0)
-        elif state is None:
-            result = failure(spec, "failed", "Slurm no longer knows job {} and it left no exit code "
-                             "(cancelled or stopped before its script ended)".format(job_id),
-                             errors, started)
-        else:  # NODE_FAIL, BOOT_FAIL, PREEMPTED, DEADLINE, ...
-            result = failure(spec, "failed", "Slurm job {} ended {} (reason: {})".format(
-                job_id, state, info.get("Reason", "?")), errors, started)
-        nodes = self._nodes(work, info)
-        tasks = st.tasks_seen(work)
-        result.environment["slurm"] = {
-            "job_id": job_id, "state": state, "exit_code": rc, "nodes": nodes,
-            "nodelist": info.get("NodeList") if info else ",".join(nodes),
-            "partition": info.get("Partition") if info else None,
-            "tasks": [{"task": t, "node": n, "hostname": h} for t, n, h in tasks],
-            # every node of the allocation ran a task of the job
-            "spanned_nodes": bool(nodes) and set(nodes) == {n for _, n, _ in tasks}}
-        return result
-
-    @staticmethod
-    def _nodes(work: Path, info: Optional[Dict[str, str]]) -> List[str]:
-        path = work / st.NODES_FILE
-        if path.exists():
-            return path.read_text().split()
-        try:
-            return st.hostnames(info.get("NodeList", "")) if info else []
-        except st.SlurmError:
-            return []
 
     # --- the campaign's jobs file: resume and cancel -----------------------------------------
 
@@ -385,7 +349,7 @@ class SlurmExecutor(Executor):
         """Stop the job step running (inside an allocation); cancel the jobs still queued or
         running (Ctrl-C, SIGTERM), and wait until squeue no longer lists them; each is recorded
         as cancelled, so --resume submits it again."""
-        steps.stop(self)
+        super().close()
         jobs, self.outstanding = dict(self.outstanding), {}
         if not jobs:
             return

@@ -1,8 +1,10 @@
 """Reports of a campaign: the comparator (comparator.cells), the report's table models and their
 renderers, charts, diff, history, references and the check against them.
 
-`write_report` is the one writer `compare run` and `compare report` share: every section (the
-`--reference` ones included) is built once and rendered to report.md, report.html and CSV.
+`write_files` is the one writer of the report stage (compare/stages/report.py), which `compare
+run` and `compare report` share: every section (the `--reference` ones included) is built once
+and rendered to report.md, report.html and CSV. Which sections a report has, in which order, is
+report.py's list (build, campaign_sections); this module only renders it.
 """
 import json
 from pathlib import Path
@@ -32,12 +34,9 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
     file is made whole beside its name and renamed over it (files.py): never written through a
     link below `base` (the campaign, when the report goes inside it), nor left half-written."""
     from .. import files
-    from . import html, report, tables, timeline
-    from . import references as refs
+    from . import html, report, tables
     from .comparator import runs
-    rep = report.build(df, machine, list(defaults))
-    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
-    rep.tables += timeline.sections(results, machine) + list(extra)
+    rep = report.build(df, machine, list(defaults), references, results, extra)
     text = tables.markdown(rep.sections())
     base = base if base is not None else out_dir
     written = []
@@ -68,41 +67,3 @@ def _csv_extras(out_dir: Path, rep, results, runs, tables, base: Path) -> List[P
         if isinstance(t, tables.Table):
             files.write_text(folder / (t.csv_name() + ".csv"), tables.to_csv(t), base)
     return out + [folder]
-
-
-def write_report(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
-                 references: Sequence[Tuple[str, object]] = (),
-                 baseline: Optional[str] = None, price: Optional[float] = None
-                 ) -> Tuple[str, List[Path], List[str]]:
-    """Read the campaign's results, write the report files; return (Markdown text, paths written,
-    warnings about result files that could not be read). price: dollars per GPU-hour (cost to
-    train of time-to-accuracy runs; no cost columns without it)."""
-    from . import accuracy
-    from .comparator import cells
-    results, warnings = campaign.results()
-    results, trained = accuracy.split(results)  # time-to-accuracy runs: tables of their own
-    df = cells(results, baseline=baseline)
-    missing = campaign.missing(results)
-    extra = []
-    from .tables import Text
-    if missing:  # a half-done campaign says so, and which cells are still to run
-        extra.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
-                                          "`compare run … --resume` runs them.".format(
-                                              len(missing), len(campaign.meta.get("planned", {})),
-                                              ", ".join(missing))]))
-    from . import packing, probes
-    extra += packing.sections(results, campaign.root, campaign.machine)
-    searched = probes.table(campaign.probes(), probes.chosen_batches(results),
-                            [r for r in results if r.spec.get("batch_auto")])
-    extra += [searched] if searched is not None else []
-    if warnings:  # foreign or unreadable files: listed in the report too, never counted
-        extra.append(Text("Result files left out", warnings, bullets=True))
-    extra = accuracy.tables(trained, price) + extra
-    from ..defaults import lines
-    said = ((campaign.meta.get("sessions") or [{}])[-1].get("config") or {}).get("defaults") or {}
-    out_dir = Path(out_dir)
-    inside = campaign.root in out_dir.absolute().parents or out_dir.absolute() == campaign.root
-    text, paths = write_files(df, out_dir, formats, campaign.machine, results, references,
-                              extra, [c for c in [accuracy.chart(trained)] if c is not None],
-                              lines(said), base=campaign.root if inside else out_dir)
-    return text, paths, warnings

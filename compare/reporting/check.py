@@ -3,9 +3,10 @@
 A cell passes when its figure is at or above published × (1 − tolerance), for each figure the
 matching reference row has (images/sec, published speedup). The tolerance is the row's own
 `tolerance` column where it has one, else --tolerance. A cell that failed, ran out of memory or
-timed out where the reference has a figure falls short; unsupported and skipped cells are listed as
-not comparable and do not decide. The median is held against the floor; the ± beside measured ÷
-reference shows how far from noise the verdict is.
+timed out where the reference has a figure falls short, and so does a cell with a figure some of
+whose runs have none (a repeat that failed: its figure rests on fewer runs than it ran); unsupported
+and skipped cells are listed as not comparable and do not decide. The median is held against the
+floor; the ± beside measured ÷ reference shows how far from noise the verdict is.
 
 Images/sec are held only against a reference row of the same GPU model (its `gpu` column, matched
 word for word within the device name the runs recorded, e.g. `V100-PCIe` in `Tesla V100-PCIE-16GB`;
@@ -21,13 +22,15 @@ import pandas as pd
 from .. import frameworks
 from ..errors import UserError
 from . import references
+from .comparator import rests_on
 from .intervals import pm
 from .tables import Section, Table, Text
 
 NO_FIGURE = ("failed", "oom", "timeout")  # fall short; unsupported/skipped do not decide
+RUN_AGAIN = ("failed", "timeout")  # what `compare run --resume` runs again (store.FAILED_RUN)
 # a cell of references.compare
 KEY = ("framework", "model", "precision", "batch_size", "image_size", "nodes", "gpus")
-COLUMNS = list(KEY) + ["status", "figure", "measured", "published", "ratio", "ratio_ci95",
+COLUMNS = list(KEY) + ["status", "repeats", "runs", "figure", "measured", "published", "ratio", "ratio_ci95",
                        "tolerance", "floor", "verdict", "why"]
 FIGURES = (("img/s", "images_per_sec", "published_images_per_sec", "ratio"),
            ("speedup", "speedup", "published_speedup", "speedup_ratio"))
@@ -63,7 +66,12 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
     if figure == "img/s" and not same_gpu(gpu, device):
         return NOT_COMPARABLE, "measured on {}, the reference on {}: images/sec are held only against " \
             "the same GPU model".format(device, gpu if gpu is not None else "a GPU it does not name")
-    if r.status == "ok" and r[measured] is not None:
+    if r.status == "ok" and r.repeats < r.runs:  # a figure of fewer runs than the cell ran
+        verdict, why = SHORT, "{} of its {} runs failed ({}){}".format(
+            r.runs - r.repeats, r.runs, r.failed_runs, "; `compare run … --resume` runs {} again".format(
+                "it" if r.runs - r.repeats == 1 else "them") if any(
+                    ": {}".format(s) in r.failed_runs for s in RUN_AGAIN) else "")
+    elif r.status == "ok" and r[measured] is not None:
         verdict, why = (PASS, None) if r[measured] >= floor else (SHORT, "below {:.2f}".format(floor))
     elif r.status in NO_FIGURE:
         verdict, why = SHORT, "no figure: {}{}".format(r.status, _reason(r))
@@ -87,7 +95,7 @@ def check(cells: pd.DataFrame, ref: pd.DataFrame, name: str, tolerance: float,
             tol = r.tolerance if r.tolerance is not None else tolerance
             floor = r[published] * (1 - tol)
             verdict, why = _verdict(r, figure, measured, floor, devices[tuple(r[k] for k in KEY)])
-            rows.append({**{k: r[k] for k in KEY + ("status",)},
+            rows.append({**{k: r[k] for k in KEY + ("status", "repeats", "runs")},
                          "figure": figure, "measured": r[measured], "published": r[published],
                          "ratio": r[ratio], "ratio_ci95": r[ratio + "_ci95"], "tolerance": tol,
                          "floor": floor, "verdict": verdict, "why": why})
@@ -104,7 +112,8 @@ def _row(r, models: bool) -> List[str]:
     fmt = "{:.2f}" if r.figure == "img/s" else "{:.3f}"
     return [frameworks.display(r.framework)] + ([r.model] if models else []) + [
         r.precision, str(r.batch_size), n, r.figure,
-        fmt.format(r.measured) if r.measured is not None else r.status, fmt.format(r.published),
+        fmt.format(r.measured) + rests_on(r) if r.measured is not None else r.status,
+        fmt.format(r.published),
         pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"),
         "{:g}%".format(round(100 * r.tolerance, 3)), r.verdict + (": " + r.why if r.why else "")]
 

@@ -2,9 +2,10 @@
 interval (intervals.py).
 
 A cell is framework x precision x per-GPU batch x image size x device x data mode (synthetic, real,
-data-only) x model x mode (default, tuned) x nodes x GPUs per node; its
-figure is the median over ok repeats. Speedup (versus the 1-GPU cell, and versus one node with the
-same GPUs per node), scaling efficiency (speedup / world size) and precision gain are computed only
+data-only) x model x mode (default, tuned) x nodes x GPUs per node; its figure is the median
+over ok repeats, and says how many of the cell's runs it rests on (runs, failed_runs: a repeat
+that failed is never dropped silently). Speedup (versus the 1-GPU cell, and versus one node with
+the same GPUs per node), scaling efficiency (speedup / world size) and precision gain are computed only
 between comparable cells (same everything but the one axis), never across a failed cell, and never
 across modes: `ratio()` refuses two cells of different modes. A searched batch (`auto`) is one
 cell whatever batch its search chose (`batch_chosen`).
@@ -15,7 +16,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 
-from backends.protocol import DEFAULT_MODEL, RunResult
+from backends.contract import DEFAULT_MODEL, RunResult
 
 from .. import frameworks
 from . import intervals, metrics
@@ -32,7 +33,7 @@ DATA_SETTINGS = ("cpu_cores", "loader_workers", "data_pipeline", "decode", "deco
 TELEMETRY = ("power_avg_w", "util_avg_pct", "mem_used_max_mib", "sm_clock_avg_mhz", "temp_max_c",
              "host_cpu_cores")
 RATIOS = ("speedup", "speedup_one_node", "scaling_efficiency", "precision_gain", "framework_ratio")
-COLUMNS = KEY + ["world_size", "layout", "status", "repeats", "images_per_sec",
+COLUMNS = KEY + ["world_size", "layout", "status", "repeats", "runs", "failed_runs", "images_per_sec",
                  "images_per_sec_ci95", "images_per_sec_rel_se", "images_per_sec_dof", "ips_min",
                  "ips_max", "spread", "cv", "mlperf_mean", "uncertainty", "jitter",
                  *[c for r in RATIOS for c in (r, r + "_ci95")], "ratio_baseline", "images_per_watt",
@@ -100,6 +101,7 @@ def _cell(key, g: pd.DataFrame) -> Dict:
     last = (ok if len(ok) else g).iloc[-1]
     est = intervals.cell(ips, [json.loads(w) for w in ok.windows], list(ok.uncertainty))
     cell = dict(zip(KEY, key), status="ok" if ips else g.status.iloc[-1], repeats=len(ips),
+                runs=len(g), failed_runs=_failed_runs(g),
                 images_per_sec=est.value if est else None,
                 images_per_sec_ci95=est.half_width() if est else None,
                 images_per_sec_rel_se=est.rel_se if est else None,
@@ -118,6 +120,21 @@ def _cell(key, g: pd.DataFrame) -> Dict:
         cell[col] = _median(ok[col])
     cell["images_per_watt"] = metrics.images_per_watt(cell["images_per_sec"], cell["power_avg_w"])
     return cell
+
+
+def _failed_runs(g: pd.DataFrame) -> Optional[str]:
+    """'r1: failed: killed by SIGKILL …' for each run of a cell without a figure (None: none), so
+    that a figure resting on fewer runs than the cell ran says which, and why."""
+    bad = g[g.status != "ok"]
+    return "; ".join("r{}: {}{}".format(int(r["repeat"]), r.status, ": " + str(r.reason).splitlines()[0][:200]
+                                        if r.reason else "") for _, r in bad.iterrows()) or None
+
+
+def rests_on(cell) -> str:
+    """' (2 of 3 runs)' where a cell's figure rests on fewer runs than it ran; '' otherwise."""
+    if cell["status"] != "ok" or cell["repeats"] >= cell["runs"]:
+        return ""
+    return " ({} of {} runs)".format(cell["repeats"], cell["runs"])
 
 
 def estimate(row) -> Optional[intervals.Estimate]:

@@ -18,9 +18,6 @@ COLUMNS = CELL + ["synthetic_ips", "real_ips", "data_only_ips", "data_efficiency
                   "pipeline_share", "cpu_cores", "loader_workers", "host_cpu_cores",
                   "data_pipeline", "decode", "decode_why", "images_read", "corrupt_skipped",
                   "real_status"]
-# short names of the decode paths, for sentences that name a cell's pipeline
-DECODES = {"hw": "nvImageCodec on the JPEG engines", "gpu": "nvJPEG through torchvision",
-           "dali": "DALI"}
 
 
 def _ips(row: Optional[pd.Series]) -> Optional[float]:
@@ -65,10 +62,12 @@ def data_table(cells: pd.DataFrame) -> pd.DataFrame:
 
 
 def pipeline_name(row) -> str:
-    """A cell's input pipeline in a few words: its decode path, else its pipeline's first stage."""
+    """A cell's input pipeline in a few words: the short name its framework's table of pipelines
+    gives the decode it ran (backends/pipelines/), else its pipeline's first stage."""
     decode, text = row.get("decode"), row.get("data_pipeline") or "its pipeline"
-    if decode in DECODES:
-        return DECODES[decode]
+    short = {p.name: p.short for p in frameworks.pipelines(row.get("framework")) if p.short}
+    if decode in short:
+        return short[decode]
     return text.split(" -> ")[0].split(": ")[0].split(" (")[0]
 
 

@@ -15,14 +15,15 @@ import pandas as pd
 
 from .. import frameworks, machine_record
 from . import findings, intervals
-from .comparator import estimate
+from .comparator import estimate, rests_on
 from .intervals import pm
 from .tables import Section, Table, Text
 
 MATCH = ["framework", "model", "precision", "batch_size", "image_size", "data_mode", "mode", "nodes",
          "gpus"]
 SETTINGS = ["data", "compile", "options"]
-COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "ratio",
+COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "runs_a", "runs_b",
+                   "ratio",
                    "ratio_ci95", "state", "comparable", "why"]
 
 
@@ -68,6 +69,8 @@ def diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
                          device_b=None if rb is None else rb["device"],
                          images_per_sec_a=None if ra is None else ra["images_per_sec"],
                          images_per_sec_b=None if rb is None else rb["images_per_sec"],
+                         runs_a=None if ra is None else rests_on(ra),
+                         runs_b=None if rb is None else rests_on(rb),
                          **versus(ra, rb)))
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
     return d.where(d.notna(), None)
@@ -125,8 +128,8 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
     first = ["framework"] + (["model"] if models else []) + ["precision", "batch", "image", "N"]
     if len(ok):
         out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],
-                         [who(r) + ["{:.2f}".format(r.images_per_sec_a),
-                           "{:.2f}".format(r.images_per_sec_b),
+                         [who(r) + ["{:.2f}".format(r.images_per_sec_a) + r.runs_a,
+                           "{:.2f}".format(r.images_per_sec_b) + r.runs_b,
                            pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}"), r.state]
                           for _, r in ok.iterrows()], name="diff"))
     bad = d[~d.comparable.astype(bool)]

@@ -10,46 +10,46 @@ from typing import Callable, Dict, List, Sequence, Tuple
 
 import pandas as pd
 
-from backends.protocol import DEFAULT_MODEL
+from backends.contract import DEFAULT_MODEL
 
 from .. import frameworks, machine_record
 from ..errors import UserError
 from . import diff, intervals
-from .comparator import KEY, cells
+from .comparator import KEY, cells, rests_on
 from .intervals import pm
 from .tables import Section, Table, Text
 
-COLUMNS = KEY + ["date", "commit", "campaign", "framework_version", "status", "images_per_sec",
-                 "images_per_sec_ci95", "ratio", "ratio_ci95", "state", "regression", "why"]
+COLUMNS = KEY + ["date", "commit", "campaign", "framework_version", "status", "repeats", "runs",
+                 "images_per_sec", "images_per_sec_ci95", "ratio", "ratio_ci95", "state", "regression",
+                 "why"]
 
 
 def campaigns(paths: Sequence[Path], warn: Callable[[str], None] = lambda s: None) -> List:
     """The campaigns named, or found one level below a folder that is not one itself; oldest
-    first. A campaign named that cannot be read is an error; one found in a folder is left out,
-    with warn(why), so one corrupt campaign does not hide the others."""
-    from ..store import CAMPAIGN_FILE, Campaign
-    found = []
+    first, each once. A campaign named that cannot be read is one UserError line; one found in a
+    folder is skipped with warn(why), and the others are shown."""
+    from ..store import Campaign, campaign_folders
+    found: Dict[Path, object] = {}
+
+    def add(campaign, named: Path) -> None:
+        if campaign.root.resolve() in found:
+            warn("{}: named twice; counted once".format(named))
+        found.setdefault(campaign.root.resolve(), campaign)
     for path in paths:
         path = Path(path)
-        if (path / CAMPAIGN_FILE).is_file() or not path.is_dir():
-            found.append(Campaign.open(path))  # a bad path: Campaign.open says why
+        inside = campaign_folders(path)
+        if not path.is_dir() or inside == [path]:
+            add(Campaign.open(path), path)  # a bad path: Campaign.open says why
             continue
-        inside, seen = [], 0
-        for p in sorted(path.iterdir()):
-            if (p / CAMPAIGN_FILE).is_file():
-                seen += 1
-                try:
-                    inside.append(Campaign.open(p))  # reads campaign.json and machine.json
-                except UserError as exc:
-                    warn("{}; left out of the history".format(exc))
-        if seen and not inside:
-            raise UserError("{}: none of its {} campaigns can be read (see the warnings above); "
-                            "restore them or give other campaigns".format(path, seen))
         if not inside:
             raise UserError("{}: neither a campaign nor a folder of campaigns; give campaign folders "
                             "made by `compare run`, or the folder that holds them".format(path))
-        found += inside
-    return sorted(found, key=lambda c: (c.meta.get("created_at") or "", str(c.root)))
+        for p in inside:
+            try:
+                add(Campaign.open(p), p)
+            except UserError as exc:  # one corrupt campaign does not hide the others
+                warn("skipped {}".format(exc))
+    return sorted(found.values(), key=lambda c: (c.meta.get("created_at") or "", str(c.root)))
 
 
 def _commit(m: Dict) -> str:
@@ -81,7 +81,8 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
             key = tuple(r[c] for c in KEY)
             before = last.get(key)
             row = dict(zip(KEY, key), **facts, framework_version=r.framework_version, status=r.status,
-                       images_per_sec=r.images_per_sec, images_per_sec_ci95=r.images_per_sec_ci95)
+                       repeats=r.repeats, runs=r.runs, images_per_sec=r.images_per_sec,
+                       images_per_sec_ci95=r.images_per_sec_ci95)
             if before is None:
                 row.update(ratio=None, ratio_ci95=None, state=None, why="first figure"
                            if r.status == "ok" else "no figure: {}".format(r.status))
@@ -130,7 +131,8 @@ def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
     out = [((), [Text("History", lines, bullets=True)])]
     for key, g in h.groupby(KEY, sort=False):
         rows = [[r.date, r.commit, r.campaign, r.framework_version or "",
-                 pm(r.images_per_sec, r.images_per_sec_ci95, "{:.2f}") if r.status == "ok" else r.status,
+                 pm(r.images_per_sec, r.images_per_sec_ci95, "{:.2f}") + rests_on(r)
+                 if r.status == "ok" else r.status,
                  pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing=""), _state(r)]
                 for _, r in g.iterrows()]
         out.append((key, [Table(title(key), ["date", "commit", "campaign", "version", "img/s",

@@ -10,7 +10,7 @@ data_efficiency     = img/s(real data) / img/s(synthetic)   same cell otherwise;
 import statistics
 from typing import Optional, Sequence
 
-from backends.harness import jitter, median, uncertainty  # noqa: F401  (one definition, re-exported)
+from backends.contract import jitter, median, uncertainty  # noqa: F401  (one definition, re-exported)
 
 
 def speedup(ips_n: Optional[float], ips_1: Optional[float]) -> Optional[float]:

@@ -10,7 +10,7 @@ flagged: packing changed it beyond its noise.
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import RunResult
+from backends.contract import RunResult
 
 from . import intervals
 from .intervals import pm
@@ -31,19 +31,10 @@ def _estimate(rs: Sequence[RunResult]) -> Optional[intervals.Estimate]:
 def serial_runs(root: Path, machine: Dict, own: Sequence[RunResult]) -> List[Tuple[str, RunResult]]:
     """(campaign folder name, result) of every ok serial run in this campaign and its neighbours
     that ran on the same machine."""
-    from .. import machine_record
-    from ..errors import UserError
-    from ..store import CAMPAIGN_FILE, Campaign
+    from ..store import neighbours
     out = [(root.name, r) for r in own if r.status == "ok" and not beside(r)]
-    for folder in sorted(p for p in root.parent.iterdir() if p != root and (p / CAMPAIGN_FILE).is_file()):
-        try:
-            other = Campaign.open(folder)
-            if machine_record.differences(other.machine, machine):
-                continue
-            results, _ = other.results()
-        except (UserError, OSError):
-            continue
-        out += [(folder.name, r) for r in results if r.status == "ok" and not beside(r)]
+    for other, results in neighbours(root.parent, machine, skip=root):
+        out += [(other.root.name, r) for r in results if r.status == "ok" and not beside(r)]
     return out
 
 

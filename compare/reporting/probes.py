@@ -2,7 +2,7 @@
 auto, the tuned mode), listed as probes (short runs that chose a batch), never as cells."""
 from typing import Optional, Sequence
 
-from backends.protocol import RunResult
+from backends.contract import RunResult
 
 from .. import frameworks
 from .tables import Table

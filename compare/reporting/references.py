@@ -9,14 +9,16 @@ every row is ResNet-50's; rows match cells of the same network), `gpu`/`system` 
 `tolerance` (`5%` or `0.05`: how far below the figure `compare check` still passes). Matching
 ignores the other columns the reference does not have.
 """
+import io
+import math
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pandas as pd
 
-from backends.protocol import DEFAULT_MODEL
+from backends.contract import DEFAULT_MODEL, SchemaError
 
-from .. import envs, frameworks
+from .. import envs, frameworks, loading, validate
 from ..errors import UserError
 from .intervals import pm
 from .tables import Table
@@ -25,6 +27,8 @@ BUILTIN = Path(__file__).resolve().parent.parent / "references"
 REQUIRED = ("precision", "gpus")
 FIGURES = ("images_per_sec", "speedup_published")
 OPTIONAL_KEYS = ("framework", "batch_size", "image_size")
+MAX_REFERENCE_BYTES = 16 * 2 ** 20  # a reference is a table of published figures: a few KB
+FIGURE_RANGE = (validate.FIGURES[0], validate.FIGURES[1])  # images/sec or a speedup, as results'
 
 
 def parse_tolerance(text, where: str = "--tolerance") -> float:
@@ -64,33 +68,102 @@ def resolve(name_or_path: str) -> Path:
         name_or_path, ", ".join(refs)))
 
 
-def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
-    """(name, rows) of a reference, checked and normalised (framework names canonical)."""
-    path = resolve(name_or_path)
+def _read(path: Path) -> pd.DataFrame:
+    """The CSV's cells as text, through the one loader of files compare did not write (a
+    regular file of bounded size): every value is converted and checked here, never guessed."""
     try:
-        df = pd.read_csv(path)
-    except (ValueError, OSError) as exc:
+        text = loading.read_bounded(path, MAX_REFERENCE_BYTES).decode("utf-8")
+        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (ValueError, SchemaError) as exc:  # UnicodeDecodeError and pandas' ParserError too
         raise UserError("reference {}: not a readable CSV ({})".format(path, exc)) from None
+
+
+def _column(df: pd.DataFrame, name: str, convert: Callable[[str], Any], why: str,
+            path: Path, empty: Any = None) -> List[Any]:
+    """df[name] converted cell by cell; UserError naming the file, the value and its line (the
+    header is line 1) for the first that does not convert."""
+    out = []
+    for i, text in enumerate(df[name]):
+        text = text.strip()
+        value = empty if text == "" and empty is not _REQUIRED else _convert(convert, text)
+        if value is _BAD or (text == "" and empty is _REQUIRED):
+            raise UserError("reference {}: {} {!r} on line {} {}".format(path, name, text, i + 2, why))
+        out.append(value)
+    return out
+
+
+_BAD, _REQUIRED = object(), object()
+
+
+def _convert(convert: Callable[[str], Any], text: str) -> Any:
+    try:
+        return convert(text)
+    except ValueError:
+        return _BAD
+
+
+def _count(text: str) -> int:
+    value = float(text)
+    if not (math.isfinite(value) and value >= 1 and value == int(value) and value <= 2 ** 31):
+        raise ValueError(text)
+    return int(value)
+
+
+def _positive(text: str) -> float:
+    value = float(text)  # '1e400' is inf, 'nan' nan: neither passes
+    if not FIGURE_RANGE[0] <= value <= FIGURE_RANGE[1]:
+        raise ValueError(text)
+    return value
+
+
+def _framework(path: Path, df: pd.DataFrame) -> List[str]:
+    out = []
+    for i, text in enumerate(df.framework):
+        if not text.strip():
+            raise UserError("reference {}: framework is empty on line {}; give one of {}, or leave the "
+                            "column out (any framework)".format(path, i + 2, frameworks.choices()))
+        try:
+            out.append(frameworks.get(text.strip()).name)
+        except UserError as exc:
+            raise UserError("reference {}: framework {!r} on line {}: {}".format(
+                path, text.strip(), i + 2, exc)) from None
+    return out
+
+
+def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
+    """(name, rows) of a reference, checked and normalised (framework names canonical, counts
+    whole numbers, figures finite and positive); a UserError naming the file and line of the
+    first value that is not."""
+    path = resolve(name_or_path)
+    df = _read(path)
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing or not any(c in df.columns for c in FIGURES):
         raise UserError("reference {}: needs columns {} and one of {}; it has {}".format(
             path, ", ".join(REQUIRED), ", ".join(FIGURES), ", ".join(df.columns)))
-    counts = pd.to_numeric(df.gpus, errors="coerce")
-    bad = df.gpus[counts.isna() | (counts < 1) | (counts != counts.round())]
-    if len(bad):  # row numbers as an editor shows them: the header is line 1
-        raise UserError("reference {}: gpus {!r} on line {} is not a GPU count; give whole numbers "
-                        ">= 1".format(path, str(bad.iloc[0]), int(bad.index[0]) + 2))
-    df = df.assign(gpus=counts.astype(int))
+    df = df.assign(gpus=_column(df, "gpus", _count, "is not a GPU count; give whole numbers >= 1",
+                                path, _REQUIRED))
+    for name in ("nodes", "batch_size", "image_size"):
+        if name in df.columns:  # an empty cell matches no cell, as before
+            df[name] = _column(df, name, _count, "is not a count; give a whole number >= 1", path)
+    figures = {c: _column(df, c, _positive, "is not a figure; give a number from {:g} to {:g}".format(
+        *FIGURE_RANGE), path) for c in FIGURES if c in df.columns}
+    for i, row in enumerate(zip(*figures.values())):
+        if all(x is None for x in row):
+            raise UserError("reference {}: line {} has no figure ({}); give one".format(
+                path, i + 2, ", ".join(figures)))
+    df = df.assign(**figures)
     # 'ResNet-50' -> 'resnet50', as `--model` names it; a reference without the column is ResNet-50's
     df = df.assign(model=df.model.astype(str).str.lower().str.replace("-", "").str.strip()
                    if "model" in df.columns else DEFAULT_MODEL)
     if "framework" in df.columns:
-        df = df.assign(framework=[frameworks.get(str(f)).name for f in df.framework])
+        df = df.assign(framework=_framework(path, df))
     if "tolerance" in df.columns:
-        df = df.assign(tolerance=[None if pd.isna(t) else parse_tolerance(t, "reference {}: tolerance"
-                                                                          .format(path.name))
-                                  for t in df.tolerance])
-    return path.stem, df.reset_index(drop=True)
+        df = df.assign(tolerance=[None if not t.strip() else parse_tolerance(
+            t, "reference {}: tolerance".format(path.name)) for t in df.tolerance])
+    for name in ("gpu", "system"):  # shown: an empty cell names nothing
+        if name in df.columns:
+            df[name] = [t.strip() or None for t in df[name]]
+    return path.stem, df.reset_index(drop=True).astype(object)
 
 
 def describe(name: str, df: pd.DataFrame) -> str:
@@ -136,6 +209,7 @@ def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
             rows.append({"framework": c.framework, "model": c.model, "precision": c.precision,
                          "batch_size": c.batch_size, "image_size": c.image_size, "nodes": c.nodes,
                          "gpus": c.gpus, "status": c.status, "reason": c.reason,
+                         "repeats": c.repeats, "runs": c.runs, "failed_runs": c.failed_runs,
                          "images_per_sec": c.images_per_sec, "published_images_per_sec": pub_ips,
                          "ratio": r, "ratio_ci95": r_hw,
                          "speedup": c.speedup, "published_speedup": pub_sp,

@@ -1,16 +1,17 @@
-"""The report's sections, built once from the comparator's cells as table models (tables.py):
-images/sec with speedup, speedup versus one node, scaling efficiency, precision gain, framework
-versus framework, repeats, energy, cells without a figure, provenance. Every ratio carries the half
-width of its 95 % interval (intervals.py).
+"""The report's sections, built once from the comparator's cells as table models (tables.py), and
+the one list of them in their order (build): images/sec with speedup, speedup versus one node,
+scaling efficiency, precision gain, framework versus framework, repeats, energy, cells without a
+figure, provenance; then references, the timeline and the campaign's own sections. Every ratio
+carries the half width of its 95 % interval (intervals.py).
 """
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, NamedTuple, Optional
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import pandas as pd
 
 from .. import frameworks
 from . import data_table, findings, metrics
-from .comparator import MIXED, NOTES
+from .comparator import MIXED, NOTES, rests_on
 from .intervals import pm
 from .tables import Section, Table, Text
 
@@ -101,7 +102,7 @@ def _num(x, fmt: str) -> str:
 def _images(r) -> str:
     if r["status"] != "ok":
         return r["status"]
-    text = "{:.2f}".format(r["images_per_sec"])
+    text = "{:.2f}".format(r["images_per_sec"]) + rests_on(r)
     if r["world_size"] != 1 and r["speedup"] is not None:
         text += " ({})".format(pm(r["speedup"], r["speedup_ci95"], "{:.3f}"))
     return text + chosen(r)
@@ -126,13 +127,48 @@ class Report:
 DEFAULTS_TITLE = "Defaults (flags not given: the seeds' study sized to this machine, compare/defaults.py)"
 
 
-def build(df: pd.DataFrame, machine: Optional[Dict] = None,
-          defaults: Optional[List[str]] = None) -> Report:
-    """The seed-style report: findings, img/s (speedup) per GPU count, speedup versus one node,
-    efficiency, precision gain, framework ratios, repeats, energy; then the cells without a figure
-    and the machine and software."""
-    if df.empty:
-        return Report(Text("", ["No results yet."]))
+def build(df: pd.DataFrame, machine: Optional[Dict] = None, defaults: Optional[List[str]] = None,
+          references: Sequence[Tuple[str, object]] = (), results: Sequence = (),
+          more: Sequence[Section] = ()) -> Report:
+    """The report, every section in its order (the one list of them: reporting/__init__.py only
+    renders it): the findings; the seed-style tables (throughput_tables); each `--reference`
+    compared; where the time goes (timeline.py, from `results`); then `more`, the campaign's own
+    sections in campaign_sections' order."""
+    from . import references as refs
+    from . import timeline
+    rep = Report(Text("", ["No results yet."])) if df.empty else \
+        Report(findings.summary(df, layout_of(df)), throughput_tables(df, machine, defaults))
+    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
+    rep.tables += timeline.sections(results, machine) + list(more)
+    return rep
+
+
+def campaign_sections(view, results: Sequence, trained: Sequence,
+                      price: Optional[float] = None) -> List[Section]:
+    """A campaign's own sections, in order, from its View (compare/stages/report.py): time to
+    accuracy (its runs, `trained`), the cells not run yet, packed cells against their serial
+    twins, the batch searches, result files left out."""
+    from . import accuracy, packing, probes
+    out: List[Section] = accuracy.tables(trained, price)
+    if view.missing:  # a half-done campaign says so, and which cells are still to run
+        out.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
+                                        "`compare run … --resume` runs them.".format(
+                                            len(view.missing), len(view.meta.get("planned", {})),
+                                            ", ".join(view.missing))]))
+    out += packing.sections(results, view.root, view.machine)
+    searched = probes.table(view.probes, probes.chosen_batches(results),
+                            [r for r in results if r.spec.get("batch_auto")])
+    out += [searched] if searched is not None else []
+    if view.warnings:  # foreign or unreadable files: listed in the report too, never counted
+        out.append(Text("Result files left out", list(view.warnings), bullets=True))
+    return out
+
+
+def throughput_tables(df: pd.DataFrame, machine: Optional[Dict] = None,
+                      defaults: Optional[List[str]] = None) -> List[Section]:
+    """The seed-style tables: img/s (speedup) per GPU count, speedup versus one node, efficiency,
+    precision gain; what ran at its default; framework ratios, data, repeats, energy, notes on
+    cells, the cells without a figure; the machine and software, and the legend."""
     lay, cpu = layout_of(df), set(df.device) == {"cpu"}
     first_notes = [INTERVAL_NOTE]
     if cpu:
@@ -156,7 +192,7 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None,
     # its default, then the rest
     out += [Text(DEFAULTS_TITLE, list(defaults), bullets=True)] if defaults else []
     out += [framework_ratios(df, lay), data_table.table(df), repeats(df, lay), energy(df, lay),
-            cell_notes(df, lay), failures(df, lay)]
+            cell_notes(df, lay), failures(df, lay), failed_runs(df, lay)]
     # no table, no column without a value in any row (one GPU count, one precision)
     out = [p for p in (t.pruned() if isinstance(t, Table) else t for t in out if t is not None)
            if p is not None]
@@ -165,8 +201,7 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None,
     legend = [LEGEND.format(data)]
     if lay.mode_column or (df.batch_size == "auto").any():
         legend.append(MODES_NOTE)
-    out += [provenance(df, machine), Text("", legend)]
-    return Report(findings.summary(df, lay), out)
+    return out + [provenance(df, machine), Text("", legend)]
 
 
 NOTED = ("(note): the cell carries a note (Notes on cells, below): its precision ran without the "
@@ -270,6 +305,20 @@ def failures(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
     head = _head(lay._replace(layout_column=False))
     return Table("Cells without a figure", head + ["N", "status", "reason"], rows,
                  labels=len(head) + 1)
+
+
+def failed_runs(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+    """The cells with a figure some of whose runs have none: which runs, and why (their figure
+    rests on the others, and says so: '(2 of 3 runs)')."""
+    partial = df[(df.status == "ok") & df.failed_runs.notna()]
+    if not len(partial):
+        return None
+    rows = [_label(r, lay) + [lay.n(r.nodes, r.gpus), "{} of {}".format(r.repeats, r.runs),
+                              r.failed_runs] for _, r in partial.iterrows()]
+    head = _head(lay._replace(layout_column=False))
+    return Table("Runs without a figure in cells that have one", head + ["N", "ok runs", "the others"],
+                 rows, ["The cell's figure is the median of its ok runs alone; `compare run … "
+                        "--resume` runs its failed and timed-out runs again."], labels=len(head) + 1)
 
 
 def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> Text:

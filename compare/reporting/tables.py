@@ -59,13 +59,35 @@ def slug(title: str) -> str:
 
 
 # --- Markdown ---------------------------------------------------------------------------------------
-# a `<` that could open an HTML tag, comment or autolink: free text (a reason, an option value, a
-# version) must render as the text it is, never as HTML (`<script>` in a reason)
-_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+# Free text (a reason, an option value, a version, a host name from machine.json) must render as
+# the text it is, as html.escape makes it in HTML: never as HTML (`<script>`), a link or image
+# (`[x](url)`, `![x](url)`), emphasis, or a block of its own (a line break then `# `). `code`
+# spans, compare's own, are left as they are: Markdown shows their content literally.
+_CODE = re.compile(r"(`[^`\n]*`)")
+_BREAK = re.compile(r"\r\n|[\r\n]")  # in a table a line break ends the row; in text, the paragraph
+_ESCAPED = [
+    (re.compile(r"\\(?=[!-/:-@[-`{-~])"), r"\\\\"),  # a backslash before punctuation stays one
+    (re.compile(r"<(?=[A-Za-z/!?])"), r"\<"),  # an HTML tag, comment or autolink
+    (re.compile(r"\](?=[(\[:])"), r"\]"),  # a link, an image, a reference or its definition
+    (re.compile(r"[*~]"), r"\\\g<0>"),  # emphasis, strikethrough
+    (re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])"), r"\_"),  # emphasis (not inside a_word)
+]
+# what would begin a block at the start of a line: a heading, a quote, a list item, a rule
+_BLOCK = re.compile(r"^(#{1,6}|>|[-+*]|\d{1,9}[.)]|[-_=]{3,})(?=\s|$)")
+
+
+def _md_plain(text: str) -> str:
+    for pattern, repl in _ESCAPED:
+        text = pattern.sub(repl, text)
+    return text
 
 
 def _md(text) -> str:
-    return _TAG_START.sub(r"\<", str(text))
+    parts = _CODE.split(_BREAK.sub(" ", str(text)))
+    out = "".join(part if i % 2 else _md_plain(part) for i, part in enumerate(parts))
+    # a backslash before the marker (before the `.` of `1.`) makes it text
+    return _BLOCK.sub(lambda m: m.group()[:-1] + "\\" + m.group()[-1] if m.group()[0].isdigit()
+                      else "\\" + m.group(), out)
 
 
 def _md_row(cells: Sequence[str]) -> str:

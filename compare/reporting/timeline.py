@@ -10,8 +10,7 @@ measuring.
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from backends.phases import ORDER
-from backends.protocol import DEFAULT_MODEL, RunResult
+from backends.contract import DEFAULT_MODEL, ORDER, RunResult
 
 from .. import frameworks
 from .tables import Section, Table, Text

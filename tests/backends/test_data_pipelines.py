@@ -245,7 +245,7 @@ def test_the_hardware_decode_path_gives_pillows_pixels(folder, framework, name, 
 C_API_BATCH = r"""
 import json, sys
 import numpy as np
-from backends import nvdecode as nvd
+from backends.pipelines import nvdecode as nvd
 good = sorted(FILES)[:3]
 datas = [open(p, "rb").read() for p in good]
 datas.insert(1, datas[0][:400])  # truncated after its headers
@@ -432,7 +432,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh
 from backends import dataset as ds
-from backends import nvdecode as nvd
+from backends.pipelines import nvdecode as nvd
 from backends.jax import hwfeed
 import random
 prepared = ds.Prepared.find(FOLDER)

@@ -1,4 +1,4 @@
-"""What the backends' input pipelines share (backends/feed.py) and the --data-only trainer the
+"""What the backends' input pipelines share (backends/pipelines/feed.py) and the --data-only trainer the
 harness builds from a runtime and a feed (backends/trainer.py): stdlib, tested without a
 framework."""
 import threading
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from backends.feed import Feed, Prefetcher
+from backends.pipelines.feed import Feed, Prefetcher
 from backends.trainer import DataOnly, Runtime
 
 

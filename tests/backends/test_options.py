@@ -4,7 +4,7 @@ import pytest
 from backends.options import Option, OptionError, parse
 from compare import frameworks
 from compare.errors import UserError
-from compare.runner import parse_options
+from compare.parsing import options as parse_options
 from tests.helpers import main_exit
 
 CAFFE2_KEYS = ("channels_last, compile_mode, cpu_decoders, cpu_draft, cpu_share, cuda_graphs, "

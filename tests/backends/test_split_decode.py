@@ -1,4 +1,4 @@
-"""decode=hw's split (backends/splitdecode.py, backends/cpudecode.py): each batch shared between
+"""decode=hw's split (backends/pipelines/splitdecode.py, backends/pipelines/cpudecode.py): each batch shared between
 the JPEG engines and CPU decoder processes. The split's rule, the CPU decoders and the split
 decoder's bookkeeping run here in the test environment (Pillow stands in for the engines); the
 frameworks' feeds run in their environments on nvImageCodec's CPU backend
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from backends import cpudecode, splitdecode
 from backends import dataset as ds
-from backends import nvdecode as nvd
+from backends.pipelines import cpudecode, splitdecode
+from backends.pipelines import nvdecode as nvd
 from compare.imagegen import MakeSpec, render
 
 SPEC = MakeSpec(width=64, height=48)

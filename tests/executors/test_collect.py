@@ -8,8 +8,8 @@ import datetime
 import time
 
 from backends.protocol import RunResult, RunSpec, write_result
-from compare.executors import base
-from compare.executors.base import collect, oom_line
+from compare.executors import results
+from compare.executors.results import Outcome, collect, oom_line
 
 SPEC = RunSpec("tf", "tf_horovod", gpus=2, device="cuda", precision="fp16", batch_size=512)
 HOROVOD_RANK1_OOM = (
@@ -39,7 +39,8 @@ def _collect(tmp_path, stderr, status=None, reason=None, returncode=1, timed_out
         write_result(str(result_file), RunResult(run_id=SPEC.run_id, status=status,
                                                  spec=SPEC.to_dict(), reason=reason,
                                                  images_per_sec=1000.0 if status == "ok" else None))
-    return collect(SPEC, result_file, returncode, err, "2026-11-30T05:40:00+00:00", timed_out, 600)
+    return collect(SPEC, Outcome(returncode, timed_out), result_file, err,
+                   "2026-11-30T05:40:00+00:00", 600)
 
 
 def test_a_non_zero_rank_out_of_memory_makes_rank_0s_failure_an_oom(tmp_path):
@@ -101,7 +102,7 @@ def test_every_frameworks_form_is_recognised():
 
 
 def test_a_worker_killed_by_a_signal_is_failed_with_the_signal(tmp_path, monkeypatch):
-    monkeypatch.setattr(base, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
     for code in (-9, 137):  # Popen's form, and a shell's or a container's
         result = _collect(tmp_path, "", returncode=code)
         assert (result.status, result.reason) == (
@@ -122,12 +123,23 @@ def test_a_kill_is_an_oom_where_the_kernel_log_says_so(tmp_path, monkeypatch):
     line = "Out of memory: Killed process 4242 (python) total-vm:91234567kB, anon-rss:81234567kB"
     log.write_text("6,100,{},-;Started session 3\n3,101,{},-;{}\n".format(
         int((started - 60 - boot) * 1e6), int((started + 2 - boot) * 1e6), line))
-    monkeypatch.setattr(base, "KERNEL_LOG", str(log))
+    monkeypatch.setattr(results, "KERNEL_LOG", str(log))
     spec_file, err = tmp_path / "none.json", tmp_path / "stderr.log"
     err.write_text("")
-    result = collect(SPEC, spec_file, -9, err, _iso(started), False, 600)
+    result = collect(SPEC, Outcome(-9), spec_file, err, _iso(started), 600)
     assert (result.status, result.reason) == (
         "oom", "killed by SIGKILL (exit code -9) and wrote no result (the kernel's OOM killer: "
                "{})".format(line))
     # the same line logged before the cell started is not this cell's
-    assert collect(SPEC, spec_file, -9, err, _iso(started + 30), False, 600).status == "failed"
+    assert collect(SPEC, Outcome(-9), spec_file, err, _iso(started + 30), 600).status == "failed"
+
+
+def test_a_container_killed_for_memory_is_an_oom_unless_its_run_ended_well(tmp_path):
+    err, result_file = tmp_path / "stderr.log", tmp_path / "result.json"
+    err.write_text("Killed\n")
+    killed = Outcome(137, oom_killed="the container was killed by the out-of-memory killer (exit 137)")
+    result = collect(SPEC, killed, result_file, err, "2026-11-30T05:40:00+00:00", 600)
+    assert (result.status, result.reason) == ("oom", killed.oom_killed)
+    write_result(str(result_file), RunResult(run_id=SPEC.run_id, status="ok", spec=SPEC.to_dict(),
+                                             images_per_sec=1000.0))
+    assert collect(SPEC, killed, result_file, err, "2026-11-30T05:40:00+00:00", 600).status == "ok"

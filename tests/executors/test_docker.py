@@ -37,8 +37,8 @@ def engine():
     return c
 
 
-def _compare(args, env=None):
-    return run_compare(args, timeout=1800, env=env)
+def _compare(args, env=None, code=0):
+    return run_compare(args, timeout=1800, env=env, code=code)
 
 
 def _results(campaign):
@@ -84,7 +84,7 @@ def test_missing_image_and_crash_inside_are_recorded_and_the_sweep_goes_on(engin
     # mxnet: an image that does not exist; caffe2: fail_at=setup -> a crash inside
     _compare(["run", "--frameworks", "mxnet,caffe2", "--executor", "docker", "--precision", "fp32",
               "--results", str(campaign), "--option", "caffe2.fail_at=setup"] + TINY,
-             env={"COMPARE_IMAGE_MXNET": "compare/does-not-exist:0"})
+             env={"COMPARE_IMAGE_MXNET": "compare/does-not-exist:0"}, code=1)  # cells failed
     results = _results(campaign)
     missing = results["mxnet-fp32-w1-b4-s32-r0"]
     assert missing["status"] == "failed"

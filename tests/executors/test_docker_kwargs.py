@@ -158,3 +158,42 @@ def test_a_folder_that_would_hide_what_runs_need_inside_is_refused(folder, hidde
     executor.check_data([P])
     P.root = "/data/compare"  # /compare is not under it
     executor.check_data([P])
+
+
+def test_an_engine_that_may_not_lift_memlock_runs_with_the_hosts_own_limit(monkeypatch):
+    """The engine refuses `memlock=-1` (no CAP_SYS_RESOURCE): the container is removed and made
+    again with this machine's hard limit, once; whoever holds the run's handle holds each."""
+    import docker
+
+    from compare import executors
+    created, removed, notes = [], [], []
+
+    class Container:
+        def __init__(self, kwargs):
+            self.memlock = kwargs["ulimits"][0]["Soft"]
+
+        def start(self):
+            if self.memlock == -1:
+                raise docker.errors.APIError("OCI runtime create failed: setrlimit RLIMIT_MEMLOCK: "
+                                             "operation not permitted")
+
+        def remove(self, force):
+            removed.append(self)
+
+    class Engine:
+        class containers:
+            @staticmethod
+            def create(**kwargs):
+                created.append(Container(kwargs))
+                return created[-1]
+
+    monkeypatch.setattr(images, "client", Engine)
+    monkeypatch.setattr(dx.resource, "getrlimit", lambda which: (65536, 8 * 2 ** 20))
+    executor = dx.DockerExecutor(executors.Context([], "cpu", log=notes.append))
+    held = []
+    started = executor._start(_kwargs(RunSpec("mxnet", "mxnet")), held.append)
+    assert started is created[1] and held == created and removed == [created[0]]
+    assert (started.memlock, executor.memlock) == (8 * 2 ** 20, 8 * 2 ** 20)
+    assert notes == ["note: Docker may not lift the limit on memory a container can pin (locked "
+                     "memory, which NGC images ask to be unlimited for fast GPU copies); running "
+                     "with this machine's own limit, 8 MiB, instead"]

@@ -107,12 +107,15 @@ def test_a_study_no_executor_can_run_stops_before_anything_starts(tmp_path, caps
 
 
 def test_what_a_study_needs_comes_from_its_flags(tmp_path):
-    from compare.runner import RunConfig
-    cfg = RunConfig(["caffe2"], [1], ["fp32"], [32], "cuda", {}, 1, str(tmp_path), False, 60.0,
-                    nodes=[1, 4], data=["synthetic", "/d"])
-    assert cfg.needs() == {"multi_node": "--nodes 4", "real_data": "--data /d", "gpus": "--device cuda"}
-    cfg.nodes, cfg.data, cfg.device = [1], ["synthetic"], "cpu"
-    assert cfg.needs() == {}
+    from compare import study
+    from compare.stages.plan import _needs
+    folder = tmp_path / "d" / "c0"
+    folder.mkdir(parents=True)
+    (folder / "a.jpg").write_bytes(b"")
+    s = study.build({"frameworks": "caffe2", "nodes": "1,4", "data": "synthetic,{}".format(folder.parent)})
+    assert _needs(s, "cuda") == {"multi_node": "--nodes 4", "real_data": "--data {}".format(
+        folder.parent), "gpus": "--device cuda"}
+    assert _needs(study.build({"frameworks": "caffe2"}), "cpu") == {}
     assert {n: sorted(executors.load(n).capabilities) for n in executors.names()} == {
         "docker": ["gpus", "real_data"], "local": ["gpus", "real_data"],
         "slurm": ["gpus", "multi_node", "real_data"]}

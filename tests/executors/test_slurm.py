@@ -46,6 +46,19 @@ def test_slurm_flags_without_the_slurm_executor_are_refused(argv, capsys):
                               "slurm\n".format(argv[0]))
 
 
+def test_a_step_of_an_allocation_takes_its_share_of_cpus_and_memory_and_a_port_of_its_own():
+    from backends.protocol import RunSpec
+    from compare.executors.slurm_jobs import Allocation
+    from compare.resources import Slot
+    alloc = Allocation("77", nodes=1, cpus=8, gpus=0, mem_mb=16000)
+    spec = RunSpec("caffe2", "caffe2_torch", batch_size=4, image_size=32)
+    assert alloc.step(spec, Slot(cpus=2), 3) == (
+        ["--exact", "--job-name=compare-caffe2-fp32-w1-b4-s32-r0", "--mem=4000M"],
+        {"COMPARE_PORT_OFFSET": "3", "COMPARE_STEP_CPUS": "2"}, 2)
+    whole = Allocation("77", nodes=1, cpus=8, gpus=0, mem_mb=0).step(spec, None, 1)
+    assert whole[0] == ["--exact", "--job-name=compare-caffe2-fp32-w1-b4-s32-r0"] and whole[2] == 8
+
+
 def _data(tmp_path, monkeypatch, read_only=False):
     """A checked folder (its prepared side beside it, or in the cache as for a read-only one)."""
     from compare import datasets
@@ -73,7 +86,7 @@ def test_pyxis_mounts_the_data_read_only_at_its_own_path(tmp_path, monkeypatch, 
     executor = slurm.SlurmExecutor(executors.Context([frameworks.get("caffe2")], "cpu"))
     spec = RunSpec("caffe2", "caffe2_torch", data=prepared.root)
     attempt = executors.Attempt(spec, campaign, "2026-01-01T00:00:00+00:00", 600)
-    executor.prepare(attempt)  # up to sbatch: the job script written and submitted
+    executor.start(attempt)  # up to sbatch: the job script written and submitted
     work, how = attempt.work, attempt.record
     root, data = str(campaign.root), prepared.root
     mounts = "--container-mounts={0}:{0},{1}:{1}:ro".format(root, data)
@@ -203,7 +216,7 @@ def test_one_rank_crashing_fails_the_job_at_once_not_at_its_time_limit(cluster, 
     campaign = tmp_path / "c"
     started = time.time()
     _slurm_run(campaign, ["--frameworks", "caffe2", "--nodes", "2", "--gpus", "1", "--time-limit", "10",
-                          "--option", "fail_at=timed", "--option", "fail_rank=1"] + TINY)
+                          "--option", "fail_at=timed", "--option", "fail_rank=1"] + TINY, code=1)
     took = time.time() - started
     r = _results(campaign)["caffe2-fp32-n2xw1-b4-s32-r0"]
     assert r["status"] == "failed" and r["environment"]["slurm"]["state"] == "FAILED"
@@ -216,7 +229,7 @@ def test_one_rank_crashing_fails_the_job_at_once_not_at_its_time_limit(cluster, 
 @pytest.mark.slurm
 def test_a_job_past_its_time_limit_is_a_timeout(cluster, tmp_path):
     campaign = tmp_path / "c"
-    _slurm_run(campaign, ["--frameworks", "caffe2", "--time-limit", "1"] + LONG)
+    _slurm_run(campaign, ["--frameworks", "caffe2", "--time-limit", "1"] + LONG, code=1)  # timed out
     r = _results(campaign)["caffe2-fp32-w1-b4-s32-r0"]
     job = r["environment"]["slurm"]["job_id"]
     assert (r["status"], r["reason"]) == ("timeout", "Slurm stopped job {} at its time limit (00:01:00)".format(job))
@@ -245,9 +258,6 @@ def _start(campaign, args):
 @pytest.mark.slurm
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_stopping_compare_cancels_its_jobs(cluster, tmp_path, sig):
-    if sig == signal.SIGTERM and "SIGTERM" not in (ROOT / "compare" / "runner.py").read_text():
-        pytest.skip("runner.execute does not turn SIGTERM into executor.close() yet (signal handling "
-                    "is another change)")
     campaign = tmp_path / "c"
     proc, job = _start(campaign, ["--frameworks", "caffe2", "--nodes", "2", "--gpus", "1"] + LONG)
     assert _squeue([job]) == [job]

@@ -139,3 +139,42 @@ def test_images_per_sec_are_held_only_against_the_same_gpu_model(tmp_path, capsy
 def test_a_gpu_model_matches_word_for_word(gpu, device, same):
     from compare.reporting.check import same_gpu
     assert same_gpu(gpu, device) is same
+
+
+HEAD = "gpu,framework,precision,gpus,images_per_sec\n"
+ANY = "tf, mxnet, caffe2, jax"
+
+
+@pytest.mark.parametrize("row,why", [
+    ("H200,tf,fp32,1,-5", "images_per_sec '-5' on line 2 is not a figure; give a number from 1e-06 to 1e+09"),
+    ("H200,tf,fp32,1,0", "images_per_sec '0' on line 2 is not a figure; give a number from 1e-06 to 1e+09"),
+    ("H200,tf,fp32,1,abc", "images_per_sec 'abc' on line 2 is not a figure; give a number from 1e-06 to "
+                           "1e+09"),
+    ("H200,tf,fp32,1,1e400", "images_per_sec '1e400' on line 2 is not a figure; give a number from 1e-06 "
+                             "to 1e+09"),
+    ("H200,,fp32,1,1000", "framework is empty on line 2; give one of " + ANY + ", or leave the column "
+                          "out (any framework)"),
+    ("H200,nope,fp32,1,1000", "framework 'nope' on line 2: unknown framework 'nope'; choose from " + ANY),
+    ("H200,tf,fp32,1,", "line 2 has no figure (images_per_sec); give one"),
+], ids=["negative", "zero", "text", "1e400", "no-framework", "unknown-framework", "no-figure"])
+def test_a_reference_row_that_is_not_a_figure_is_one_line_naming_file_and_line(campaign, tmp_path, capsys,
+                                                                                row, why):
+    ref = _reference(tmp_path, HEAD + "H200,tf,fp32,2,2000\n" + row + "\n")
+    why = why.replace("line 2", "line 3")  # the first row is fine
+    code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert (code, out, err) == (2, "", "compare: error: reference {}: {}\n".format(ref, why))
+    code, _, err = main_exit(["report", str(campaign), "--reference", ref], capsys)
+    assert (code, err) == (2, "compare: error: reference {}: {}\n".format(ref, why))
+
+
+def test_a_cell_with_a_failed_repeat_fails_the_check(tmp_path, capsys):
+    runs = [windowed("tf", "fp32", 1, WINDOWS, repeat=0), windowed("tf", "fp32", 1, WINDOWS, repeat=1),
+            result("tf", "fp32", 1, status="failed", repeat=2, device_name="NVIDIA H200",
+                   reason="killed by SIGKILL (exit code -9) and wrote no result")]
+    c = save_campaign(tmp_path / "c", runs)
+    ref = _reference(tmp_path, HEAD + "H200,tf,fp32,1,900\n")
+    code, out, _ = main_exit(["check", str(c), "--reference", ref], capsys)
+    assert code == 1
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | 1 | img/s | 1000.60 (2 of 3 runs) | 900.00 | 1.11× ±0.01 " \
+           "| 5% | falls short: 1 of its 3 runs failed (r2: failed: killed by SIGKILL (exit code -9) and " \
+           "wrote no result); `compare run … --resume` runs it again |" in out

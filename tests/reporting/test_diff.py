@@ -14,13 +14,14 @@ def _side_a():
     return [result("caffe2", "fp32", 1, 100.0, device_name="Tesla T4"),
             result("caffe2", "fp16", 1, 200.0, device_name="Tesla T4"),
             result("mxnet", "fp32", 1, 90.0, device_name="Tesla T4"),
-            result("tf", "fp32", 1, status="oom", reason="ResourceExhaustedError: OOM"),
+            result("tf", "fp32", 1, status="oom", reason="ResourceExhaustedError: OOM",
+                   device_name="Tesla T4"),
             result("caffe2", "bf16", 1, 150.0, device_name="Tesla T4")]
 
 def _side_b():
-    return [result("caffe2", "fp32", 1, 360.0), result("caffe2", "fp16", 1, 440.0),
-            result("tf", "fp32", 1, 300.0), result("mxnet", "fp16", 1, 500.0),
-            result("caffe2", "bf16", 1, 390.0, batch=256)]
+    return [result(fw, precision, 1, ips, device_name="Tesla V100-PCIE-32GB") for fw, precision, ips in (
+        ("caffe2", "fp32", 360.0), ("caffe2", "fp16", 440.0), ("tf", "fp32", 300.0),
+        ("mxnet", "fp16", 500.0), ("caffe2", "bf16", 390.0))]
 
 def test_ratios_on_comparable_cells_and_reasons_for_the_rest():
     d = diff.diff(comparator.cells(_side_a()), comparator.cells(_side_b()))

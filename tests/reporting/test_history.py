@@ -2,13 +2,14 @@
 
 import pandas as pd
 
-from tests.helpers import MACHINE, main_exit, result, save_campaign, scaled, windowed
+from tests.helpers import machine_of, main_exit, result, save_campaign, scaled, windowed
 
 WINDOWS = [990.0, 1005.0, 1000.0, 1012.0, 996.0]
 
 
 def _machine(commit):
-    return dict(MACHINE, git={"commit": commit, "dirty": False})
+    """The machine of windowed()'s results, at a commit."""
+    return dict(machine_of(_runs()), git={"commit": commit, "dirty": False})
 
 
 def _runs(factor=1.0, version="torch 2.3.1"):
@@ -49,10 +50,12 @@ def test_history_of_a_folder_orders_by_date_and_flags_the_regression(tmp_path, c
 
 def test_history_of_named_campaigns_and_what_cannot_be_compared(tmp_path, capsys):
     a = save_campaign(tmp_path / "a", _runs()[:1], created_at="2026-12-01T09:00:00+00:00")
-    b = save_campaign(tmp_path / "b", [result("caffe2", "fp32", 1, status="oom", reason="OOM")],
+    b = save_campaign(tmp_path / "b", [result("caffe2", "fp32", 1, status="oom", reason="OOM",
+                                              device_name="NVIDIA H200")],
                       created_at="2026-12-02T09:00:00+00:00")
-    other = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"}])
-    c = save_campaign(tmp_path / "c", _runs()[:1], other, created_at="2026-12-03T09:00:00+00:00")
+    on_t4 = _runs()[:1]
+    on_t4[0].device_name = "Tesla T4"
+    c = save_campaign(tmp_path / "c", on_t4, created_at="2026-12-03T09:00:00+00:00")
     code, out, _ = main_exit(["history", str(c), str(a), str(b)], capsys)
     assert code == 0
     lines = [line for line in out.splitlines() if line.startswith("| 2026")]
@@ -68,3 +71,34 @@ def test_history_of_something_else_is_one_line_and_exit_2(tmp_path, capsys):
     assert code == 2
     assert err.strip() == "compare: error: {}: neither a campaign nor a folder of campaigns; give campaign " \
                           "folders made by `compare run`, or the folder that holds them".format(tmp_path / "empty")
+
+
+def test_a_campaign_named_twice_counts_once(tmp_path, capsys):
+    a = save_campaign(tmp_path / "a", _runs(), created_at="2026-12-01T09:00:00+00:00")
+    code, out, err = main_exit(["history", str(a), str(tmp_path / "." / "a")], capsys)
+    assert code == 0
+    assert "- 1 campaign from 2026-12-01 09:00:00 to 2026-12-01 09:00:00; 2 cells." in out
+    assert "compare: warning: {}: named twice; counted once\n".format(tmp_path / "." / "a") in err
+
+
+def test_a_corrupt_campaign_in_a_folder_is_skipped_and_the_others_are_shown(tmp_path, capsys):
+    root = _three_campaigns(tmp_path / "all")
+    (root / "c2" / "campaign.json").write_text("{broken")
+    code, out, err = main_exit(["history", str(root)], capsys)
+    assert code == 0, err
+    assert "- 2 campaigns from 2026-12-01 09:00:00 to 2026-12-03 09:00:00; 2 cells." in out
+    assert err == ("compare: warning: skipped {}: campaign.json is corrupt: not valid JSON (Expecting "
+                   "property name enclosed in double quotes: line 1 column 2 (char 1)); restore it or start "
+                   "a new campaign\n".format(root / "c2"))
+
+
+def test_a_figure_resting_on_fewer_runs_than_its_cell_ran_says_so_in_history_and_diff(tmp_path, capsys):
+    failed = result("caffe2", "fp32", 1, status="failed", repeat=1, reason="killed by SIGKILL",
+                    device_name="NVIDIA H200")
+    a = save_campaign(tmp_path / "a", _runs(), created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", _runs() + [failed], created_at="2026-12-02T09:00:00+00:00")
+    code, out, _ = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0
+    assert "| b | torch 2.3.1 | 1000.60 ±" in out and " (1 of 2 runs) | 1.00× ±" in out
+    code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0 and "| 1000.60 | 1000.60 (1 of 2 runs) | 1.00× ±" in out

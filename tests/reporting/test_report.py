@@ -151,3 +151,13 @@ def test_each_table_is_also_written_as_shown_to_csv(df, tmp_path):
     assert shown.iloc[0]["2 GPUs"] == "2382.99 (1.952 ±0.002)"
     failed = pd.read_csv(tmp_path / "tables" / "cells_without_a_figure.csv")
     assert failed.status.tolist() == ["oom", "failed"]
+
+
+def test_a_baseline_the_campaign_never_ran_is_one_line_and_exit_2(tmp_path, capsys):
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("tf", "fp32", 1, 500.0), result("caffe2", "fp32", 1, 560.0)])
+    code, out, err = main_exit(["report", str(root), "--baseline", "mxnet"], capsys)
+    assert (code, out, err) == (2, "", "compare: error: --baseline mxnet: no cell of the campaign ran "
+                                       "it; choose from tf, caffe2\n")
+    code, out, _ = main_exit(["report", str(root), "--baseline", "pytorch"], capsys)
+    assert code == 0 and "Framework vs framework (img/s ÷ img/s of PyTorch (Caffe2)" in out

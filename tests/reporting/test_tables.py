@@ -3,6 +3,7 @@ cycle and parses no Markdown."""
 import ast
 import csv
 import io
+import re
 from pathlib import Path
 
 from compare.reporting import tables
@@ -105,3 +106,30 @@ def test_markup_in_a_reason_or_an_option_is_escaped_in_report_and_diff(tmp_path,
     code, out, _ = main_exit(["diff", str(a), str(b), "--out", str(tmp_path / "d")], capsys)
     assert code == 0 and "alert(1)" in out and script not in out
     assert script not in (tmp_path / "d" / "diff.md").read_text()
+
+
+def test_free_text_never_becomes_markdown_markup_and_code_spans_stay():
+    text = tables.markdown([tables.Text("", ["x\n# Heading [a](http://e.example) ![i](http://t.example/"
+                                             "p.png) [r]: http://e.example **b** _e_ loader_workers ~~s~~",
+                                             "1. item", "run `compare run … --resume` *now*"], bullets=True),
+                            tables.Table("", ["a"], [["- not a list\nx | y"]])])
+    assert text == ("- x # Heading [a\\](http://e.example) ![i\\](http://t.example/p.png) [r\\]: "
+                    "http://e.example \\*\\*b\\*\\* \\_e\\_ loader_workers \\~\\~s\\~\\~\n"
+                    "- 1\\. item\n- run `compare run … --resume` \\*now\\*\n\n"
+                    "| a |\n|---|\n| \\- not a list x \\| y |\n")
+
+
+def test_text_of_a_campaign_file_reaches_no_report_as_markup(tmp_path, capsys):
+    from tests.helpers import machine_of, main_exit, result, save_campaign, windowed
+    evil = "lab1\n\n# Injected\n[click](http://evil.example) ![t](http://t.example/p.png) **bold**"
+    runs = [windowed("caffe2", "fp32", 1, [100.0, 101.0]),
+            result("mxnet", "fp32", 1, status="failed", reason=evil, device_name="NVIDIA H200")]
+    root = save_campaign(tmp_path / "c", runs, dict(machine_of(runs), hostname=evil))
+    code, out, _ = main_exit(["report", str(root)], capsys)
+    assert code == 0
+    code, diffed, _ = main_exit(["diff", str(root), str(root)], capsys)
+    assert code == 0
+    for md in (out, (root / "report" / "report.md").read_text(), diffed):
+        assert "\n# Injected" not in md and "**bold**" not in md
+        assert re.search(r"(?<!\\)\]\(http", md) is None  # every ]( escaped
+        assert "# Injected [click\\](http://evil.example) ![t\\](http://t.example/p.png) \\*\\*bold\\*\\*" in md

@@ -1,20 +1,21 @@
-"""DALI as the input pipeline (--option pipeline=dali), for PyTorch and JAX.
+"""DALI as the input pipeline (--option pipeline=dali): the graph every backend with it builds.
 
 One DALI pipeline per device: `readers.file` over the rank's shard of the JPEG folder (shuffled),
 `decoders.image_random_crop` (only the crop window is decoded; on a GPU the "mixed" decoder with
 hw_decoder_load 0.99, nearly everything on the JPEG engines, as NVIDIA's MLPerf ResNet-50 entries
 run it), `resize` to the image size, `crop_mirror_normalize` (flip with probability 1/2, ImageNet
 mean and std, float32 HWC). Without a GPU the same graph runs on DALI's CPU operators
-(device_id=None): that is what CI tests. Each batch is handed over by DLPack on the GPU and
-copied once on the consumer's stream (DALI recycles its output buffers).
+(device_id=None): that is what CI tests. Each backend hands the batches to its framework itself
+(caffe2_torch/dali.py, jax/dali.py): by DLPack on the GPU, copied once on the consumer's stream
+(DALI recycles its output buffers).
 
 Standard library only at import time; nvidia.dali and the framework are imported inside
 functions. Where DALI does not import, the run is a recorded `unsupported` with the reason.
 """
 from typing import Any, Dict, List, Optional, Tuple
 
-from . import dataset as ds
-from .protocol import Unsupported
+from .. import dataset as ds
+from ..protocol import Unsupported
 
 HW_DECODER_LOAD = 0.99  # share of the JPEGs the mixed decoder sends to the JPEG engines
 PREFETCH = 2  # DALI's own prefetch queue depth
@@ -73,72 +74,7 @@ def pipeline_text(gpu: bool) -> str:
                            if gpu else "CPU")
 
 
-def _run(pipe):
+def run(pipe):
     """One batch: (images TensorList, labels as a flat int list)."""
     images, labels = pipe.run()
     return images, [int(v) for v in labels.as_array().reshape(-1)]
-
-
-class TorchBatches:
-    """An endless iterator for caffe2_torch.data.Feed: (images, labels, 0) per batch, images a
-    DALI TensorList that prepare() below turns into the step's tensor."""
-
-    def __init__(self, pipe):
-        self.pipe = pipe
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        import torch
-        images, labels = _run(self.pipe)
-        return images, torch.tensor(labels), 0
-
-    def buffered(self) -> int:
-        return PREFETCH
-
-
-def torch_prepare(device, channels_last: bool):
-    """prepare(batch) for caffe2_torch.data.Feed: DALI's float32 NHWC -> NCHW (channels_last
-    strides) on the device, copied once on the current (the feeder's) stream."""
-    import torch
-
-    def prepare(batch):
-        images, labels = batch[0], batch[1]
-        if device.type == "cuda":
-            x = torch.from_dlpack(images.as_tensor()).clone()  # DALI reuses its buffer
-        else:
-            x = torch.from_numpy(images.as_array().copy())
-        x = x.permute(0, 3, 1, 2)
-        labels = labels.pin_memory() if device.type == "cuda" else labels
-        return (x if channels_last else x.contiguous()), labels.to(device, non_blocking=True), 0
-    return prepare
-
-
-class JaxSource:
-    """The JAX feeder's source: one pipeline per local device; next() -> (images, labels,
-    counts) as global arrays sharded over the mesh (jax/data.py Feed)."""
-
-    def __init__(self, pipes, devices, sharding, global_shape):
-        self.pipes, self.devices, self.sharding, self.global_shape = pipes, devices, sharding, global_shape
-
-    def next(self):
-        import jax
-        import numpy as np
-        parts, labels = [], []
-        for pipe, device in zip(self.pipes, self.devices):
-            images, part = _run(pipe)
-            if device.platform == "cpu":
-                parts.append(jax.device_put(images.as_array(), device))
-            else:
-                parts.append(jax.dlpack.from_dlpack(images.as_tensor()).copy())
-            labels += part
-        x = jax.make_array_from_single_device_arrays(self.global_shape, self.sharding, parts)
-        y = jax.make_array_from_process_local_data(self.sharding, np.array(labels, np.int32))
-        return x, y, (len(labels), (min(labels), max(labels)), 0)
-
-    def buffered(self) -> int:
-        return PREFETCH
-
-    def close(self) -> None:
-        self.pipes = []

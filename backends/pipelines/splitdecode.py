@@ -25,20 +25,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import cpudecode
 from . import nvdecode as nvd
-from .options import Option
 
 SMOOTHING = 0.3  # weight of the newest batch in the rates' exponential average
-CPU_DECODERS = Option("cpu_decoders", "int", "with --data DIR and decode=hw: CPU decoder processes "
-                      "(Pillow) that take a share of each batch beside the JPEG engines "
-                      "(0: the engines alone)", minimum=0, maximum=256,
-                      default_text="cores per local worker - 2")
-CPU_SHARE = Option("cpu_share", "float", "with --data DIR and decode=hw: the share of each batch "
-                   "the CPU decoders take", minimum=0.0, maximum=1.0,
-                   default_text="auto: in proportion to the measured rates")
-CPU_DRAFT = Option("cpu_draft", "bool", "with --data DIR and decode=hw: the CPU decoders may "
-                   "decode at 1/2-1/8 scale where the crop keeps the image size (faster; its "
-                   "pixels then differ from the engines' full-scale decode)", default=False)
-OPTIONS = (CPU_DECODERS, CPU_SHARE, CPU_DRAFT)
 
 
 class Split:

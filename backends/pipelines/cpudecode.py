@@ -4,7 +4,7 @@ shared memory, from which the feeder copies them to the device in one transfer.
 
 Processes, not threads: the decode of one image holds Pillow's Python wrapper for a while, and the
 training process's interpreter is the step's (a thread pool there is GIL-bound: ~79 img/s a thread
-on the H200 machine, docs/data.md). Each is a fresh interpreter (`python -m backends.cpudecode`,
+on the H200 machine, docs/data.md). Each is a fresh interpreter (`python -m backends.pipelines.cpudecode`,
 importing this module and Pillow, nothing of the framework: the training process holds a CUDA
 context that must not be forked, and multiprocessing's spawn would import the caller's main
 module again), at a lower CPU priority (nice) than the training process, whose own threads then
@@ -192,7 +192,7 @@ class Pool:
                 go_r, go_w = os.pipe()
                 self.go.append(go_w)
                 self.workers.append(subprocess.Popen(
-                    [sys.executable, "-m", "backends.cpudecode", self.folder, str(i), str(batch),
+                    [sys.executable, "-m", "backends.pipelines.cpudecode", self.folder, str(i), str(batch),
                      str(go_r), str(done_w), str(niceness)], pass_fds=(go_r, done_w), env=env,
                     stdin=subprocess.DEVNULL))
                 os.close(go_r)

@@ -11,8 +11,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator, List, Tuple
 
-from . import dataset as ds
-from . import recipe
+from .. import dataset as ds
+from .. import recipe
 
 VAL = "val"
 PAD_LABEL = -1  # a padding row of an evaluation batch: never counted, never correct

@@ -1,13 +1,15 @@
 """What every backend's input pipeline shares once its batches exist: the Feed the steps take
-them from (counted in a Tally, described in the common data settings) and the thread that
-prepares them ahead of the step. Standard library only, Python >= 3.8.
+them from (counted in a Tally, described in the common data settings), the thread that prepares
+them ahead of the step, and that thread's settings under decode=hw. Standard library only,
+Python >= 3.8.
 """
 import queue
+import sys
 import threading
 import time
 from typing import Any, Callable, Dict, Optional
 
-from .dataset import Tally
+from ..dataset import Tally
 
 
 class Feed:
@@ -83,3 +85,11 @@ class Prefetcher:
                 self.queue.get(timeout=0.1)
             except queue.Empty:
                 pass
+
+
+def hw_feeder_settings(opt) -> Dict[str, Any]:
+    """decode=hw: set this process's switch interval (the option switch_interval_ms) and return
+    the settings a result records about the feeder: interval and stream priority."""
+    ms = float(opt("switch_interval_ms"))
+    sys.setswitchinterval(ms / 1000.0)
+    return {"switch_interval_ms": ms, "feeder_priority": opt("feeder_priority")}

@@ -4,12 +4,13 @@
     compare run … --plan --plan-gpus 8          # the same study on a machine of 8 such GPUs
 
 A cell's time is estimated from the cell times (phases cell_start -> cell_end) of earlier results
-on a machine like this one (the same GPU and CPU models; any number of GPUs) in the campaigns
-under --plan-from (default `results/`, where campaigns go by default), from like cells only:
-the last three runs of the same cell (same settings: spec hash), marked `=`; else of cells of the
-same framework, model, precision, GPUs, nodes, device, executor, batch, mode and data mode, `~`;
-else of the framework's cells, or of any cell, `?` (a guess); a cell with nothing to go by counts
-DEFAULT_S. Each earlier run is scaled to the cell by one rule (Estimates, `scaled`):
+on the same machine (machine_record.fingerprint: the same CPU, GPU models and driver; any number
+of GPUs) in the campaigns under --plan-from (default `results/`, where campaigns go by default),
+from like cells only: the last three runs of the same cell (same settings: spec hash), marked
+`=`; else of cells of the same framework, model, precision, GPUs, nodes, device, executor, batch,
+mode and data mode, `~`; else of the framework's cells, or of any cell, `?` (a guess); a cell
+with nothing to go by counts DEFAULT_S. Each earlier run is scaled to the cell by one rule
+(Estimates, `scaled`):
 
     time = fixed + per-step x (warm-up - 1 + timed steps) x (image side / its image side)^2
 
@@ -24,7 +25,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from backends.protocol import DEFAULT_MODEL, RunResult, RunSpec
+from backends.contract import DEFAULT_MODEL, RunResult, RunSpec
 
 from .reporting.timeline import clock
 from .resources import Pool, cpuset
@@ -40,28 +41,13 @@ LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cel
           "x pixels ratio")
 
 
-def _model(machine: Dict[str, Any]) -> Tuple:
-    return (machine.get("cpu_model"), tuple(sorted({g.get("name") for g in machine.get("gpus", [])})))
-
-
 def earlier_results(folder: Path, machine: Dict[str, Any]) -> Tuple[List[RunResult], int]:
     """Results with cell times from campaigns in `folder` (or `folder` itself) recorded on a
-    machine of the same CPU and GPU models; and how many campaigns they came from."""
-    from .errors import UserError
-    from .store import CAMPAIGN_FILE, Campaign
-    if not folder.is_dir():
-        return [], 0
-    roots = [folder] if (folder / CAMPAIGN_FILE).is_file() else sorted(
-        p for p in folder.iterdir() if (p / CAMPAIGN_FILE).is_file())
+    machine the same as `machine` (machine_record.differences); and how many campaigns they came
+    from."""
+    from .store import neighbours
     out, used = [], 0
-    for root in roots:
-        try:
-            campaign = Campaign.open(root)
-            if _model(campaign.machine) != _model(machine):
-                continue
-            results, _ = campaign.results()
-        except (UserError, OSError):
-            continue  # a broken campaign is `compare report`'s to complain about, not the plan's
+    for _, results in neighbours(folder, machine):
         timed = [r for r in results if _cell_s(r) is not None]
         used += bool(timed)
         out += timed
@@ -239,15 +225,6 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
                      "the earlier runs' own (compile caches now warm may shorten them)".format(
                          estimates.first_steps))
     return items, marks, source, notes
-
-
-def make(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
-         machine: Dict[str, Any], asked: str, executor: Optional[str] = None,
-         unbuilt: Sequence[str] = ()) -> str:
-    """The plan of `specs` (the cells still to run) on `pool`, as text (schedule())."""
-    items, marks, source, notes = schedule(specs, pool, concurrency, folder, machine, executor,
-                                           unbuilt)
-    return render(items, marks, pool, concurrency, source, asked, notes)
 
 
 def to_build(frameworks: Sequence[str], device: str, overrides: Dict[str, str],

@@ -21,18 +21,14 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import dataset as ds
-from .protocol import Unsupported
+from .. import dataset as ds
+from . import NotAvailable
 
 MIN_CAPACITY = 1 << 20  # a flat buffer holds at least 1 MiB
 # the extension modules loaded: JPEG only (nvJPEG: the engines; libjpeg-turbo: the CPU backend)
 JPEG_EXTENSIONS = ("libnvjpeg_ext.", "libjpeg_turbo_ext.")
 _DECODERS = {}  # type: Dict[Tuple[Optional[int], str, str], Any]
 _FAILED = {}  # type: Dict[Tuple[Optional[int], str, str], str]
-
-
-class NotAvailable(RuntimeError):
-    """Hardware decode cannot run here; the message says why (recorded with the result)."""
 
 
 def read_encoded(path: str, size: int, rng: random.Random) -> Tuple[bytes, List[int]]:
@@ -279,24 +275,10 @@ class _scratch:
             self.stream.lib.cuStreamDestroy_v2(self.stream.handle)
 
 
-def resolve(asked: str, cuda: bool, device_id: Optional[int], sample: str,
-            default: str = "cpu", api: str = "c") -> Tuple[str, Optional[str]]:
-    """(the decode that runs, why it is not hw) for --option decode=ASKED. auto: hw where the
-    hardware decoder decodes a sample here, else `default` with the reason; hw: Unsupported
-    where it cannot run. Never a silent fallback: the reason is recorded."""
-    if asked not in ("auto", "hw"):
-        return asked, "--option decode={}".format(asked)
-    if not cuda:
-        if asked == "hw":
-            raise Unsupported("decode=hw decodes on a GPU's JPEG engines; this run is on the cpu")
-        return default, "decode=auto: no JPEG engines on a CPU run"
-    try:
-        probe(device_id, sample, api=api)
-    except NotAvailable as exc:
-        if asked == "hw":
-            raise Unsupported("decode=hw: {}".format(exc)) from None
-        return default, "decode=auto: hardware decode unavailable: {}".format(exc)
-    return "hw", None
+def can_decode(device_id: Optional[int], sample: str, opt) -> None:
+    """The hw row's probe in a backend's PIPELINES (pipelines.choose): whether the device's JPEG
+    engines decode a window of `sample` through the API --option nvimgcodec_api names."""
+    probe(device_id, sample, api=opt("nvimgcodec_api"))
 
 
 def version() -> str:

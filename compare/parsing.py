@@ -1,0 +1,183 @@
+"""How the text of a setting becomes its value: a flag as typed, or a campaign file's value made
+text (compare/study.py declares which parser each setting takes and its bounds). Each parser is
+(text, label, setting) -> value, where label names the value in messages (`--gpus`, or
+`study.toml: gpus`); anything else is one UserError line saying what is valid.
+"""
+import math
+import os
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from backends.contract import OptionError
+
+from . import frameworks as fws
+from .errors import UserError
+
+AUTO = "auto"  # --batch-size auto: the batch is searched (batchsearch.py)
+Setting = Any  # study.Setting: the bounds and rule a parser checks
+
+
+def plain(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else str(x)
+
+
+def bounded(v, label: str, s: Setting):
+    if s.low is not None and v < s.low:
+        raise UserError("{} {}: must be >= {}{}".format(label, v, plain(s.low), s.low_why))
+    if s.high is not None and v > s.high:
+        raise UserError("{} {}: must be <= {} ({})".format(label, plain(v), plain(s.high), s.why))
+    return v
+
+
+def whole(text: str, label: str, s: Setting, expect: str = "") -> int:
+    t = text.strip()
+    if not (t.isascii() and t.lstrip("-").isdigit()):  # int() also reads 1_0 and ١٠
+        raise UserError("{} {!r}: not an integer; give {}".format(label, t, expect or (
+            "integers >= {}, e.g. 1,2".format(plain(s.low)) if s.axis else
+            "an integer >= {}".format(plain(s.low)))))
+    return bounded(int(t), label, s)
+
+
+def number(text: str, label: str, s: Setting) -> float:
+    t = text.strip()
+    try:
+        v = float(t) if t.isascii() and "_" not in t else None
+    except ValueError:
+        v = None
+    if v is None:
+        raise UserError("{} {!r}: not a number; give {}".format(label, t, s.rule))
+    if not math.isfinite(v) or v <= s.low or (s.high is not None and v > s.high and not s.why):
+        raise UserError("{} {}: must be {}".format(label, v, s.rule))
+    return bounded(v, label, replace(s, low=None))
+
+
+def listed(text: str, label: str, hint: str) -> List[str]:
+    """'a, b' -> ['a', 'b']; one line for an empty list or a value given twice."""
+    items = [x.strip() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise UserError("{} is empty; {}".format(label, hint))
+    twice = [x for i, x in enumerate(items) if x.lower() in (y.lower() for y in items[:i])]
+    if twice:
+        raise UserError("{} {}: {} is given twice; give each value once".format(label, text, twice[0]))
+    return items
+
+
+def ints(text: str, label: str, s: Setting) -> Tuple[int, ...]:
+    hint = "give one or more integers >= {}, e.g. 1,2".format(plain(s.low))
+    return tuple(whole(x, label, s) for x in listed(text, label, hint))
+
+
+def choice(valid: Callable[[], List[str]], what: str, hint: str = "") -> Callable:
+    """A parser of one value (or, for an axis, a list) out of valid()."""
+    def parse(text: str, label: str, s: Setting):
+        choose = "choose from {}".format(", ".join(valid()))
+        items = listed(text, label, choose) if s.axis else [str(text).strip()]
+        for x in items:
+            if x.lower() not in valid():
+                raise UserError("unknown {} {!r}; {}{}".format(what, x, choose, hint))
+        return tuple(x.lower() for x in items) if s.axis else items[0].lower()
+    return parse
+
+
+def frameworks(text: str, label: str, s: Setting) -> Tuple[str, ...]:
+    items = listed(text, label, "choose from {}".format(fws.choices()))
+    return tuple(dict.fromkeys(fws.get(x).name for x in items))
+
+
+def batches(text: str, label: str, s: Setting) -> Tuple:
+    """'256,auto' -> (256, 'auto'): per-GPU batch sizes, `auto` for a searched one (last)."""
+    items = [x.lower() for x in listed(text, label, "give one or more integers >= 1, e.g. 1,2")]
+    bad = [x for x in items if x != AUTO and not (x.isascii() and x.lstrip("-").isdigit())]
+    if bad:
+        raise UserError("{} {!r}: not an integer or auto; give per-GPU batch sizes >= 1 and/or "
+                        "auto, e.g. 256,auto".format(label, bad[0]))
+    return tuple(bounded(int(x), label, s) for x in items if x != AUTO) + (
+        (AUTO,) if AUTO in items else ())
+
+
+def search(text: str, label: str, s: Setting) -> Tuple[int, int]:
+    low, sep, high = str(text).partition("-")
+    try:
+        bounds = (int(low), int(high)) if (low + high).isascii() else (0, 0)
+    except ValueError:
+        bounds = (0, 0)
+    if not sep or bounds[0] < 1 or bounds[1] < bounds[0]:
+        raise UserError("{} {!r}: give MIN-MAX, two per-GPU batch sizes with 1 <= MIN <= MAX, e.g. "
+                        "64-1024".format(label, text))
+    return bounded(bounds[0], label, s), bounded(bounds[1], label, s)
+
+
+def data(text: str, label: str, s: Setting) -> Tuple[str, ...]:
+    from .datasets import LAYOUT, open_folder
+    items = listed(text, label, "give synthetic and/or a folder ({})".format(LAYOUT))
+    return tuple(dict.fromkeys(x if x == "synthetic" else open_folder(x, label).root for x in items))
+
+
+def python(text: str, label: str, s: Setting) -> str:
+    from .envs import parse_overrides
+    ((name, path),) = parse_overrides([text]).items()
+    return "{}={}".format(name, os.path.abspath(path))  # backends run from work/<id>
+
+
+def option(text: str, label: str, s: Setting) -> str:
+    key, sep, _ = text.partition("=")
+    if not sep or not key:
+        raise UserError("{} {!r}: expected KEY=VALUE, e.g. channels_last=true".format(label, text))
+    return text
+
+
+def concurrency(text: str, label: str, s: Setting) -> Optional[int]:
+    t = str(text).strip().lower()
+    if t == AUTO:
+        return None
+    if not (t.isascii() and t.isdigit()) or int(t) < 1:
+        raise UserError("{} {!r}: give auto or a count of cells at once >= 1".format(label, text))
+    return int(t)
+
+
+def folder(text: str, label: str, s: Setting) -> str:
+    if not Path(text).is_dir():
+        raise UserError("{} {}: no such folder; give the folder that holds earlier campaigns "
+                        "(default results)".format(label, text))
+    return os.path.abspath(text)
+
+
+def path(text: str, label: str, s: Setting) -> str:
+    return os.path.abspath(text)
+
+
+def options(items, frameworks: List[fws.Framework]) -> Dict[str, Dict[str, Any]]:
+    """['channels_last=false', 'tf.xla=true'] -> {framework: {key: typed value}}.
+
+    A plain KEY goes to every framework of the run that declares it (and must be declared by one);
+    FRAMEWORK.KEY to that framework only. Values are checked against the declaration; a key given
+    twice for one framework is one line (the last would win unseen).
+    """
+    out: Dict[str, Dict[str, Any]] = {fw.name: {} for fw in frameworks}
+    for item in items:
+        key, _, value = item.partition("=")
+        scope, dot, bare = key.rpartition(".")
+        targets = frameworks
+        if dot:
+            fw = fws.get(scope)
+            if fw not in frameworks:
+                raise UserError("--option {}: {} is not in this run's --frameworks ({})".format(
+                    item, fw.name, ", ".join(f.name for f in frameworks)))
+            targets, key = [fw], bare
+        takers = [fw for fw in targets if key in {o.key for o in fw.options()}]
+        if not takers:
+            valid = "; ".join("{}: {}".format(fw.name, ", ".join(sorted(o.key for o in fw.options())))
+                              for fw in targets)
+            raise UserError("--option {}: unknown key {!r} for {}; valid keys: {}".format(
+                item, key, ", ".join(fw.name for fw in targets), valid))
+        for fw in takers:
+            if key in out[fw.name]:
+                raise UserError("--option {}: {} is given twice for {}; give each key once".format(
+                    item, key, fw.name))
+            declared = {o.key: o for o in fw.options()}
+            try:
+                out[fw.name][key] = declared[key].parse(value)
+            except OptionError as exc:
+                raise UserError("--option {}".format(exc)) from None
+    return out

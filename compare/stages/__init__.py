@@ -1,0 +1,41 @@
+"""`compare run` is four stages in order, each a module with typed inputs and outputs:
+
+    Study ─► plan.make ─► Plan ─► prepare.make ─► Prepared ─► run.sweep ─► results ─► report.write
+
+study.py builds the Study (flags, a campaign file, a resumed campaign's); `compare run --plan`
+stops after the plan (plan.show); `compare report` is the report stage alone.
+"""
+import sys
+
+from ..study import Study
+from . import plan as planning
+from . import prepare, report
+from . import run as running
+
+
+def execute(study: Study) -> int:
+    """Plan, prepare, run every unfinished cell, report. Exit 1 when a cell failed or timed out
+    (it is recorded, and --resume runs it again), else 0."""
+    from rich.console import Console
+
+    from ..files import user_path
+    console = Console(stderr=True, markup=False, highlight=False)  # reasons may hold [brackets]
+    plan = planning.make(study, lambda text: console.print(text, soft_wrap=True))  # paths whole
+    if study.plan:  # the schedule and its estimate, then exit: nothing is created
+        return planning.show(plan)
+    prepared = prepare.make(plan, console)  # fails before anything runs
+    try:
+        running.sweep(prepared, console)
+    finally:
+        prepared.campaign.unlock()
+    root = prepared.campaign.root
+    with user_path(root / "report", "--results"):
+        text, paths, warnings = report.write(prepared.campaign, root / "report")
+    for w in warnings:
+        console.print("warning: " + w)
+    sys.stdout.write(text)
+    console.print("report: {}".format(", ".join(str(p) for p in paths)))
+    code, failed = prepared.campaign.run_outcome()  # 1 where a cell failed or timed out
+    if failed:
+        console.print(failed)
+    return code

@@ -1,0 +1,197 @@
+"""Stage 1, plan: Study -> Plan. What the study comes to where it runs: the machine record (taken
+once), the device, the settings the machine decides (compare/defaults.py), the cells (matrix.py),
+the executor that can run them all, the pool they are packed on and how many run at once.
+`compare run --plan` stops here and prints the schedule with its estimate (compare/eta.py).
+Every check that needs the machine or the whole matrix is made here, before anything runs.
+"""
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from backends.contract import SchemaError
+
+from .. import defaults, executors, resources
+from ..errors import UserError
+from ..matrix import QUICK, Matrix, image_sizes
+from ..parsing import AUTO, options
+from ..scheduler import pool_for
+from ..study import DECLARED, HELD, SPEC_NAMES, Study
+
+COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
+OVERSUBSCRIBE = "COMPARE_OVERSUBSCRIBE"  # =1: allow more CPU workers than cores
+MAX_CELLS = 10_000  # cells of one campaign: each is at least one process start
+SEARCH = {"cuda": (64, 1024), "cpu": (8, 128)}  # an auto batch's search, --batch-search not given
+
+
+@dataclass
+class Plan:
+    """A Study on the machine that runs it: the cells, where, and what the machine decided."""
+
+    study: Study
+    machine: Dict[str, Any]  # the record of where the runs execute (campaign's machine.json)
+    device: str  # cuda or cpu
+    matrix: Matrix
+    cells: list  # RunSpec per cell, in sweep order
+    executor: type  # the executor class that runs them
+    why: str  # why that executor
+    context: executors.Context
+    pool: resources.Pool
+    concurrency: int
+    defaults: Dict[str, str]  # setting -> why, for each the machine decided (the report says so)
+
+    def held(self) -> Dict[str, Any]:
+        """The settings --resume holds, as they resolved here (campaign.json's `settings`): each
+        HELD setting every cell carries, the executor, the search bounds, per framework its
+        options and --python."""
+        m = self.matrix
+        out = {field: m.common[field] for field in (SPEC_NAMES.get(n, n) for n, s in DECLARED.items()
+                                                   if s.resume == HELD) if field in m.common}
+        out.update(device=self.device, executor=self.executor.name, batch_search=list(m.search))
+        for fw in m.frameworks:
+            out["options." + fw.name] = m.options.get(fw.name, {})
+            out["python." + fw.name] = self.study.overrides.get(fw.name)  # None: compare's choice
+        return out
+
+    def largest_batch(self) -> int:
+        """The largest per-GPU batch a cell may run: given, or the top of a search."""
+        auto = any(s.batch_auto for s in self.cells)
+        return max([s.batch_size for s in self.cells] + [self.matrix.search[1]] * auto)
+
+
+def make(study: Study, log=lambda text: None) -> Plan:
+    """The plan of `study` (one UserError line for what cannot run where it would)."""
+    fws = study.framework_list()
+    ctx = executors.Context(fws, "auto", study.overrides, study.executor_flags, log=log)
+    remote = executors.remote(study.executor)
+    machine = (remote or executors.Executor).machine(ctx)  # once, for everything that follows
+    sized, where = machine, "on this machine" if remote is None else "on the {} nodes".format(
+        study.executor)
+    if study.plan_gpus:  # what the study would take on a machine of that many GPUs
+        sized, where = dict(machine, gpus=[{}] * study.plan_gpus), "the planned machine"
+    kind = device_of(study.device, [1], sized, where)
+    given, batches, said = defaults.fill(sized, kind, study)
+    device = device_of(study.device, given["gpus"], sized, where)
+    common = dict(COMMON, **(QUICK if study.quick else {}), windows=study.windows,
+                  compile=study.compile)
+    common.update({k: v for k, v in (("image_size", study.image_size), ("steps", given["steps"]),
+                                     ("warmup_steps", given["warmup"])) if v is not None})
+    if study.windows > common["steps"]:  # the harness times one window per step at most
+        if study.given("windows"):
+            raise UserError("--windows {}: more windows than the {} timed steps; give --windows <= "
+                            "--steps".format(study.windows, common["steps"]))
+        said["windows"] = "{0} ({1} timed steps: one window per step, not the default {2})".format(
+            common["steps"], common["steps"], study.windows)
+    if study.target_accuracy is not None:  # time to accuracy (docs/accuracy.md)
+        common.update(target_accuracy=study.target_accuracy, max_epochs=study.max_epochs,
+                      eval_every=study.eval_every)
+    _check_size(study, given, fws)
+    matrix = Matrix(fws, given["gpus"], given["precision"], list(study.batch_size or ()),
+                    study.repeats, device, common, options(study.option, fws), study.nodes, study.data,
+                    study.data_only, study.model, image_sizes(study.model, study.image_size,
+                                                              study.quick),
+                    study.mode, study.batch_search or SEARCH[device], batches, _classes(study))
+    cells = matrix.specs()
+    for spec in cells:  # the host's checks come first; this is the contract's own, as a backstop
+        try:
+            spec.validate()
+        except SchemaError as exc:
+            raise UserError("cell {}: {}".format(spec.run_id, exc)) from None
+    ctx = executors.Context(fws, device, study.overrides, flags=study.executor_flags, log=log,
+                            needs=_needs(study, device))
+    cls, why = executors.choose(study.executor, ctx)  # one that can run the whole study
+    pool, at_once = pool_for(cls, ctx, given["gpus"], _concurrency(study, device, machine),
+                             study.plan_gpus)  # the executor's own, or --plan-gpus N
+    return Plan(study, machine, device, matrix, cells, cls, why, ctx, pool, at_once, said)
+
+
+def device_of(device: str, gpus: List[int], machine: Dict[str, Any], where: str) -> str:
+    """auto, cuda or cpu -> cuda or cpu, checked against the GPUs (or cores) of the machine."""
+    found, cores = machine.get("gpus") or [], machine.get("cpu_count")
+    if device == "auto":
+        device = "cuda" if found else "cpu"
+    there = where.replace("on ", "", 1)
+    if device == "cpu" and cores and max(gpus) > cores and os.environ.get(OVERSUBSCRIBE) != "1":
+        raise UserError("--gpus {}: on CPU each worker is a process and {} has {} core{}; give "
+                        "counts from 1 to {} (or set {}=1 to run more workers than cores)".format(
+                            max(gpus), there, cores, "s" if cores > 1 else "", cores, OVERSUBSCRIBE))
+    if device == "cuda" and not found:
+        raise UserError("--device cuda: no NVIDIA GPU found {} (nvidia-smi lists none); use "
+                        "--device cpu".format(where))
+    if device == "cuda" and max(gpus) > len(found):
+        raise UserError("--gpus {}: {} has {} GPU{}; give counts from 1 to {}".format(
+            max(gpus), there, len(found), "s" if len(found) > 1 else "", len(found)))
+    return device
+
+
+def _classes(study: Study) -> Dict[str, int]:
+    """Time to accuracy: each data folder's class count (its train part's), the model's outputs."""
+    if study.target_accuracy is None:
+        return {}
+    return {d: sum(1 for e in os.scandir(os.path.join(d, "train")) if e.is_dir() and
+                   not e.name.startswith(".")) for d in study.data}
+
+
+def _check_size(study: Study, given: Dict[str, Any], fws) -> None:
+    """At most MAX_CELLS cells, counted before a single one is built."""
+    axes = [("framework", len(fws))] + [("model", len(study.model))] * (len(study.model) > 1) + [
+        ("precision", len(given["precision"])), ("batch size", len(study.batch_size or ()) or 1),
+        ("node count", len(study.nodes)), ("GPU count", len(given["gpus"])),
+        ("data", len(study.data)), ("repeat", study.repeats)] + [("mode", len(study.mode))] * (
+        len(study.mode) > 1)
+    cells = math.prod(n for _, n in axes)
+    if cells > MAX_CELLS:
+        raise UserError("the matrix has {} cells ({}); at most {} per campaign: give fewer values "
+                        "or split the study into campaigns".format(cells, " × ".join(
+                            "{} {}{}".format(n, what, "s" if n != 1 else "") for what, n in axes),
+                            MAX_CELLS))
+
+
+def _concurrency(study: Study, device: str, machine: Dict[str, Any]) -> Optional[int]:
+    cores, value = machine.get("cpu_count"), study.concurrency
+    if value and device == "cpu" and cores and value > cores and os.environ.get(OVERSUBSCRIBE) != "1":
+        raise UserError("--concurrency {}: on CPU each cell needs a core of its own and there are {}; "
+                        "give 1 to {} (or set {}=1)".format(value, cores, cores, OVERSUBSCRIBE))
+    return value
+
+
+def _needs(study: Study, device: str) -> Dict[str, str]:
+    """What the study asks of an executor (executors.CAPABILITIES) -> the flag that asks."""
+    out = {}
+    if max(study.nodes) > 1:
+        out["multi_node"] = "--nodes {}".format(max(study.nodes))
+    folders = [d for d in study.data if d != "synthetic"]
+    if folders:
+        out["real_data"] = "--data {}".format(folders[0])
+    if device == "cuda":
+        out["gpus"] = "--device cuda"
+    return out
+
+
+def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], float, List[str]]:
+    """The schedule of the cells `todo`, estimated from the campaigns in `folder` (eta.py): (the
+    text `--plan` prints and the sweep prints before its first cell, each cell's seconds, cells
+    at once on average, the frameworks whose environment is built first)."""
+    from .. import eta
+    unbuilt = eta.to_build([f.name for f in plan.matrix.frameworks], plan.device,
+                           plan.study.overrides, plan.executor.name)
+    items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
+                                               plan.machine, plan.executor.name, unbuilt)
+    text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
+        plan.study.concurrency or AUTO), notes)
+    wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
+    return text, {it.spec.run_id: it.end - it.start for it in items}, \
+        serial / wall if wall else 1.0, unbuilt
+
+
+def show(plan: Plan) -> int:
+    """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made."""
+    from ..store import FINISHED, Campaign, default_root
+    study = plan.study
+    done = {r.run_id for r in Campaign.open(Path(study.results)).results()[0]
+            if r.status in FINISHED} if study.resume else set()
+    source = Path(study.plan_from) if study.plan_from else default_root().parent
+    sys.stdout.write(schedule(plan, [s for s in plan.cells if s.run_id not in done], source)[0])
+    return 0

@@ -1,0 +1,89 @@
+"""Stage 2, prepare: Plan -> Prepared. What the cells need, done once before the first: the campaign
+folder (created; or opened to resume: the same machine, the same held settings, the same cells),
+the executor, each --data folder checked and the frameworks' native formats written. The machine
+record is the plan's (taken once). Environments and images are made by the executor when a
+framework's first cell needs them (its result records how long), so a sweep stopped early builds
+only what it used. A failure here leaves nothing running and the campaign unlocked.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict
+
+from backends.contract import RunResult
+
+from .. import datasets, machine_record
+from ..errors import UserError
+from ..executors import Executor
+from ..settings import settings_of_results
+from ..store import FINISHED, Campaign, default_root
+from .plan import Plan
+
+
+@dataclass
+class Prepared:
+    """A plan ready to run: its campaign (locked), the first lane's executor, the finished cells."""
+
+    plan: Plan
+    campaign: Campaign
+    executor: Executor
+    done: Dict[str, RunResult]  # a resumed campaign's finished cells by run id, read once
+
+
+def make(plan: Plan, console) -> Prepared:
+    """The campaign, the executor and the data of `plan` (one UserError line if one is amiss)."""
+    campaign = _campaign(plan)
+    try:
+        console.print("executor: {} ({})".format(plan.executor.name, plan.why))
+        executor = plan.executor(plan.context)
+        try:
+            _data(plan, executor, console)
+            results = campaign.results()[0] if plan.study.resume else []
+        except BaseException:
+            executor.close()  # a writer's container, a Slurm check
+            raise
+    except BaseException:
+        campaign.unlock()
+        raise
+    return Prepared(plan, campaign, executor, {r.run_id: r for r in results if r.status in FINISHED})
+
+
+def _campaign(plan: Plan) -> Campaign:
+    """Create the campaign, or open it to resume (same machine, same settings); locked either way.
+    campaign.json's `config` of each session: the study, where each setting came from, and why
+    each the machine decided is what it is (the report's "Defaults")."""
+    study = plan.study
+    root = Path(study.results or default_root()).absolute()
+    asked = {"study": study.to_json(), "sources": dict(study.sources), "file": study.config,
+             "defaults": plan.defaults}
+    if not study.resume:
+        campaign = Campaign.create(root, asked, plan.machine, plan.held())  # returned locked
+        campaign.plan(plan.cells)
+        return campaign
+    campaign = Campaign.open(root)
+    campaign.lock()
+    try:
+        recorded = campaign.machine
+        differ = machine_record.differences(recorded, plan.machine) if recorded else []
+        if differ:  # one campaign, one machine: never mix two machines' figures silently
+            raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
+                            "start a new campaign and use `compare diff`".format(
+                                root, "; ".join(differ)))
+        campaign.resume(asked, plan.held(), settings_of_results)
+        campaign.plan(plan.cells)  # a cell planned before must be the same cell
+    except BaseException:
+        campaign.unlock()
+        raise
+    return campaign
+
+
+def _data(plan: Plan, executor: Executor, console) -> None:
+    """Check the JPEGs of each --data folder and write the native formats that are missing (says
+    so); the executor checks its runs can read them."""
+    folders = [d for d in plan.study.data if d != "synthetic"]
+    if folders:
+        m = plan.matrix
+        writer = executor.data_writer() or datasets.LocalWriter(plan.device, plan.study.overrides,
+                                                                plan.context.log)
+        executor.check_data(datasets.for_run(folders, m.frameworks, console, writer,
+                                             plan.largest_batch() * max(m.gpus) * max(m.nodes)))
+

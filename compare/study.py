@@ -1,0 +1,354 @@
+"""The Study: one frozen description of a campaign, each of its settings declared once, here.
+
+    compare run --frameworks caffe2,jax --gpus 1,2 --quick
+    compare run --config study.toml --steps 20      # flags given beside the file override it
+
+Each field of `Study` is a setting: the flag (`--image-size` for `image_size`), the type, the
+default (None where the machine decides: compare/defaults.py), the bounds, the help, whether it is
+a matrix axis (a comma list; in a file a TOML array or a comma string) and what `--resume` does
+with it: HELD (it changes what a cell measures: a resumed campaign keeps it), FREE (it may change)
+or SESSION (how this one command runs, never kept). The CLI's `run` options (cli.py), a campaign
+file's keys, the bounds, the resume check and campaign.json all read these declarations.
+A campaign file's relative paths are taken from the file's folder, a flag's from where it is typed.
+"""
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import tomllib
+
+from backends.contract import MODES, PRECISIONS
+from backends.contract.shared import networks
+
+from . import executors
+from . import frameworks as fws
+from . import parsing as p
+from .errors import UserError
+
+FREE, HELD, SESSION = "free", "held", "session"
+AUTO = p.AUTO
+DEVICES = ("auto", "cuda", "cpu")
+SPEC_NAMES = {"warmup": "warmup_steps"}  # a setting whose RunSpec field has another name
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How one setting is given, checked and kept (the field of Study it describes)."""
+
+    help: str
+    parse: Optional[Callable[[str, str, "Setting"], Any]] = None  # (text, label, self); None: a switch
+    default: Any = None
+    low: Optional[float] = None  # of a number (each number of a list), with why where it is not plain
+    low_why: str = ""
+    high: Optional[float] = None
+    why: str = ""  # why the largest value is the largest
+    rule: str = ""  # what a valid value is, where the bounds alone do not say it
+    axis: bool = False  # one cell per value
+    resume: str = HELD
+    repeat: bool = False  # a flag given once per value
+    sep: str = ","  # between the values of a list as typed
+    name: str = ""
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _s(default, help: str, parse=None, **kw):
+    """A field of Study and its declaration."""
+    return field(default=default, metadata={"setting": Setting(help, parse, default, **kw)})
+
+
+def _int(default, help: str, low: int, high: int, why: str, **kw):
+    return _s(default, help, p.ints if kw.get("axis") else p.whole, low=low, high=high, why=why, **kw)
+
+
+_PER_GPU = "images per worker and step"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Study:
+    """A campaign: its axes, its fixed settings, where and how it runs. Checks itself whole."""
+
+    config: Optional[str] = _s(None, "A campaign file (TOML): every flag of `compare run` is a key "
+                               "of the same name; flags given beside it override it.", p.path,
+                               resume=SESSION)
+    frameworks: Optional[Tuple[str, ...]] = _s(None, "Comma list of {} (aliases: `compare list "
+                                               "frameworks`). Default: all available.".format(
+                                                   fws.choices()), p.frameworks, axis=True, resume=FREE)
+    gpus: Optional[Tuple[int, ...]] = _int(
+        None, "Comma list of GPU counts per node (on CPU: worker processes). Default: every count the "
+        "seeds report up to the GPUs present (1, 2, 4, 8 on eight); 1 on a CPU.", 1, 1024, "per node",
+        axis=True, resume=FREE)
+    nodes: Tuple[int, ...] = _int((1,), "Comma list of node counts (an executor of a cluster).", 1,
+                                  1024, "machines per job", axis=True, resume=FREE)
+    precision: Optional[Tuple[str, ...]] = _s(
+        None, "Comma list of fp32, tf32, fp16, bf16. Default: fp32,fp16 on GPUs, fp32 on a CPU.",
+        p.choice(lambda: PRECISIONS, "precision"), axis=True, resume=FREE)
+    batch_size: Optional[Tuple] = _s(
+        None, "Comma list of per-GPU batch sizes, and/or auto: the fastest batch that fits, searched "
+        "(--batch-search). Default: a batch that fills the GPU, per network (compare/defaults.py); "
+        "32 on a CPU.", p.batches, low=1, high=16384, why=_PER_GPU, axis=True, resume=FREE)
+    batch_search: Optional[Tuple[int, int]] = _s(
+        None, "MIN-MAX: where an auto batch is searched, doubling from MIN (default: cuda 64-1024, "
+        "cpu 8-128).", p.search, high=16384, why=_PER_GPU, sep="-")
+    mode: Tuple[str, ...] = _s(("default",), "Comma list of default, tuned: each framework as a "
+                               "plain script runs it, or its documented fastest way at its best "
+                               "batch (`compare list modes`).", p.choice(lambda: MODES, "mode"),
+                               axis=True, resume=FREE)
+    device: str = _s("auto", "auto, cuda or cpu.", p.choice(lambda: DEVICES, "device"))
+    image_size: Optional[int] = _int(None, "Square image side (default: each network's native size, "
+                                     "224 or 299; --quick 64 or 75).", 32, 2048, "pixels per side; "
+                                     "one 2048 px image is 48 MiB as float32",
+                                     low_why=" (ResNet-50 downsamples 32x)")
+    steps: Optional[int] = _int(None, "Timed steps (default 50; --quick 10).", 1, 1_000_000,
+                                "timed steps")
+    warmup: Optional[int] = _int(None, "Warm-up steps (default 10; --quick 3).", 0, 100_000,
+                                 "warm-up steps")
+    windows: int = _int(5, "Timed steps are split into this many windows (at most --steps).", 1,
+                        1000, "timed windows")
+    repeats: int = _int(1, "Runs per cell.", 1, 100, "runs per cell", resume=FREE)
+    results: Optional[str] = _s(None, "Campaign folder (default results/<time>).", p.path,
+                                resume=SESSION)
+    resume: bool = _s(False, "Continue the campaign in --results (its study as it was made, the "
+                      "flags given now over it); skip finished cells.", resume=SESSION)
+    timeout: float = _s(1800.0, "Seconds before a run is killed and recorded as timeout.", p.number,
+                        low=0, high=7 * 24 * 3600, why="seconds, one week",
+                        rule="a finite number of seconds > 0", resume=FREE)
+    compile: bool = _s(False, "Compile the step where the backend can (`compare list options` says "
+                       "how each does).")
+    quick: bool = _s(False, "Small images, few steps: a CPU sweep in minutes.")
+    python: Tuple[str, ...] = _s((), "FRAMEWORK=PATH: run that backend with this python.", p.python,
+                                 repeat=True)
+    option: Tuple[str, ...] = _s((), "KEY=VALUE (or FRAMEWORK.KEY=VALUE) switch of the backends, "
+                                 "checked against `compare list options`.", p.option, repeat=True)
+    executor: str = _s(AUTO, "auto or one of {} (`compare doctor` says which can run here).".format(
+        ", ".join(executors.names())), p.choice(lambda: [AUTO] + executors.names(), "executor"))
+    # every executor's own flags (Executor.FLAGS), checked by the executor chosen
+    executor_flags: Dict[str, Any] = field(default_factory=dict)
+    data: Tuple[str, ...] = _s(("synthetic",), "Comma list of synthetic and/or an ImageNet-layout "
+                               "folder read by each framework's own input pipeline (docs/data.md).",
+                               p.data, axis=True, resume=FREE)
+    data_only: bool = _s(False, "Time the input pipeline alone on the --data folder, no training: "
+                         "its ceiling.", resume=FREE)
+    model: Tuple[str, ...] = _s(
+        ("resnet50",), "Comma list of networks (`compare list models`); each runs at its native image "
+        "size unless --image-size is given.", p.choice(lambda: networks.names(supported_only=False),
+                                                      "model", " (`compare list models`)"),
+        axis=True, resume=FREE)
+    concurrency: Optional[int] = _s(None, "Cells at once, each on GPUs (or cores) of its own: auto = "
+                                    "as many as the free GPUs allow, 1 on a CPU.", p.concurrency,
+                                    resume=FREE)
+    target_accuracy: Optional[float] = _s(
+        None, "Time to accuracy (docs/accuracy.md): train on DIR/train of --data DIR until top-1 on "
+        "DIR/val reaches this, instead of timing steps.", p.number, low=0, high=1,
+        rule="a top-1 accuracy in (0, 1], e.g. 0.759 (MLPerf's ResNet-50 target)")
+    max_epochs: int = _int(10, "With --target-accuracy: epochs before a run stops as not_converged.",
+                           1, 1000, "epochs per run")
+    eval_every: int = _int(1, "With --target-accuracy: epochs between evaluations on DIR/val.", 1,
+                           1000, "epochs")
+    gpu_hour_price: Optional[float] = _s(
+        None, "Dollars per GPU-hour: the report's cost to train of time-to-accuracy runs.", p.number,
+        low=0, rule="a finite number of dollars > 0, e.g. 2.50", resume=FREE)
+    plan: bool = _s(False, "Print the schedule (which cells run together, where) and its estimated "
+                    "wall time from earlier runs, then exit.", resume=SESSION)
+    plan_gpus: Optional[int] = _int(None, "With --plan: the same study on a machine of this many "
+                                    "GPUs.", 1, 1024, "GPUs of the planned machine", resume=SESSION)
+    plan_from: Optional[str] = _s(None, "With --plan: the folder of earlier campaigns whose cell "
+                                  "times make the estimate (default results).", p.folder,
+                                  resume=SESSION)
+    # where each setting came from: "default", "file", "flag" or "flag over file" (not a setting)
+    sources: Dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        """The rules between settings (each value was checked alone when it was parsed)."""
+        if self.resume and not self.results:
+            raise UserError("--resume needs --results DIR naming the campaign to continue")
+        for name in ("plan_gpus", "plan_from"):
+            if getattr(self, name) is not None and not self.plan:
+                raise UserError("{} belongs to --plan (print the schedule and exit); add --plan".format(
+                    DECLARED[name].flag))
+        p.options(self.option, self.framework_list())  # each key declared, typed, given once
+        if self.data_only and set(self.data) == {"synthetic"}:
+            raise UserError("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
+                            "--data synthetic,DIR --data-only")
+        object.__setattr__(self, "executor_flags", executors.check_flags(self.executor,
+                                                                         self.executor_flags))
+        self._accuracy_rules()
+
+    def _accuracy_rules(self) -> None:
+        """Time to accuracy trains on DIR/train and evaluates on DIR/val (docs/accuracy.md)."""
+        from .datasets import held_out
+        if self.target_accuracy is None:
+            for name in ("max_epochs", "eval_every"):
+                if getattr(self, name) != DECLARED[name].default:
+                    raise UserError("{} belongs to --target-accuracy (time to accuracy); add "
+                                    "--target-accuracy".format(DECLARED[name].flag))
+            return
+        if "synthetic" in self.data or self.data_only:
+            raise UserError("--target-accuracy trains on a folder and evaluates on its held-out part: "
+                            "give --data DIR (DIR/train and DIR/val), without synthetic or --data-only")
+        for folder in self.data:
+            if not held_out(folder):
+                raise UserError("--data {}: no held-out part: time to accuracy evaluates top-1 on "
+                                "DIR/val beside DIR/train (`compare data make DIR --learnable small` "
+                                "makes both; else move a fixed share of each class's JPEGs into "
+                                "DIR/val/<class>)".format(folder))
+        if AUTO in (self.batch_size or ()) or "tuned" in self.mode:
+            raise UserError("--target-accuracy: --batch-size auto and --mode tuned choose the batch "
+                            "by throughput probes, not built for time to accuracy; give --batch-size "
+                            "N and --mode default")
+
+    def framework_list(self) -> List[fws.Framework]:
+        return [fws.get(n) for n in self.frameworks] if self.frameworks else fws.available()
+
+    def given(self, name: str) -> bool:
+        """Whether the setting was given (by a flag or the campaign file), not left at its default."""
+        return self.sources.get(name, "default") != "default"
+
+    @property
+    def overrides(self) -> Dict[str, str]:
+        """--python as {framework: absolute path}."""
+        return dict(item.split("=", 1) for item in self.python)
+
+    def to_json(self) -> Dict[str, Any]:
+        """What campaign.json keeps: every setting but the SESSION ones, lists as lists."""
+        return {name: list(v) if isinstance(v, tuple) else v for name, v in vars(self).items()
+                if name == "executor_flags" or name in DECLARED and DECLARED[name].resume != SESSION}
+
+
+DECLARED: Dict[str, Setting] = {f.name: replace(f.metadata["setting"], name=f.name)
+                                for f in fields(Study) if "setting" in f.metadata}
+
+
+def declared() -> List[Setting]:
+    """Every setting of `compare run`, in the order of its help: Study's, with each executor's own
+    flags (Executor.FLAGS) after --executor."""
+    own = list(DECLARED.values())
+    extra = [Setting(flag.help, lambda text, label, s: text, None, repeat=flag.repeat, resume=FREE,
+                     name=flag.key) for _, flag in executors.flags()]
+    at = [s.name for s in own].index("executor") + 1
+    return own[:at] + extra + own[at:]
+
+
+def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
+    """A value as given (text from a flag; text, number, list or boolean from a file `where`)
+    -> typed; a message about a file's value names the file and the key."""
+    label = "{}: {}".format(where, s.name) if where else s.flag
+    try:
+        if s.parse is None:
+            if not isinstance(value, bool):
+                raise UserError("{} = {!r}: give true or false".format(label, value))
+            return value
+        if s.repeat:
+            return tuple(s.parse(str(v), label, s) for v in (
+                value if isinstance(value, (list, tuple)) else [value]))
+        if isinstance(value, (list, tuple)):
+            if not s.axis and s.sep == ",":
+                raise UserError("{} = {!r}: give one value, not a list".format(label, value))
+            value = s.sep.join(str(v) for v in value)
+        return s.parse(str(value), label, s)
+    except UserError as exc:
+        if where and not str(exc).startswith(label):
+            raise UserError("{}: {}".format(label, exc)) from None
+        raise
+
+
+def _rebase(name: str, value: Any, base: Path) -> Any:
+    """A campaign file's relative paths, from the file's folder."""
+    def at(x: str) -> str:
+        return str(base / os.path.expanduser(x.strip())) if x.strip() not in ("", "synthetic") else x
+    if name in ("results", "plan_from"):
+        return at(str(value))
+    if name == "data":
+        return [at(x) for x in (value if isinstance(value, list) else str(value).split(","))]
+    if name == "python":
+        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1]) if "=" in str(x) else x
+                for x in (value if isinstance(value, list) else [value])]
+    return value
+
+
+def read_file(path: str) -> Dict[str, Any]:
+    """A campaign file's settings as given (keys with underscores or dashes); one UserError line
+    naming the file and the key for anything that is not a setting of `compare run`."""
+    try:
+        data = tomllib.loads(Path(path).read_text())
+    except OSError as exc:
+        raise UserError("--config {}: cannot read it ({})".format(path, exc.strerror or exc)) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError("--config {}: not a TOML file ({})".format(path, exc)) from None
+    known = {s.name: s for s in declared() if s.name != "config"}
+    out = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise UserError("{}: unknown key {!r}; valid keys: {}".format(path, key, ", ".join(known)))
+        if isinstance(value, dict):
+            raise UserError("{}: {} is a table; give it a value, as the flag {} takes".format(
+                path, key, known[name].flag))
+        out[name] = _rebase(name, value, Path(path).resolve().parent)
+    return out
+
+
+def build(flags: Dict[str, Any]) -> "Study":
+    """The Study of `compare run`: the flags given (by name) over the campaign file --config names,
+    over the declared defaults; with --resume, over the study the campaign stored (a HELD setting
+    given with another value is one line naming it)."""
+    known = {s.name: s for s in declared()}
+    path = flags.get("config")
+    values: Dict[str, Any] = {}
+    sources: Dict[str, str] = {}
+    for given, where in ((read_file(path) if path else {}, path), (flags, None)):
+        for name, value in given.items():
+            values[name] = _typed(known[name], value, where)
+            sources[name] = "flag over file" if not where and name in sources else (
+                "file" if where else "flag")
+    own = {k: v for k, v in values.items() if k in DECLARED}
+    ex = {k: v for k, v in values.items() if k not in DECLARED}
+    kept = stored(own["results"], set(values)) if own.get("resume") and own.get("results") else None
+    if kept is None:
+        return Study(**own, executor_flags=ex, sources=sources)
+    base, base_sources = kept
+    differ = ["{} {} (the campaign's: {})".format(DECLARED[k].flag, show(v), show(base.get(
+        k, DECLARED[k].default))) for k, v in own.items()
+        if DECLARED[k].resume == HELD and v != base.get(k, DECLARED[k].default)]
+    if differ:
+        raise UserError("--resume {}: {}: held by the campaign (they change what its cells measure); "
+                        "leave them out (the campaign's are used) or start a new campaign".format(
+                            own["results"], "; ".join(differ)))
+    ex = dict(base.pop("executor_flags", {}), **ex)
+    return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources))
+
+
+def show(value: Any) -> str:
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value) or "none"
+    if isinstance(value, float):
+        return p.plain(value)
+    return "not given" if value is None else str(value)
+
+
+def stored(results: str, given=()) -> Optional[Tuple[Dict[str, Any], Dict[str, str]]]:
+    """(the settings a campaign stored: its latest session's study, typed; where each came from);
+    the FREE ones given again left out. None for a campaign of an earlier compare, which stored
+    no study (its stored settings hold it: settings.py)."""
+    from .store import Campaign
+    sessions = Campaign.open(Path(results)).meta.get("sessions") or [{}]
+    asked = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
+    if not isinstance(asked, dict) or not isinstance(asked.get("study"), dict):
+        return None
+    known = {s.name: s for s in declared()}
+    values: Dict[str, Any] = {}
+    try:
+        for name, value in asked["study"].items():
+            s = DECLARED.get(name)
+            if name == "executor_flags":
+                values[name] = {k: _typed(known[k], v) for k, v in dict(value).items() if k in known}
+            elif s and s.resume != SESSION and not (s.resume == FREE and name in given):
+                values[name] = None if value is None else _typed(s, value)
+    except (UserError, TypeError, ValueError) as exc:
+        raise UserError("--resume {}: the campaign's study does not load again ({}); give that "
+                        "setting anew where it may change, or start a new campaign".format(
+                            results, exc)) from None
+    return values, {k: v for k, v in dict(asked.get("sources") or {}).items() if k in known}

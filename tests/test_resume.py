@@ -1,0 +1,192 @@
+"""--resume reloads the campaign's Study (campaign.json keeps it): `compare run --results C --resume`
+alone continues the campaign as it was made, flags given now change only what the declaration
+lets change; a campaign file's study reloads without the file. A time-to-accuracy run killed
+mid-training is run again as a new attempt, its partial MLPerf log kept aside, marked aborted.
+The backend is a stand-in interpreter (tests/helpers.py FAKE_PYTHON, and a trainer that learns)."""
+import json
+import sys
+
+import pytest
+
+from tests.helpers import FAST, compare, fake_python, main_exit
+
+# a stand-in for caffe2's python in time-to-accuracy cells: the real harness and loop with a
+# trainer whose top-1 rises 0.3 an epoch; KILL: the first attempt kills itself in epoch 2
+TTA_PYTHON = '''#!{python}
+import os, sys, time
+from backends import harness
+from backends.trainer import Trainer
+marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "killed-once")
+
+
+class Climber(Trainer):
+    def __init__(self, spec):
+        self.spec, self.steps = spec, 0
+
+    def steps_per_epoch(self):
+        return 2
+
+    def set_learning_rate(self, lr):
+        pass
+
+    def step(self):
+        if {kill} and self.steps == 3 and not os.path.exists(marker):  # in epoch 2
+            open(marker, "w").close()
+            os.kill(os.getpid(), 9)
+        time.sleep(0.01)
+        self.steps += 1
+
+    def evaluate(self):
+        return min(10, 3 * self.steps // 2), 10
+
+    def warm_up(self):
+        pass
+
+    def loss(self):
+        return 1.0 / (1 + self.steps)
+
+    def describe(self):  # the CPU's name, as every backend names it on a CPU
+        return {{"framework_version": "fake 1.0", "device_name": harness.cpu_name()}}
+
+
+sys.exit(harness.main(Climber, sys.argv[-2:]))
+'''
+
+
+@pytest.fixture()
+def fake(tmp_path):
+    return fake_python(tmp_path)
+
+
+def _run(argv, capsys):
+    code, out, err = main_exit([str(a) for a in argv], capsys)
+    return code, err
+
+
+def test_resume_alone_continues_the_study_as_it_was_made(tmp_path, fake, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    meta = json.loads((campaign / "campaign.json").read_text())
+    made = meta["sessions"][0]["config"]["study"]
+    assert (made["frameworks"], made["steps"], made["batch_size"]) == (["caffe2"], 3, [4])
+    code, err = _run(["run", "--results", campaign, "--resume"], capsys)  # no other flag
+    assert code == 0 and "1 cells, 0 to run" in err, err
+    code, err = _run(["run", "--results", campaign, "--resume", "--repeats", "2"], capsys)  # FREE
+    assert code == 0 and "2 cells, 1 to run" in err, err
+    sessions = json.loads((campaign / "campaign.json").read_text())["sessions"]
+    assert [s["config"]["study"]["repeats"] for s in sessions] == [1, 1, 2]
+    assert sessions[2]["config"]["study"]["python"] == made["python"]  # reloaded, not given
+    code, err = _run(["run", "--results", campaign, "--resume", "--steps", "5", "--compile"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: --steps 5 (the campaign's: 3); --compile "
+                              "True (the campaign's: False): held by the campaign (they change what "
+                              "its cells measure); leave them out (the campaign's are used) or start a "
+                              "new campaign\n".format(campaign))
+
+
+def test_a_campaign_files_study_reloads_without_the_file_and_the_report_says_where_each_came_from(
+        tmp_path, fake, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "500")
+    path, campaign = tmp_path / "study.toml", tmp_path / "c"
+    path.write_text('frameworks = "caffe2"\npython = ["caffe2={}"]\ndevice = "cpu"\nexecutor = "local"\n'
+                    'batch_size = [4]\nimage-size = 32\nsteps = 3\nwarmup = 1\nwindows = 1\n'
+                    'precision = ["fp32", "bf16"]\n'.format(fake))
+    code, err = _run(["run", "--config", path, "--precision", "fp32", "--results", campaign], capsys)
+    assert code == 0, err
+    report = (campaign / "report" / "report.md").read_text()
+    assert "- from the campaign file {}: frameworks, batch_size, device, image_size, steps, warmup, " \
+           "windows, python, executor\n".format(path) in report
+    assert "- from flags given beside it, over the file's: precision\n" in report
+    assert "- at compare's defaults: gpus, nodes, batch_search, mode, repeats, timeout, compile, " \
+           "quick, option" in report
+    path.unlink()  # the campaign holds its study
+    code, err = _run(["run", "--results", campaign, "--resume", "--precision", "fp32,bf16"], capsys)
+    assert code == 0 and "2 cells, 1 to run" in err, err
+    results = sorted(p.name for p in (campaign / "results").iterdir())
+    assert results == ["caffe2-bf16-w1-b4-s32-r0.json", "caffe2-fp32-w1-b4-s32-r0.json"]
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda m: m.update(settings={}), "--resume {c}: campaign.json holds no settings (an empty object): "
+     "nothing would hold the resumed cells to the campaign's; restore it or start a new campaign"),
+    (lambda m: m["planned"].update({"../../etc/x": "0123456789abcdef"}),
+     "{c}: campaign.json is corrupt (planned cell '../../etc/x' is not a run id with its spec hash); "
+     "restore it or start a new campaign"),
+    (lambda m: m["planned"].update({"caffe2-fp32-w1-b4-s32-r0": "0123456789abcdef"}),
+     "--resume {c}: cell caffe2-fp32-w1-b4-s32-r0 was planned with other settings (spec hash "
+     "0123456789abcdef, now {h}): resume with the campaign's (its --data, its options) or start a "
+     "new campaign"),
+], ids=["empty-settings", "planned-id", "planned-hash"])
+def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake, capsys):
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    meta = json.loads((campaign / "campaign.json").read_text())
+    planned = dict(meta["planned"])
+    edit(meta)
+    (campaign / "campaign.json").write_text(json.dumps(meta))
+    code, err = _run(["run", "--results", campaign, "--resume"], capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message.format(
+        c=campaign, h=planned["caffe2-fp32-w1-b4-s32-r0"])))
+
+
+def test_a_time_to_accuracy_run_killed_mid_training_runs_again_and_keeps_its_partial_log(tmp_path):
+    from compare import learnable
+    from compare.imagegen import make
+    data = tmp_path / "data"
+    make(data, learnable.LearnableSpec(classes=2, train_per_class=4, val_per_class=2), 1,
+         lambda n, b: None)
+    python = tmp_path / "tta-python"
+    python.write_text(TTA_PYTHON.format(python=sys.executable, kill=True))
+    python.chmod(0o755)
+    campaign, run_id = tmp_path / "c", "caffe2-fp32-w1-b2-s32-real-tta-r0"
+    argv = ["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python), "--device", "cpu",
+            "--executor", "local", "--data", data, "--target-accuracy", "0.9", "--max-epochs", "4",
+            "--batch-size", "2", "--image-size", "32", "--gpu-hour-price", "3", "--results", campaign]
+    first = compare(argv)
+    assert first.returncode == 1, first.stderr  # a failed run: exit 1, and --resume runs it again
+    killed = json.loads((campaign / "results" / (run_id + ".json")).read_text())
+    assert killed["status"] == "failed" and "killed by SIGKILL" in killed["reason"]
+    aborted = list((campaign / "logs").glob(run_id + ".*.aborted.mllog"))
+    assert len(aborted) == 1 and killed["accuracy"]["aborted_mllog"] == "logs/" + aborted[0].name
+    log = aborted[0].read_text()
+    assert '"key": "epoch_start"' in log and '"key": "run_stop"' not in log  # killed in epoch 2
+    assert log.endswith("the cell ran again as a new attempt\n")
+    again = compare(["run", "--results", campaign, "--resume"])  # the study reloads, price and all
+    assert again.returncode == 0 and "1 cells, 1 to run" in again.stderr, again.stderr
+    done = json.loads((campaign / "results" / (run_id + ".json")).read_text())
+    assert done["status"] == "ok" and done["accuracy"]["epochs_to_target"] == 3
+    assert done["accuracy"]["mllog"] == "logs/{}.mllog".format(run_id)
+    assert list((campaign / "logs").glob(run_id + ".*.aborted.mllog")) == aborted  # still kept
+    assert "## Time to accuracy (minutes to target)" in again.stdout and "$ to target" in again.stdout
+
+
+def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, monkeypatch):
+    # tests/fixtures/campaign_cpu was written at 3f40005: campaign.json's `config` is that
+    # compare's RunConfig, no study. Its held settings are checked as they were: given its flags
+    # again it resumes (nothing left to run), and from then on it keeps its study
+    import shutil
+
+    from compare import machine_record
+    from tests.reporting.test_golden_campaign import FIXTURE
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    shutil.copytree(str(FIXTURE / "campaign"), str(campaign))
+    (campaign / "machine.json").write_text(json.dumps(machine_record.info()))  # this machine's
+    before = {p.name: p.read_bytes() for p in (campaign / "results").iterdir()}
+    code, err = _run(["run", "--results", campaign, "--resume", "--device", "cpu"], capsys)
+    assert code == 2 and "settings differ from the campaign's: " in err and "steps 2 (campaign) " \
+        "vs 50 (now)" in err, err
+    flags = ["--frameworks", "caffe2", "--quick", "--image-size", "32", "--steps", "2", "--warmup",
+             "1", "--windows", "2", "--repeats", "2", "--gpus", "1,2", "--device", "cpu",
+             "--executor", "local"]
+    code, err = _run(["run", "--results", campaign, "--resume"] + flags, capsys)
+    assert code == 0 and "4 cells, 0 to run" in err, err
+    assert {p.name: p.read_bytes() for p in (campaign / "results").iterdir()} == before
+    assert "| PyTorch (Caffe2) | fp32 | 32 | 32 | 9.36 | 58.47 (6.246 ±7.773) |" in (
+        campaign / "report" / "report.md").read_text()
+    code, err = _run(["run", "--results", campaign, "--resume"], capsys)
+    assert code == 0 and "4 cells, 0 to run" in err, err

@@ -1,0 +1,165 @@
+"""The Study (compare/study.py): one declaration per setting, read by the flags, a campaign file
+(`compare run --config study.toml`), the bounds and campaign.json. A file and the same study as
+flags plan the same cells; a bad key or value in a file is one line naming it; the bad inputs of
+issue 37 are one line each; the stage checks of time to accuracy are the host's, before any spec."""
+import json
+import os
+
+import pytest
+
+from compare import study
+from compare.stages import plan as planning
+from tests.helpers import main_exit
+
+CPU = {"device": "cpu", "executor": "local"}
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A learnable DIR/train + DIR/val (2 classes), as `compare data make --learnable` writes it."""
+    from compare import learnable
+    from compare.imagegen import make
+    root = tmp_path_factory.mktemp("data") / "tiny"
+    make(root, learnable.LearnableSpec(classes=2, train_per_class=4, val_per_class=2), 1,
+         lambda n, b: None)
+    return root
+
+
+def _hashes(flags):
+    return [(s.run_id, s.spec_hash) for s in planning.make(study.build(flags)).cells]
+
+
+def test_a_campaign_file_and_the_same_study_as_flags_plan_the_same_cells(tmp_path, folder):
+    (tmp_path / "study.toml").write_text(
+        'frameworks = ["caffe2", "jax"]\ngpus = [1, 2]\nprecision = "fp32,bf16"\nbatch-size = [8, 16]\n'
+        'quick = true\nsteps = 4\nwindows = 2\nrepeats = 2\noption = ["caffe2.channels_last=true"]\n'
+        'data = "{}"\ntarget_accuracy = 0.5\nmax_epochs = 3\neval-every = 2\ndevice = "cpu"\n'
+        'executor = "local"\n'.format(os.path.relpath(folder, tmp_path)))  # relative: the file's folder
+    from_file = _hashes({"config": str(tmp_path / "study.toml")})
+    as_flags = _hashes(dict(CPU, frameworks="caffe2,jax", gpus="1,2", precision="fp32,bf16",
+                            batch_size="8,16", quick=True, steps="4", windows="2", repeats="2",
+                            option=["caffe2.channels_last=true"], data=str(folder),
+                            target_accuracy="0.5", max_epochs="3", eval_every="2"))
+    assert from_file == as_flags and len(from_file) == 2 * 2 * 2 * 2 * 2  # fw x gpus x prec x batch x r
+    assert from_file[0][0] == "caffe2-fp32-w1-b8-s64-real-tta-r0"
+    # flags beside the file override it, and each setting says where it came from
+    over = study.build({"config": str(tmp_path / "study.toml"), "steps": "6", "windows": "3"})
+    assert (over.steps, over.windows, over.repeats) == (6, 3, 2)
+    assert (over.sources["steps"], over.sources["repeats"]) == ("flag over file", "file")
+    assert "timeout" not in over.sources  # at its default
+
+
+def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
+    # the study of tests/fixtures/campaign_cpu (made at 3f40005): the same cells, the same hashes
+    from tests.reporting.test_golden_campaign import FIXTURE
+    planned = json.loads((FIXTURE / "campaign" / "campaign.json").read_text())["planned"]
+    cells = _hashes(dict(CPU, frameworks="caffe2", quick=True, image_size="32", steps="2",
+                         warmup="1", windows="2", repeats="2", gpus="1,2"))
+    assert dict(cells) == planned
+
+
+@pytest.mark.parametrize("text,message", [
+    ('gpu = [1, 2]\n', "{f}: unknown key 'gpu'; valid keys: frameworks, gpus, nodes, precision, "),
+    ('gpus = "two"\n', "{f}: gpus 'two': not an integer; give integers >= 1, e.g. 1,2"),
+    ('precision = ["fp8"]\n', "{f}: precision: unknown precision 'fp8'; choose from fp32, tf32, fp16, bf16"),
+    ('quick = "yes"\n', "{f}: quick = 'yes': give true or false"),
+    ('steps = [1, 2]\n', "{f}: steps = [1, 2]: give one value, not a list"),
+    ('steps = 0\n', "{f}: steps 0: must be >= 1"),
+    ('target_accuracy = 1.5\n', "{f}: target_accuracy 1.5: must be a top-1 accuracy in (0, 1]"),
+    ('[executor]\nname = "local"\n', "{f}: executor is a table; give it a value, as the flag "
+                                     "--executor takes"),
+    ('gpus = [1, 2\n', "--config {f}: not a TOML file (Unclosed array (at end of document))"),
+], ids=["key", "int", "choice", "bool", "list", "bound", "target", "table", "toml"])
+def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys):
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    code, _, err = main_exit(["run", "--config", str(path), "--results", str(tmp_path / "c")], capsys)
+    assert code == 2 and err.startswith("compare: error: " + message.format(f=path)), err
+    assert err.count("\n") == 1 and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--plan", "--plan-gpus", "100000000"], "--plan-gpus 100000000: must be <= 1024 (GPUs of the "
+                                             "planned machine)"),
+    (["--batch-size", "auto,auto"], "--batch-size auto,auto: auto is given twice; give each value once"),
+    (["--gpus", "1,2,1"], "--gpus 1,2,1: 1 is given twice; give each value once"),
+    (["--option", "channels_last=true", "--option", "channels_last=false"],
+     "--option channels_last=false: channels_last is given twice for caffe2; give each key once"),
+    (["--steps", "4", "--windows", "5"], "--windows 5: more windows than the 4 timed steps; give "
+                                         "--windows <= --steps"),
+    (["--steps", "1_0"], "--steps '1_0': not an integer; give an integer >= 1"),
+    (["--repeats", "١٠"], "--repeats '١٠': not an integer; give an integer >= 1"),
+    (["--timeout", "1_0"], "--timeout '1_0': not a number; give a finite number of seconds > 0"),
+    (["--option", "loader_workers=1_0"], "--option loader_workers=1_0: not an integer"),
+    (["--option", "loader_workers=١٠"], "--option loader_workers=\\u0661\\u0660: not an integer"),
+    (["--plan-gpus", "2"], "--plan-gpus belongs to --plan (print the schedule and exit); add --plan"),
+], ids=["plan-gpus", "auto-twice", "gpus-twice", "option-twice", "windows", "underscore",
+        "arabic", "float", "option-underscore", "option-arabic", "plan-gpus-alone"])
+def test_bad_input_of_issue_37_is_one_line(args, message, tmp_path, capsys):
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor", "local",
+                              "--results", str(tmp_path / "c")] + args, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+    assert not (tmp_path / "c").exists()
+
+
+def test_time_to_accuracy_settings_go_into_every_cell(folder):
+    plan = planning.make(study.build(dict(CPU, frameworks="caffe2", data=str(folder), quick=True,
+                                          target_accuracy="0.5", max_epochs="3", repeats="2",
+                                          gpu_hour_price="2.5")))
+    assert [s.run_id for s in plan.cells] == ["caffe2-fp32-w1-b32-s64-real-tta-r0",
+                                              "caffe2-fp32-w1-b32-s64-real-tta-r1"]
+    spec = plan.cells[0]
+    assert (spec.kind, spec.target_accuracy, spec.max_epochs, spec.eval_every) == ("accuracy", 0.5, 3, 1)
+    assert spec.num_classes == 2  # the train part's classes: the model's outputs
+    assert plan.held()["target_accuracy"] == 0.5 and plan.study.gpu_hour_price == 2.5
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--target-accuracy", "0"], "--target-accuracy 0.0: must be a top-1 accuracy in (0, 1], e.g. "
+                                 "0.759 (MLPerf's ResNet-50 target)"),
+    (["--target-accuracy", "1.01"], "--target-accuracy 1.01: must be a top-1 accuracy in (0, 1], e.g. "
+                                    "0.759 (MLPerf's ResNet-50 target)"),
+    (["--target-accuracy", "0.9"], "--target-accuracy trains on a folder and evaluates on its held-out "
+                                   "part: give --data DIR (DIR/train and DIR/val), without synthetic "
+                                   "or --data-only"),
+    (["--max-epochs", "0"], "--max-epochs 0: must be >= 1"),
+    (["--max-epochs", "3"], "--max-epochs belongs to --target-accuracy (time to accuracy); add "
+                            "--target-accuracy"),
+    (["--gpu-hour-price", "0"], "--gpu-hour-price 0.0: must be a finite number of dollars > 0, e.g. 2.50"),
+    (["--gpu-hour-price", "-2.5"], "--gpu-hour-price -2.5: must be a finite number of dollars > 0, "
+                                   "e.g. 2.50"),
+    (["--target-accuracy", "0.9", "--data", "{train}"], "--data {train}: no held-out part: time to "
+     "accuracy evaluates top-1 on DIR/val beside DIR/train (`compare data make DIR --learnable small` "
+     "makes both; else move a fixed share of each class's JPEGs into DIR/val/<class>)"),
+    (["--target-accuracy", "0.9", "--data", "{folder}", "--batch-size", "auto"],
+     "--target-accuracy: --batch-size auto and --mode tuned choose the batch by throughput probes, "
+     "not built for time to accuracy; give --batch-size N and --mode default"),
+], ids=["zero", "above-one", "no-data", "epochs-0", "epochs-alone", "price-0", "price-negative",
+        "no-val", "auto"])
+def test_bad_time_to_accuracy_input_is_one_line(args, message, folder, tmp_path, capsys):
+    import shutil
+    train = tmp_path / "only-train"
+    shutil.copytree(str(folder / "train"), str(train / "train"))
+    args = [a.format(folder=folder, train=train) for a in args]
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor", "local",
+                              "--results", str(tmp_path / "c")] + args, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message.format(train=train)))
+    assert not (tmp_path / "c").exists()
+
+
+def test_every_flag_of_compare_run_is_a_declared_setting_and_a_file_key(tmp_path, capsys):
+    code, out, _ = main_exit(["run", "--help"], capsys)
+    import re
+    flags = set(re.findall(r"^  (--[a-z-]+)", out, re.M)) - {"--help"}
+    assert flags == {s.flag for s in study.declared()}
+    assert {"--target-accuracy", "--max-epochs", "--eval-every", "--gpu-hour-price", "--config"} <= flags
+    keys = study.read_file(str(_write(tmp_path, "".join(
+        '{} = {}\n'.format(s.name, "true" if s.parse is None else '"x"') for s in study.declared()
+        if s.name != "config"))))
+    assert set(keys) == {s.name for s in study.declared()} - {"config"}
+
+
+def _write(tmp_path, text):
+    path = tmp_path / "all.toml"
+    path.write_text(text)
+    return path
