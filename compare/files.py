@@ -43,7 +43,8 @@ ADVICE = {
 }
 
 
-def _short(path: Union[str, Path]) -> str:
+def short(path: Union[str, Path]) -> str:
+    """A path as a one-line message shows it: a long one cut in the middle."""
     text = str(path)
     return text if len(text) <= 160 else text[:80] + "…" + text[-60:]
 
@@ -59,7 +60,7 @@ def os_error(exc: OSError, path: Union[str, Path], verb: str = "write") -> UserE
         code = int(found.group(1)) if found else None
         strerror, where = os.strerror(code) if code else "the copy failed", path
     advice = ADVICE.get(code, "check the path, then run again")
-    return UserError("cannot {} {} ({}); {}".format(verb, _short(where), strerror, advice))
+    return UserError("cannot {} {} ({}); {}".format(verb, short(where), strerror, advice))
 
 
 def check_writable_dir(path: Path, option: str) -> None:
@@ -78,7 +79,7 @@ def check_writable_dir(path: Path, option: str) -> None:
                 "on a writable one" if read_only else "you can write"))
     except OSError as exc:  # e.g. a name longer than the file system allows
         raise UserError("{} {}: {}; give another folder".format(
-            option, _short(path), exc.strerror or exc)) from None
+            option, short(path), exc.strerror or exc)) from None
 
 
 @contextlib.contextmanager
@@ -88,18 +89,18 @@ def user_path(path: Path, option: str) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        raise UserError("{} {}: {}".format(option, _short(path), os_error(exc, path))) from None
+        raise UserError("{} {}: {}".format(option, short(path), os_error(exc, path))) from None
 
 
 def _refuse(path: Path, mode: int, want_dir: bool = False) -> UserError:
     if stat.S_ISLNK(mode):
         return UserError("{}: is a symbolic link; compare never writes through a link inside a "
-                         "campaign: remove it, then run again".format(_short(path)))
+                         "campaign: remove it, then run again".format(short(path)))
     kind = ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
             "a socket" if stat.S_ISSOCK(mode) else "a device" if stat.S_ISCHR(mode) or
             stat.S_ISBLK(mode) else "a file")
     return UserError("{}: is {}, not a {}; remove it, then run again".format(
-        _short(path), kind, "folder" if want_dir else "file"))
+        short(path), kind, "folder" if want_dir else "file"))
 
 
 def _within(path: Path, base: Path) -> Path:
@@ -125,7 +126,7 @@ def _open_base(base: Path, create: bool) -> int:
         raise
     except NotADirectoryError:
         raise UserError("{}: is a file, not a folder; give a folder path".format(
-            _short(base))) from None
+            short(base))) from None
     except OSError as exc:
         raise os_error(exc, base) from None
 
@@ -380,7 +381,7 @@ def lock_folder(path: Path) -> Optional[int]:
         os.close(fd)
         raise UserError("{}: cannot lock the folder ({}); compare needs a file system with "
                         "flock locks (a local disk, or NFS with locking)".format(
-                            _short(path), exc.strerror or exc)) from None
+                            short(path), exc.strerror or exc)) from None
     return fd
 
 

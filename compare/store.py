@@ -82,11 +82,6 @@ def _unfinished(root: Path, empty_too: bool = False) -> bool:
         not (root / n).is_dir() or not os.listdir(str(root / n))) for n in names)
 
 
-def _short(path: Path) -> str:
-    text = str(path)
-    return text if len(text) <= 120 else text[:60] + "…" + text[-40:]
-
-
 def _corrupt(root: Path, what: str, why: Any) -> UserError:
     return UserError("{}: {} is corrupt: {}; restore it or start a new campaign".format(root, what, why))
 
@@ -129,7 +124,7 @@ class Campaign:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError("--results {}: cannot create the folder ({}); give a folder you can "
-                            "write".format(_short(root), exc.strerror or exc)) from None
+                            "write".format(files.short(root), exc.strerror or exc)) from None
         c = cls(root)
         c.lock()
         try:
