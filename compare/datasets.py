@@ -63,11 +63,12 @@ def open_folder(path: str, what: str = "--data") -> Folder:
         raise UserError("{} {}: the folder is empty; {}".format(what, path, LAYOUT))
     class_root = root / "train" if (root / "train").is_dir() else root
     classes = sorted(e.name for e in os.scandir(str(class_root))
-                     if e.is_dir() and not e.name.startswith("."))
+                     if _is(e, folder=True) and not e.name.startswith("."))
     entries: List[Entry] = []
     for label, name in enumerate(classes):
         files = sorted((e for e in os.scandir(str(class_root / name))
-                        if e.is_file() and e.name.lower().endswith(SUFFIXES)), key=lambda e: e.name)
+                        if _is(e, folder=False) and e.name.lower().endswith(SUFFIXES)),
+                       key=lambda e: e.name)
         for e in files:
             st = e.stat()
             entries.append((os.path.relpath(e.path, str(root)), label, st.st_size, st.st_mtime_ns))
@@ -76,6 +77,15 @@ def open_folder(path: str, what: str = "--data") -> Folder:
             what, path, os.path.join(path, os.path.relpath(str(class_root), str(root))).rstrip("/."),
             LAYOUT))
     return Folder(str(root), str(class_root), classes, entries)
+
+
+def _is(entry: os.DirEntry, folder: bool) -> bool:
+    """Whether the entry is a folder (else: a file), links followed; a link that leads nowhere
+    (a loop, a dangling link) is neither, like a file that is not there."""
+    try:
+        return entry.is_dir() if folder else entry.is_file()
+    except OSError:  # ELOOP: a link to itself
+        return False
 
 
 def check_jpeg(path: str) -> Optional[str]:

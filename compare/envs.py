@@ -3,14 +3,17 @@
 Each backend has a pinned requirements file per variant (`requirements/<backend>-<cpu|cuda>.txt`)
 and optionally a setup script (`requirements/<backend>.setup.sh`, e.g. building Horovod) run
 once inside the new environment. An environment is created on first use under the cache folder,
-named by the hash of those files, and reused afterwards.
+named by the hash of those files, and reused afterwards. A build ends with the compare that
+started it, every process of it (reaper.py), and one that did not finish is built again.
 """
 import datetime
 import fcntl
+import functools
 import hashlib
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,12 +22,15 @@ from pathlib import Path
 from typing import Callable, Dict, Optional
 
 from backends.contract import utc_now
+from backends.contract.shared import lifeline
 
+from . import files
 from .errors import UserError
 from .frameworks import Framework
 
 REQUIREMENTS = Path(__file__).parent / "requirements"
-READY = ".compare-ready.json"
+READY = ".compare-ready.json"  # written last, whole: a folder without it is a build cut short
+REAPER = Path(__file__).parent / "reaper.py"
 
 
 @dataclass
@@ -67,7 +73,7 @@ def env_python(path: Path) -> Path:
 
 def existing(fw: Framework, variant: str) -> Optional[Path]:
     d = env_dir(fw, variant)
-    return d if (d / READY).exists() else None
+    return d if (d / READY).is_file() and env_python(d).exists() else None
 
 
 def built_during(path: Optional[str], since: float) -> Optional[float]:
@@ -115,45 +121,66 @@ def resolve(fw: Framework, variant: str, overrides: Dict[str, str],
 
 
 def ensure(fw: Framework, variant: str, log: Callable[[str], None] = lambda s: None) -> Path:
-    """Create the managed environment once (under a lock); return its folder."""
+    """Create the managed environment once; return its folder. One build at a time per folder
+    (a flock, held by the build's processes too: a second compare waits for the first, and a
+    killed one's build is over before the next begins); a folder without the completion
+    marker (written last) is a build that did not finish, cleared and built again."""
     req = requirements_file(fw, variant)
     if not req.exists():
         raise EnvError("no pinned requirements for {} on {} ({} is missing)".format(
             fw.name, variant, req.name))
     path = env_dir(fw, variant)
+    lock = _build_lock(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(str(path) + ".lock", "w")
-    except OSError as exc:  # COMPARE_CACHE is a file, read-only, ...
-        raise UserError("COMPARE_CACHE {}: cannot create {} ({}); give a folder you can write".format(
-            cache_dir(), exc.filename or path.parent, exc.strerror or exc)) from None
-    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if (path / READY).exists():
+        if (path / READY).is_file() and env_python(path).exists():
             return path
         log("creating the {} environment in {} (once; reused afterwards)".format(fw.name, path))
         started = time.time()
-        logfile = Path(str(path) + ".log")
-        with open(logfile, "w") as out:
-            steps = [[sys.executable, "-m", "venv", "--clear", str(path)],
-                     [str(env_python(path)), "-m", "pip", "install", "-r", str(req)]]
-            if setup_script(fw).exists():
-                steps.append(["bash", str(setup_script(fw))])
-            env = dict(os.environ, VIRTUAL_ENV=str(path),
-                       PATH="{}:{}".format(path / "bin", os.environ.get("PATH", "")))
-            env.pop("PYTHONPATH", None)
-            for cmd in steps:
-                out.write("$ {}\n".format(" ".join(cmd)))
-                out.flush()
-                rc = subprocess.call(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
-                if rc != 0:
-                    raise EnvError("creating the {} environment failed at `{}` (exit {}); see {}"
-                                   .format(fw.name, " ".join(cmd[:4]), rc, logfile))
+        _build(fw, path, req, lock)
         info = {"framework": fw.name, "variant": variant, "requirements": req.read_text(),
-                "created_at": utc_now(),
-                "seconds": round(time.time() - started, 1)}
-        (path / READY).write_text(json.dumps(info, indent=2))
+                "created_at": utc_now(), "seconds": round(time.time() - started, 1)}
+        files.write_text(path / READY, json.dumps(info, indent=2), path)  # last, whole
         return path
+    finally:
+        os.close(lock)
+
+
+def _build_lock(path: Path) -> int:
+    """The fd of the build lock beside the environment's folder (opened, not yet locked)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(str(path) + ".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                       0o644)
+    except OSError as exc:  # COMPARE_CACHE is a file, read-only, a link where the lock goes...
+        raise UserError("COMPARE_CACHE {}: cannot create {} ({}); give a folder you can write".format(
+            cache_dir(), exc.filename or path.parent, exc.strerror or exc)) from None
+
+
+def _build(fw: Framework, path: Path, req: Path, lock: int) -> None:
+    """venv (cleared: what a build that did not finish left goes), pip install, setup script;
+    each step under reaper.py, so that it and everything it starts end with this compare."""
+    logfile = Path(str(path) + ".log")
+    steps = [[sys.executable, "-m", "venv", "--clear", str(path)],
+             [str(env_python(path)), "-m", "pip", "install", "-r", str(req)]]
+    if setup_script(fw).exists():
+        steps.append(["bash", str(setup_script(fw))])
+    env = dict(os.environ, VIRTUAL_ENV=str(path),
+               PATH="{}:{}".format(path / "bin", os.environ.get("PATH", "")))
+    env.pop("PYTHONPATH", None)
+    lifeline.prepare()
+    with files.new_file(logfile) as out:
+        for cmd in steps:
+            out.write("$ {}\n".format(" ".join(cmd)))
+            out.flush()
+            # the step holds the build lock too (pass_fds): while any of it lives, no other build
+            rc = subprocess.call([sys.executable, str(REAPER)] + cmd, stdout=out,
+                                 stderr=subprocess.STDOUT, env=env, pass_fds=(lock,),
+                                 preexec_fn=functools.partial(lifeline.die_with_parent,
+                                                              signal.SIGTERM, os.getpid()))
+            if rc != 0:
+                raise EnvError("creating the {} environment failed at `{}` (exit {}); see {}"
+                               .format(fw.name, " ".join(cmd[:4]), rc, logfile))
 
 
 class Interpreters:

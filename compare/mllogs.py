@@ -9,12 +9,13 @@ parser reads only `:::MLLOG` lines); the cell runs again as a new attempt, whose
 """
 import datetime
 import os
-import shutil
 from pathlib import Path
 from typing import Optional
 
 from backends.contract import RunResult
 from backends.contract.shared import mllog
+
+from . import files
 
 FINISHED = ("ok", "not_converged")  # a run whose loop ended: its log holds run_stop
 SUFFIX = ".mllog"
@@ -33,8 +34,7 @@ def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Option
         return None
     if result.status in FINISHED:
         dest = log_path(campaign_root, result.run_id)
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.move(str(source), str(dest))
+        files.move(source, dest, Path(campaign_root))
         if isinstance(result.accuracy, dict) and result.accuracy:
             result.accuracy["mllog"] = os.path.join("logs", dest.name)
         return dest
@@ -50,14 +50,12 @@ def keep_aborted(campaign_root: Path, run_id: str, work: Path,
     """Keep a partial log that `work` holds as logs/<run_id>.<time>.aborted.mllog, before the
     folder is reused by a new attempt. None when there is none."""
     source = Path(work) / mllog.FILE_NAME
-    if not source.is_file():
+    if not source.is_file() or source.is_symlink():
         return None
     stamp = datetime.datetime.fromtimestamp(source.stat().st_mtime, datetime.timezone.utc)
     dest = Path(campaign_root) / "logs" / "{}.{}.aborted{}".format(
         run_id, stamp.strftime("%Y%m%dT%H%M%SZ"), SUFFIX)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.move(str(source), str(dest))
-    with open(str(dest), "a") as f:
-        f.write("# compare: attempt aborted ({}); the cell ran again as a new attempt\n".format(
-            why.replace("\n", " ")))
+    files.move(source, dest, Path(campaign_root))
+    files.append_text(dest, "# compare: attempt aborted ({}); the cell ran again as a new "
+                      "attempt\n".format(why.replace("\n", " ")), Path(campaign_root))
     return dest

@@ -2,13 +2,14 @@
 
     campaign.json      what was asked, the settings fixed at creation, the planned cells, sessions
     machine.json       the machine the campaign ran on
-    lock               the PID of the `compare run` writing the campaign (an fcntl lock while it runs)
+    (the folder itself is the lock: a `compare run` writing the campaign holds a flock on it)
     specs/<id>.json    one RunSpec per cell, as the backend read it
     results/<id>.json  one RunResult per cell, written as soon as the run ends (atomically)
     probes/<id>.json   one RunResult per probe of a batch search (batchsearch.py): never a cell
     logs/<id>.stdout|.stderr
     work/<id>/         scratch space of a run (the backend writes its result here first)
 
+Every file is written through files.py: never through a link, to a temp name and renamed.
 Files are read through loading.py (regular files of bounded size; a result validated, its spec
 re-hashed): a bad one is skipped with a warning naming it and why. A result belongs to a cell only
 when its re-hashed spec is the planned cell's, its nonce one of this campaign's attempts (each
@@ -17,32 +18,23 @@ listed as foreign and left out.
 """
 import contextlib
 import datetime
-import fcntl
 import json
 import os
 import re
 import secrets
-import shutil
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
-from backends.contract import (
-    RunResult,
-    RunSpec,
-    SchemaError,
-    utc_now,
-    write_json_atomic,
-    write_result,
-    write_spec,
-)
+from backends.contract import RunResult, RunSpec, SchemaError, utc_now
 
-from . import mllogs, validate
+from . import files, mllogs, validate
 from .errors import UserError
 from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_json, load_result, one_line  # noqa: F401
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
-LOCK_FILE = "lock"
+LOCK_FILE = "lock"  # an earlier compare's lock (a PID in a file); the folder is the lock now
+SUBFOLDERS = ("specs", "results", "logs", "work")  # made with campaign.json
 RUN_ID = re.compile(r"[a-z0-9][a-z0-9._-]*\Z")  # what RunSpec.run_id makes: a file name, no path
 SPEC_HASH = re.compile(r"[0-9a-f]{16}\Z")
 # --resume re-runs failed and timeout cells; not_converged is a finished time-to-accuracy cell
@@ -68,48 +60,26 @@ def default_root() -> Path:
     return Path("results") / stamp
 
 
-def check_writable_dir(path: Path, option: str) -> None:
-    """A folder that is, or can be made, writable: else one UserError line naming `option`."""
-    try:
-        if path.exists() and not path.is_dir():
-            raise UserError("{} {}: is a file, not a folder; give a folder path".format(option, path))
-        parent = path if path.exists() else next((p for p in path.parents if p.exists()), Path("."))
-        if not parent.is_dir():
-            raise UserError("{} {}: {} is a file, not a folder; give a folder path".format(
-                option, path, parent))
-        if not os.access(str(parent), os.W_OK | os.X_OK):
-            raise UserError("{} {}: {} is not writable; give a folder you can write".format(
-                option, path, parent))
-    except OSError as exc:  # e.g. a name longer than the file system allows
-        raise UserError("{} {}: {}; give another folder".format(
-            option, _short(path), exc.strerror or exc)) from None
-
-
-@contextlib.contextmanager
-def user_path(path: Path, option: str) -> Iterator[None]:
-    """An OS error while writing under a path the user gave (disk full, read-only, gone) is one
-    UserError line naming the path and what happened; what was written before stays."""
-    try:
-        yield
-    except OSError as exc:
-        raise UserError("{} {}: cannot write {} ({}); free space or give a folder you can "
-                        "write".format(option, _short(path), exc.filename or path,
-                                       exc.strerror or exc)) from None
-
-
-def _check_new(root: Path, ours: Tuple[str, ...]) -> None:
-    """A folder a new campaign may be created in: absent, empty, or holding only `ours`."""
+def _check_new(root: Path) -> None:
+    """A folder a new campaign may be created in: absent, empty, or what a creation that did
+    not finish left (or an earlier compare's lock file)."""
     if (root / CAMPAIGN_FILE).exists():
         raise UserError("--results {}: already holds a campaign; add --resume to continue it, "
                         "or give a new folder".format(root))
-    if root.exists() and any(p.name not in ours for p in root.iterdir()):
+    if root.exists() and not _unfinished(root, empty_too=True):
         raise UserError("--results {}: folder is not empty and not a campaign; give a new "
                         "or empty folder".format(root))
 
 
-def _short(path: Path) -> str:
-    text = str(path)
-    return text if len(text) <= 120 else text[:60] + "…" + text[-40:]
+def _unfinished(root: Path, empty_too: bool = False) -> bool:
+    """Whether `root` holds only what Campaign.create makes before campaign.json (empty
+    subfolders, machine.json, temp files): a creation killed or failed half-way."""
+    names = [n for n in os.listdir(str(root)) if not n.startswith(files.TMP_PREFIX)]
+    ours = set(SUBFOLDERS) | {"machine.json", LOCK_FILE}
+    if not names:
+        return empty_too
+    return all(n in ours and not (root / n).is_symlink() and (
+        not (root / n).is_dir() or not os.listdir(str(root / n))) for n in names)
 
 
 def _corrupt(root: Path, what: str, why: Any) -> UserError:
@@ -143,36 +113,32 @@ class Campaign:
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
                settings: Optional[Dict[str, Any]] = None) -> "Campaign":
-        """A new campaign in `root` (new or empty), returned locked: the lock is taken before
-        campaign.json is looked for and written, so of two first runs into one folder one creates
-        it and the other is refused."""
+        """A new campaign in `root` (new, empty, or left by a creation that did not finish),
+        returned locked: the lock is taken before campaign.json is looked for and written, so
+        of two first runs into one folder one creates it and the other is refused. campaign.json
+        is written last: a creation that fails leaves a folder that can be created again."""
         root = Path(root)
-        check_writable_dir(root, "--results")
-        try:  # before a lock file is made in a folder that is not ours
-            _check_new(root, (LOCK_FILE,))
-        except UserError:
-            if not (root / LOCK_FILE).exists():
-                raise
-            # another first run made the lock (and maybe its folders) since: the lock decides
+        files.check_writable_dir(root, "--results")
+        _check_new(root)  # before anything is made in a folder that is not ours
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError("--results {}: cannot create the folder ({}); give a folder you can "
-                            "write".format(_short(root), exc.strerror or exc)) from None
+                            "write".format(files.short(root), exc.strerror or exc)) from None
         c = cls(root)
         c.lock()
         try:
-            _check_new(root, (LOCK_FILE,))  # again, holding the lock: the check that counts
-            with user_path(root, "--results"):
-                for sub in ("specs", "results", "logs", "work"):
-                    (root / sub).mkdir(exist_ok=True)
-                write_json_atomic(str(root / "machine.json"), machine)
-                now = utc_now()
-                # the campaign's id begins the nonce of each of its attempts (attempt_nonce)
-                c._write_meta({"kind": CAMPAIGN_KIND, "id": secrets.token_hex(8),
-                               "created_at": now, "config": config,
-                               "settings": settings or {}, "planned": {},
-                               "sessions": [{"started_at": now, "config": config}]})
+            _check_new(root)  # again, holding the lock: the check that counts
+            for sub in SUBFOLDERS:
+                with files.folder(c.root / sub, c.root):
+                    pass
+            files.write_json(c.root / "machine.json", machine, c.root)
+            now = utc_now()
+            # the campaign's id begins the nonce of each of its attempts (attempt_nonce)
+            c._write_meta({"kind": CAMPAIGN_KIND, "id": secrets.token_hex(8),
+                           "created_at": now, "config": config,
+                           "settings": settings or {}, "planned": {},
+                           "sessions": [{"started_at": now, "config": config}]})
         except BaseException:
             c.unlock()
             raise
@@ -182,6 +148,9 @@ class Campaign:
     def open(cls, root: Path) -> "Campaign":
         """An existing campaign; UserError (one line) for a folder that is not one or is corrupt."""
         root = Path(root)
+        if not (root / CAMPAIGN_FILE).is_file() and root.is_dir() and _unfinished(root):
+            raise UserError("{}: its creation did not finish (no {}); run again without --resume "
+                            "to create it".format(root, CAMPAIGN_FILE))
         if not (root / CAMPAIGN_FILE).is_file():
             raise UserError("{}: not a campaign folder (no {}); give a folder made by "
                             "`compare run`".format(root, CAMPAIGN_FILE))
@@ -209,36 +178,28 @@ class Campaign:
         return _read_json(path, "machine.json", self.root) if path.exists() else {}
 
     def _write_meta(self, meta: Dict[str, Any]) -> None:
-        with user_path(self.root / CAMPAIGN_FILE, "--results"):
-            write_json_atomic(str(self.root / CAMPAIGN_FILE), meta)
+        files.write_json(self.root / CAMPAIGN_FILE, meta, self.root)
 
     def lock(self) -> None:
         """Hold the campaign's lock until this process ends: one `compare run` writes a campaign at
-        a time. A lock left by a dead process is free (the kernel drops it) and is taken over.
+        a time. The lock is a flock on the campaign folder itself: a dead holder's goes with it
+        (the kernel drops it), and there is no file whose deletion would let a second writer in.
         Holding it already is fine (create() returns the campaign locked)."""
         if self._lock_fd is not None:
             return
-        path = self.root / LOCK_FILE
-        try:
-            fd = os.open(str(path), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as exc:
-            raise UserError("--results {}: cannot open {} ({})".format(
-                self.root, path, exc.strerror)) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
+        fd = files.lock_folder(self.root)
+        if fd is None:
+            holder = files.lock_holder(self.root)
             raise UserError("--results {}: another `compare run` (PID {}) is running this campaign; "
                             "wait for it to end or stop it, then --resume".format(
-                                self.root, holder)) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, "{}\n".format(os.getpid()).encode())
-        self._lock_fd = fd  # inherited by no child (close_fds); released by unlock() or at exit
+                                self.root, holder or "unknown"))
+        self._lock_fd = fd  # inherited by no child (O_CLOEXEC); released by unlock() or at exit
+        for sub in ("",) + SUBFOLDERS[:2] + ("probes",):  # what a killed writer left half-written
+            files.remove_stale_temps(self.root / sub, self.root)
 
     def unlock(self) -> None:
         if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing drops the flock; the file (a dead PID) stays
+            os.close(self._lock_fd)  # closing drops the flock
             self._lock_fd = None
 
     def resume(self, config: Dict[str, Any], settings: Dict[str, Any],
@@ -271,8 +232,10 @@ class Campaign:
 
     def plan(self, specs: List[RunSpec]) -> None:
         """Record the cells this session will run (the campaign's planned cells are the union).
-        A cell planned before must be the same cell (its spec hash), and every planned id a run
-        id (it names files): else one UserError line, before anything runs."""
+        A cell planned before must be the same cell (its spec hash), every planned id a run id
+        (it names files), and where a cell's spec, result and logs go the campaign's own (no
+        link, no folder): else one UserError line, before anything runs."""
+        self.check_cells([s.run_id for s in specs])
         meta = self.meta
         planned = meta.get("planned") or {}
         bad = [k for k, v in planned.items() if not RUN_ID.match(k) or not SPEC_HASH.match(v)]
@@ -288,6 +251,13 @@ class Campaign:
         planned.update({s.run_id: s.spec_hash for s in specs})
         meta["planned"] = planned
         self._write_meta(meta)
+
+    def check_cells(self, run_ids: List[str]) -> None:
+        """Where the cells' files go is the campaign's own: no link, FIFO or folder (UserError)."""
+        for sub, suffixes in (("specs", (".json",)), ("results", (".json",)),
+                              ("logs", (".stdout", ".stderr"))):
+            files.check_files(self.root / sub, [i + x for i in run_ids for x in suffixes], self.root)
+        files.check_files(self.root / "work", run_ids, self.root, folders=True)
 
     def attempt_nonce(self) -> str:
         """A fresh nonce for one attempt of a cell: the campaign's id, then 16 random hex digits.
@@ -308,28 +278,31 @@ class Campaign:
     def log_paths(self, run_id: str) -> Tuple[Path, Path]:
         return (self.root / "logs" / (run_id + ".stdout"), self.root / "logs" / (run_id + ".stderr"))
 
+    @contextlib.contextmanager
+    def log_files(self, run_id: str) -> Iterator[Tuple[Any, Any]]:
+        """The run's stdout and stderr logs, new (an earlier attempt's replaced), open to write."""
+        out_path, err_path = self.log_paths(run_id)
+        with files.new_file(out_path, self.root) as out, files.new_file(err_path, self.root) as err:
+            yield out, err
+
     def work_dir(self, run_id: str) -> Path:
         d = self.root / "work" / run_id
         mllogs.keep_aborted(self.root, run_id, d)  # an uncollected attempt's MLPerf log
-        if d.exists():
-            shutil.rmtree(str(d))
-        d.mkdir(parents=True)
-        return d
+        return files.fresh_folder(d, self.root)
 
     def save_spec(self, spec: RunSpec) -> Path:
         path = self.spec_path(spec.run_id)
-        write_spec(str(path), spec)
+        files.write_json(path, spec.to_dict(), self.root)
         return path
 
     def save_result(self, result: RunResult) -> Path:
         path = self.result_path(result.run_id)
-        with user_path(path, "--results"):
-            write_result(str(path), result)
+        files.write_json(path, result.to_dict(), self.root)
         return path
 
     def save_probe(self, result: RunResult) -> Path:
         path = self.root / "probes" / (result.run_id + ".json")
-        write_result(str(path), result)
+        files.write_json(path, result.to_dict(), self.root)
         return path
 
     def probes(self) -> List[RunResult]:

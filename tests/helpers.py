@@ -274,6 +274,9 @@ if MODE == "unsupported":  # the framework cannot run the cell here: a recorded 
     sys.exit(harness.main(setup, [spec_path, result_path]))
 if MODE == "hang":  # a cell that runs until it is stopped
     time.sleep(300)
+if MODE == "hold":  # a cell that runs while a file `hold` lies beside this script
+    while os.path.exists(os.path.join(os.path.dirname(os.path.abspath(__file__)), "hold")):
+        time.sleep(0.05)
 if MODE == "escape":  # colours, a window title and a bell on stderr, then a crash
     sys.stderr.write("\\x1b[31mboom\\x1b[0m\\x1b]0;pwned\\x07 | done\\r\\n")
     sys.exit(3)

@@ -24,10 +24,9 @@ def _campaign(tmp_path):
 def test_a_second_writer_is_refused_naming_the_pid_that_holds_the_lock(tmp_path):
     c = _campaign(tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-                               "fcntl.flock(fd, fcntl.LOCK_EX); os.ftruncate(fd, 0)\n"
-                               "os.write(fd, b'%d\\n' % os.getpid())\n"
-                               "print('locked', flush=True); time.sleep(60)", str(c.root / "lock")],
+                               "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+                               "print('locked', flush=True); time.sleep(60)", str(c.root)],
                               stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "locked\n"
@@ -37,14 +36,16 @@ def test_a_second_writer_is_refused_naming_the_pid_that_holds_the_lock(tmp_path)
     finally:
         holder.kill()
         holder.wait()
-    # the holder is dead: its PID stays in the file, its lock went with it and is taken over
-    assert (c.root / "lock").read_text().strip() == str(holder.pid)
+    # the holder is dead: its lock went with it and is taken over; no file records a PID
     again = Campaign.open(c.root)
     again.lock()
-    assert (c.root / "lock").read_text() == "{}\n".format(os.getpid())
-    with open(str(c.root / "lock")) as f:  # really held: a try from elsewhere fails
+    assert not os.path.lexists(str(c.root / "lock"))
+    fd = os.open(str(c.root), os.O_RDONLY | os.O_DIRECTORY)
+    try:  # really held: a try from elsewhere fails
         with pytest.raises(OSError):
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    finally:
+        os.close(fd)
     again.unlock()
 
 
@@ -146,13 +147,13 @@ def test_a_fifo_or_a_link_to_dev_zero_is_skipped_without_blocking(tmp_path):
 def test_two_first_runs_into_one_folder_cannot_both_create_the_campaign(tmp_path, monkeypatch):
     import threading
 
-    from compare import store
-    slow = store.write_json_atomic
+    from compare import files, store
+    slow = files.write_json
 
-    def write_slowly(path, data):  # widen the window between looking for campaign.json and writing it
+    def write_slowly(path, data, base=None):  # widen the window between looking for campaign.json and writing it
         time.sleep(0.3)
-        slow(path, data)
-    monkeypatch.setattr(store, "write_json_atomic", write_slowly)
+        slow(path, data, base)
+    monkeypatch.setattr(files, "write_json", write_slowly)
     root, start, outcomes = tmp_path / "c", threading.Barrier(2), []
 
     def first_run(who):
@@ -178,31 +179,32 @@ def test_two_first_runs_into_one_folder_cannot_both_create_the_campaign(tmp_path
 def test_a_full_disk_under_results_is_one_line_naming_the_file(tmp_path, capsys, monkeypatch):
     import errno
 
-    from backends.contract import protocol
+    from compare import files
     from tests.helpers import FAST, fake_python
     root, fake = tmp_path / "c", fake_python(tmp_path)
-    real = protocol.json.dump
+    real, renamed = files.os.replace, []
 
-    def dump(data, f, **kw):
-        if "run_id" in data and "status" in data:  # a result: the disk is full by now
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(data, f, **kw)
-    monkeypatch.setattr(protocol.json, "dump", dump)
+    def replace(src, dst, **kw):  # the cell's spec is renamed into place, then its result: the
+        if dst == "caffe2-fp32-w1-b4-s32-r0.json":  # disk is full by then
+            renamed.append(dst)
+            if len(renamed) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real(src, dst, **kw)
+    monkeypatch.setattr(files.os, "replace", replace)
     code, _, err = main_exit(["run", "--frameworks", "caffe2", "--results", str(root), "--python",
                               "caffe2={}".format(fake)] + FAST, capsys)
     path = root / "results" / "caffe2-fp32-w1-b4-s32-r0.json"
-    assert (code, err.splitlines()[-1]) == (2, "compare: error: --results {}: cannot write {} (No space "
-                                               "left on device); free space or give a folder you can "
-                                               "write".format(path, path))
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: cannot write {} (No space left on "
+                                               "device); free space, then run again (a campaign "
+                                               "continues with --resume)".format(path))
     assert [p.name for p in (root / "results").iterdir()] == []  # no half-written file either
 
 
 def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
     c = _campaign(tmp_path)
     code, _, err = main_exit(["diff", str(c.root), str(c.root), "--out", "/proc/x"], capsys)
-    assert (code, err.splitlines()[-1]) == (2, "compare: error: --out /proc/x: cannot write /proc/x "
-                                               "(No such file or directory); free space or give a "
-                                               "folder you can write")
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: cannot write /proc/x (No such file "
+                                               "or directory); check the path, then run again")
 
 
 def test_a_cache_that_is_a_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch):

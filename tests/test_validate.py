@@ -268,3 +268,18 @@ def test_a_run_of_two_workers_may_wait_at_its_closing_barrier_outside_its_window
         validate.result(with_wall(two, inside + 1.5))  # 1.5 s outside: no barrier waits so long
     with pytest.raises(SchemaError, match="less than a tenth of wall_time_s"):
         validate.result(with_wall(one, inside * 20))  # one worker waits for no one
+
+
+def test_a_time_to_accuracy_run_that_did_not_converge_keeps_its_training_rate(tmp_path, capsys):
+    """not_converged is a finished run (it trained to its last epoch) and the harness records the
+    rate it trained at: its result is read, not skipped as a failed run with a figure (the soak's
+    time-to-accuracy case found it recorded `failed: unreadable result file`)."""
+    from tests.test_mlperf_report import _result
+    runs = [_result("caffe2", 1, 0, 1.0, 10000.0), _result("caffe2", 1, 1, 2.0, 9000.0,
+                                                            status="not_converged", epochs=8)]
+    root = save_campaign(tmp_path / "c", runs)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0 and "skipped" not in err, err
+    assert validate.result(runs[1]).run_id == runs[1].run_id
+    with pytest.raises(SchemaError, match="status failed with images_per_sec 9000"):
+        validate.result(replace(runs[1], status="failed"))

@@ -50,9 +50,10 @@ def report(
         " Default: the campaign's.")),
 ):
     """Write the report files of a campaign; with md (the default) also print the Markdown."""
+    from ..files import check_writable_dir, user_path
     from ..reporting import parse_formats, references
     from ..stages import report as stage
-    from ..store import Campaign, check_writable_dir, user_path
+    from ..store import Campaign
     formats = parse_formats(format)
     refs = [references.load(r) for r in reference]
     base = fws.get(baseline).name if baseline else None
@@ -77,9 +78,10 @@ def diff(
 ):
     """Machine versus machine: B ÷ A on every comparable cell, better / worse / within noise; the
     others listed with the reason."""
+    from .. import files
+    from ..files import check_writable_dir, user_path
     from ..reporting import diff as d
     from ..reporting import tables
-    from ..store import check_writable_dir, user_path
     if out is not None:
         check_writable_dir(out, "--out")
     (ca, da), (cb, db) = _cells(campaign_a), _cells(campaign_b)
@@ -88,11 +90,10 @@ def diff(
                                       str(campaign_b)))
     sys.stdout.write(text)
     if out is not None:
-        with user_path(out, "--out"):
-            out.mkdir(parents=True, exist_ok=True)
-            (out / "diff.md").write_text(text)
-            table.to_csv(out / "diff.csv", index=False)
-            (out / "diff.json").write_text(json.dumps(d.records(table), indent=2) + "\n")
+        with user_path(out, "--out"):  # each file made aside and renamed (files.py)
+            files.write_text(out / "diff.md", text, out)
+            files.write_text(out / "diff.csv", table.to_csv(index=False), out)
+            files.write_text(out / "diff.json", json.dumps(d.records(table), indent=2) + "\n", out)
         _err("wrote {}".format(", ".join(str(out / n) for n in ("diff.md", "diff.csv", "diff.json"))))
 
 
@@ -102,9 +103,10 @@ def history(
                                        "history.html (a chart per cell) here."),
 ):
     """Each cell's figure over time (date, commit, versions), regressions flagged."""
+    from .. import files
+    from ..files import check_writable_dir, user_path
     from ..reporting import charts, html, tables
     from ..reporting import history as hist
-    from ..store import check_writable_dir, user_path
     if out is not None:
         check_writable_dir(out, "--out")
     h = hist.history(hist.campaigns(campaigns, lambda w: _err("warning: " + w)),
@@ -119,11 +121,10 @@ def history(
         chart = charts.history(h[[tuple(r) == key for r in h[hist.KEY].itertuples(index=False)]],
                                hist.title(key)) if key else None
         body += ([html.figure(chart)] if chart else []) + [tables.html_fragment(secs)]
-    with user_path(out, "--out"):
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "history.md").write_text(text)
-        h.to_csv(out / "history.csv", index=False)
-        (out / "history.html").write_text(html.document("compare history", body))
+    with user_path(out, "--out"):  # each file made aside and renamed (files.py)
+        files.write_text(out / "history.md", text, out)
+        files.write_text(out / "history.csv", h.to_csv(index=False), out)
+        files.write_text(out / "history.html", html.document("compare history", body), out)
     _err("wrote {}".format(", ".join(str(out / n) for n in ("history.md", "history.csv", "history.html"))))
 
 

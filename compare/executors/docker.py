@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from backends.contract import LAUNCHED_ENV, RunSpec, visible_gpus
 from backends.contract.shared import COMPILE_CACHE_ENV, dataset
 
-from .. import datasets
+from .. import datasets, files
 from ..errors import UserError
 from ..frameworks import Framework, get
 from ..resources import cpuset
@@ -165,8 +165,9 @@ class Container(Handle):
             rc = container.wait(timeout=60)["StatusCode"]
         container.reload()
         out_path, err_path = self.log_paths
-        out_path.write_bytes(container.logs(stdout=True, stderr=False))
-        err_path.write_bytes(container.logs(stdout=False, stderr=True))
+        campaign = out_path.parent.parent  # logs/ is the campaign's: nothing written through a link
+        files.write_bytes(out_path, container.logs(stdout=True, stderr=False), campaign)
+        files.write_bytes(err_path, container.logs(stdout=False, stderr=True), campaign)
         oom = container.attrs.get("State", {}).get("OOMKilled")
         return Outcome(exit_code=rc, timed_out=timed_out, oom_killed="the container was killed by "
                        "the out-of-memory killer (exit {})".format(rc) if oom else "")

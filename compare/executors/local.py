@@ -16,7 +16,7 @@ from typing import Tuple
 from backends.contract import FILE_ENV, PHASE_FILE
 from backends.contract.shared import PACKAGE_DIR
 
-from .. import envs
+from .. import envs, files
 from ..frameworks import get
 from . import processes
 from .base import Attempt, Context, Executor, Refused
@@ -24,21 +24,10 @@ from .processes import CAMPAIGN_ENV, end_processes, run_env
 
 
 def stage_backends(dest: Path) -> Path:
-    """Copy the backends package to dest/backends (once); return dest for PYTHONPATH. The copy
-    is made aside and renamed into place: cells starting at once never see half of it."""
-    target = dest / "backends"
-    if not target.exists():
-        dest.mkdir(parents=True, exist_ok=True)
-        aside = Path(tempfile.mkdtemp(prefix=".staging-", dir=str(dest)))
-        try:
-            shutil.copytree(PACKAGE_DIR, str(aside / "backends"),
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-            os.rename(str(aside / "backends"), str(target))
-        except OSError:
-            if not target.is_dir():  # not another cell's rename that came first
-                raise
-        finally:
-            shutil.rmtree(str(aside), ignore_errors=True)
+    """Copy the backends package to dest/backends (once; dest is a campaign's `code`); return
+    dest for PYTHONPATH. The copy is made aside and renamed into place: cells starting at once
+    never see half of it, and one that fails (a full disk) leaves nothing (files.copy_folder)."""
+    files.copy_folder(Path(PACKAGE_DIR), dest / "backends", dest.parent)
     return dest
 
 

@@ -132,10 +132,9 @@ def start(attempt: Attempt, cmd: Sequence[str], env: Dict[str, str], cores: Sequ
     campaign, spec = attempt.campaign, attempt.spec
     env = dict(env, **{ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root),
                        HOST_PID_ENV: str(os.getpid())})
-    out_path, err_path = campaign.log_paths(spec.run_id)
     lifeline.prepare()
     try:
-        with open(out_path, "w") as out, open(err_path, "w") as err:
+        with campaign.log_files(spec.run_id) as (out, err):  # new files, never through a link
             env[LAUNCHED_ENV] = repr(time.time())  # the launch span ends when the backend starts
             proc = subprocess.Popen(list(cmd), stdout=out, stderr=err, env=env, cwd=str(attempt.work),
                                     start_new_session=True, preexec_fn=functools.partial(

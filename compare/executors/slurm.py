@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Dict, List, Optional, Tuple
 from backends.contract import RunResult, utc_now
 from backends.contract.shared import MACHINE_SCRIPT, dataset, launchers
 
-from .. import datasets, envs, resources
+from .. import datasets, envs, files, resources
 from ..errors import UserError
 from ..frameworks import Framework, get
 from . import processes
@@ -287,6 +287,8 @@ class SlurmExecutor(Executor):
         spec, campaign, work, tasks = attempt.spec, attempt.campaign, attempt.work, attempt.notes["tasks"]
         script = self._write_job(attempt)
         out_path, err_path = campaign.log_paths(spec.run_id)
+        with campaign.log_files(spec.run_id):  # new regular files for slurmd to write: no link
+            pass
         limit = self.flags.get("time_limit") or str(math.ceil(attempt.timeout / 60))
         args = ["--job-name=compare-" + spec.run_id, "--chdir=" + str(work), "--output=" + str(out_path),
                 "--error=" + str(err_path), "--nodes={}".format(spec.nodes),
@@ -322,8 +324,8 @@ class SlurmExecutor(Executor):
 
     def _log_job(self, campaign, event: str, run_id: str, job_id: str, **fields) -> None:
         entry = dict(event=event, run_id=run_id, job_id=job_id, at=utc_now(), **fields)
-        with open(str(campaign.root / JOBS_FILE), "a") as f:
-            f.write(json.dumps(entry, sort_keys=True) + "\n")
+        files.append_text(campaign.root / JOBS_FILE, json.dumps(entry, sort_keys=True) + "\n",
+                          campaign.root)
 
     def _attachable(self, campaign, run_id: str) -> Optional[Dict[str, Any]]:
         """The submission of run_id by an earlier session when nothing collected it since and its

@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .. import files
+
 # states after which a job does nothing more (anything else: it is queued, running or ending)
 ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
          "DEADLINE", "PREEMPTED", "SPECIAL_EXIT", "REVOKED")
@@ -181,8 +183,8 @@ def write_job(work: Path, run_id: str, nodes: int, tasks: int, command: Sequence
         srun_args="".join(q(a) + " " for a in srun_args), command=" ".join(q(c) for c in command),
         exit_file=EXIT_CODE_FILE)
     task = TASK_SCRIPT.format(run_id=run_id, tasks_dir=q(str(work / TASKS_DIR)))
-    (work / "task.sh").write_text(task)
-    (work / "job.sh").write_text(job)
+    files.write_text(work / "task.sh", task, work)
+    files.write_text(work / "job.sh", job, work)
     return work / "job.sh"
 
 

@@ -27,39 +27,43 @@ def parse_formats(csv: str) -> List[str]:
 
 def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dict],
                 results: Sequence = (), references: Sequence[Tuple[str, object]] = (),
-                extra: Sequence = (), charts: Sequence = (), defaults: Sequence[str] = ()
-                ) -> Tuple[str, List[Path]]:
+                extra: Sequence = (), charts: Sequence = (), defaults: Sequence[str] = (),
+                base: Optional[Path] = None) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
-    as shown) / .json / .html from the cells `df`; return (Markdown text, paths written)."""
+    as shown) / .json / .html from the cells `df`; return (Markdown text, paths written). Each
+    file is made whole beside its name and renamed over it (files.py): never written through a
+    link below `base` (the campaign, when the report goes inside it), nor left half-written."""
+    from .. import files
     from . import html, report, tables
     from .comparator import runs
     rep = report.build(df, machine, list(defaults), references, results, extra)
     text = tables.markdown(rep.sections())
-    out_dir.mkdir(parents=True, exist_ok=True)
+    base = base if base is not None else out_dir
     written = []
     for fmt in formats:
         path = out_dir / "report.{}".format(fmt)
         if fmt == "md":
-            path.write_text(text)
+            files.write_text(path, text, base)
         elif fmt == "csv":
-            df.to_csv(path, index=False)
-            written += _csv_extras(out_dir, rep, results, runs, tables)
+            files.write_text(path, df.to_csv(index=False), base)
+            written += _csv_extras(out_dir, rep, results, runs, tables, base)
         elif fmt == "html":
-            path.write_text(html.page(df, rep, more=charts))
+            files.write_text(path, html.page(df, rep, more=charts), base)
         else:
-            path.write_text(json.dumps(df.to_dict(orient="records"), indent=2, default=str) + "\n")
+            files.write_text(path, json.dumps(df.to_dict(orient="records"), indent=2, default=str)
+                             + "\n", base)
         written.append(path)
     return text, written
 
 
-def _csv_extras(out_dir: Path, rep, results, runs, tables) -> List[Path]:
+def _csv_extras(out_dir: Path, rep, results, runs, tables, base: Path) -> List[Path]:
+    from .. import files
     out = []
     if results:
-        runs(results).to_csv(out_dir / "runs.csv", index=False)
+        files.write_text(out_dir / "runs.csv", runs(results).to_csv(index=False), base)
         out.append(out_dir / "runs.csv")
     folder = out_dir / "tables"
-    folder.mkdir(exist_ok=True)
     for t in rep.tables:
         if isinstance(t, tables.Table):
-            (folder / (t.csv_name() + ".csv")).write_text(tables.to_csv(t))
+            files.write_text(folder / (t.csv_name() + ".csv"), tables.to_csv(t), base)
     return out + [folder]

@@ -18,7 +18,7 @@ def execute(study: Study) -> int:
     (it is recorded, and --resume runs it again), else 0."""
     from rich.console import Console
 
-    from ..store import user_path
+    from ..files import user_path
     console = Console(stderr=True, markup=False, highlight=False)  # reasons may hold [brackets]
     plan = planning.make(study, lambda text: console.print(text, soft_wrap=True))  # paths whole
     if study.plan:  # the schedule and its estimate, then exit: nothing is created

@@ -61,11 +61,13 @@ def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
             baseline, ", ".join(frameworks.order(set(df.framework))) or "none (no results yet)"))
     if price is None:
         price = (view.asked.get("study") or {}).get("gpu_hour_price")
-    chart = accuracy.chart(trained)
-    text, paths = write_files(df, Path(out_dir), formats, view.machine, throughput, references,
+    chart, out_dir = accuracy.chart(trained), Path(out_dir).absolute()
+    inside = campaign.root == out_dir or campaign.root in out_dir.parents  # no link below it
+    text, paths = write_files(df, out_dir, formats, view.machine, throughput, references,
                               campaign_sections(view, throughput, trained, price),
                               [chart] if chart is not None else [],
-                              lines(view.asked.get("defaults") or {}) + origins(view.asked))
+                              lines(view.asked.get("defaults") or {}) + origins(view.asked),
+                              base=campaign.root if inside else out_dir)
     return text, paths, view.warnings
 
 
