@@ -173,11 +173,19 @@ def folder(path: Path, base: Optional[Path] = None, create: bool = True) -> Iter
         os.close(fd)
 
 
+def _mode(name: str, dirfd: int) -> Optional[int]:
+    """The file type and mode of `name` in the folder dirfd, the link itself where it is one;
+    None when there is nothing of that name."""
+    try:
+        return os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return None
+
+
 def _expect_file(dirfd: int, path: Path) -> bool:
     """True when `path` (a name in dirfd) is a regular file, False when absent; else UserError."""
-    try:
-        mode = os.stat(path.name, dir_fd=dirfd, follow_symlinks=False).st_mode
-    except FileNotFoundError:
+    mode = _mode(path.name, dirfd)
+    if mode is None:
         return False
     if not stat.S_ISREG(mode):
         raise _refuse(path, mode)
@@ -194,11 +202,8 @@ def check_files(where: Path, names, base: Path, folders: bool = False) -> None:
                 if not folders:
                     _expect_file(fd, Path(where) / name)
                     continue
-                try:
-                    mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
-                except FileNotFoundError:
-                    continue
-                if not stat.S_ISDIR(mode):
+                mode = _mode(name, fd)
+                if mode is not None and not stat.S_ISDIR(mode):
                     raise _refuse(Path(where) / name, mode, want_dir=True)
     except FileNotFoundError:
         return
@@ -295,10 +300,7 @@ def copy_folder(source: Path, dest: Path, base: Path) -> None:
     failed copy (a full disk) leaves nothing behind."""
     dest = Path(dest)
     with folder(dest.parent, base) as fd:
-        try:
-            mode = os.stat(dest.name, dir_fd=fd, follow_symlinks=False).st_mode
-        except FileNotFoundError:
-            mode = None
+        mode = _mode(dest.name, fd)
     if mode is not None:
         if not stat.S_ISDIR(mode):
             raise _refuse(dest, mode, want_dir=True)
@@ -337,10 +339,7 @@ def fresh_folder(path: Path, base: Path) -> Path:
     """The folder `path` made empty (what it held removed, no link followed), or made."""
     path = Path(path)
     with folder(path.parent, base) as fd:
-        try:
-            mode = os.stat(path.name, dir_fd=fd, follow_symlinks=False).st_mode
-        except FileNotFoundError:
-            mode = None
+        mode = _mode(path.name, fd)
         try:
             if mode is not None and not stat.S_ISDIR(mode):
                 raise _refuse(path, mode, want_dir=True)
