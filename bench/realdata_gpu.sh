@@ -4,6 +4,7 @@
 #   bash bench/realdata_gpu.sh $OUT          # main: probes, default mode, tuned, 8 cores
 #   bash bench/realdata_gpu.sh $OUT more     # a second call if time is left: tuned synthetic
 #        (tuned's data efficiency), tuned real at 8 cores, PyTorch fp16 with the engines alone
+#   bash bench/realdata_gpu.sh $OUT jaxgil   # JAX's default cells, then one under py-spy --gil
 # carry: [".whl"], holding (Python 3.12, manylinux x86_64; what bench/pipes_gpu.sh carried):
 #   nvidia_nvimgcodec_cu13-0.9.0.20  nvidia_nvjpeg-13.3.2.43  grain-0.2.18 (+ array_record 0.8.6,
 #   importlib_resources 7.1.0, portpicker 1.6.0)
@@ -96,11 +97,28 @@ more() {
     fits 40 "PyTorch fp16, CPU share 0.5" && run share-half --frameworks caffe2 \
         --precision fp16 --batch-size $BATCH --data $D --option cpu_share=0.5
 }
+jaxgil() {  # JAX's feeder with its short driver calls keeping the GIL (nvdecode.Stream.held),
+    # then the same real cell under py-spy, sampling only the thread that holds the GIL (carry
+    # py-spy's wheel in .whl): which code of which thread keeps the decode thread waiting
+    setup
+    fits 150 "default JAX, 16 cores" && run default-jax --frameworks jax --precision fp16,bf16 $DEF
+    python3 -m pip install -q --no-index --find-links .whl py-spy 2>&1 | tail -1
+    fits 70 "JAX fp16 real under py-spy" && {
+        local t0=$(date +%s)
+        timeout -k 20 -s TERM $(( $(left) > 10 ? $(left) : 10 )) py-spy record --gil --threads \
+            --subprocesses --rate 200 --format raw --output $out/gil.txt -- python3 -m compare run \
+            --executor local --device $DEVICE --timeout 300 --python jax=$PY_JAX --gpus 1 \
+            --steps 30 --warmup 10 --results $W/gil-jax --frameworks jax --precision fp16 \
+            --batch-size $BATCH --data $D > $W/gil-jax.out 2> $W/gil-jax.err
+        echo "gil-jax: exit $?, $(( $(date +%s) - t0 )) s ($(el) s)"; tail -3 $W/gil-jax.err
+        python3 bench/gil_share.py $out/gil.txt | head -40; }
+}
 body() {
     case $stage in
     main) main ;;
     more) more ;;
-    *) echo "unknown stage $stage (main | more)"; return 2 ;;
+    jaxgil) jaxgil ;;
+    *) echo "unknown stage $stage (main | more | jaxgil)"; return 2 ;;
     esac
     echo "== cells"
     python3 bench/realdata_table.py $W --cells

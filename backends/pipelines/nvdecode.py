@@ -361,7 +361,12 @@ class Stream:
     waits for it before the framework reads the buffer. device: the CUDA ordinal."""
 
     def __init__(self, device: int, high: bool = False):
-        self.lib = ctypes.CDLL("libcuda.so.1")
+        # the library twice over, as nvcapi.py does: `lib` (CDLL) lets go of the GIL for the
+        # calls that block (synchronize, wait, pin, a copy from pageable memory); `held` (PyDLL)
+        # keeps it for the calls that only queue work or set state (microseconds each), whose
+        # hand-back of the GIL would otherwise wait for whichever thread took it meanwhile (in
+        # JAX's process the step's dispatch: ~10 ms a batch for the copy's five calls, issue 36)
+        self.lib, self.held = ctypes.CDLL("libcuda.so.1"), ctypes.PyDLL("libcuda.so.1")
         self._check(self.lib.cuInit(0), "cuInit")
         dev, ctx, stream = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_void_p()
         self._check(self.lib.cuDeviceGet(ctypes.byref(dev), device), "cuDeviceGet")
@@ -382,7 +387,7 @@ class Stream:
 
     def enter(self) -> None:
         """Make the device's context current on this thread (the feeder's)."""
-        self._check(self.lib.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        self._check(self.held.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
 
     @property
     def value(self) -> int:
@@ -395,31 +400,33 @@ class Stream:
         """A new event; its waiters sleep rather than spin (CU_EVENT_BLOCKING_SYNC), and it keeps
         no time (CU_EVENT_DISABLE_TIMING)."""
         event = ctypes.c_void_p()
-        self._check(self.lib.cuEventCreate(ctypes.byref(event), 0x1 | 0x2), "cuEventCreate")
+        self._check(self.held.cuEventCreate(ctypes.byref(event), 0x1 | 0x2), "cuEventCreate")
         return event
 
     def record(self, event: ctypes.c_void_p, stream: Optional[int] = None) -> None:
         """The event completes when the work queued on the stream so far has (the decode);
         stream: another stream's raw handle instead of this one."""
         on = self.handle if stream is None else ctypes.c_void_p(stream)
-        self._check(self.lib.cuEventRecord(event, on), "cuEventRecord")
+        self._check(self.held.cuEventRecord(event, on), "cuEventRecord")
 
     def wait(self, event: ctypes.c_void_p) -> None:
         """Block this thread (without the GIL: ctypes releases it) until the event completes."""
         self._check(self.lib.cuEventSynchronize(event), "cuEventSynchronize")
 
-    def copy_in(self, device_ptr: int, host_ptr: int, size: int) -> None:
+    def copy_in(self, device_ptr: int, host_ptr: int, size: int, pinned: bool = False) -> None:
         """Queue a copy of `size` bytes of host memory to the device on this stream. From
         pageable memory the driver stages the bytes before it returns (the host buffer may be
-        reused then); from registered (pinned) memory it returns at once."""
-        self._check(self.lib.cuMemcpyHtoDAsync_v2(ctypes.c_uint64(device_ptr),
-                                                  ctypes.c_void_p(host_ptr), ctypes.c_size_t(size),
-                                                  self.handle), "cuMemcpyHtoDAsync")
+        reused then: the GIL is let go meanwhile); from registered (pinned) memory it returns at
+        once (the GIL is kept)."""
+        lib = self.held if pinned else self.lib
+        self._check(lib.cuMemcpyHtoDAsync_v2(ctypes.c_uint64(device_ptr), ctypes.c_void_p(host_ptr),
+                                             ctypes.c_size_t(size), self.handle),
+                    "cuMemcpyHtoDAsync")
 
     def make_wait(self, stream: int, event: ctypes.c_void_p) -> None:
         """Work queued on `stream` (a raw CUstream/cudaStream_t, another framework's) after this
         call waits on the device for `event`; the host does not wait."""
-        self._check(self.lib.cuStreamWaitEvent(ctypes.c_void_p(stream), event, 0),
+        self._check(self.held.cuStreamWaitEvent(ctypes.c_void_p(stream), event, 0),
                     "cuStreamWaitEvent")
 
     def register(self, host_ptr: int, size: int) -> bool:

@@ -181,7 +181,7 @@ class SplitDecoder:
         else:
             self.copier.enter()
             self.copier.make_wait(self.copier.value, self.before)
-            self.copier.copy_in(ptr, source, pending.out_bytes)
+            self.copier.copy_in(ptr, source, pending.out_bytes, self.pinned)
             self.copier.record(self.copied)
             self.copier.make_wait(stream, self.copied)  # the framework's resize waits for it
         self.seconds["cpu_wait"] += copy_started - started

@@ -183,6 +183,7 @@ def test_a_reduced_scale_decode_writes_a_smaller_crop_and_says_its_size():
 class FakeStream:
     """nvdecode.Stream's driver calls, recorded in order (copies done at once, in host memory)."""
     log = []  # type: list
+    pinned_copies = []  # type: list
 
     def __init__(self, device, high=False):
         self.value = 1000 + device
@@ -203,9 +204,10 @@ class FakeStream:
     def make_wait(self, stream, event):
         FakeStream.log.append(("wait", "copier" if stream == self.value else stream))
 
-    def copy_in(self, device_ptr, host_ptr, size):
+    def copy_in(self, device_ptr, host_ptr, size, pinned=False):
         ctypes.memmove(device_ptr, host_ptr, size)
         FakeStream.log.append(("copy", size))
+        FakeStream.pinned_copies.append(pinned)
 
     def register(self, ptr, size):
         FakeStream.log.append(("register", size))
@@ -228,7 +230,7 @@ def test_on_a_device_the_crops_copy_waits_for_the_frameworks_queue_and_its_resiz
     stream made to wait for the copy; the next batch writes the crops' buffer only once the host
     saw the last copy done."""
     monkeypatch.setattr(splitdecode.nvd, "Stream", FakeStream)
-    FakeStream.log = []
+    FakeStream.log, FakeStream.pinned_copies = [], []
     datas, boxes = _batch(4)
     flat, views = _flat(datas)
     _, total = nvd.layout(boxes)
@@ -250,3 +252,5 @@ def test_on_a_device_the_crops_copy_waits_for_the_frameworks_queue_and_its_resiz
     alone = np.zeros(total, np.uint8)
     PillowEngines().decode_into(views, boxes, alone.ctypes.data)
     assert np.array_equal(out, alone) and d["cpu_crops_buffer"] == "pinned"
+    # from the registered buffer the copy only queues work: asked for with the GIL kept
+    assert FakeStream.pinned_copies == [True, True]
