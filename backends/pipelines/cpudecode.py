@@ -42,7 +42,8 @@ IN_PER_IMAGE = 192 * 1024  # bytes of JPEG reserved per image of a batch (ImageN
 OUT_PER_IMAGE = 512 * 1024
 HEAD = struct.Struct("<2q")  # a worker's job count, and the draft size (0: full scale)
 JOB = 9  # int64s per job: inp offset, length, x, y, w, h, image width, height, out offset
-STATS = struct.Struct("<3q")  # wall ns, CPU ns, crops decoded at a reduced DCT scale
+STATS = struct.Struct("<4q")  # wall ns, CPU ns, crops decoded at a reduced DCT scale, and the
+# job's end on CLOCK_MONOTONIC (ns: one clock for every process of the machine)
 START_TIMEOUT = 120.0  # seconds for every worker to start, import Pillow and map the memory
 
 
@@ -147,26 +148,31 @@ def worker(folder: str, index: int, batch: int, go: int, done: int, niceness: in
             sizes += [hh, ww]
         struct.pack_into("<{}q".format(2 * count), ctl.map, base + results_at, *sizes)
         STATS.pack_into(ctl.map, base + stats_at, int((time.perf_counter() - wall) * 1e9),
-                        int((time.process_time() - cpu) * 1e9), drafted)
+                        int((time.process_time() - cpu) * 1e9), drafted, time.monotonic_ns())
         os.write(done, b"d")
     return 0
 
 
 class Pending:
-    """One batch's jobs in flight: which workers have them, and their global indices."""
+    """One batch's jobs in flight: which workers have them, and their global indices; when
+    submit() began (CLOCK_MONOTONIC ns)."""
 
-    def __init__(self, active: List[Tuple[int, List[int]]], count: int, out_bytes: int):
+    def __init__(self, active: List[Tuple[int, List[int]]], count: int, out_bytes: int,
+                 started: int = 0):
         self.active, self.count, self.out_bytes = active, count, out_bytes
+        self.started = started
 
 
 class Result:
     """What the CPU decoders made of a batch's share: bad indices, (height, width) per image,
-    the slowest worker's wall seconds, all workers' CPU seconds, crops at reduced scale."""
+    the slowest worker's wall seconds, all workers' CPU seconds, crops at reduced scale, and the
+    share's span: seconds from submit() to the last worker's end (the copy of the bytes, the
+    wake-ups, the waits for a core and the decodes: what the feeder sees of the CPU side)."""
 
     def __init__(self, bad: List[int], sizes: List[Tuple[int, int]], wall: float, cpu: float,
-                 job_seconds: float, drafted: int):
+                 job_seconds: float, drafted: int, span: float = 0.0):
         self.bad, self.sizes, self.wall, self.cpu = bad, sizes, wall, cpu
-        self.job_seconds, self.drafted = job_seconds, drafted
+        self.job_seconds, self.drafted, self.span = job_seconds, drafted, span
 
 
 class Pool:
@@ -243,6 +249,7 @@ class Pool:
         """Decode images whose JPEG bytes lie at source + offsets[i] (host memory, one contiguous
         span from source) into out at out_offsets[i]; boxes: [x, y, w, h, flip, width, height]
         (nvdecode.read_encoded's). The caller checked capacity(); one batch at a time."""
+        started = time.monotonic_ns()
         count = len(lengths)
         span = offsets[-1] + lengths[-1] if count else 0
         ctypes.memmove(self.address(self.inp), source, span)  # one copy, without the GIL
@@ -265,14 +272,14 @@ class Pool:
             except OSError:  # its end of the pipe is closed: it ended
                 raise PoolError("CPU decoder {} ended (exit code {}) before its batch".format(
                     w, self.workers[w].wait())) from None
-        return Pending(active, count, out_bytes)
+        return Pending(active, count, out_bytes, started)
 
     def wait(self, pending: Pending) -> Result:
         """The results of a submitted batch, once every worker that had a share is done."""
         self._await(len(pending.active), 600.0, "decode a batch")
         bad, sizes = [], [(0, 0)] * pending.count  # type: List[int], List[Tuple[int, int]]
         wall = cpu = jobs = 0.0
-        drafted = 0
+        drafted = last = 0
         for w, indices in pending.active:
             base = w * self.block
             got = struct.unpack_from("<{}q".format(2 * len(indices)), self.ctl.map,
@@ -281,10 +288,11 @@ class Pool:
                 sizes[i] = (got[2 * j], got[2 * j + 1])
                 if got[2 * j] < 0:
                     bad.append(i)
-            w_ns, c_ns, d = STATS.unpack_from(self.ctl.map, base + self.stats_at)
+            w_ns, c_ns, d, end = STATS.unpack_from(self.ctl.map, base + self.stats_at)
             wall, cpu, jobs = max(wall, w_ns / 1e9), cpu + c_ns / 1e9, jobs + w_ns / 1e9
-            drafted += d
-        return Result(sorted(bad), sizes, wall, cpu, jobs, drafted)
+            drafted, last = drafted + d, max(last, end)
+        span = max(0.0, (last - pending.started) / 1e9) if pending.started else wall
+        return Result(sorted(bad), sizes, wall, cpu, jobs, drafted, span)
 
     def close(self) -> None:
         """Stop the workers (after the batch they decode) and free the shared memory."""

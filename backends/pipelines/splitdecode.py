@@ -9,13 +9,16 @@ which one host-to-device copy on a stream of our own puts them at the head of th
 The framework's stream (where its resize runs) then waits on the device for that copy's event;
 nothing waits on the host but the feeder, for the slower of the two halves.
 
-k comes from the rates (Split): the engines' seconds per image (the wall time of their decode
-call, which includes waiting for the previous batch's decode on the device), and the CPU side's
-seconds per image of one worker, divided by the workers. Measured from the first batch (split in
-half), then an exponential average over the batches, so the split follows what the step beside
-it leaves to each side. `--option cpu_share=X` fixes it instead. Both halves' pixels are the
-same decode (libjpeg-turbo's and the engines' agree to a level: bench/pipes_probe.py), unless
-`cpu_draft` lets Pillow decode at a reduced DCT scale.
+k comes from the rates (Split), each side's wall seconds per image as the feeder sees them: the
+engines' decode call (which includes waiting for the previous batch's decode on the device), and
+the CPU side's span from the submit to its last worker's end (the bytes' copy, the wake-ups, the
+waits for a core beside the framework's threads and loader processes, the decodes). The workers'
+own decode time alone undercounts that span (in JAX's process on an H200 by half: the split then
+gave the CPU side 0.6 of each batch and the feeder waited ~22 ms a batch for it, issue 36).
+Measured from the first batch (split in half), then an exponential average over the batches, so
+the split follows what the step beside it leaves to each side. `--option cpu_share=X` fixes it
+instead. Both halves' pixels are the same decode (libjpeg-turbo's and the engines' agree to a
+level: bench/pipes_probe.py), unless `cpu_draft` lets Pillow decode at a reduced DCT scale.
 
 Standard library only at import time, Python >= 3.8.
 """
@@ -35,7 +38,7 @@ class Split:
 
     def __init__(self, workers: int, share: Optional[float] = None):
         self.workers, self.fixed = workers, share
-        self.cpu_job = None  # type: Optional[float]  # seconds per image, one worker
+        self.cpu_image = None  # type: Optional[float]  # seconds per image, the CPU side
         self.hw_image = None  # type: Optional[float]  # seconds per image, the engines
         self.first = None  # type: Optional[float]
         self.shares = []  # type: List[float]
@@ -46,36 +49,35 @@ class Split:
             return 0
         if self.fixed is not None:
             return int(round(self.fixed * n))
-        if self.cpu_job is None or self.hw_image is None:
+        if self.cpu_image is None or self.hw_image is None:
             return n // 2  # the first batch measures both sides
-        cpu = self.cpu_job / self.workers  # the CPU side's seconds per image, all workers
-        k = int(round(n * self.hw_image / (self.hw_image + cpu)))
+        k = int(round(n * self.hw_image / (self.hw_image + self.cpu_image)))
         return min(n - 1, max(1, k))  # both sides keep being measured
 
-    def record(self, n: int, k: int, hw_seconds: float, cpu_job_seconds: float) -> None:
+    def record(self, n: int, k: int, hw_seconds: float, cpu_seconds: float) -> None:
         """A batch of n, k of them decoded on the CPU: the engines' wall seconds for the other
-        n - k, and the CPU workers' wall seconds summed over their jobs."""
+        n - k, and the CPU side's span for its k (cpudecode.Result.span)."""
         self.shares.append(k / float(n) if n else 0.0)
         if self.first is None:
             self.first = self.shares[-1]
         self.images["cpu"] += k
         self.images["hw"] += n - k
         if k:
-            self.cpu_job = _average(self.cpu_job, cpu_job_seconds / k)
+            self.cpu_image = _average(self.cpu_image, cpu_seconds / k)
         if n - k:
             self.hw_image = _average(self.hw_image, hw_seconds / (n - k))
 
     def describe(self) -> Dict[str, Any]:
-        def rate(seconds, workers=1):
-            return round(workers / seconds, 1) if seconds else None
+        def rate(seconds):
+            return round(1 / seconds, 1) if seconds else None
         return {"cpu_share": round(sum(self.shares) / len(self.shares), 4) if self.shares else None,
                 "cpu_share_first": self.first,
                 "cpu_share_last": round(self.shares[-1], 4) if self.shares else None,
                 "rule": "no CPU decoders: the engines alone" if not self.workers else
                 ("--option cpu_share={:g}".format(self.fixed) if self.fixed is not None
-                 else "auto: in proportion to the measured rates"),
+                 else "auto: in proportion to each side's wall time per image"),
                 "cpu_images": self.images["cpu"], "hw_images": self.images["hw"],
-                "cpu_img_s": rate(self.cpu_job, self.workers), "hw_img_s": rate(self.hw_image)}
+                "cpu_img_s": rate(self.cpu_image), "hw_img_s": rate(self.hw_image)}
 
 
 def _average(old: Optional[float], new: float) -> float:
@@ -145,14 +147,14 @@ class SplitDecoder:
             raise
         hw = time.perf_counter() - started
         sizes = [(int(b[3]), int(b[2])) for b in boxes]
-        job_seconds = 0.0
+        span = 0.0
         if pending is not None:
             result = self._finish(pending, ptr, stream)
             bad = sorted(result.bad + bad)
             sizes[:k] = [s if s[0] >= 0 else (int(b[3]), int(b[2]))
                          for s, b in zip(result.sizes, boxes)]
-            job_seconds = result.job_seconds
-        self.split.record(n, k, hw, job_seconds)
+            span = result.span
+        self.split.record(n, k, hw, span)
         self.seconds["hw"] += hw
         self.batches += 1
         return Decoded(bad, sizes)

@@ -6,6 +6,7 @@ frameworks' feeds run in their environments on nvImageCodec's CPU backend
 import ctypes
 import io
 import random
+import time
 
 import numpy as np
 import pytest
@@ -69,18 +70,18 @@ class PillowEngines:
 def test_the_split_follows_the_measured_rates_and_keeps_both_sides_measured():
     split = splitdecode.Split(workers=4)
     assert split.count(256) == 128  # the first batch measures both sides
-    # engines 0.1 ms an image (10,000 img/s); one worker 4 ms an image, four: 1,000 img/s
-    split.record(256, 128, hw_seconds=128 * 1e-4, cpu_job_seconds=128 * 4e-3)
+    # engines 0.1 ms an image (10,000 img/s); the CPU side's span 1 ms an image (1,000 img/s)
+    split.record(256, 128, hw_seconds=128 * 1e-4, cpu_seconds=128 * 1e-3)
     assert split.count(256) == round(256 * 0.1 / (0.1 + 1.0))  # 23: both sides take as long
     d = split.describe()
     assert (d["cpu_img_s"], d["hw_img_s"], d["cpu_images"], d["hw_images"]) == (1000.0, 10000.0, 128, 128)
-    assert d["rule"] == "auto: in proportion to the measured rates" and d["cpu_share_first"] == 0.5
-    split.record(256, 23, hw_seconds=233 * 1e-2, cpu_job_seconds=23 * 4e-3)  # engines now slow
+    assert d["rule"] == "auto: in proportion to each side's wall time per image" and d["cpu_share_first"] == 0.5
+    split.record(256, 23, hw_seconds=233 * 1e-2, cpu_seconds=23 * 1e-3)  # engines now slow
     assert split.count(256) > 23  # the average moved towards the CPU decoders
     assert splitdecode.Split(workers=4, share=0.25).count(256) == 64
     assert splitdecode.Split(workers=0).count(256) == 0
     slow = splitdecode.Split(workers=1)
-    slow.record(256, 128, hw_seconds=128 * 1e-6, cpu_job_seconds=128.0)
+    slow.record(256, 128, hw_seconds=128 * 1e-6, cpu_seconds=128.0)
     assert slow.count(256) == 1  # never none: the CPU side's rate stays measured
 
 
@@ -96,10 +97,14 @@ def test_the_cpu_decoders_write_pillows_crops_and_report_the_files_that_do_not_d
         pending = pool.submit(views[0].ctypes.data, [int(v.ctypes.data - views[0].ctypes.data)
                                                      for v in views], lengths, boxes, offsets, total)
         result = pool.wait(pending)
+        seen = time.monotonic() - pending.started / 1e9  # submit to the feeder's wake-up
         out = np.frombuffer(pool.out.map, np.uint8, count=total).copy()
     finally:
         pool.close()
     assert result.bad == [2, 5]
+    # the span the split balances on: from submit to the last worker's end, on the clock every
+    # process shares: at least the slowest worker's own time, at most what the feeder saw
+    assert result.wall <= result.span <= seen
     for i in (0, 1, 3, 4, 6):
         x, y, w, h = boxes[i][:4]
         assert result.sizes[i] == (h, w)
