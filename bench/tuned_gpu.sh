@@ -32,6 +32,7 @@
 set -uo pipefail
 out=${1:?outdir}; shift
 stages=${*:-noflags big study fresh parity candidates}
+PARITY=${PARITY:-fp32,tf32,bf16,fp16}  # the parity stage's precisions (PARITY_NEEDS: its seconds)
 camp=results/tuned-35; mkdir -p $camp
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -64,13 +65,12 @@ for stage in $stages; do case $stage in
             --batch-search $b-$b  # one candidate: no probe, the cell alone in its process
         python3 -m compare diff $camp/study $camp/fresh-$fw-$p | grep -E "tuned|within|better|worse"
       done; } ;;
-  parity) fits 380 parity && {
-      python3 bench/flax_loop.py --precision fp32,tf32,bf16,fp16 --variants plain \
-          > $camp/loop.jsonl
+  parity) fits ${PARITY_NEEDS:-380} parity && {
+      python3 bench/flax_loop.py --precision $PARITY --variants plain > $camp/loop.jsonl
       NVIDIA_TF32_OVERRIDE=0 python3 bench/flax_loop.py --precision fp32 --variants plain,ours \
           > $camp/loop-tf32override0.jsonl
       echo "loops: $(( $(date +%s) - T0 )) s into the call"; cat $camp/loop*.jsonl
-      run parity --frameworks jax --gpus 1 --precision fp32,tf32,bf16,fp16 --batch-size 256 \
+      run parity --frameworks jax --gpus 1 --precision $PARITY --batch-size 256 \
           --steps 30 --warmup 10; } ;;
   big) fits 150 big && run big --frameworks caffe2,jax --gpus 1 --precision fp16 --mode tuned \
       --batch-search 1024-2048 ;;
