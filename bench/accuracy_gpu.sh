@@ -4,7 +4,7 @@
 # 80x80, trained at 64x64, batch 256), target top-1 0.9, at most 12 epochs a run. One device call:
 #   bash bench/accuracy_gpu.sh $OUT        # ~8.5 min at most (ACC_DEADLINE seconds of runs, 450)
 #   bash bench/accuracy_gpu.sh $OUT cli    # through `compare run --target-accuracy` instead: both
-#        frameworks at ACC_PRECISION (bf16), ACC_REPEATS seeds (2), the report's table and chart
+#        frameworks (ACC_FRAMEWORKS) at ACC_PRECISION (bf16), ACC_REPEATS seeds (2), the report's table and chart
 # Prints one line per run and the report's time-to-accuracy table (minutes to target ± across
 # seeds, median, spread, epochs, MLPerf score, cost at $2.50/GPU-hour). What comes back ($OUT):
 # summary.txt (everything printed), accuracy.md (the table), runs.tgz (specs, results, stderr),
@@ -31,7 +31,7 @@ mkdir -p $out $W
   if [ "${2:-}" = cli ]; then  # the same study through the command a user types: plan, runs,
     # report (its time-to-accuracy table, accuracy-versus-time chart, cost at the given price)
     t=$(date +%s); PY=$(command -v python3)
-    timeout -k 20 -s TERM ${ACC_DEADLINE:-450} python3 -m compare run --frameworks caffe2,jax \
+    timeout -k 20 -s TERM ${ACC_DEADLINE:-450} python3 -m compare run --frameworks ${ACC_FRAMEWORKS:-caffe2,jax} \
         --python caffe2=$PY --python jax=$PY --executor local --gpus 1 --precision ${ACC_PRECISION:-bf16} \
         --batch-size 256 --image-size 64 --target-accuracy 0.9 --max-epochs 12 --data $D \
         --repeats ${ACC_REPEATS:-2} --gpu-hour-price 2.50 --results $W/cli > $W/cli.md 2> $W/cli.err
