@@ -79,7 +79,7 @@ DEF="--batch-size $BATCH --data synthetic,$D"
 TUNED="--mode tuned --batch-search $TBATCH-$TBATCH"
 main() {
     setup
-    fits 200 "default, 16 cores" && {
+    [ -z "${SKIP_DEFAULT:-}" ] && fits 200 "default, 16 cores" && {  # SKIP_DEFAULT=1: the rest only
         run default-caffe2 --frameworks caffe2 --precision fp16,bf16 $DEF
         run default-jax --frameworks jax --precision fp16,bf16 $DEF; }
     fits 110 "tuned real, 16 cores" && run tuned-real --frameworks caffe2,jax --precision fp16 $TUNED --data $D
