@@ -10,6 +10,7 @@ framework's native format by running its backend's writer in the framework's own
 The prepared side goes to the cache folder when DIR is read-only. A manifest (and every format
 written from it) is reused while the folder is unchanged: same files, sizes and modification times.
 """
+import contextlib
 import hashlib
 import io
 import json
@@ -138,13 +139,11 @@ def check(folder: Folder, advance: Callable[[int], None] = lambda n: None,
     """Write (or reuse) the folder's manifest and file list. total(n): n files to check;
     advance(k): k more checked."""
     where = _writable_dir(folder.root)
-    try:
+    with contextlib.suppress(OSError, ValueError, KeyError):
         prepared = dataset.Prepared(where)
         # a folder moved with its .compare inside keeps its files' fingerprint, not its root
         if prepared.fingerprint == folder.fingerprint and prepared.root == folder.root:
             return prepared
-    except (OSError, ValueError, KeyError):
-        pass
     previous = _previous(where)
     todo = [e for e in folder.entries if previous.get(e[0], (None, None))[:2] != (e[2], e[3])]
     total(len(todo))

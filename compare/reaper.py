@@ -12,6 +12,7 @@ every process left below it: SIGTERM, then SIGKILL after a grace period. Its exi
 (128 + the signal when stopped). Standard library only; run as a script, so it needs no import
 path; off Linux it only runs CMD.
 """
+import contextlib
 import os
 import signal
 import subprocess
@@ -67,11 +68,9 @@ def below(pid: int) -> List[int]:
 
 
 def _reap_zombies() -> None:
-    try:
+    with contextlib.suppress(ChildProcessError):
         while os.waitpid(-1, os.WNOHANG)[0] > 0:
             pass
-    except ChildProcessError:
-        pass
 
 
 def end_below(grace: float = GRACE_S) -> None:
@@ -85,10 +84,8 @@ def end_below(grace: float = GRACE_S) -> None:
         if time.monotonic() > deadline:
             sig = signal.SIGKILL
         for pid in pids:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, sig)
-            except OSError:
-                pass
         time.sleep(0.05)
 
 

@@ -2,6 +2,7 @@
 environment they run with, their start (a session of their own, pinned to the cell's cores,
 dying with `compare`), and their end, whichever way the run or `compare` ends: every process a
 run starts is tagged with its attempt, so a worker in a session of its own is found as well."""
+import contextlib
 import functools
 import os
 import shutil
@@ -70,15 +71,11 @@ def tagged_pids(name: str, value: str) -> List[int]:
 
 def _signal_all(pids: List[int], group: Optional[int], sig: int) -> None:
     if group is not None:
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(group, sig)
-        except OSError:
-            pass
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, sig)
-        except OSError:
-            pass
 
 
 def end_processes(proc: Optional[subprocess.Popen], name: str, value: str,

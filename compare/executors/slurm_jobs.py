@@ -12,6 +12,7 @@ its cores: Allocation.pool) by the rule it applies on one machine, so several 1-
 once. A step ends with its cell: its processes carry the attempt's tag and die with compare
 (timeout, Ctrl-C), as a local run's do. Cells of more nodes than the allocation has are jobs.
 """
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -79,10 +80,8 @@ class Job(Handle):
         info = self.info
         out = record(self.work, self.job_id, rc)
         if not out["nodes"] and info:
-            try:
+            with contextlib.suppress(st.SlurmError):
                 out["nodes"] = st.hostnames(info.get("NodeList", ""))
-            except st.SlurmError:
-                pass
         seen = {t["node"] for t in out["tasks"]}
         out.update(state=self.state, partition=info.get("Partition") if info else None,
                    nodelist=info.get("NodeList") if info else ",".join(out["nodes"]),
