@@ -245,9 +245,7 @@ def result(r: RunResult) -> RunSpec:
     _check_figures(r)
     try:
         spec = RunSpec.from_dict(r.spec)
-    except TypeError as exc:  # a field the dataclass does not take
-        raise SchemaError("spec: {}".format(exc)) from None
-    except SchemaError as exc:
+    except (TypeError, SchemaError) as exc:  # TypeError: a field the dataclass does not take
         raise SchemaError("spec: {}".format(exc)) from None
     _check_fields(spec, "spec.")
     try:
