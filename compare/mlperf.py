@@ -63,9 +63,7 @@ def run_minutes(path: str) -> Optional[float]:
             start = float(event["time_ms"])
         elif event.get("key") == "run_stop" and stop is None:
             stop = float(event["time_ms"])
-    if start is None or stop is None:
-        return None
-    return (stop - start) / 60 / 1000
+    return None if start is None or stop is None else (stop - start) / 60 / 1000
 
 
 def converged(path: str) -> bool:

@@ -50,9 +50,7 @@ def campaign_folders(folder: Path) -> List[Path]:
     folder = Path(folder)
     if (folder / CAMPAIGN_FILE).is_file():
         return [folder]
-    if not folder.is_dir():
-        return []
-    return sorted(p for p in folder.iterdir() if (p / CAMPAIGN_FILE).is_file())
+    return [] if not folder.is_dir() else sorted(p for p in folder.iterdir() if (p / CAMPAIGN_FILE).is_file())
 
 
 def default_root() -> Path:

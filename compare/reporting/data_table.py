@@ -21,9 +21,7 @@ COLUMNS = CELL + ["synthetic_ips", "real_ips", "data_only_ips", "data_efficiency
 
 
 def _ips(row: Optional[pd.Series]) -> Optional[float]:
-    if row is None or row["status"] != "ok":
-        return None
-    return row["images_per_sec"]
+    return None if row is None or row["status"] != "ok" else row["images_per_sec"]
 
 
 def _first(rows, column: str):

@@ -38,9 +38,7 @@ def why_not(a: Optional[pd.Series], b: Optional[pd.Series], names=("A", "B")) ->
             return "{}: {}{}".format(side, r["status"], " ({})".format(
                 str(r["reason"]).splitlines()[0][:120]) if r["reason"] else "")
     differ = ["{} {} vs {}".format(k, a[k], b[k]) for k in SETTINGS if a[k] != b[k]]
-    if differ:
-        return "settings differ: " + "; ".join(differ)
-    return None
+    return "settings differ: " + "; ".join(differ) if differ else None
 
 
 def versus(a: Optional[pd.Series], b: Optional[pd.Series], names=("A", "B")) -> Dict:

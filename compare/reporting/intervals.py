@@ -63,16 +63,12 @@ class Estimate:
 
     def half_width(self) -> Optional[float]:
         """Half the width of the 95 % interval, in the figure's unit."""
-        if self.rel_se is None:
-            return None
-        return abs(self.value) * t975(self.dof) * self.rel_se
+        return None if self.rel_se is None else abs(self.value) * t975(self.dof) * self.rel_se
 
 
 def _rel_se_windows(windows: Sequence[float]) -> Optional[float]:
     xs = [float(w) for w in windows or () if w]
-    if len(xs) < 2:
-        return None
-    return statistics.stdev(xs) / math.sqrt(len(xs)) / statistics.fmean(xs)
+    return None if len(xs) < 2 else statistics.stdev(xs) / math.sqrt(len(xs)) / statistics.fmean(xs)
 
 
 def cell(figures: Sequence[float], windows: Sequence[Sequence[float]],

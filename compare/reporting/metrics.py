@@ -14,53 +14,40 @@ from backends.contract import jitter, median, uncertainty  # noqa: F401  (one de
 
 
 def speedup(ips_n: Optional[float], ips_1: Optional[float]) -> Optional[float]:
-    if ips_n is None or ips_1 is None or ips_1 <= 0:
-        return None
-    return ips_n / ips_1
+    return ratio(ips_n, ips_1)
 
 
 def scaling_efficiency(speedup_n: Optional[float], n: int) -> Optional[float]:
-    if speedup_n is None or n < 1:
-        return None
-    return speedup_n / n
+    return None if speedup_n is None or n < 1 else speedup_n / n
 
 
 def precision_gain(ips_mixed: Optional[float], ips_fp32: Optional[float]) -> Optional[float]:
-    if ips_mixed is None or ips_fp32 is None or ips_fp32 <= 0:
-        return None
-    return ips_mixed / ips_fp32 - 1.0
+    gain = ratio(ips_mixed, ips_fp32)
+    return None if gain is None else gain - 1.0
 
 
 # --- repeats of one cell -------------------------------------------------------------------------
 
 def spread(xs: Sequence[float]) -> Optional[float]:
     """(max - min) / median: the relative range of the repeats; None for fewer than 2."""
-    if len(xs) < 2:
-        return None
-    return (max(xs) - min(xs)) / statistics.median(xs)
+    return None if len(xs) < 2 else (max(xs) - min(xs)) / statistics.median(xs)
 
 
 def coefficient_of_variation(xs: Sequence[float]) -> Optional[float]:
     """Sample standard deviation / mean; None for fewer than 2 repeats."""
-    if len(xs) < 2:
-        return None
-    return statistics.stdev(xs) / statistics.fmean(xs)
+    return None if len(xs) < 2 else statistics.stdev(xs) / statistics.fmean(xs)
 
 
 def mlperf_mean(xs: Sequence[float]) -> Optional[float]:
     """The MLPerf rule for 5 or more runs: drop the fastest and the slowest, mean of the rest."""
-    if len(xs) < 5:
-        return None
-    return statistics.fmean(sorted(xs)[1:-1])
+    return None if len(xs) < 5 else statistics.fmean(sorted(xs)[1:-1])
 
 
 # --- ratios between comparable cells ---------------------------------------------------------------
 
 def ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     """a / b (framework vs framework, machine vs machine, measured vs published)."""
-    if a is None or b is None or b <= 0:
-        return None
-    return a / b
+    return None if a is None or b is None or b <= 0 else a / b
 
 
 def images_per_watt(ips: Optional[float], watts: Optional[float]) -> Optional[float]:

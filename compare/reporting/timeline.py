@@ -34,9 +34,7 @@ def span(marks: Dict[str, float], start, end: str) -> Optional[float]:
     """Seconds from `start` to `end` (a tuple of starts: the first that was marked)."""
     if isinstance(start, tuple):
         start = next((n for n in start if marks.get(n) is not None), start[-1])
-    if marks.get(start) is None or marks.get(end) is None:
-        return None
-    return marks[end] - marks[start]
+    return None if marks.get(start) is None or marks.get(end) is None else marks[end] - marks[start]
 
 
 def env_build_s(r: RunResult) -> float:
