@@ -133,15 +133,14 @@ def gpu_cores(gpus: Sequence[str], nodes_of: Dict[str, Optional[int]],
     """Each GPU's block of cores: its NUMA node's cores split between that node's GPUs where every
     GPU's node is known; else every core, in node order, split evenly between the GPUs."""
     out: Dict[str, List[int]] = {}
+    flat = [c for n in sorted(cores_by_node) for c in cores_by_node[n]]  # every core, in node order
     if all(nodes_of.get(g) in cores_by_node for g in gpus):
         for node, cores in cores_by_node.items():
             mine = [g for g in gpus if nodes_of[g] == node]
             out.update(zip(mine, split(cores, len(mine))) if mine else [])
     if not out or any(not c for c in out.values()):
-        flat = [c for n in sorted(cores_by_node) for c in cores_by_node[n]]
         out = dict(zip(gpus, split(flat, len(gpus))))
     # more GPUs than cores: the GPUs without a core of their own share them round robin
-    flat = [c for n in sorted(cores_by_node) for c in cores_by_node[n]]
     return {g: c or [flat[i % len(flat)]] for i, (g, c) in enumerate(out.items())}
 
 
