@@ -213,7 +213,7 @@ def write_bytes(path: Path, data: bytes, base: Optional[Path] = None) -> None:
     """Replace the file at `path` by one holding `data`: written to a temp name beside it, then
     renamed. UserError (one line) for a link or non-regular file there, or an OS error."""
     path = Path(path)
-    with folder(path.parent, base if base is not None else path.parent) as fd:
+    with folder(path.parent, base) as fd:
         _expect_file(fd, path)
         tmp = "{}{}-{}{}".format(TMP_PREFIX, os.getpid(), secrets.token_hex(4), path.suffix)
         try:
@@ -225,13 +225,11 @@ def write_bytes(path: Path, data: bytes, base: Optional[Path] = None) -> None:
             finally:
                 os.close(out)
             os.replace(tmp, path.name, src_dir_fd=fd, dst_dir_fd=fd)
-        except OSError as exc:
+        except BaseException as exc:  # the temp file goes, whatever stopped the write
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=fd)
-            raise os_error(exc, path) from None
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=fd)
+            if isinstance(exc, OSError):
+                raise os_error(exc, path) from None
             raise
 
 
@@ -248,7 +246,7 @@ def new_file(path: Path, base: Optional[Path] = None, mode: str = "w"):
     """A new, empty regular file at `path` (an old one replaced), open for writing: a process's
     log. Created with O_EXCL in its folder, so no link is followed even if one appears."""
     path = Path(path)
-    with folder(path.parent, base if base is not None else path.parent) as fd:
+    with folder(path.parent, base) as fd:
         try:
             if _expect_file(fd, path):
                 os.unlink(path.name, dir_fd=fd)
@@ -264,7 +262,7 @@ def new_file(path: Path, base: Optional[Path] = None, mode: str = "w"):
 def append_text(path: Path, text: str, base: Optional[Path] = None) -> None:
     """Add `text` at the end of the regular file `path` (made if missing), never through a link."""
     path = Path(path)
-    with folder(path.parent, base if base is not None else path.parent) as fd:
+    with folder(path.parent, base) as fd:
         _expect_file(fd, path)
         try:
             out = os.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW |

@@ -54,8 +54,7 @@ def campaign_folders(folder: Path) -> List[Path]:
 
 
 def default_root() -> Path:
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("results") / stamp
+    return Path("results") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
 def _check_new(root: Path) -> None:
@@ -289,18 +288,16 @@ class Campaign:
         return files.fresh_folder(d, self.root)
 
     def save_spec(self, spec: RunSpec) -> Path:
-        path = self.spec_path(spec.run_id)
-        files.write_json(path, spec.to_dict(), self.root)
-        return path
+        return self._save(self.spec_path(spec.run_id), spec)
 
     def save_result(self, result: RunResult) -> Path:
-        path = self.result_path(result.run_id)
-        files.write_json(path, result.to_dict(), self.root)
-        return path
+        return self._save(self.result_path(result.run_id), result)
 
     def save_probe(self, result: RunResult) -> Path:
-        path = self.root / "probes" / (result.run_id + ".json")
-        files.write_json(path, result.to_dict(), self.root)
+        return self._save(self.root / "probes" / (result.run_id + ".json"), result)
+
+    def _save(self, path: Path, record) -> Path:
+        files.write_json(path, record.to_dict(), self.root)
         return path
 
     def probes(self) -> List[RunResult]:
