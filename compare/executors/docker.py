@@ -238,6 +238,16 @@ class DockerExecutor(Executor):
         self.log("built {} in {:.0f} s".format(name, built.seconds))
         return self.client.images.get(name)
 
+    def _image_or(self, fw: Framework, error: Callable[[str], Exception]):
+        """fw's image (self.image), or `error` raised saying why there is none."""
+        import docker
+        try:
+            return self.image(fw)
+        except images.ImageError as exc:
+            raise error(str(exc)) from None
+        except docker.errors.DockerException as exc:
+            raise error("image {}: {}".format(images.wanted(fw, self.variant), _message(exc))) from None
+
     def reap(self, campaign) -> int:
         """Remove this campaign's containers left running by a sweep that was killed (a killed
         `compare` cannot stop its container): a resumed sweep must not share the machine with
@@ -263,16 +273,10 @@ class DockerExecutor(Executor):
     def environment(self, attempt: Attempt) -> None:
         """The framework's image (built first where it is missing), the python it names, and a
         real-data run's folders to mount."""
-        import docker
         fw = get(attempt.spec.framework)
         name = images.wanted(fw, self.variant)
-        try:
-            with self.ctx.lock:  # cells starting at once build a missing image once, not twice
-                image = self.image(fw)
-        except images.ImageError as exc:
-            raise Refused("failed", str(exc)) from None
-        except docker.errors.DockerException as exc:
-            raise Refused("failed", "image {}: {}".format(name, _message(exc))) from None
+        with self.ctx.lock:  # cells starting at once build a missing image once, not twice
+            image = self._image_or(fw, lambda why: Refused("failed", why))
         try:
             attempt.notes["mounts"], attempt.notes["data_env"] = data_mounts(attempt.spec)
         except dataset.DataError as exc:
@@ -326,13 +330,7 @@ class DockerExecutor(Executor):
         """Run fw's format writer in fw's image: the folder read-only, its prepared side
         read-write (the only mount a container of compare writes data into)."""
         import docker
-        try:
-            image = self.image(fw)
-        except images.ImageError as exc:
-            raise datasets.WriterError(str(exc)) from None
-        except docker.errors.DockerException as exc:
-            raise datasets.WriterError("image {}: {}".format(images.wanted(fw, self.variant),
-                                                             _message(exc))) from None
+        image = self._image_or(fw, datasets.WriterError)
         mounts, data_env = datasets.mounts(dataset.Prepared(prepared_path), CACHE_IN, write=True)
         inside = next(m.container for m in mounts if m.host == prepared_path)
         python = image.labels.get("org.compare.python", "python")
