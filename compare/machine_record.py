@@ -4,7 +4,6 @@ project commit; and whether two machine records are the same machine (never mix 
 The part a compute node can answer alone lives in backends/machine.py (stdlib only), so that an
 executor whose runs execute elsewhere (Slurm) takes the record there; this adds the host's side.
 """
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, Dict, List
@@ -53,14 +52,6 @@ def describe(record: Dict[str, Any]) -> str:
         record.get("memory_gib"), gpus, " · driver {}".format(driver) if driver else "",
         " · CUDA {}".format(record["cuda_driver_version"]) if record.get("cuda_driver_version") else "",
         record.get("compare_version"), commit)
-
-
-def docker_status() -> str:
-    """'reachable (Docker X)' or why not."""
-    if not shutil.which("docker"):
-        return "no docker client"
-    version = command_output(["docker", "version", "--format", "{{.Server.Version}}"], timeout=5)
-    return "reachable (Docker {})".format(version) if version else "engine not reachable"
 
 
 def git_commit() -> Dict[str, Any]:
