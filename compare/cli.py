@@ -187,7 +187,7 @@ def doctor():
     for name, ok, why in executors.status(ctx):
         print("{:<17}{}: {}".format("executor " + name + ":", "available" if ok else "not available",
                                     why))
-        print("  can run: " + executors.can_run(executors.load(name)))
+        print("  can run: " + executors.can_run(executors.load(name), bool(gpus)))
         for line in executors.load(name).describe(ctx) if ok else []:
             print("  " + line)
     try:

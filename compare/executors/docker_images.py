@@ -106,7 +106,24 @@ def engine() -> "tuple":
     try:
         return client(), None
     except Exception as exc:  # DockerException, requests errors: no engine to talk to
-        return None, "no Docker engine answers ({})".format(str(exc).splitlines()[0][:200])
+        return None, "no Docker engine answers ({})".format(why_not(exc))
+
+
+def why_not(exc: BaseException) -> str:
+    """The reason a Docker client could not reach an engine, in words: the SDK's errors wrap
+    urllib3's, which wrap the OS error (`...FileNotFoundError(2, ...)))`)."""
+    where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    text = str(exc)
+    for marker, said in (("FileNotFoundError", "nothing at {}: start dockerd, or set DOCKER_HOST"),
+                         ("No such file or directory", "nothing at {}: start dockerd, or set "
+                                                       "DOCKER_HOST"),
+                         ("Connection refused", "{} refuses connections: is dockerd running?"),
+                         ("Permission denied", "no permission to use {}: run as root or join the "
+                                               "docker group"),
+                         ("timed out", "{} did not answer in time")):
+        if marker in text:
+            return said.format(where)
+    return text.splitlines()[0][:200] if text else type(exc).__name__
 
 
 def find(c, name: str):

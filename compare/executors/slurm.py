@@ -75,7 +75,7 @@ class SlurmExecutor(Executor):
         try:
             rows = st.partitions()
         except st.SlurmError as exc:
-            return False, "sinfo does not answer: {}".format(exc)
+            return False, "sinfo does not answer: {}{}".format(exc, _conf_hint())
         names = sorted({r["partition"] for r in rows})
         return True, "Slurm answers (partitions: {})".format(", ".join(names) or "none")
 
@@ -365,3 +365,13 @@ class SlurmExecutor(Executor):
         for job_id, (run_id, campaign) in jobs.items():
             self._log_job(campaign, "cancelled", run_id, job_id)
         self.ctx.log("cancelled Slurm job(s) {}".format(", ".join(ids)))
+
+
+def _conf_hint() -> str:
+    """Where Slurm's commands look for the cluster, said beside their failure: SLURM_CONF, or
+    that it is unset (then /etc/slurm/slurm.conf or a configless controller)."""
+    conf = os.environ.get("SLURM_CONF")
+    if conf:
+        return " (SLURM_CONF={}{})".format(conf, "" if os.path.exists(conf) else ": no such file")
+    return (" (SLURM_CONF is not set: point it at the cluster's slurm.conf; for the test cluster: "
+            "eval \"$(scripts/slurm-cluster env)\")")

@@ -1,7 +1,7 @@
 """The executor registry: names, the `auto` choice with its reason, doctor's list."""
 import pytest
 
-from compare import executors, frameworks
+from compare import executors, frameworks, machine_record
 from compare.errors import UserError
 from compare.executors import docker_images
 from tests.helpers import main_exit
@@ -42,6 +42,7 @@ def test_doctor_lists_every_executor_with_its_state(monkeypatch, capsys):
     monkeypatch.setattr(docker_images, "engine", lambda: (None, "no Docker engine answers (refused)"))
     monkeypatch.setattr(slurm.SlurmExecutor, "available",
                         classmethod(lambda cls, ctx: (False, "no sbatch on PATH")))
+    monkeypatch.setattr(machine_record, "gpus", lambda: [])
     code, out, _ = main_exit(["doctor"], capsys)
     assert code == 0
     lines = [line for line in out.splitlines() if line.startswith("executor")]
@@ -50,6 +51,12 @@ def test_doctor_lists_every_executor_with_its_state(monkeypatch, capsys):
         "executor local:  available: each backend runs here, in its managed environment (or --python)",
         "executor slurm:  not available: no sbatch on PATH"]
     assert lines[-1].startswith("executor: local (--executor auto: each backend runs here")
+    assert [line for line in out.splitlines() if line.startswith("  can run: ")] == [
+        "  can run: real data; GPUs on a machine that has them (none here)",
+        "  can run: real data; GPUs on a machine that has them (none here)",
+        "  can run: real data, several nodes; GPUs on a machine that has them (none here)"]
+    monkeypatch.setattr(machine_record, "gpus", lambda: [{"name": "NVIDIA H200", "driver": "580"}])
+    code, out, _ = main_exit(["doctor"], capsys)
     assert [line for line in out.splitlines() if line.startswith("  can run: ")] == [
         "  can run: real data, GPUs", "  can run: real data, GPUs",
         "  can run: real data, several nodes, GPUs"]
@@ -119,3 +126,37 @@ def test_what_a_study_needs_comes_from_its_flags(tmp_path):
     assert {n: sorted(executors.load(n).capabilities) for n in executors.names()} == {
         "docker": ["gpus", "real_data"], "local": ["gpus", "real_data"],
         "slurm": ["gpus", "multi_node", "real_data"]}
+
+
+@pytest.mark.parametrize("error, said", [
+    ("Error while fetching server API version: ('Connection aborted.', FileNotFoundError(2, 'No "
+     "such file or directory'))", "nothing at unix:///var/run/docker.sock: start dockerd, or set DOCKER_HOST"),
+    ("Error while fetching server API version: ('Connection aborted.', ConnectionRefusedError(111, "
+     "'Connection refused'))", "unix:///var/run/docker.sock refuses connections: is dockerd running?"),
+    ("Error while fetching server API version: ('Connection aborted.', PermissionError(13, "
+     "'Permission denied'))", "no permission to use unix:///var/run/docker.sock: run as root or join the "
+                              "docker group"),
+])
+def test_why_no_docker_engine_answers_is_said_in_words_not_as_a_python_exception(monkeypatch, error, said):
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert docker_images.why_not(RuntimeError(error)) == said
+
+
+def test_a_slurm_that_finds_no_configuration_points_at_slurm_conf(monkeypatch, tmp_path):
+    import shutil
+
+    from compare.executors import slurm
+
+    def no_config():
+        raise slurm.st.SlurmError("sinfo: fatal: Could not establish a configuration source")
+    monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(slurm.st, "partitions", no_config)
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    ctx = executors.Context(frameworks.available(), "cpu")
+    assert slurm.SlurmExecutor.available(ctx) == (False, (
+        "sinfo does not answer: sinfo: fatal: Could not establish a configuration source (SLURM_CONF "
+        "is not set: point it at the cluster's slurm.conf; for the test cluster: "
+        "eval \"$(scripts/slurm-cluster env)\")"))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    assert slurm.SlurmExecutor.available(ctx)[1].endswith(
+        "(SLURM_CONF={}: no such file)".format(tmp_path / "slurm.conf"))
