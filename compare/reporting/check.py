@@ -102,7 +102,7 @@ def check(cells: pd.DataFrame, ref: pd.DataFrame, name: str, tolerance: float,
     if not rows and not missing:
         raise UserError("reference {}: no cell of the campaign matches one of its rows (matched on "
                         "network, precision and N, and on framework, batch and image size where it "
-                        "has them); nothing to check".format(name))
+                        "has them: {}); nothing to check".format(name, references.unmatched(cells, ref)))
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
     return d.where(d.notna(), None)
 

@@ -184,6 +184,23 @@ def _matches(ref: pd.DataFrame, cell: pd.Series) -> pd.DataFrame:
     return ref[m]
 
 
+def unmatched(cells: pd.DataFrame, ref: pd.DataFrame) -> str:
+    """Which fields keep every cell from every reference row: 'N: the campaign has 1, 2, the
+    reference 8'; the fields whose values the two share nowhere, or, where each field alone
+    has a value in common, that no row has all of one cell's."""
+    keys = [("model", "network"), ("precision", "precision"), ("gpus", "N")]
+    keys += [(k, "nodes") for k in ("nodes",) if k in ref.columns]
+    keys += [(k, k.replace("_size", " size").replace("_", " ")) for k in OPTIONAL_KEYS if k in ref.columns]
+    said = []
+    for key, name in keys:
+        ours = {str(int(v)) if key in ("gpus", "nodes") else str(v) for v in cells[key]}
+        theirs = {str(int(v)) if key in ("gpus", "nodes") else str(v) for v in ref[key].dropna()}
+        if theirs and not ours & theirs:
+            said.append("{}: the campaign has {}, the reference {}".format(
+                name, ", ".join(sorted(ours)), ", ".join(sorted(theirs))))
+    return "; ".join(said) or "each field has a value in both, but no row has all of one cell's"
+
+
 def _figure(p, column: str):
     x = None if p is None else p.get(column)
     return None if x is None or pd.isna(x) else float(x)

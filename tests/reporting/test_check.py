@@ -94,7 +94,8 @@ def test_unknown_or_unmatched_reference_is_one_line_and_exit_2(campaign, tmp_pat
     assert code == 2
     assert err.strip() == "compare: error: reference ref: no cell of the campaign matches one of its rows " \
                           "(matched on network, precision and N, and on framework, batch and image size where it " \
-                          "has them); nothing to check"
+                          "has them: precision: the campaign has bf16, fp32, the reference fp16; N: the campaign " \
+                          "has 1, 2, the reference 8); nothing to check"
     bad = _reference(tmp_path, "precision,gpus,images_per_sec,tolerance\nfp32,1,900,lots\n")
     code, _, err = main_exit(["check", str(campaign), "--reference", bad], capsys)
     assert code == 2 and err.startswith("compare: error: reference ref.csv: tolerance 'lots': give a percentage")
