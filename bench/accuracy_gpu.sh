@@ -3,6 +3,7 @@
 # large learnable set (compare data make --learnable large: 100 classes, 20,000 + 3,000 JPEGs of
 # 80x80, trained at 64x64, batch 256), target top-1 0.9, at most 12 epochs a run. One device call:
 #   bash bench/accuracy_gpu.sh $OUT        # ~8.5 min at most (ACC_DEADLINE seconds of runs, 450)
+#   GPUS=2 bash bench/accuracy_gpu.sh $OUT  # the same on 2 GPUs (cli: GPUS=1,2 for both counts)
 #   bash bench/accuracy_gpu.sh $OUT cli    # through `compare run --target-accuracy` instead: both
 #        frameworks (ACC_FRAMEWORKS) at ACC_PRECISION (bf16), ACC_REPEATS seeds (2), the report's table and chart
 # Prints one line per run and the report's time-to-accuracy table (minutes to target ± across
@@ -32,7 +33,7 @@ mkdir -p $out $W
     # report (its time-to-accuracy table, accuracy-versus-time chart, cost at the given price)
     t=$(date +%s); PY=$(command -v python3)
     timeout -k 20 -s TERM ${ACC_DEADLINE:-450} python3 -m compare run --frameworks ${ACC_FRAMEWORKS:-caffe2,jax} \
-        --python caffe2=$PY --python jax=$PY --executor local --gpus 1 --precision ${ACC_PRECISION:-bf16} \
+        --python caffe2=$PY --python jax=$PY --executor local --gpus ${GPUS:-1} --precision ${ACC_PRECISION:-bf16} \
         --batch-size 256 --image-size 64 --target-accuracy 0.9 --max-epochs 12 --data $D \
         --repeats ${ACC_REPEATS:-2} --gpu-hour-price 2.50 --results $W/cli > $W/cli.md 2> $W/cli.err
     echo "compare run --target-accuracy: exit $? in $(( $(date +%s) - t )) s"
@@ -40,7 +41,7 @@ mkdir -p $out $W
     python3 -m compare report $W/cli --format html > /dev/null 2>&1
     sed -n '/[Tt]ime to accuracy/,/^## /p' $W/cli.md | head -40
   else
-    python3 bench/accuracy_gpu.py $W $D --deadline ${ACC_DEADLINE:-450}
+    python3 bench/accuracy_gpu.py $W $D --deadline ${ACC_DEADLINE:-450} --gpus ${GPUS:-1}
   fi
 } 2>&1 | tee $out/summary.txt
 cp $W/accuracy.md $out/ 2>/dev/null

@@ -5,6 +5,7 @@
 #   bash bench/realdata_gpu.sh $OUT more     # a second call if time is left: tuned synthetic
 #        (tuned's data efficiency), tuned real at 8 cores, PyTorch fp16 with the engines alone
 #   bash bench/realdata_gpu.sh $OUT jaxgil   # JAX's default cells, then one under py-spy --gil
+#   GPUS=1,2 (default 1): the cells' GPU counts, batch per GPU (issue 38 on two GPUs)
 # carry: [".whl"], holding (Python 3.12, manylinux x86_64; what bench/pipes_gpu.sh carried):
 #   nvidia_nvimgcodec_cu13-0.9.0.20  nvidia_nvjpeg-13.3.2.43  grain-0.2.18 (+ array_record 0.8.6,
 #   importlib_resources 7.1.0, portpicker 1.6.0)
@@ -48,7 +49,7 @@ run() {  # NAME ARGS...: one campaign $W/NAME, cut at the deadline (the running 
     local t0=$(date +%s) limit=$(( $(left) > 10 ? $(left) : 10 ))
     local resume=$([ -f $W/$1/campaign.json ] && echo --resume)
     ${PIN:-} timeout -k 20 -s TERM $limit python3 -m compare run --executor local --device $DEVICE \
-        --timeout 300 --python caffe2=$PY_CAFFE2 --python jax=$PY_JAX --gpus 1 --steps 30 \
+        --timeout 300 --python caffe2=$PY_CAFFE2 --python jax=$PY_JAX --gpus ${GPUS:-1} --steps 30 \
         --warmup 10 --results $W/$1 "${@:2}" $RUNARGS $resume >> $W/$1.out 2>> $W/$1.err
     echo "$1: exit $?, $(( $(date +%s) - t0 )) s, $(ls $W/$1/results 2>/dev/null | wc -l) results ($(el) s)"
     grep -v -i -E 'nvjpeg2k|nvtiff|^Note: If using' $W/$1.err | tail -3
