@@ -217,12 +217,15 @@ class Campaign:
         differ = ["{} {} ({}) vs {} (now)".format(k, _show(fixed[k]), whose, _show(settings[k]))
                   for k in sorted(settings) if k in fixed and fixed[k] != settings[k]]
         if differ:
+            keep = "; --executor {} keeps the campaign's executor".format(fixed["executor"]) if \
+                "executor" in settings and fixed.get("executor", settings["executor"]) != \
+                settings["executor"] else ""
             raise UserError("--resume {}: settings differ from the campaign's{}: {}; resume with the "
                             "campaign's settings or start a new campaign (--frameworks, --gpus, "
                             "--nodes, --precision, --batch-size, --repeats and --timeout may "
-                            "change)".format(self.root, "" if whose == "campaign" else
-                                             " (it stored none: read from its results)",
-                                             "; ".join(differ)))
+                            "change){}".format(self.root, "" if whose == "campaign" else
+                                               " (it stored none: read from its results)",
+                                               "; ".join(differ), keep))
         meta["settings"] = dict(fixed, **settings)
         meta.setdefault("sessions", []).append({"started_at": utc_now(), "config": config})
         self._write_meta(meta)

@@ -311,3 +311,15 @@ def test_a_clusters_record_holds_no_device_to_one_nodes_model():
     node = dict(MACHINE, cpu_model="AMD EPYC 7543", slurm={"partitions": [], "placement": []})
     assert validate.other_machine("cpu", "Intel Xeon Gold 6130", dict(node, slurm=None)) is not None
     assert validate.other_machine("cpu", "Intel Xeon Gold 6130", node) is None  # another node type
+
+
+def test_resuming_with_another_executor_names_the_flag_that_keeps_the_campaigns(tmp_path):
+    c = Campaign.create(tmp_path / "c", {}, MACHINE, settings={"executor": "local", "steps": 2})
+    c.unlock()
+    with pytest.raises(UserError) as caught:
+        Campaign.open(c.root).resume({}, {"executor": "docker", "steps": 2})
+    assert str(caught.value) == (
+        "--resume {}: settings differ from the campaign's: executor local (campaign) vs docker (now); "
+        "resume with the campaign's settings or start a new campaign (--frameworks, --gpus, --nodes, "
+        "--precision, --batch-size, --repeats and --timeout may change); --executor local keeps the "
+        "campaign's executor".format(c.root))

@@ -70,10 +70,18 @@ def status(ctx: Context) -> List[Tuple[str, bool, str]]:
     return out
 
 
-def choose(requested: str, ctx: Context) -> Tuple[type, str]:
+def choose(requested: str, ctx: Context, keep: Optional[str] = None) -> Tuple[type, str]:
     """(executor class, one line saying why it was picked). An asked-for executor that cannot
-    run here is a UserError with its reason."""
+    run here is a UserError with its reason. keep: with auto, the executor a resumed campaign ran
+    with, taken first while it can still run the study here (images built since, say, would
+    otherwise make auto pick docker for a campaign measured in managed environments)."""
     ctx.requested = requested
+    if requested == AUTO and keep in EXECUTORS:
+        cls = load(keep)
+        if cls.auto and not cls.lacks(ctx):
+            ok, why = cls.available(ctx)
+            if ok:
+                return cls, "the campaign's executor, kept by --resume: {}".format(why)
     if requested != AUTO:
         cls = load(requested)
         missing = cls.lacks(ctx)

@@ -101,10 +101,25 @@ def make(study: Study, log=lambda text: None) -> Plan:
             raise UserError("cell {}: {}".format(spec.run_id, exc)) from None
     ctx = executors.Context(fws, device, study.overrides, flags=study.executor_flags, log=log,
                             needs=_needs(study, device))
-    cls, why = executors.choose(study.executor, ctx)  # one that can run the whole study
+    cls, why = executors.choose(study.executor, ctx, _resumed_executor(study))  # one that can run
+    # the whole study (a resumed campaign's own first)
     pool, at_once = pool_for(cls, ctx, given["gpus"], _concurrency(study, device, machine),
                              study.plan_gpus)  # the executor's own, or --plan-gpus N
     return Plan(study, machine, device, matrix, cells, cls, why, ctx, pool, at_once, said)
+
+
+def _resumed_executor(study: Study) -> Optional[str]:
+    """The executor a campaign ran with, for --resume with --executor auto; None otherwise (or
+    where campaign.json does not say: prepare's checks then speak of that)."""
+    if not study.resume or study.executor != executors.AUTO:
+        return None
+    from ..store import Campaign
+    try:
+        settings = Campaign.open(Path(study.results)).meta.get("settings")
+    except UserError:
+        return None
+    name = settings.get("executor") if isinstance(settings, dict) else None
+    return name if isinstance(name, str) else None
 
 
 def device_of(device: str, gpus: List[int], machine: Dict[str, Any], where: str) -> str:

@@ -160,3 +160,15 @@ def test_a_slurm_that_finds_no_configuration_points_at_slurm_conf(monkeypatch, t
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
     assert slurm.SlurmExecutor.available(ctx)[1].endswith(
         "(SLURM_CONF={}: no such file)".format(tmp_path / "slurm.conf"))
+
+
+def test_a_resumed_campaign_keeps_its_executor_while_it_can_run_here(monkeypatch):
+    """--resume with --executor auto: images built since the campaign began would make auto pick
+    docker for a campaign measured in managed environments; the campaign's own is taken first."""
+    _with_nodata(monkeypatch)  # the executor auto would pick now
+    assert executors.choose("auto", _ctx())[0].name == "nodata"
+    cls, why = executors.choose("auto", _ctx(), keep="local")
+    assert (cls.name, why) == ("local", "the campaign's executor, kept by --resume: each backend runs "
+                                        "here, in its managed environment (or --python)")
+    assert executors.choose("auto", _ctx(), keep="podman")[0].name == "nodata"  # not one of ours
+    assert executors.choose("nodata", _ctx(), keep="local")[0].name == "nodata"  # asked for: taken
