@@ -139,8 +139,8 @@ def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searche
     from .executors.results import failure
 
     def probe(spec: RunSpec) -> RunResult:
-        result = executor.run(replace(spec, nonce=campaign.attempt_nonce()), campaign, timeout,
-                              slot=slot)
+        result = limit_crash(executor.run(replace(spec, nonce=campaign.attempt_nonce()), campaign,
+                                          timeout, slot=slot))
         campaign.save_probe(result)
         _log(log, result)
         return result
@@ -152,6 +152,20 @@ def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searche
     searched[cell.spec_hash] = batch
     result = executor.run(replace(cell, batch_size=batch), campaign, timeout, slot=slot)
     result.settings["batch_search"] = record
+    return result
+
+
+def limit_crash(result: RunResult) -> RunResult:
+    """A probe under memory_limit_mb killed by a signal before it wrote a result is out of memory:
+    an allocation the limit refused in native code that does not check for one (PyTorch at
+    64 px under 1,050 MiB on this project's VM: now `can't allocate memory`, now SIGSEGV, from
+    one run to the next). So marked, with the signal kept in the reason, the search goes on below
+    it as after any out-of-memory, instead of stopping at a crash."""
+    limit = (result.spec or {}).get("options", {}).get("memory_limit_mb")
+    if limit and result.status == "failed" and (result.reason or "").startswith("killed by SIG"):
+        result.status = "oom"
+        result.reason = "{} under memory_limit_mb={}: taken as out of memory".format(result.reason,
+                                                                                     limit)
     return result
 
 

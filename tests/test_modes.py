@@ -139,6 +139,24 @@ def test_a_search_whose_first_probe_does_not_fit_says_so():
     assert batchsearch.search(RunSpec("jax", "jax"), (4, 4), None, budget_s=0).batch == 4  # no probe
 
 
+def test_a_probe_that_crashes_under_the_memory_limit_is_out_of_memory_and_the_search_goes_below():
+    def crash_above_48(spec):
+        if spec.batch_size > 48:
+            return RunResult(spec.run_id, "failed", spec.to_dict(),
+                             reason="killed by SIGSEGV (exit code -11) and wrote no result")
+        return RunResult(spec.run_id, "ok", spec.to_dict(), images_per_sec=10.0 * spec.batch_size)
+    cell = RunSpec("caffe2", "caffe2_torch", batch_size=32, options={"memory_limit_mb": 1050})
+    out = batchsearch.search(cell, (32, 64), lambda s: batchsearch.limit_crash(crash_above_48(s)),
+                             budget_s=1e9)
+    assert (out.batch, out.stopped) == (48, "batch 64 oom; then batch 48 ok")
+    assert out.results[1].reason == ("killed by SIGSEGV (exit code -11) and wrote no result under "
+                                     "memory_limit_mb=1050: taken as out of memory")
+    # without a limit a crash is a crash: the search stops there
+    free = RunSpec("caffe2", "caffe2_torch", batch_size=32)
+    out = batchsearch.search(free, (32, 64), lambda s: batchsearch.limit_crash(crash_above_48(s)), 1e9)
+    assert (out.batch, out.stopped, out.results[1].status) == (32, "batch 64 failed", "failed")
+
+
 def test_tensorflow_and_mxnet_search_in_separate_processes_and_say_why(monkeypatch):
     def cell(fw, **kw):
         return RunSpec(fw, frameworks.get(fw).backend, device="cuda", batch_auto=True, **kw)

@@ -69,7 +69,11 @@ def test_batch_auto_finds_a_batch_under_a_memory_limit_and_records_its_probes(tm
     assert sorted(probes) == ["caffe2-fp32-w1-b{}-s64-probe".format(b) for b in (32, 48, 64)]
     assert probes["caffe2-fp32-w1-b32-s64-probe"]["status"] == "ok"
     oom = probes["caffe2-fp32-w1-b64-s64-probe"]
-    assert oom["status"] == "oom" and "DefaultCPUAllocator: can't allocate memory" in oom["reason"]
+    # the limit refuses an allocation: PyTorch's own error, or (from one run to the next) a
+    # crash in native code that does not check, taken as out of memory (batchsearch.limit_crash)
+    assert oom["status"] == "oom" and ("DefaultCPUAllocator: can't allocate memory" in oom["reason"] or
+                                       oom["reason"].endswith("under memory_limit_mb=1050: taken as "
+                                                              "out of memory")), oom["reason"]
     fastest = max((p for p in probes.values() if p["status"] == "ok"),
                   key=lambda p: p["images_per_sec"])["spec"]["batch_size"]
     assert (cell["status"], cell["spec"]["batch_size"]) == ("ok", fastest)
