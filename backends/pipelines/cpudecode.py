@@ -158,7 +158,7 @@ class Pending:
     submit() began (CLOCK_MONOTONIC ns)."""
 
     def __init__(self, active: List[Tuple[int, List[int]]], count: int, out_bytes: int,
-                 started: int = 0):
+                 started: int):
         self.active, self.count, self.out_bytes = active, count, out_bytes
         self.started = started
 
@@ -170,9 +170,9 @@ class Result:
     wake-ups, the waits for a core and the decodes: what the feeder sees of the CPU side)."""
 
     def __init__(self, bad: List[int], sizes: List[Tuple[int, int]], wall: float, cpu: float,
-                 job_seconds: float, drafted: int, span: float = 0.0):
+                 drafted: int, span: float):
         self.bad, self.sizes, self.wall, self.cpu = bad, sizes, wall, cpu
-        self.job_seconds, self.drafted, self.span = job_seconds, drafted, span
+        self.drafted, self.span = drafted, span
 
 
 class Pool:
@@ -278,7 +278,7 @@ class Pool:
         """The results of a submitted batch, once every worker that had a share is done."""
         self._await(len(pending.active), 600.0, "decode a batch")
         bad, sizes = [], [(0, 0)] * pending.count  # type: List[int], List[Tuple[int, int]]
-        wall = cpu = jobs = 0.0
+        wall = cpu = 0.0
         drafted = last = 0
         for w, indices in pending.active:
             base = w * self.block
@@ -289,10 +289,9 @@ class Pool:
                 if got[2 * j] < 0:
                     bad.append(i)
             w_ns, c_ns, d, end = STATS.unpack_from(self.ctl.map, base + self.stats_at)
-            wall, cpu, jobs = max(wall, w_ns / 1e9), cpu + c_ns / 1e9, jobs + w_ns / 1e9
+            wall, cpu = max(wall, w_ns / 1e9), cpu + c_ns / 1e9
             drafted, last = drafted + d, max(last, end)
-        span = max(0.0, (last - pending.started) / 1e9) if pending.started else wall
-        return Result(sorted(bad), sizes, wall, cpu, jobs, drafted, span)
+        return Result(sorted(bad), sizes, wall, cpu, drafted, max(0.0, (last - pending.started) / 1e9))
 
     def close(self) -> None:
         """Stop the workers (after the batch they decode) and free the shared memory."""
