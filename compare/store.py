@@ -214,12 +214,12 @@ class Campaign:
                                 "campaign".format(self.root, CAMPAIGN_FILE))
         else:
             fixed, whose = reconstruct(self.results()[0]), "its results"
-        differ = ["{} {} ({}) vs {} (now)".format(k, _show(fixed[k]), whose, _show(settings[k]))
-                  for k in sorted(settings) if k in fixed and fixed[k] != settings[k]]
-        if differ:
-            keep = "; --executor {} keeps the campaign's executor".format(fixed["executor"]) if \
-                "executor" in settings and fixed.get("executor", settings["executor"]) != \
-                settings["executor"] else ""
+        changed = [k for k in sorted(settings) if k in fixed and fixed[k] != settings[k]]
+        if changed:
+            differ = ["{} {} ({}) vs {} (now)".format(k, _show(fixed[k]), whose, _show(settings[k]))
+                      for k in changed]
+            keep = "; --executor {} keeps the campaign's executor".format(fixed["executor"]) \
+                if "executor" in changed else ""
             raise UserError("--resume {}: settings differ from the campaign's{}: {}; resume with the "
                             "campaign's settings or start a new campaign (--frameworks, --gpus, "
                             "--nodes, --precision, --batch-size, --repeats and --timeout may "

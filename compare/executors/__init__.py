@@ -52,13 +52,12 @@ def load(name: str) -> type:
 def can_run(cls: type, gpus_here: bool = True) -> str:
     """'real data, GPUs': what the executor can run, as doctor lists it; on a machine without
     GPUs, its GPUs are said to need a machine that has them."""
-    labels = [label for cap, (label, _, _) in CAPABILITIES.items()
-              if cap in cls.capabilities and (gpus_here or cap != "gpus")]
-    text = ", ".join(labels) or ("synthetic data on CPUs only" if gpus_here or
-                                 "gpus" not in cls.capabilities else "synthetic data")
-    if not gpus_here and "gpus" in cls.capabilities:
-        text += "; GPUs on a machine that has them (none here)"
-    return text
+    apart = "gpus" in cls.capabilities and not gpus_here  # said after the rest
+    labels = ", ".join(label for cap, (label, _, _) in CAPABILITIES.items()
+                       if cap in cls.capabilities and not (apart and cap == "gpus"))
+    if apart:
+        return (labels or "synthetic data") + "; GPUs on a machine that has them (none here)"
+    return labels or "synthetic data on CPUs only"
 
 
 def status(ctx: Context) -> List[Tuple[str, bool, str]]:

@@ -114,8 +114,7 @@ def why_not(exc: BaseException) -> str:
     urllib3's, which wrap the OS error (`...FileNotFoundError(2, ...)))`)."""
     where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     text = str(exc)
-    for marker, said in (("FileNotFoundError", "nothing at {}: start dockerd, or set DOCKER_HOST"),
-                         ("No such file or directory", "nothing at {}: start dockerd, or set "
+    for marker, said in (("No such file or directory", "nothing at {}: start dockerd, or set "
                                                        "DOCKER_HOST"),
                          ("Connection refused", "{} refuses connections: is dockerd running?"),
                          ("Permission denied", "no permission to use {}: run as root or join the "

@@ -193,8 +193,8 @@ def unmatched(cells: pd.DataFrame, ref: pd.DataFrame) -> str:
     keys += [(k, k.replace("_size", " size").replace("_", " ")) for k in OPTIONAL_KEYS if k in ref.columns]
     said = []
     for key, name in keys:
-        ours = {str(int(v)) if key in ("gpus", "nodes") else str(v) for v in cells[key]}
-        theirs = {str(int(v)) if key in ("gpus", "nodes") else str(v) for v in ref[key].dropna()}
+        text = (lambda v: str(int(v))) if key in ("gpus", "nodes") else str
+        ours, theirs = {text(v) for v in cells[key]}, {text(v) for v in ref[key].dropna()}
         if theirs and not ours & theirs:
             said.append("{}: the campaign has {}, the reference {}".format(
                 name, ", ".join(sorted(ours)), ", ".join(sorted(theirs))))
