@@ -155,14 +155,20 @@ def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searche
     return result
 
 
+# how an allocation the limit refused shows where the code does not say "out of memory": a crash
+# before any result, or oneDNN's failure to make a kernel (BENCHMARKS.md, issue 35)
+LIMIT_WORDS = ("killed by SIG", "could not create a primitive")
+
+
 def limit_crash(result: RunResult) -> RunResult:
-    """A probe under memory_limit_mb killed by a signal before it wrote a result is out of memory:
-    an allocation the limit refused in native code that does not check for one (PyTorch at
-    64 px under 1,050 MiB on this project's VM: now `can't allocate memory`, now SIGSEGV, from
-    one run to the next). So marked, with the signal kept in the reason, the search goes on below
-    it as after any out-of-memory, instead of stopping at a crash."""
+    """A probe under memory_limit_mb that failed in one of LIMIT_WORDS' ways is out of memory: an
+    allocation the limit refused in native code that does not report it as such (PyTorch at
+    64 px under 1,050 MiB on this project's VM: now `can't allocate memory`, now SIGSEGV, now
+    oneDNN's "could not create a primitive", from one run to the next). So marked, with the
+    original words kept in the reason, the search goes on below it as after any out-of-memory,
+    instead of stopping there."""
     limit = (result.spec or {}).get("options", {}).get("memory_limit_mb")
-    if limit and result.status == "failed" and (result.reason or "").startswith("killed by SIG"):
+    if limit and result.status == "failed" and any(w in (result.reason or "") for w in LIMIT_WORDS):
         result.status = "oom"
         result.reason = "{} under memory_limit_mb={}: taken as out of memory".format(result.reason,
                                                                                      limit)

@@ -151,6 +151,9 @@ def test_a_probe_that_crashes_under_the_memory_limit_is_out_of_memory_and_the_se
     assert (out.batch, out.stopped) == (48, "batch 64 oom; then batch 48 ok")
     assert out.results[1].reason == ("killed by SIGSEGV (exit code -11) and wrote no result under "
                                      "memory_limit_mb=1050: taken as out of memory")
+    failed = RunResult("p", "failed", cell.to_dict(), reason="RuntimeError: could not create a primitive")
+    assert (batchsearch.limit_crash(failed).status, failed.reason) == ("oom", (
+        "RuntimeError: could not create a primitive under memory_limit_mb=1050: taken as out of memory"))
     # without a limit a crash is a crash: the search stops there
     free = RunSpec("caffe2", "caffe2_torch", batch_size=32)
     out = batchsearch.search(free, (32, 64), lambda s: batchsearch.limit_crash(crash_above_48(s)), 1e9)
