@@ -26,6 +26,8 @@
 #   parity     JAX through compare against the plain Flax loop, every precision, b256, with the
 #              loop also under NVIDIA_TF32_OVERRIDE=0 at fp32 (what compare sets for fp32: the
 #              hypothesis for fp32's 0.96) and compare's own step in that loop        (~6 min)
+#   scale      JAX fp16 with the dynamic loss scale checked by one reduction (step.all_finite): the
+#              plain loop, compare's step in it (dynamic; static 1), and compare run, b256 (~4 min)
 #   candidates tuned fp16/bf16 at b1024 with one switch each, toward >= 8,500 img/s: PyTorch
 #              cudnn_benchmark_limit=0 (every cuDNN algorithm timed), JAX fp16 with a static loss
 #              scale (MLPerf's ResNet-50 entries use one)                             (~3 min)
@@ -72,7 +74,12 @@ for stage in $stages; do case $stage in
       echo "loops: $(( $(date +%s) - T0 )) s into the call"; cat $camp/loop*.jsonl
       run parity --frameworks jax --gpus 1 --precision $PARITY --batch-size 256 \
           --steps 30 --warmup 10; } ;;
-  big) fits 150 big && run big --frameworks caffe2,jax --gpus 1 --precision fp16 --mode tuned \
+  scale) fits 240 scale && {
+      python3 bench/flax_loop.py --precision fp16 --variants plain,ours,ours1 > $camp/loop-scale.jsonl
+      echo "loops: $(( $(date +%s) - T0 )) s into the call"; cat $camp/loop-scale.jsonl
+      run_for 150 scale --frameworks jax --gpus 1 --precision fp16 --batch-size 256 --steps 30 \
+          --warmup 10; } ;;
+  big) fits 150 big && run big --frameworks ${BIG_FRAMEWORKS:-caffe2,jax} --gpus 1 --precision fp16 --mode tuned \
       --batch-search 1024-2048 ;;
   candidates) fits 150 candidates && {
       run_for $(( $(left) / 2 )) cand-torch --frameworks caffe2 --gpus 1 \
