@@ -142,12 +142,15 @@ a, _ = step.build(model, tx, mesh, plain, donate=False)(plain, images, labels)
 b, _ = step.build(model, tx, mesh, plain, donate=False, static_scale=1024.0)(plain, images, labels)
 out['static_same_update'] = bool(np.allclose(a.params['conv1']['kernel'], b.params['conv1']['kernel'],
                                              rtol=1e-3, atol=1e-6))
+out['checks'] = [bool(step.all_finite({'a': jnp.ones(3), 'b': (jnp.zeros((2, 2)), jnp.array(v))}))
+                 for v in (1.0, np.inf, -np.inf, np.nan)]
 print(json.dumps(out))
 """)
     assert out["initial"] == [2.0 ** 16, 0]  # PyTorch GradScaler's initial scale
     assert out["fine"] == [1.0, 1, True]
     assert out["overflow"] == [pytest.approx(1.5e38, rel=1e-6), 0, False]
     assert out["static_same_update"]  # loss_scale=1024: scaled, unscaled, the same step
+    assert out["checks"] == [True, False, False, False]  # one inf or NaN in any array is caught
 
 
 def test_one_device_equals_two_devices_with_global_batch_norm(trainers):
