@@ -26,10 +26,8 @@ def _ips(row: Optional[pd.Series]) -> Optional[float]:
 
 def _first(rows, column: str):
     """The value of `column` in the first of rows that has one (real runs before data-only)."""
-    for row in rows:
-        if row is not None and column in row and row[column] is not None and row[column] == row[column]:
-            return row[column]
-    return None
+    return next((row[column] for row in rows if row is not None and column in row
+                 and row[column] is not None and row[column] == row[column]), None)
 
 
 def data_table(cells: pd.DataFrame) -> pd.DataFrame:
