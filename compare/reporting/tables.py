@@ -114,10 +114,7 @@ def _md_lines(section: Section) -> List[str]:
 
 def markdown(sections: Sequence[Section]) -> str:
     """The sections as one Markdown document (each followed by a blank line)."""
-    lines: List[str] = []
-    for section in sections:
-        lines += _md_lines(section)
-    return "\n".join(lines)
+    return "\n".join(line for section in sections for line in _md_lines(section))
 
 
 # --- CSV ------------------------------------------------------------------------------------------
