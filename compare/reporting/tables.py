@@ -41,6 +41,10 @@ class Table:
 EMPTY = ("", "n/a", None)  # what a table cell without a value shows
 
 
+def num(x, fmt: str) -> str:
+    return fmt.format(x) if x is not None else "n/a"
+
+
 @dataclass
 class Text:
     title: str  # "" = no heading
