@@ -110,9 +110,8 @@ def batch_rule(model: str, memory_gib: float) -> Optional[int]:
 
 
 def measured(model: str, memory_gib: float) -> Optional[Entry]:
-    found = [e for e in BATCHES if e.model == model
-             and abs(memory_gib - e.memory_gib) <= MEMORY_MATCH * e.memory_gib]
-    return found[0] if found else None
+    return next((e for e in BATCHES if e.model == model
+                 and abs(memory_gib - e.memory_gib) <= MEMORY_MATCH * e.memory_gib), None)
 
 
 def batch(model: str, machine: Dict[str, Any], device: str, image_size: Optional[int] = None,

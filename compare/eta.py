@@ -25,15 +25,14 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from backends.contract import DEFAULT_MODEL, RunResult, RunSpec
+from backends.contract import RunResult, RunSpec
 
-from .reporting.timeline import clock
+from .reporting.timeline import DEFAULTS, clock, env_build_s
 from .resources import Pool, cpuset
 from .scheduler import Planned, plan
 
 DEFAULT_S = 60.0  # a cell with no earlier result of any kind to go by
 ENV_BUILD_GUESS_S = 300.0  # an environment to build with none built before to go by
-DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec from before the field
 RECENT = 3  # the last runs of a cell that make its estimate (caches warm up over time)
 LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cell (same framework, "
           "model, precision, GPUs, nodes, device, executor, batch, mode, data); ? the framework's "
@@ -57,11 +56,6 @@ def earlier_results(folder: Path, machine: Dict[str, Any]) -> Tuple[List[RunResu
 def _cell_s(r: RunResult) -> Optional[float]:
     start, end = (r.phases or {}).get("cell_start"), (r.phases or {}).get("cell_end")
     return end - start if start is not None and end is not None and end >= start else None
-
-
-def env_build_s(r: RunResult) -> float:
-    """Seconds of the cell that went to building its environment once (not cell time)."""
-    return float((r.environment or {}).get("env_build_s") or 0.0)
 
 
 def _steady_steps(spec: Dict[str, Any]) -> int:

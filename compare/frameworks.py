@@ -96,12 +96,7 @@ def parse(csv: str) -> List[Framework]:
     items = [s for s in (x.strip() for x in csv.split(",")) if s]
     if not items:
         raise UserError("--frameworks is empty; choose from {}".format(choices()))
-    out: List[Framework] = []
-    for item in items:
-        fw = get(item)
-        if fw not in out:
-            out.append(fw)
-    return out
+    return list(dict.fromkeys(get(item) for item in items))
 
 
 def display(name: str, mode: str = "default") -> str:

@@ -40,7 +40,7 @@ class MakeSpec:
         return [os.path.join("train", class_name(k)) for k in range(min(self.classes, self.images))]
 
     def path(self, i: int) -> str:
-        return image_path(self, i)
+        return os.path.join("train", class_name(i % self.classes), "{:08d}.JPEG".format(i))
 
     def render(self, i: int) -> bytes:
         return render(self, i)
@@ -62,10 +62,6 @@ def parse_size(text: str) -> Tuple[int, int]:
 def class_name(k: int) -> str:
     """ImageNet-like class folder names (ImageNet's are WordNet ids such as n01440764)."""
     return "n{:08d}".format(k)
-
-
-def image_path(spec: MakeSpec, i: int) -> str:
-    return os.path.join("train", class_name(i % spec.classes), "{:08d}.JPEG".format(i))
 
 
 def render(spec: MakeSpec, i: int) -> bytes:

@@ -14,6 +14,8 @@ import io
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
+from .imagegen import class_name
+
 HUES = 10
 SHAPES = ("disc", "square", "triangle", "ring", "cross")
 TEXTURES = ("solid", "stripes", "checks", "dots")
@@ -57,10 +59,6 @@ class LearnableSpec:
     def render(self, i: int) -> bytes:
         part, k, j = self.where(i)
         return render(self, k, PARTS.index(part), j)
-
-
-def class_name(k: int) -> str:
-    return "n{:08d}".format(k)
 
 
 def attributes(k: int) -> Tuple[int, str, str]:

@@ -17,10 +17,6 @@ from ..errors import UserError
 app = typer.Typer(help="Build and list the backends' container images.", no_args_is_help=True)
 
 
-def _frameworks(csv: Optional[str]):
-    return fws.parse(csv) if csv else fws.available()
-
-
 def _engine():
     from ..executors import docker_images as images
     c, why = images.engine()
@@ -48,7 +44,7 @@ def build(
 
     from ..executors import docker_images as images
     console = Console(stderr=True, markup=False, highlight=False)
-    fws = _frameworks(frameworks)
+    fw_list = fws.parse(frameworks) if frameworks else fws.available()
     for path, flag in ((wheelhouse, "--wheelhouse"), (ca_bundle, "--ca-bundle")):
         if path is not None and not path.exists():
             raise UserError("{} {}: no such {}".format(
@@ -56,7 +52,7 @@ def build(
     c = _engine()
     variant = "cpu" if cpu else "gpu"
     failed = 0
-    for fw in fws:
+    for fw in fw_list:
         try:
             b = images.build(c, fw, variant, base_image, wheelhouse, ca_bundle, force, console.print)
         except images.ImageError as exc:
@@ -76,7 +72,7 @@ def list_images(cpu: bool = typer.Option(False, "--cpu", help="The CPU twins."))
     from ..executors import docker_images as images
     c, why = images.engine()
     variant = "cpu" if cpu else "gpu"
-    for fw in _frameworks(None):
+    for fw in fws.available():
         name = images.wanted(fw, variant)
         img = images.find(c, name) if c else None
         print("{:<8} {} {}".format(fw.name, name, "{} {:.0f} MB".format(

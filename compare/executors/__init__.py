@@ -62,11 +62,7 @@ def can_run(cls: type, gpus_here: bool = True) -> str:
 
 def status(ctx: Context) -> List[Tuple[str, bool, str]]:
     """(name, available, why) for every executor: what `compare doctor` prints."""
-    out = []
-    for name in names():
-        ok, why = load(name).available(ctx)
-        out.append((name, ok, why))
-    return out
+    return [(name,) + tuple(load(name).available(ctx)) for name in names()]
 
 
 def choose(requested: str, ctx: Context, keep: Optional[str] = None) -> Tuple[type, str]:

@@ -27,8 +27,7 @@ GRACE_S = 3.0  # between SIGTERM (launchers forward it, clean up) and SIGKILL
 
 def run_env(spec: RunSpec, code_dir: Path, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     """The environment a backend process runs with: this one's, plus the run's own variables."""
-    env = dict(os.environ)
-    env.update(own_env(spec, code_dir))
+    env = dict(os.environ, **own_env(spec, code_dir))
     if spec.precision != "fp32":
         env.pop("NVIDIA_TF32_OVERRIDE", None)
     env.update(extra or {})
@@ -82,8 +81,7 @@ def end_processes(proc: Optional[subprocess.Popen], name: str, value: str,
                   grace: float = GRACE_S) -> int:
     """End `proc` (a launcher started in a session of its own), its process group and every process
     tagged NAME=VALUE: SIGTERM, up to `grace` seconds, then SIGKILL. Returns how many were alive."""
-    def alive() -> List[int]:
-        return tagged_pids(name, value)
+    alive = functools.partial(tagged_pids, name, value)
     running = proc is not None and proc.poll() is None
     group = proc.pid if running else None  # an unreaped launcher keeps its id: no reuse
     first = alive()

@@ -196,12 +196,8 @@ def submit(args: Sequence[str], script: Path) -> str:
 
 def tasks_seen(work: Path) -> List[Tuple[int, str, str]]:
     """(task, node, hostname) of every srun task that started, from the files they wrote."""
-    out = []
-    for path in sorted((work / TASKS_DIR).glob("*")):
-        parts = path.read_text().split()
-        if len(parts) == 3 and parts[0].isdigit():
-            out.append((int(parts[0]), parts[1], parts[2]))
-    return sorted(out)
+    found = [path.read_text().split() for path in (work / TASKS_DIR).glob("*")]
+    return sorted((int(p[0]), p[1], p[2]) for p in found if len(p) == 3 and p[0].isdigit())
 
 
 def read_exit_code(work: Path) -> Optional[int]:

@@ -215,9 +215,5 @@ def history(h: pd.DataFrame, title: str) -> Optional[Chart]:
 
 
 def all_charts(df: pd.DataFrame) -> List[Chart]:
-    out = []
-    for draw in (scaling, precision_gain, framework_bars, energy):
-        chart = draw(df)
-        if chart is not None:
-            out.append(chart)
-    return out
+    drawn = (draw(df) for draw in (scaling, precision_gain, framework_bars, energy))
+    return [chart for chart in drawn if chart is not None]

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import frameworks
 from . import metrics
-from .tables import Table
+from .tables import Table, num
 
 CELL = ["framework", "model", "precision", "batch_size", "image_size", "device", "gpus", "mode"]
 COLUMNS = CELL + ["synthetic_ips", "real_ips", "data_only_ips", "data_efficiency", "input_bound",
@@ -26,10 +26,8 @@ def _ips(row: Optional[pd.Series]) -> Optional[float]:
 
 def _first(rows, column: str):
     """The value of `column` in the first of rows that has one (real runs before data-only)."""
-    for row in rows:
-        if row is not None and column in row and row[column] is not None and row[column] == row[column]:
-            return row[column]
-    return None
+    return next((row[column] for row in rows if row is not None and column in row
+                 and row[column] is not None and row[column] == row[column]), None)
 
 
 def data_table(cells: pd.DataFrame) -> pd.DataFrame:
@@ -111,10 +109,6 @@ def pipelines_compared(row, base: str, verdicts: Dict[tuple, Dict]) -> Optional[
     return None
 
 
-def _num(x, fmt: str) -> str:
-    return fmt.format(x) if x is not None else "n/a"
-
-
 def _efficiency(r) -> str:
     if r["data_efficiency"] is None:
         return "n/a" if r["real_status"] in (None, "ok") else r["real_status"]
@@ -134,10 +128,10 @@ def table(cells: pd.DataFrame) -> Optional[Table]:
         if r["decode"]:
             pipeline += " (decode={})".format(r["decode"])
         out.append([frameworks.display(r["framework"], r["mode"]), r["precision"], str(r["batch_size"]),
-                    str(r["image_size"]), str(r["gpus"]), _num(r["synthetic_ips"], "{:.2f}"),
-                    _num(r["real_ips"], "{:.2f}"), _num(r["data_only_ips"], "{:.2f}"), _efficiency(r),
-                    _num(r["cpu_cores"], "{:.0f}"), _num(r["loader_workers"], "{:.0f}"),
-                    _num(r["host_cpu_cores"], "{:.1f}"), pipeline])
+                    str(r["image_size"]), str(r["gpus"]), num(r["synthetic_ips"], "{:.2f}"),
+                    num(r["real_ips"], "{:.2f}"), num(r["data_only_ips"], "{:.2f}"), _efficiency(r),
+                    num(r["cpu_cores"], "{:.0f}"), num(r["loader_workers"], "{:.0f}"),
+                    num(r["host_cpu_cores"], "{:.1f}"), pipeline])
     why = ["{} ({}, N={}): {}.".format(frameworks.display(r["framework"]), r["precision"], r["gpus"],
                                        r["decode_why"]) for _, r in rows.iterrows() if r["decode_why"]]
     return Table("Input pipeline (real data vs synthetic, img/s)", head, out, [

@@ -13,7 +13,7 @@ from .. import frameworks
 from . import data_table, findings, metrics
 from .comparator import MIXED, NOTES, rests_on
 from .intervals import pm
-from .tables import Section, Table, Text
+from .tables import Section, Table, Text, num
 
 ROW = ["framework", "precision", "batch_size", "image_size"]
 INTERVAL_NOTE = ("± is the half width of the 95 % interval, from the timed windows of each run and "
@@ -93,10 +93,6 @@ def pivot(df: pd.DataFrame, title: str, value: Callable, lay: Layout,
         rows.append(_row_label(key, g, lay) + [value(by[c]) if c in by else "" for c in cols])
     return Table(title, _head(lay) + [lay.label(n, g) for n, g in cols], rows, list(notes or []),
                  labels=len(_head(lay)))
-
-
-def _num(x, fmt: str) -> str:
-    return fmt.format(x) if x is not None else "n/a"
 
 
 def _images(r) -> str:
@@ -276,8 +272,8 @@ def repeats(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
         return None
     rows = [_label(r, lay, data=False) + [
         lay.n(r.nodes, r.gpus), str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
-        "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), _num(r.spread, "{:.1%}"), _num(r.cv, "{:.1%}"),
-        _num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"] for _, r in rep.iterrows()]
+        "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"), num(r.cv, "{:.1%}"),
+        num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"] for _, r in rep.iterrows()]
     head = _head(lay._replace(data_column=False, layout_column=False))
     return Table("Repeats (img/s of each cell over its runs)",
                  head + ["N", "runs", "median", "min–max", "spread", "CV", "MLPerf mean"], rows,
@@ -291,8 +287,8 @@ def energy(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
     if not len(powered):
         return None
     return pivot(powered, "Energy (img/s per W of the job's GPUs; average power in brackets)",
-                 lambda r: "{} ({})".format(_num(r["images_per_watt"], "{:.2f}"),
-                                            _num(r["power_avg_w"], "{:.0f} W")), lay)
+                 lambda r: "{} ({})".format(num(r["images_per_watt"], "{:.2f}"),
+                                            num(r["power_avg_w"], "{:.0f} W")), lay)
 
 
 def failures(df: pd.DataFrame, lay: Layout) -> Optional[Table]:

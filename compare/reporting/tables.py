@@ -41,6 +41,10 @@ class Table:
 EMPTY = ("", "n/a", None)  # what a table cell without a value shows
 
 
+def num(x, fmt: str) -> str:
+    return fmt.format(x) if x is not None else "n/a"
+
+
 @dataclass
 class Text:
     title: str  # "" = no heading
@@ -114,10 +118,7 @@ def _md_lines(section: Section) -> List[str]:
 
 def markdown(sections: Sequence[Section]) -> str:
     """The sections as one Markdown document (each followed by a blank line)."""
-    lines: List[str] = []
-    for section in sections:
-        lines += _md_lines(section)
-    return "\n".join(lines)
+    return "\n".join(line for section in sections for line in _md_lines(section))
 
 
 # --- CSV ------------------------------------------------------------------------------------------
