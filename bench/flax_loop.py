@@ -14,6 +14,18 @@ Variants (--variants, comma list):
   windows  plain, synced every --sync-every steps on the whole state (compare's windows)
   ours     compare's step (backends/jax/step.py: dynamic loss scale in fp16, per-device BN axis)
   ours1    compare's step with a static loss scale of 1 (no scaling: plain's arithmetic)
+  ours128  compare's step with a static loss scale of 128 (a scale XLA cannot fold away)
+  nocheck  compare's dynamic scale with step.all_finite a constant True (no check, no select:
+           what the scaling alone costs)
+  losscheck compare's dynamic scale checking one small gradient array only (the select and the scale's update
+           kept, the reduction over the gradients gone: what that reduction costs)
+  sumcheck compare's dynamic scale with the check as one sum per gradient array, added up (XLA
+           may fuse each sum into the kernel that makes its gradient)
+  flat     compare's dynamic scale differentiating with respect to one vector of all parameters
+           (step.local_step's flat=True, as across devices): the gradients are one array, so the
+           unscaling and the check are one kernel
+Each line also counts the compiled program's kernels (the entry computation's fusions,
+custom calls and other launches), so two variants' programs can be told apart.
 
     python bench/flax_loop.py --precision fp32,tf32,bf16,fp16 --batch-size 256 --variants plain,ours
 """
@@ -22,6 +34,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -55,6 +68,16 @@ def fingerprint(compiled) -> dict:
     return {"fingerprint": facts["program_fingerprint"], "conv_algorithms": facts["conv_algorithms"]}
 
 
+def kernels(text: str) -> int:
+    """Instructions of the optimized program's ENTRY computation that launch work on the device
+    (not parameters, tuples, bitcasts or constants)."""
+    entry = text[text.index("\nENTRY "):]
+    entry = entry[:entry.index("\n}")]
+    idle = ("parameter(", "tuple(", "get-tuple-element(", "bitcast(", "constant(")
+    return sum(1 for line in entry.splitlines()[1:] if "=" in line
+               and not any(" " + w in line for w in idle))
+
+
 def setup(variant, precision, a):
     """(call(state) -> (state, loss), initial state, facts): the step of `variant`, compiled."""
     dtype, matmul, _ = PRECISIONS[precision]
@@ -68,10 +91,26 @@ def setup(variant, precision, a):
     started = time.perf_counter()
     if variant.startswith("ours"):
         mesh = Mesh(np.array(jax.devices()[:1]), (ours.AXIS,))
-        dynamic = precision == "fp16" and variant == "ours"
+        dynamic = precision == "fp16" and variant in ("ours", "nocheck", "losscheck",
+                                                      "sumcheck", "flat")
         state = ours.initial_state(model, tx, key, a.image_size, mesh, dynamic)
-        jitted = ours.build(model, tx, mesh, state, True, 1.0 if variant == "ours1" else None)
-        compiled = jitted.lower(state, images, labels).compile()
+        static = {"ours1": 1.0, "ours128": 128.0}.get(variant)
+        jitted = ours.build(model, tx, mesh, state, True, static)
+        if variant == "flat":
+            jitted = jax.jit(partial(ours.local_step, model, tx, None, None, True),
+                             donate_argnums=(0,))
+        check = ours.all_finite
+        if variant == "nocheck":
+            ours.all_finite = lambda tree: jnp.array(True)
+        elif variant == "losscheck":  # one small gradient array instead of all of them
+            ours.all_finite = lambda tree: jnp.isfinite(jax.tree_util.tree_leaves(tree)[-1]).all()
+        elif variant == "sumcheck":
+            ours.all_finite = lambda tree: jnp.isfinite(
+                sum(jnp.sum(x) for x in jax.tree_util.tree_leaves(tree)))
+        try:
+            compiled = jitted.lower(state, images, labels).compile()
+        finally:
+            ours.all_finite = check
 
         def call(s):
             return compiled(s, images, labels)
@@ -86,7 +125,8 @@ def setup(variant, precision, a):
         def call(s):
             *s, loss = run(*s, images, labels)
             return tuple(s), loss
-    facts = dict(fingerprint(compiled), compile_s=round(time.perf_counter() - started, 2))
+    facts = dict(fingerprint(compiled), compile_s=round(time.perf_counter() - started, 2),
+                 kernels=kernels(compiled.as_text()))
     return call, state, facts
 
 

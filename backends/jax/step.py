@@ -44,7 +44,7 @@ def local_step(model, tx, axis_name: Optional[str], static_scale: Optional[float
     passes the recipe's label smoothing)."""
     stats = jax.tree_util.tree_map(lambda x: x[0], state.batch_stats)
     params, unravel = state.params, None
-    if flat and axis_name is not None:
+    if flat:
         params, unravel = ravel_pytree(state.params)
 
     def loss_fn(params):
