@@ -17,8 +17,8 @@ Variants (--variants, comma list):
   ours128  compare's step with a static loss scale of 128 (a scale XLA cannot fold away)
   nocheck  compare's dynamic scale with step.all_finite a constant True (no check, no select:
            what the scaling alone costs)
-  losscheck compare's dynamic scale checking one small gradient array only (the select and the scale's update
-           kept, the reduction over the gradients gone: what that reduction costs)
+  losscheck compare's dynamic scale checking one small gradient array only (the select and the
+           scale's update kept, the reduction over the gradients gone: what that reduction costs)
   sumcheck compare's dynamic scale with the check as one sum per gradient array, added up (XLA
            may fuse each sum into the kernel that makes its gradient)
   flat     compare's dynamic scale differentiating with respect to one vector of all parameters
@@ -68,6 +68,9 @@ def fingerprint(compiled) -> dict:
     return {"fingerprint": facts["program_fingerprint"], "conv_algorithms": facts["conv_algorithms"]}
 
 
+OURS = ("ours", "ours1", "ours128", "nocheck", "losscheck", "sumcheck", "flat")  # compare's step
+
+
 def kernels(text: str) -> int:
     """Instructions of the optimized program's ENTRY computation that launch work on the device
     (not parameters, tuples, bitcasts or constants)."""
@@ -89,10 +92,9 @@ def setup(variant, precision, a):
     images = jax.random.normal(jax.random.fold_in(key, 1), shape, jnp.float32)
     labels = jax.random.randint(jax.random.fold_in(key, 2), (a.batch_size,), 0, 1000)
     started = time.perf_counter()
-    if variant.startswith("ours"):
+    if variant in OURS:
         mesh = Mesh(np.array(jax.devices()[:1]), (ours.AXIS,))
-        dynamic = precision == "fp16" and variant in ("ours", "nocheck", "losscheck",
-                                                      "sumcheck", "flat")
+        dynamic = precision == "fp16" and variant not in ("ours1", "ours128")
         state = ours.initial_state(model, tx, key, a.image_size, mesh, dynamic)
         static = {"ours1": 1.0, "ours128": 128.0}.get(variant)
         jitted = ours.build(model, tx, mesh, state, True, static)
