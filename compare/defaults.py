@@ -55,7 +55,8 @@ BATCHES = (
     # bf16 8,110; JAX fp16 8,267 img/s), but one batch serves both precisions, and PyTorch's fp32
     # cell at 1024 was still in its first step (cuDNN's autotuning) after 3 min 41 s
     # (bench/tuned_gpu.sh noflags, one H200, 2026-12-02): the defaults take 256, where fp32 is
-    # measured (1,059 img/s, first step 57 s) beside fp16 (6,113) and bf16 (4,698)
+    # measured (1,059 img/s, first step 57 s) beside fp16 (6,113) and bf16 (4,698). 2048 fits an
+    # H200 and is not faster (tuned JAX fp16: b1024 8,231, b2048 8,184 img/s, 2026-12-03)
     Entry("resnet50", 141, 256, "one H200, 2026-12-02 (BENCHMARKS.md): fp32 1,059, fp16 6,113 "
           "img/s at 256; fp32 at 1024 spent over 3.5 min in its first step",
           "fp16 fills more at 1024 (--batch-size 1024 or --mode tuned)"),
