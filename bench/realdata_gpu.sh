@@ -5,6 +5,7 @@
 #   bash bench/realdata_gpu.sh $OUT more     # a second call if time is left: tuned synthetic
 #        (tuned's data efficiency), tuned real at 8 cores, PyTorch fp16 with the engines alone
 #   bash bench/realdata_gpu.sh $OUT jaxgil   # JAX's default cells, then one under py-spy --gil
+#   bash bench/realdata_gpu.sh $OUT jax8     # JAX synthetic and real, the job pinned to 8 cores
 #   GPUS=1,2 (default 1): the cells' GPU counts, batch per GPU (issue 38 on two GPUs)
 # carry: [".whl"], holding (Python 3.12, manylinux x86_64; what bench/pipes_gpu.sh carried):
 #   nvidia_nvimgcodec_cu13-0.9.0.20  nvidia_nvjpeg-13.3.2.43  grain-0.2.18 (+ array_record 0.8.6,
@@ -98,6 +99,12 @@ more() {
     fits 40 "PyTorch fp16, CPU share 0.5" && run share-half --frameworks caffe2 \
         --precision fp16 --batch-size $BATCH --data $D --option cpu_share=0.5
 }
+jax8() {  # JAX at 8 cores (the deadline cut it in both earlier calls): synthetic and real cells
+    # of one campaign, the job pinned to cores 0-7 (so the data efficiency is of the same cores)
+    setup
+    fits 150 "JAX, 8 cores" && PIN="taskset -c 0-7" run jax-cores8 --frameworks jax \
+        --precision fp16,bf16 $DEF
+}
 jaxgil() {  # JAX's feeder with its short driver calls keeping the GIL (nvdecode.Stream.held),
     # then the same real cell under py-spy, sampling only the thread that holds the GIL (carry
     # py-spy's wheel in .whl): which code of which thread keeps the decode thread waiting
@@ -119,7 +126,8 @@ body() {
     main) main ;;
     more) more ;;
     jaxgil) jaxgil ;;
-    *) echo "unknown stage $stage (main | more | jaxgil)"; return 2 ;;
+    jax8) jax8 ;;
+    *) echo "unknown stage $stage (main | more | jaxgil | jax8)"; return 2 ;;
     esac
     echo "== cells"
     python3 bench/realdata_table.py $W --cells

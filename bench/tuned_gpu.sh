@@ -31,6 +31,11 @@
 #   candidates tuned fp16/bf16 at b1024 with one switch each, toward >= 8,500 img/s: PyTorch
 #              cudnn_benchmark_limit=0 (every cuDNN algorithm timed), JAX fp16 with a static loss
 #              scale (MLPerf's ResNet-50 entries use one)                             (~3 min)
+#   compile    what a tuned cell's compile costs and buys: JAX fp16 at b1024 with XLA's autotuning
+#              at levels 0, 1 and 4 (its default), PyTorch fp16 at b512 with cuDNN's autotuning
+#              off and on; each cell alone in its process with empty compile caches of its own,
+#              so each compile is cold as on a fresh machine (the 8-cell study's tuned cells
+#              spent 112-125 s each compiling their probes)                         (~5 min)
 set -uo pipefail
 out=${1:?outdir}; shift
 stages=${*:-noflags big study fresh parity candidates}
@@ -87,6 +92,18 @@ for stage in $stages; do case $stage in
           --option cudnn_benchmark_limit=0
       run cand-jax --frameworks jax --gpus 1 --precision fp16 --mode tuned \
           --batch-search 1024-1024 --option loss_scale=128; } ;;
+  compile) fits 240 compile && {
+      cost() {  # NAME VARIABLE=DIR ARGS...: one cold cell, at most 150 s and what is left
+        local name=$1 cache=$2; shift 2
+        export "$cache"
+        run_for $(( $(left) < 150 ? $(left) : 150 )) $name --gpus 1 --precision fp16 \
+            --mode tuned "$@"; unset ${cache%%=*}; }
+      cost_jax() { cost compile-jax-at$1 JAX_COMPILATION_CACHE_DIR=/tmp/compile-cost/jax-$1 \
+          --frameworks jax --batch-search 1024-1024 --option autotune_level=$1; }
+      cost_torch() { cost compile-torch-cudnn-$1 TORCHINDUCTOR_CACHE_DIR=/tmp/compile-cost/inductor-$1 \
+          --frameworks caffe2 --batch-search 512-512 --option cudnn_benchmark=$1; }
+      cost_jax 0; cost_torch false; cost_jax 1; cost_jax 4; cost_torch true  # the switches first, the defaults after
+      python3 bench/tuned_summary.py $camp --compile; } ;;
   *) echo "unknown stage $stage" ;;
 esac; done
 python3 bench/tuned_summary.py $camp | tee $out/summary.txt

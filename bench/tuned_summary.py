@@ -3,6 +3,7 @@
     python3 bench/tuned_summary.py results/tuned-35            # every table
     python3 bench/tuned_summary.py results/tuned-35 --chosen   # fw:precision:batch of the study's
                                                                # tuned cells (for the fresh stage)
+    python3 bench/tuned_summary.py results/tuned-35 --compile  # the compile stage's table
 
 Each campaign's wall time against the ETA its plan printed before the first cell; the tuned
 cells with their probes, chosen batch and search seconds; the fresh-process runs of the same
@@ -144,15 +145,40 @@ def parity(camp):
             "{:.3f}".format(ips / off) if ips and off else "-"))
 
 
+def compile_costs(camp):
+    """The compile stage: per cell, the switch, its figure, the seconds from launch to the end of
+    the first step (imports, model, compile or autotuning, first step), JAX's own compile_s."""
+    rows = []
+    for folder in sorted(glob.glob(os.path.join(camp, "compile-*", "campaign.json"))):
+        folder = os.path.dirname(folder)
+        for r in results(folder):
+            ph, s = r.phases or {}, r.settings or {}
+            first = (ph["first_step_done"] - ph["launched"]
+                     if "first_step_done" in ph and "launched" in ph else None)
+            cell = ph["cell_end"] - ph["cell_start"] if "cell_end" in ph and "cell_start" in ph else None
+            rows.append("{:<26} {:<7} b{:<5} {:<16} {:>13} {:>9} {:>7}  {}".format(
+                os.path.basename(folder), r.spec["framework"], r.spec["batch_size"], fig(r),
+                "{:.1f}".format(first) if first is not None else "-",
+                s.get("compile_s", "-"), "{:.0f}".format(cell) if cell is not None else "-",
+                s.get("conv_algorithms") or s.get("cudnn_benchmark", "")))
+    if rows:
+        print("\ncompile costs: campaign   framework batch img/s (95 %)  to 1st step s  compile_s  cell s"
+              "  conv algorithms / cudnn_benchmark")
+        print("\n".join(rows))
+
+
 def main(argv):
     camp = argv[0]
     if "--chosen" in argv:
         return chosen(camp)
+    if "--compile" in argv:
+        return compile_costs(camp)
     walls(camp)
     tuned(camp)
     fresh(camp)
     noflags(camp)
     parity(camp)
+    compile_costs(camp)
 
 
 if __name__ == "__main__":
