@@ -175,7 +175,11 @@ def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, 
     monkeypatch.setenv("COLUMNS", "500")
     campaign = tmp_path / "c"
     shutil.copytree(str(FIXTURE / "campaign"), str(campaign))
-    (campaign / "machine.json").write_text(json.dumps(machine_record.info()))  # this machine's
+    record = machine_record.info()
+    (campaign / "machine.json").write_text(json.dumps(record))  # this machine's, and its CPU
+    for path in (campaign / "results").iterdir():  # in the results (it was written on a Xeon; a
+        result = json.loads(path.read_text())  # result of another CPU model is never resumed)
+        path.write_text(json.dumps(dict(result, device_name=record["cpu_model"]), indent=2))
     before = {p.name: p.read_bytes() for p in (campaign / "results").iterdir()}
     code, err = _run(["run", "--results", campaign, "--resume", "--device", "cpu"], capsys)
     assert code == 2 and "settings differ from the campaign's: " in err and "steps 2 (campaign) " \
