@@ -19,6 +19,11 @@ memory ÷ 48 GiB and rounded down to a power of two, within 32…2048; a GPU of 
 pixel ratio. On a CPU: 32 (the README's study). One batch serves both precisions, since the
 FP16 gain divides cells of the same batch.
 
+Where a tuned cell's batch search starts. Without --batch-search, at fp16 and bf16, at the
+entry's `tuned` batch where one is measured (the search then probes it and stops at the search's
+maximum: one compile instead of one per doubling, each of 10-78 s on an H200), else at the
+default batch. With --batch-search the user asked for a search: it starts at the default batch.
+
 Steps. On GPUs at a batch above 256 the timed steps cover at least the 12,800 images every
 earlier figure timed (50 steps of 256): ceil(12,800 ÷ batch) rounded up to the windows, at least
 10; warm-up 5 steps (compilation and autotuning happen in the first). Elsewhere 50 and 10.
@@ -48,6 +53,8 @@ class Entry:
     batch: int
     measured: str  # where the measurement is written down
     pending: str = ""  # what it does not cover yet (and what measures it)
+    tuned: int = 0  # where a tuned search starts at fp16/bf16 (0: at `batch`)
+    tuned_measured: str = ""  # where that is written down
 
 
 BATCHES = (
@@ -59,8 +66,16 @@ BATCHES = (
     # H200 and is not faster (tuned JAX fp16: b1024 8,231, b2048 8,184 img/s, 2026-12-03)
     Entry("resnet50", 141, 256, "one H200, 2026-12-02 (BENCHMARKS.md): fp32 1,059, fp16 6,113 "
           "img/s at 256; fp32 at 1024 spent over 3.5 min in its first step",
-          "fp16 fills more at 1024 (--batch-size 1024 or --mode tuned)"),
+          "fp16 fills more at 1024 (--batch-size 1024 or --mode tuned)",
+          # tuned searches of 256...1024 on one H200: JAX fp16 chose 1024 every time (7,983-8,267
+          # img/s; 2048 no faster), PyTorch fp16 and bf16 chose 1024 on 12-02 (7,969, 8,110) and
+          # 512 on 12-03 (bf16 b1024 7,084 against b512 7,814; fp16 stopped at 512 within the
+          # probes' noise); each cell's probes cost 112-125 s of compiles (b1024's alone 69-78 s)
+          tuned=1024, tuned_measured="one H200, 2026-12-02/03 (BENCHMARKS.md): most searches of "
+          "256-1024 chose 1024 (JAX fp16 8,074-8,267, PyTorch bf16 8,110 img/s); the probes below "
+          "it cost 30-60 s of compiles per cell"),
 )
+HALF = ("fp16", "bf16")  # the precisions a tuned entry covers
 
 
 def gpu_memory_gib(machine: Dict[str, Any]) -> Optional[float]:
@@ -149,6 +164,25 @@ def steps(batches: Sequence[int], device: str, windows: int) -> Tuple[int, int, 
                   "50 steps of 256 did".format(n, smallest, TIMED_IMAGES))
 
 
+def search_starts(models: Sequence[str], machine: Dict[str, Any], device: str,
+                  precisions: Sequence[str]) -> Tuple[Dict[Tuple[str, str], int], str]:
+    """{(model, precision): where its tuned search starts} for the measured entries here (the
+    others start at the default batch), and the sentence the report prints (empty: none)."""
+    memory = gpu_memory_gib(machine) if device == "cuda" else None
+    starts: Dict[Tuple[str, str], int] = {}
+    words = []
+    for model in models:
+        entry = measured(model, memory) if memory else None
+        if entry is None or not entry.tuned:
+            continue
+        half = [p for p in precisions if p in HALF]
+        starts.update({(model, p): entry.tuned for p in half})
+        if half:
+            words.append("{} at {} starts at {} on {:.0f} GiB: measured, {}".format(
+                model, "/".join(half), entry.tuned, memory, entry.tuned_measured))
+    return starts, "; ".join(words)
+
+
 def native_size(model: str) -> Optional[int]:
     from backends.contract.shared import networks
     try:
@@ -158,7 +192,8 @@ def native_size(model: str) -> Optional[int]:
 
 
 # how the report names each setting
-WORDS = {"gpus": "GPU counts", "precision": "precisions", "batch_size": "batch", "steps": "steps"}
+WORDS = {"gpus": "GPU counts", "precision": "precisions", "batch_size": "batch", "steps": "steps",
+         "batch_search": "tuned batch search"}
 
 
 def lines(said: Dict[str, str]) -> List[str]:
@@ -169,8 +204,9 @@ def lines(said: Dict[str, str]) -> List[str]:
 def fill(machine: Dict[str, Any], device: str, study) -> Tuple[Dict[str, Any], Dict[str, int],
                                                                  Dict[str, str]]:
     """The study's gpus, precision, steps and warmup with each one not given (None) at its default
-    here: (those four, each network's default batch, {setting: why} for the defaults used).
-    Explicit flags win; the batch of an auto cell starts at its network's default batch either way."""
+    here: (those four and `search_starts`, each network's default batch, {setting: why} for the
+    defaults used). Explicit flags win; the batch of an auto cell starts at its network's default
+    batch, or at a measured tuned entry where --batch-search is not given."""
     out = {k: getattr(study, k) for k in ("gpus", "precision", "steps", "warmup")}
     said: Dict[str, str] = {}
     batches = {m: batch(m, machine, device, study.image_size, native_size(m)) for m in study.model}
@@ -187,4 +223,9 @@ def fill(machine: Dict[str, Any], device: str, study) -> Tuple[Dict[str, Any], D
             if (n, warm) != (50, 10):
                 out["steps"], out["warmup"] = n, warm
                 said["steps"] = why
+    out["search_starts"] = {}
+    if study.batch_search is None and "tuned" in study.mode:
+        out["search_starts"], why = search_starts(study.model, machine, device, out["precision"])
+        if why:
+            said["batch_search"] = why
     return out, {m: b for m, (b, _) in batches.items()}, said

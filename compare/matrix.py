@@ -47,6 +47,8 @@ class Matrix:
     # where an auto cell's search starts (within the bounds; without one: at the first bound)
     model_batches: Dict[str, int] = field(default_factory=dict)
     classes: Dict[str, int] = field(default_factory=dict)  # time to accuracy: folder -> its classes
+    # (model, precision) -> where its auto cells' search starts, where measured (compare/defaults.py)
+    search_starts: Dict[Tuple[str, str], int] = field(default_factory=dict)
 
     def batches(self, mode: str, model: str = DEFAULT_MODEL) -> List[Union[int, str]]:
         """The batch axis of a mode: as given (or the network's default) for default; tuned runs
@@ -55,10 +57,12 @@ class Matrix:
             return [AUTO]
         return list(self.batch_sizes) or [self.model_batches[model]]
 
-    def start(self, model: str) -> int:
-        """Where an auto cell's search starts: its network's default batch, within the bounds."""
+    def start(self, model: str, precision: str = "") -> int:
+        """Where an auto cell's search starts, within the bounds: a measured start for its network
+        and precision, else its network's default batch."""
         low, high = self.search
-        return min(max(self.model_batches.get(model, low), low), high)
+        first = self.search_starts.get((model, precision)) or self.model_batches.get(model, low)
+        return min(max(first, low), high)
 
     def specs(self) -> List[RunSpec]:
         """Every cell, in sweep order: framework, model, mode, precision, batch, nodes, gpus, data,
@@ -80,7 +84,7 @@ class Matrix:
         auto = batch == AUTO
         return RunSpec(framework=fw.name, backend=fw.backend, nodes=nodes, gpus=gpus,
                        device=self.device, precision=precision, model=model,
-                       batch_size=self.start(model) if auto else batch, batch_auto=auto, mode=mode,
+                       batch_size=self.start(model, precision) if auto else batch, batch_auto=auto, mode=mode,
                        repeat=repeat, data=data, data_only=self.data_only and data != "synthetic",
                        options=options, **common,
                        **({"num_classes": self.classes[data]} if data in self.classes else {}))

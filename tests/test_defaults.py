@@ -85,6 +85,40 @@ def test_steps_at_a_large_batch_time_as_many_images_as_fifty_of_256():
     assert defaults.steps([2048], "cuda", 4)[:2] == (12, 5)  # 10 at least, rounded to the windows
 
 
+def _study(**given):
+    from types import SimpleNamespace
+    settings = dict(gpus=None, precision=None, steps=None, warmup=None, model=("resnet50",),
+                    image_size=None, batch_size=None, quick=False, windows=5, batch_search=None,
+                    mode=("default", "tuned"))
+    return SimpleNamespace(**dict(settings, **given))
+
+
+def test_a_tuned_search_on_an_h200_starts_at_the_measured_batch_at_fp16_and_bf16_only():
+    starts, why = defaults.search_starts(["resnet50"], machine(1), "cuda", ["fp32", "fp16", "bf16"])
+    assert starts == {("resnet50", "fp16"): 1024, ("resnet50", "bf16"): 1024}  # fp32: at 256
+    assert why.startswith("resnet50 at fp16/bf16 starts at 1024 on 140 GiB: measured, one H200")
+    assert defaults.search_starts(["resnet50"], machine(8, H100), "cuda", ["fp16"]) == ({}, "")
+    assert defaults.search_starts(["vgg16"], machine(1), "cuda", ["fp16"]) == ({}, "")
+    assert defaults.search_starts(["resnet50"], machine(1), "cpu", ["fp16"]) == ({}, "")
+
+
+def test_the_tuned_cells_take_the_start_and_a_search_asked_for_starts_at_the_default():
+    from compare.matrix import Matrix
+    from compare import frameworks
+    given, batches, said = defaults.fill(machine(1), "cuda", _study())
+    assert said["batch_search"].startswith("resnet50 at fp16 starts at 1024")
+    m = Matrix([frameworks.get("jax")], [1], given["precision"], [], device="cuda",
+               modes=["default", "tuned"], search=(64, 1024), model_batches=batches,
+               search_starts=given["search_starts"])
+    assert [(s.run_id, s.batch_size) for s in m.specs()] == [
+        ("jax-fp32-g1-b256-s224-r0", 256), ("jax-fp16-g1-b256-s224-r0", 256),
+        ("jax-fp32-g1-bauto-s224-tuned-r0", 256), ("jax-fp16-g1-bauto-s224-tuned-r0", 1024)]
+    given, _, said = defaults.fill(machine(1), "cuda", _study(batch_search=(64, 1024)))
+    assert given["search_starts"] == {} and "batch_search" not in said  # the user's search
+    given, _, said = defaults.fill(machine(1), "cuda", _study(mode=("default",)))
+    assert given["search_starts"] == {} and "batch_search" not in said  # no tuned cell
+
+
 # --- compare run with no flag: the plan of the study it would run ------------------------------
 
 def _gpus(tmp_path, n, memory_mib=143771):

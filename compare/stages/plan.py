@@ -92,7 +92,8 @@ def make(study: Study, log=lambda text: None) -> Plan:
                     study.repeats, device, common, options(study.option, fws), study.nodes, study.data,
                     study.data_only, study.model, image_sizes(study.model, study.image_size,
                                                               study.quick),
-                    study.mode, study.batch_search or SEARCH[device], batches, _classes(study))
+                    study.mode, study.batch_search or SEARCH[device], batches, _classes(study),
+                    given["search_starts"])
     cells = matrix.specs()
     for spec in cells:  # the host's checks come first; this is the contract's own, as a backstop
         try:
