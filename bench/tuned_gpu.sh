@@ -20,6 +20,8 @@
 #              default,tuned` with the in-process batch search: its wall time (goal <= 6 min),
 #              its plan (printed before the first cell), each tuned cell's probes, chosen batch
 #              and search seconds                                                   (~6-9 min)
+#   again      the study once more in a folder of its own, right after `study` on the same machine:
+#              each cell with the compile caches the first run left (what a second study costs)
 #   fresh      each tuned cell of the study again at the batch it chose, in a fresh process and
 #              without a search (--batch-search B-B: one candidate, no probe); `compare diff` says
 #              whether the in-process figures are within their intervals           (~3-4 min)
@@ -63,6 +65,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, jax; print('torch', torch.__version__, 'jax', jax.__version__)" 2>&1 | tail -1
 for stage in $stages; do case $stage in
   study) fits 360 study && run study --frameworks caffe2,jax --gpus 1 --precision fp16,bf16 \
+      --mode default,tuned ;;
+  again) fits 60 again && run study-again --frameworks caffe2,jax --gpus 1 --precision fp16,bf16 \
       --mode default,tuned ;;
   noflags) fits 200 noflags && run noflags --frameworks caffe2,jax ;;
   fresh) [ -d $camp/study/results ] && fits 200 fresh && {
