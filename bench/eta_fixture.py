@@ -28,6 +28,13 @@ def trimmed(folder: str) -> list:
         d = {k: v for k, v in r.to_dict().items() if k in KEEP}
         d["environment"] = {k: v for k, v in (r.environment or {}).items()
                             if k in ("executor", "env_build_s")}
+        caches = {k: {"state": c["state"]} for k, c in  # what the plan reads of a cold compile
+                  ((r.environment or {}).get("compile_cache") or {}).items()  # (eta.cached_compile)
+                  if isinstance(c, dict) and "state" in c}
+        if caches:
+            d["environment"]["compile_cache"] = caches
+        if (r.settings or {}).get("compile_s") is not None:
+            d["settings"] = {"compile_s": r.settings["compile_s"]}
         out.append(d)
     return out
 

@@ -19,7 +19,13 @@ where per-step is the earlier run's timed seconds per step and fixed is the rest
 is the estimate. An environment built during an earlier cell (its result's env_build_s) is not cell
 time: it is left out of `fixed`, and a framework whose environment is not built yet (to_build)
 adds a build of its own, once, to its first cell (marked `+`; the recorded builds' median, else a
-guess). The schedule is scheduler.plan(): the rule the sweep itself follows.
+guess). A compile that an earlier run of the same cell (`=`) recorded as made for a cold cache
+(JAX: its compile cache `miss` or `partial`, and the seconds it compiled) is left out too: that
+cell's programs are in the cache now, so its next run loads them (on one H200 the 8-cell study's
+JAX cells took 9-18 s run again, against 25-85 s cold; BENCHMARKS.md, 2026-12-04). PyTorch's
+inductor records no compile seconds, so its cells count what they took; cuDNN's autotuning has no
+on-disk cache and counts every time. The schedule is scheduler.plan(): the rule the sweep itself
+follows.
 """
 import statistics
 from pathlib import Path
@@ -89,6 +95,16 @@ def scaled(r: RunResult, spec: RunSpec) -> Optional[float]:
     return fixed + per_step * pixels * _steady_steps(spec.to_dict())
 
 
+def cached_compile(r: RunResult) -> float:
+    """Seconds `r` spent compiling what its compile cache lacked, which a rerun of its cell on the
+    same machine finds cached: the compile_s it recorded where a cache it names was a `miss` or
+    `partial` (JAX's); 0 where the result does not say (PyTorch's inductor records no seconds)."""
+    caches = ((r.environment or {}).get("compile_cache") or {}).values()
+    if any(isinstance(c, dict) and c.get("state") in ("miss", "partial") for c in caches):
+        return float((r.settings or {}).get("compile_s") or 0.0)
+    return 0.0
+
+
 def _recent(rs: List[RunResult]) -> List[RunResult]:
     return sorted(rs, key=lambda r: r.phases["cell_end"])[-RECENT:]
 
@@ -120,6 +136,7 @@ class Estimates:
         self.all, self.executor = list(results), executor
         self.unbuilt = list(unbuilt)  # frameworks whose environment the sweep will build
         self.first_steps = 0.0  # seconds of first steps in the estimates given so far
+        self.cached = 0.0  # seconds of cold compiles left out of `=` estimates (cached_compile)
 
     @staticmethod
     def _like(spec: Dict[str, Any], executor: Optional[str]) -> Tuple:
@@ -134,7 +151,13 @@ class Estimates:
         for mark, found in (("=", self.by_hash.get(spec.spec_hash)),
                             ("~", self.by_like.get(self._like(d, self.executor))),
                             ("?", self.by_fw.get(spec.framework)), ("?", self.all)):
-            values = [v for v in (scaled(r, spec) for r in _recent(found or [])) if v is not None]
+            pairs = [(r, v) for r, v in ((r, scaled(r, spec)) for r in _recent(found or []))
+                     if v is not None]
+            values = [v for _, v in pairs]
+            if values and mark == "=":  # the same cell: what it compiled cold is cached now
+                saved = [min(cached_compile(r), v) for r, v in pairs]
+                self.cached += statistics.median(saved)
+                values = [v - c for v, c in zip(values, saved)]
             if values:
                 self.first_steps += statistics.median(first_step(r) for r in _recent(found))
                 return float(statistics.median(values)), mark
@@ -218,6 +241,9 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
         notes.append("of the cells' time, first steps (compilation, autotuning) ~{:.0f} s, from "
                      "the earlier runs' own (compile caches now warm may shorten them)".format(
                          estimates.first_steps))
+    if estimates.cached:
+        notes.append("compiles of ~{:.0f} s that earlier runs of the same cells made with a cold "
+                     "cache are left out: their programs are cached now".format(estimates.cached))
     return items, marks, source, notes
 
 

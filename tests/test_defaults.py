@@ -103,8 +103,8 @@ def test_a_tuned_search_on_an_h200_starts_at_the_measured_batch_at_fp16_and_bf16
 
 
 def test_the_tuned_cells_take_the_start_and_a_search_asked_for_starts_at_the_default():
-    from compare.matrix import Matrix
     from compare import frameworks
+    from compare.matrix import Matrix
     given, batches, said = defaults.fill(machine(1), "cuda", _study())
     assert said["batch_search"].startswith("resnet50 at fp16 starts at 1024")
     m = Matrix([frameworks.get("jax")], [1], given["precision"], [], device="cuda",

@@ -60,3 +60,21 @@ def test_the_rule_scales_the_per_step_part_by_steps_and_pixels_and_leaves_builds
     assert estimates.of(RunSpec.from_dict(r.spec)) == (pytest.approx(100.0), "=")
     assert plan.Estimates([r], "docker").of(bigger)[1] == "?"  # another executor: not like
     assert estimates.build("tf") == (30.0, "recorded")
+
+
+def test_a_cold_jax_compile_is_left_out_of_the_same_cells_next_run_only():
+    spec = RunSpec("jax", "jax", device="cuda", steps=10, warmup_steps=2)
+    cold = RunResult(spec.run_id, "ok", spec.to_dict(), spec_hash=spec.spec_hash,
+                     environment={"executor": "local",
+                                  "compile_cache": {"jax": {"state": "miss"}}},
+                     settings={"compile_s": 19.0},
+                     phases={"cell_start": 0.0, "timed_start": 26.0, "timed_end": 27.0,
+                             "cell_end": 28.0})
+    assert plan.cached_compile(cold) == 19.0
+    warm = RunResult.from_dict(dict(cold.to_dict(), environment={
+        "executor": "local", "compile_cache": {"jax": {"state": "hit"}}}))
+    assert plan.cached_compile(warm) == 0.0  # it compiled nothing: nothing to leave out
+    estimates = plan.Estimates([cold], "local")
+    assert estimates.of(spec) == (pytest.approx(28.0 - 19.0), "=")  # the same cell: cached now
+    other = RunSpec("jax", "jax", device="cuda", steps=10, warmup_steps=2, image_size=112)
+    assert estimates.of(other) == (pytest.approx(28.0 - 1.1 + 1.1 / 4), "~")  # not this program's
