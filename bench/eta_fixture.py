@@ -6,6 +6,12 @@ build it recorded), the machine record cut to what tells machines apart, and the
         fresh=/tmp/e-fix/fresh fresh2=/tmp/e-fix/fresh2 warm=/tmp/e-fix/warm \\
         --case fresh2:fresh:tf,mxnet,caffe2 --case warm:fresh,fresh2:
 
+The plan's reference cell times (compare/references/cell_times/, compare/eta.py) are the same
+format with `--measured TEXT` (where and when) and no case:
+
+    python3 bench/eta_fixture.py compare/references/cell_times/h200.json \
+        --measured "one H200, 16 cores, ..." study=/tmp/study noflags=/tmp/noflags
+
 A case TARGET:EARLIER[,EARLIER]:UNBUILT says: the plan of TARGET's cells, from the EARLIER
 campaigns' cell times, with the UNBUILT frameworks' environments still to build, must come within
 the test's tolerance of TARGET's wall time.
@@ -40,10 +46,12 @@ def trimmed(folder: str) -> list:
 
 
 def main(argv) -> None:
-    path, named, cases = argv[0], {}, []
+    path, named, cases, measured = argv[0], {}, [], None
     args = iter(argv[1:])
     for arg in args:
-        if arg == "--case":
+        if arg == "--measured":
+            measured = next(args)
+        elif arg == "--case":
             target, earlier, unbuilt = next(args).split(":")
             cases.append({"target": target, "earlier": earlier.split(","),
                           "unbuilt": [u for u in unbuilt.split(",") if u]})
@@ -52,8 +60,9 @@ def main(argv) -> None:
             named[name] = folder
     machine = Campaign.open(next(iter(named.values()))).machine
     with open(path, "w") as f:
-        json.dump({"machine": {k: machine.get(k) for k in MACHINE},
-                   "campaigns": {n: trimmed(p) for n, p in named.items()}, "cases": cases},
+        json.dump(dict({"machine": {k: machine.get(k) for k in MACHINE},
+                        "campaigns": {n: trimmed(p) for n, p in named.items()}},
+                       **({"measured": measured} if measured else {"cases": cases})),
                   f, indent=1, sort_keys=True)
         f.write("\n")
 

@@ -19,13 +19,16 @@ where per-step is the earlier run's timed seconds per step and fixed is the rest
 is the estimate. An environment built during an earlier cell (its result's env_build_s) is not cell
 time: it is left out of `fixed`, and a framework whose environment is not built yet (to_build)
 adds a build of its own, once, to its first cell (marked `+`; the recorded builds' median, else a
-guess). A compile that an earlier run of the same cell (`=`) recorded as made for a cold cache
-(JAX: its compile cache `miss` or `partial`, and the seconds it compiled) is left out too: that
-cell's programs are in the cache now, so its next run loads them (on one H200 the 8-cell study's
-JAX cells took 9-18 s run again, against 25-85 s cold; BENCHMARKS.md, 2026-12-04). PyTorch's
-inductor records no compile seconds, so its cells count what they took; cuDNN's autotuning has no
-on-disk cache and counts every time. The schedule is scheduler.plan(): the rule the sweep itself
-follows.
+guess). On a machine with no earlier run of a like cell, a cell takes the time of a like cell
+that compare's authors measured cold on a machine of the same GPU models (compare/references/
+cell_times/*.json, each saying where it was measured; made by bench/eta_fixture.py), marked
+`r`; a CPU's speed depends on its model and its load, so only GPU machines have references. A
+compile that an earlier run of the same cell (`=`) recorded as made for a cold cache (JAX: its
+compile cache `miss` or `partial`, and the seconds it compiled) is left out: that cell's programs
+are in the cache now, so its next run loads them (on one H200 the 8-cell study's JAX cells took
+9-18 s run again, against 25-85 s cold; BENCHMARKS.md, 2026-12-04). PyTorch's inductor records no
+compile seconds, so its cells count what they took; cuDNN's autotuning has no on-disk cache and
+counts every time. The schedule is scheduler.plan(): the rule the sweep itself follows.
 """
 import statistics
 from pathlib import Path
@@ -41,9 +44,27 @@ DEFAULT_S = 60.0  # a cell with no earlier result of any kind to go by
 ENV_BUILD_GUESS_S = 300.0  # an environment to build with none built before to go by
 RECENT = 3  # the last runs of a cell that make its estimate (caches warm up over time)
 LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cell (same framework, "
-          "model, precision, GPUs, nodes, device, executor, batch, mode, data); ? the framework's "
-          "or any cell's: a guess. Each is scaled by the rule: fixed part + per-step part x steps "
-          "x pixels ratio")
+          "model, precision, GPUs, nodes, device, executor, batch, mode, data); r a like cell "
+          "measured cold on these GPU models by compare's authors; ? the framework's or any "
+          "cell's: a guess. Each is scaled by the rule: fixed part + per-step part x steps x pixels "
+          "ratio")
+REFERENCES = Path(__file__).parent / "references" / "cell_times"
+
+
+def reference_results(machine: Dict[str, Any]) -> Tuple[List[RunResult], List[str]]:
+    """The cells measured on machines of the same GPU models as `machine` (the set of names) in
+    REFERENCES, and where each file says they were measured; none for a machine without GPUs."""
+    import json
+    names = {g.get("name") for g in machine.get("gpus") or []}
+    if not names or None in names:
+        return [], []
+    out, where = [], []
+    for path in sorted(REFERENCES.glob("*.json")):
+        data = json.loads(path.read_text())
+        if {g.get("name") for g in data["machine"].get("gpus") or []} == names:
+            out += [RunResult.from_dict(r) for rows in data["campaigns"].values() for r in rows]
+            where.append("{} ({})".format(data["measured"], path.name))
+    return out, where
 
 
 def earlier_results(folder: Path, machine: Dict[str, Any]) -> Tuple[List[RunResult], int]:
@@ -121,9 +142,13 @@ class Estimates:
     (envs.py) and first steps (compilation, autotuning) are estimated apart."""
 
     def __init__(self, results: Sequence[RunResult], executor: Optional[str] = None,
-                 unbuilt: Sequence[str] = ()):
+                 unbuilt: Sequence[str] = (), references: Sequence[RunResult] = ()):
         self.by_hash: Dict[str, List[RunResult]] = {}
         self.by_like: Dict[Tuple, List[RunResult]] = {}
+        self.references: Dict[Tuple, List[RunResult]] = {}  # like key -> measured elsewhere
+        for r in references:
+            self.references.setdefault(self._like(r.spec, (r.environment or {}).get("executor")),
+                                       []).append(r)
         self.by_fw: Dict[str, List[RunResult]] = {}
         self.builds: Dict[str, List[float]] = {}  # framework -> recorded environment builds
         for r in results:
@@ -148,8 +173,9 @@ class Estimates:
     def of(self, spec: RunSpec) -> Tuple[float, str]:
         """The cell's own time (no environment build) and its mark."""
         d = spec.to_dict()
-        for mark, found in (("=", self.by_hash.get(spec.spec_hash)),
-                            ("~", self.by_like.get(self._like(d, self.executor))),
+        like = self._like(d, self.executor)
+        for mark, found in (("=", self.by_hash.get(spec.spec_hash)), ("~", self.by_like.get(like)),
+                            ("r", self.references.get(like)),
                             ("?", self.by_fw.get(spec.framework)), ("?", self.all)):
             pairs = [(r, v) for r, v in ((r, scaled(r, spec)) for r in _recent(found or []))
                      if v is not None]
@@ -216,7 +242,8 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     the one that will run them (like cells ran on it); `unbuilt`: the frameworks whose
     environment the sweep builds first (to_build), each counted once, in its first cell."""
     results, campaigns = earlier_results(folder, machine)
-    estimates = Estimates(results, executor, unbuilt)
+    references, measured = reference_results(machine)
+    estimates = Estimates(results, executor, unbuilt, references)
     marks: Dict[str, str] = {}
     builds: Dict[str, Tuple[float, str]] = {}
 
@@ -230,9 +257,13 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     items = plan(specs, pool, concurrency, seconds)
     source = "cell times from {} earlier run{} in {} campaign{} under {}".format(
         len(results), "" if len(results) == 1 else "s", campaigns, "" if campaigns == 1 else "s",
-        folder) if results else "no earlier run on a machine like this under {}: every cell " \
-        "counts {:.0f} s".format(folder, DEFAULT_S)
+        folder) if results else "no earlier run on a machine like this under {}: {}".format(
+        folder, "like cells measured on these GPU models (r), else {:.0f} s".format(DEFAULT_S)
+        if references else "every cell counts {:.0f} s".format(DEFAULT_S))
     notes = []
+    if any(m.startswith("r") for m in marks.values()):
+        notes.append("cells marked r: like cells measured cold, on a fresh machine of these GPU "
+                     "models: {}".format("; ".join(measured)))
     if builds:
         notes.append("environments built once, in the first cell of each: {} (not cell time; "
                      "later sweeps reuse them)".format(", ".join(

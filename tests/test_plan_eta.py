@@ -78,3 +78,26 @@ def test_a_cold_jax_compile_is_left_out_of_the_same_cells_next_run_only():
     assert estimates.of(spec) == (pytest.approx(28.0 - 19.0), "=")  # the same cell: cached now
     other = RunSpec("jax", "jax", device="cuda", steps=10, warmup_steps=2, image_size=112)
     assert estimates.of(other) == (pytest.approx(28.0 - 1.1 + 1.1 / 4), "~")  # not this program's
+
+
+REFERENCE = Path(plan.__file__).parent / "references" / "cell_times" / "h200.json"
+
+
+def test_a_fresh_h200_takes_like_cells_measured_cold_on_an_h200_and_says_so():
+    h200 = {"gpus": [{"name": "NVIDIA H200", "memory_mib": 143771.0, "driver": "590.1"}]}
+    references, where = plan.reference_results(h200)
+    assert len(references) == 12 and where[0].startswith("one NVIDIA H200 of 141 GiB") and \
+        where[0].endswith("(h200.json)")  # any driver: the GPU models decide
+    assert plan.reference_results({"gpus": [{"name": "NVIDIA H100 80GB HBM3"}]}) == ([], [])
+    assert plan.reference_results({"gpus": [], "cpu_model": "AMD EPYC"}) == ([], [])
+    # measured apart: the plan of the no-flag study's fp16 cells (its own fresh machine) from the
+    # 8-cell study's (another fresh machine, an hour before): within the test's tolerance
+    runs = json.loads(REFERENCE.read_text())["campaigns"]
+    estimates = plan.Estimates([], "local", references=_results(runs["study"]))
+    for r in _results(runs["noflags"]):
+        if r.spec["precision"] == "fp16":
+            seconds, mark = estimates.of(RunSpec.from_dict(r.spec))
+            took = r.phases["cell_end"] - r.phases["cell_start"]
+            assert mark == "r" and abs(seconds - took) <= TOLERANCE * took, (r.run_id, seconds, took)
+    assert plan.Estimates([], "docker", references=_results(runs["study"])).of(
+        RunSpec.from_dict(runs["noflags"][1]["spec"]))[1] == "?"  # like cells ran local only
