@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from compare.store import Campaign  # noqa: E402
 
 KEEP = ("run_id", "status", "spec", "phases", "spec_hash", "images_per_sec", "schema_version")
-MACHINE = ("cpu_model", "cpu_count", "gpus", "memory_gib")
+MACHINE = ("cpu_model", "cpu_count", "gpus", "memory_gib", "cpu_kind")
 
 
 def trimmed(folder: str) -> list:
@@ -59,6 +59,9 @@ def main(argv) -> None:
             name, _, folder = arg.partition("=")
             named[name] = folder
     machine = Campaign.open(next(iter(named.values()))).machine
+    if measured and not machine.get("gpus"):  # a CPU's reference: its kind, read here (run this
+        from compare.eta import cpu_kind  # where the campaigns ran)
+        machine = dict(machine, cpu_kind=cpu_kind())
     with open(path, "w") as f:
         json.dump(dict({"machine": {k: machine.get(k) for k in MACHINE},
                         "campaigns": {n: trimmed(p) for n, p in named.items()}},

@@ -22,7 +22,9 @@ adds a build of its own, once, to its first cell (marked `+`; the recorded build
 guess). On a machine with no earlier run of a like cell, a cell takes the time of a like cell
 that compare's authors measured cold on a machine of the same GPU models (compare/references/
 cell_times/*.json, each saying where it was measured; made by bench/eta_fixture.py), marked
-`r`; a CPU's speed depends on its model and its load, so only GPU machines have references. A
+`r`; a CPU machine, one of the same cores and the same kind of CPU: AVX-512 or not, bf16
+instructions or not (what decides whether bf16 cells are emulated, ~25x slower). Its environments
+to build take the reference's builds where no build is recorded here. A
 compile that an earlier run of the same cell (`=`) recorded as made for a cold cache (JAX: its
 compile cache `miss` or `partial`, and the seconds it compiled) is left out: that cell's programs
 are in the cache now, so its next run loads them (on one H200 the 8-cell study's JAX cells took
@@ -45,23 +47,44 @@ ENV_BUILD_GUESS_S = 300.0  # an environment to build with none built before to g
 RECENT = 3  # the last runs of a cell that make its estimate (caches warm up over time)
 LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cell (same framework, "
           "model, precision, GPUs, nodes, device, executor, batch, mode, data); r a like cell "
-          "measured cold on these GPU models by compare's authors; ? the framework's or any "
+          "measured cold on a machine of this kind by compare's authors; ? the framework's or any "
           "cell's: a guess. Each is scaled by the rule: fixed part + per-step part x steps x pixels "
           "ratio")
 REFERENCES = Path(__file__).parent / "references" / "cell_times"
 
 
-def reference_results(machine: Dict[str, Any]) -> Tuple[List[RunResult], List[str]]:
-    """The cells measured on machines of the same GPU models as `machine` (the set of names) in
-    REFERENCES, and where each file says they were measured; none for a machine without GPUs."""
-    import json
+def cpu_kind(flags: Optional[frozenset] = None) -> Dict[str, bool]:
+    """What of a CPU decides its reference cell times: AVX-512, bf16 instructions (this host's
+    /proc/cpuinfo unless `flags` are given)."""
+    from backends.contract.shared import BF16_CPU_FLAGS, cpu_flags
+    flags = cpu_flags() if flags is None else flags
+    return {"avx512f": "avx512f" in flags, "bf16": any(f in flags for f in BF16_CPU_FLAGS)}
+
+
+def _kind(machine: Dict[str, Any]) -> Optional[Tuple]:
+    """What a reference must share with `machine`: its GPU models (the set of names); on a
+    machine without GPUs, its cores and CPU kind (this host's: None for a cluster's record,
+    whose nodes this host cannot read)."""
     names = {g.get("name") for g in machine.get("gpus") or []}
-    if not names or None in names:
+    if names:
+        return None if None in names else ("gpus", frozenset(names))
+    if machine.get("slurm") or not machine.get("cpu_count"):
+        return None
+    kind = machine.get("cpu_kind") or cpu_kind()
+    return ("cpu", machine["cpu_count"], kind["avx512f"], kind["bf16"])
+
+
+def reference_results(machine: Dict[str, Any]) -> Tuple[List[RunResult], List[str]]:
+    """The cells measured on machines of `machine`'s kind (_kind) in REFERENCES, and where each
+    file says they were measured."""
+    import json
+    kind = _kind(machine)
+    if kind is None:
         return [], []
     out, where = [], []
     for path in sorted(REFERENCES.glob("*.json")):
         data = json.loads(path.read_text())
-        if {g.get("name") for g in data["machine"].get("gpus") or []} == names:
+        if _kind(data["machine"]) == kind:
             out += [RunResult.from_dict(r) for rows in data["campaigns"].values() for r in rows]
             where.append("{} ({})".format(data["measured"], path.name))
     return out, where
@@ -146,9 +169,12 @@ class Estimates:
         self.by_hash: Dict[str, List[RunResult]] = {}
         self.by_like: Dict[Tuple, List[RunResult]] = {}
         self.references: Dict[Tuple, List[RunResult]] = {}  # like key -> measured elsewhere
+        self.reference_builds: Dict[str, List[float]] = {}  # framework -> builds measured there
         for r in references:
             self.references.setdefault(self._like(r.spec, (r.environment or {}).get("executor")),
                                        []).append(r)
+            if env_build_s(r):
+                self.reference_builds.setdefault(r.spec.get("framework"), []).append(env_build_s(r))
         self.by_fw: Dict[str, List[RunResult]] = {}
         self.builds: Dict[str, List[float]] = {}  # framework -> recorded environment builds
         for r in results:
@@ -194,6 +220,9 @@ class Estimates:
         seen = self.builds.get(framework)
         if seen:
             return float(statistics.median(seen)), "recorded"
+        seen = self.reference_builds.get(framework)
+        if seen:
+            return float(statistics.median(seen)), "measured on a machine of this kind"
         return ENV_BUILD_GUESS_S, "a guess"
 
 
@@ -258,12 +287,12 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     source = "cell times from {} earlier run{} in {} campaign{} under {}".format(
         len(results), "" if len(results) == 1 else "s", campaigns, "" if campaigns == 1 else "s",
         folder) if results else "no earlier run on a machine like this under {}: {}".format(
-        folder, "like cells measured on these GPU models (r), else {:.0f} s".format(DEFAULT_S)
+        folder, "like cells measured on a machine of this kind (r), else {:.0f} s".format(DEFAULT_S)
         if references else "every cell counts {:.0f} s".format(DEFAULT_S))
     notes = []
     if any(m.startswith("r") for m in marks.values()):
-        notes.append("cells marked r: like cells measured cold, on a fresh machine of these GPU "
-                     "models: {}".format("; ".join(measured)))
+        notes.append("cells marked r: like cells measured cold, on a fresh machine of this kind: "
+                     "{}".format("; ".join(measured)))
     if builds:
         notes.append("environments built once, in the first cell of each: {} (not cell time; "
                      "later sweeps reuse them)".format(", ".join(

@@ -180,6 +180,6 @@ def test_the_plan_on_a_fresh_h200_takes_its_cells_from_the_h200_references(tmp_p
     times = {line.split()[-1]: line.split()[-3] for line in out.stdout.splitlines() if "-r0" in line}
     # measured cold on an H200 on 2026-12-04: fp32 80.6 s; fp16 26.5 and 28.2 s (two studies)
     assert times == {"caffe2-fp32-g1-b256-s224-r0": "r81", "caffe2-fp16-g1-b256-s224-r0": "r27"}
-    assert "like cells measured on these GPU models (r), else 60 s" in out.stdout
-    assert "cells marked r: like cells measured cold, on a fresh machine of these GPU models: one " \
-        "NVIDIA H200 of 141 GiB" in out.stdout
+    assert "like cells measured on a machine of this kind (r), else 60 s" in out.stdout
+    assert "cells marked r: like cells measured cold, on a fresh machine of this kind: one NVIDIA " \
+        "H200 of 141 GiB" in out.stdout

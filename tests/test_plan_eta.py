@@ -2,6 +2,7 @@
 made by bench/eta_fixture.py), each case the plan of one campaign's cells from the cell times of
 earlier ones, the environments it built estimated apart. Within 25 % of the wall time it took."""
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,22 @@ def test_a_fresh_h200_takes_like_cells_measured_cold_on_an_h200_and_says_so():
             assert mark == "r" and abs(seconds - took) <= TOLERANCE * took, (r.run_id, seconds, took)
     assert plan.Estimates([], "docker", references=_results(runs["study"])).of(
         RunSpec.from_dict(runs["noflags"][1]["spec"]))[1] == "?"  # like cells ran local only
+
+
+def test_a_cpu_machine_takes_the_references_of_its_cores_and_cpu_kind_only():
+    cpu = {"gpus": [], "cpu_count": 2, "cpu_kind": {"avx512f": True, "bf16": True}}
+    references, where = plan.reference_results(cpu)
+    assert references and {r.spec["device"] for r in references} == {"cpu"}
+    assert where[0].startswith("the README's main job")
+    # bf16 emulated (no bf16 instructions) is another speed; so are other core counts; a
+    # cluster's nodes are not this host
+    assert plan.reference_results(dict(cpu, cpu_kind={"avx512f": True, "bf16": False})) == ([], [])
+    assert plan.reference_results(dict(cpu, cpu_count=16)) == ([], [])
+    assert plan.reference_results(dict(cpu, slurm={"nodes": ["a", "b"]})) == ([], [])
+    assert plan.cpu_kind(frozenset({"avx512f", "amx_bf16"})) == {"avx512f": True, "bf16": True}
+    assert plan.cpu_kind(frozenset({"sse4_2"})) == {"avx512f": False, "bf16": False}
+    builds = [timeline.env_build_s(r) for r in references
+              if r.spec["framework"] == "tf" and timeline.env_build_s(r)]
+    assert plan.Estimates([], "local", references=references).build("tf") == (
+        pytest.approx(statistics.median(builds)), "measured on a machine of this kind")
+    assert plan.Estimates([], "local").build("tf") == (plan.ENV_BUILD_GUESS_S, "a guess")

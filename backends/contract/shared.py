@@ -32,6 +32,7 @@ from ..machine import (
     memory_gib,
     node_info,
 )
+from ..policy import BF16_CPU_FLAGS, cpu_flags
 
 PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # backends/
 CODE_ROOT = os.path.dirname(PACKAGE_DIR)  # what PYTHONPATH names, so `-m backends.X` imports
@@ -40,7 +41,8 @@ MACHINE_SCRIPT = os.path.abspath(machine.__file__)  # standalone: `python3 -c SO
 __all__ = ["batchprobe", "dataset", "launchers", "lifeline", "machine", "mllog", "networks",
            "COMPILE_CACHE_ENV", "PACKAGE_DIR", "CODE_ROOT", "MACHINE_SCRIPT", "backend",
            "writer_command", "ATTEMPT_ENV", "HOST_PID_ENV", "die_with_parent", "command_output",
-           "cpu_model", "cpuset", "cuda_driver_version", "gpus", "memory_gib", "node_info"]
+           "cpu_model", "cpuset", "cuda_driver_version", "gpus", "memory_gib", "node_info",
+           "BF16_CPU_FLAGS", "cpu_flags"]
 
 
 def backend(name: str) -> ModuleType:
