@@ -167,27 +167,29 @@ class Estimates:
     def __init__(self, results: Sequence[RunResult], executor: Optional[str] = None,
                  unbuilt: Sequence[str] = (), references: Sequence[RunResult] = ()):
         self.by_hash: Dict[str, List[RunResult]] = {}
-        self.by_like: Dict[Tuple, List[RunResult]] = {}
-        self.references: Dict[Tuple, List[RunResult]] = {}  # like key -> measured elsewhere
-        self.reference_builds: Dict[str, List[float]] = {}  # framework -> builds measured there
-        for r in references:
-            self.references.setdefault(self._like(r.spec, (r.environment or {}).get("executor")),
-                                       []).append(r)
-            if env_build_s(r):
-                self.reference_builds.setdefault(r.spec.get("framework"), []).append(env_build_s(r))
         self.by_fw: Dict[str, List[RunResult]] = {}
-        self.builds: Dict[str, List[float]] = {}  # framework -> recorded environment builds
         for r in results:
             self.by_hash.setdefault(r.spec_hash or "", []).append(r)
-            self.by_like.setdefault(self._like(r.spec, (r.environment or {}).get("executor")),
-                                    []).append(r)
             self.by_fw.setdefault(r.spec.get("framework"), []).append(r)
-            if env_build_s(r):
-                self.builds.setdefault(r.spec.get("framework"), []).append(env_build_s(r))
+        # like key -> results, framework -> environment builds: recorded here, measured elsewhere
+        self.by_like, self.builds = self._index(results)
+        self.references, self.reference_builds = self._index(references)
         self.all, self.executor = list(results), executor
         self.unbuilt = list(unbuilt)  # frameworks whose environment the sweep will build
         self.first_steps = 0.0  # seconds of first steps in the estimates given so far
         self.cached = 0.0  # seconds of cold compiles left out of `=` estimates (cached_compile)
+
+    @classmethod
+    def _index(cls, results: Sequence[RunResult]) -> Tuple[Dict[Tuple, List[RunResult]],
+                                                           Dict[str, List[float]]]:
+        """(like key -> results, framework -> the environment builds they recorded)."""
+        like: Dict[Tuple, List[RunResult]] = {}
+        builds: Dict[str, List[float]] = {}
+        for r in results:
+            like.setdefault(cls._like(r.spec, (r.environment or {}).get("executor")), []).append(r)
+            if env_build_s(r):
+                builds.setdefault(r.spec.get("framework"), []).append(env_build_s(r))
+        return like, builds
 
     @staticmethod
     def _like(spec: Dict[str, Any], executor: Optional[str]) -> Tuple:
@@ -203,15 +205,15 @@ class Estimates:
         for mark, found in (("=", self.by_hash.get(spec.spec_hash)), ("~", self.by_like.get(like)),
                             ("r", self.references.get(like)),
                             ("?", self.by_fw.get(spec.framework)), ("?", self.all)):
-            pairs = [(r, v) for r, v in ((r, scaled(r, spec)) for r in _recent(found or []))
-                     if v is not None]
+            recent = _recent(found or [])
+            pairs = [(r, v) for r, v in ((r, scaled(r, spec)) for r in recent) if v is not None]
             values = [v for _, v in pairs]
             if values and mark == "=":  # the same cell: what it compiled cold is cached now
                 saved = [min(cached_compile(r), v) for r, v in pairs]
                 self.cached += statistics.median(saved)
                 values = [v - c for v, c in zip(values, saved)]
             if values:
-                self.first_steps += statistics.median(first_step(r) for r in _recent(found))
+                self.first_steps += statistics.median(first_step(r) for r in recent)
                 return float(statistics.median(values)), mark
         return DEFAULT_S, "?"
 
