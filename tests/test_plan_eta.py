@@ -27,19 +27,23 @@ def _results(rows):
     return [RunResult.from_dict(r) for r in rows]
 
 
-@pytest.mark.parametrize("path,case", list(_cases()))
-def test_the_eta_is_within_a_quarter_of_the_wall_time_it_took(path, case, tmp_path):
-    fixture = json.loads(path.read_text())
+def planned(fixture, case, folder: Path):
+    """(eta s, wall s, marks, notes): the plan of the case's target cells, in the order they ran,
+    from its earlier campaigns saved under `folder` (bench/eta_case.py prints it)."""
     machine = fixture["machine"]
     for name in case["earlier"]:
-        save_campaign(tmp_path / name, _results(fixture["campaigns"][name]), machine=machine)
+        save_campaign(folder / name, _results(fixture["campaigns"][name]), machine=machine)
     target = _results(fixture["campaigns"][case["target"]])
-    specs = [RunSpec.from_dict(r.spec) for r in target]  # in the order they ran
+    specs = [RunSpec.from_dict(r.spec) for r in target]
     executor = target[0].environment.get("executor")
-    items, marks, _, notes = plan.schedule(specs, resources.single(), 1, tmp_path, machine,
+    items, marks, _, notes = plan.schedule(specs, resources.single(), 1, folder, machine,
                                            executor, case["unbuilt"])
-    eta = max(it.end for it in items)
-    wall = timeline.study(target)["wall_s"]
+    return max(it.end for it in items), timeline.study(target)["wall_s"], marks, notes
+
+
+@pytest.mark.parametrize("path,case", list(_cases()))
+def test_the_eta_is_within_a_quarter_of_the_wall_time_it_took(path, case, tmp_path):
+    eta, wall, marks, notes = planned(json.loads(path.read_text()), case, tmp_path)
     assert abs(eta - wall) <= TOLERANCE * wall, (eta, wall, marks)
     assert set(marks.values()) <= {"=", "=+", "~", "~+"}  # like cells only, no guess
     if case["unbuilt"]:  # the builds estimated apart, and said so
