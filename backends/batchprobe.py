@@ -193,12 +193,23 @@ def in_process(spec: RunSpec, setup: Callable[[RunSpec], Any], measure: Callable
     if chosen is None:
         _release(live, spec)
         raise BatchSearchFailed(out.failure_reason())
+    spec.steps = steps_covering(spec, chosen, plan.get("images"))
     spec.batch_size = chosen
     if live and live[0][0] == chosen and out.probes[-1]["status"] == "ok":
         LAST["reused"] = True  # the last probe's trainer goes on: built and compiled once
         return live.pop()[1]
     _release(live, spec)
     return setup(spec)
+
+
+def steps_covering(cell: RunSpec, batch: int, images: Optional[int]) -> int:
+    """The timed steps of `cell` at the `batch` its search chose: its own, or where the search
+    ended below the start and the plan set the cell's steps for the start's batch (`images`: the
+    images they time; compare/defaults.py), enough to time as many, rounded up to its windows."""
+    if not images or batch >= cell.batch_size:
+        return cell.steps
+    n = -(-int(images) // batch)
+    return max(cell.steps, cell.windows * -(-n // cell.windows))
 
 
 def _forget_frames(exc: Optional[BaseException]) -> None:

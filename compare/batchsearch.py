@@ -115,6 +115,9 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
     cell's `slot`, each saved in the campaign), then the cell at that batch with the search in
     its settings. A search that finds no batch is the cell's result, with why."""
     timeout, bounds, inside = plan.study.timeout, tuple(plan.matrix.search), where(cell)
+    # the images a cell times where the plan set its steps for its search's start
+    images = cell.steps * cell.batch_size if (cell.model, cell.precision) in \
+        plan.matrix.search_steps else None
     batch = searched.get(cell.spec_hash)
     if batch is not None:
         result = executor.run(replace(cell, batch_size=batch), campaign, timeout, slot=slot)
@@ -122,19 +125,21 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
             "chosen": batch, "stopped": "chosen by an earlier search of this cell (its first repeat)"}
         return result
     if inside[0] and bounds[0] < bounds[1]:
-        result = executor.run(replace(cell, search={"bounds": list(bounds),
-                                                    "budget_s": BUDGET_S[cell.device]}),
-                              campaign, timeout, slot=slot)
+        asked = {"bounds": list(bounds), "budget_s": BUDGET_S[cell.device]}
+        asked.update({"images": images} if images else {})
+        result = executor.run(replace(cell, search=asked), campaign, timeout, slot=slot)
         for probe in probe_results(cell, result):
             campaign.save_probe(probe)
             _log(log, probe)
         if result.status == "ok":
             searched[cell.spec_hash] = result.spec["batch_size"]
         return result
-    return _separate(cell, bounds, inside[1], campaign, executor, timeout, slot, log, searched)
+    return _separate(cell, bounds, inside[1], campaign, executor, timeout, slot, log, searched,
+                     images)
 
 
-def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searched) -> RunResult:
+def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searched,
+              images=None) -> RunResult:
     """The search by probe processes, then the cell at the batch chosen."""
     from .executors.results import failure
 
@@ -150,7 +155,9 @@ def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searche
         first = outcome.results[0]
         return failure(cell, first.status, outcome.failure_reason(), first.stderr_tail)
     searched[cell.spec_hash] = batch
-    result = executor.run(replace(cell, batch_size=batch), campaign, timeout, slot=slot)
+    result = executor.run(replace(cell, batch_size=batch,
+                                  steps=batchprobe.steps_covering(cell, batch, images)), campaign, timeout,
+                          slot=slot)
     result.settings["batch_search"] = record
     return result
 

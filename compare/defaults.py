@@ -26,7 +26,11 @@ default batch. With --batch-search the user asked for a search: it starts at the
 
 Steps. On GPUs at a batch above 256 the timed steps cover at least the 12,800 images every
 earlier figure timed (50 steps of 256): ceil(12,800 ÷ batch) rounded up to the windows, at least
-10; warm-up 5 steps (compilation and autotuning happen in the first). Elsewhere 50 and 10.
+10; warm-up 5 steps (compilation and autotuning happen in the first). Elsewhere 50 and 10. A
+tuned cell whose search starts at a measured batch takes the steps of that batch by the same rule
+(at 1024: 15 and 5, not the 50 and 10 of the default cells at 256, which timed 4x the images for
+no narrower interval); should its search end below the start, the cell times as many images as
+planned (backends/batchprobe.py).
 """
 import csv
 import math
@@ -183,6 +187,20 @@ def search_starts(models: Sequence[str], machine: Dict[str, Any], device: str,
     return starts, "; ".join(words)
 
 
+def _tuned_steps(out: Dict[str, Any], said: Dict[str, str], device: str, windows: int) -> None:
+    """The steps of the tuned cells whose search starts at a measured batch, by steps()' rule
+    at that batch, into out["search_steps"] ({(model, precision): (steps, warm-up)}) and said."""
+    words = {}
+    for key, start in out["search_starts"].items():
+        n, warm, why = steps([start], device, windows)
+        if (n, warm) != (out["steps"] or 50, out["warmup"] or 10):
+            out["search_steps"][key] = (n, warm)
+            words[why] = None
+    if words:
+        said["steps"] = "; ".join([said.get("steps", "50 timed steps after 10 warm-up")] + [
+            "tuned cells from their search's start: " + w for w in words])
+
+
 def native_size(model: str) -> Optional[int]:
     from backends.contract.shared import networks
     try:
@@ -223,9 +241,11 @@ def fill(machine: Dict[str, Any], device: str, study) -> Tuple[Dict[str, Any], D
             if (n, warm) != (50, 10):
                 out["steps"], out["warmup"] = n, warm
                 said["steps"] = why
-    out["search_starts"] = {}
+    out["search_starts"], out["search_steps"] = {}, {}
     if study.batch_search is None and "tuned" in study.mode:
         out["search_starts"], why = search_starts(study.model, machine, device, out["precision"])
         if why:
             said["batch_search"] = why
+        if study.steps is None and study.warmup is None and not study.quick:
+            _tuned_steps(out, said, device, study.windows)
     return out, {m: b for m, (b, _) in batches.items()}, said

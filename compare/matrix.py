@@ -49,6 +49,8 @@ class Matrix:
     classes: Dict[str, int] = field(default_factory=dict)  # time to accuracy: folder -> its classes
     # (model, precision) -> where its auto cells' search starts, where measured (compare/defaults.py)
     search_starts: Dict[Tuple[str, str], int] = field(default_factory=dict)
+    # (model, precision) -> (steps, warm-up) of its auto cells where their start sets them
+    search_steps: Dict[Tuple[str, str], Tuple[int, int]] = field(default_factory=dict)
 
     def batches(self, mode: str, model: str = DEFAULT_MODEL) -> List[Union[int, str]]:
         """The batch axis of a mode: as given (or the network's default) for default; tuned runs
@@ -82,6 +84,8 @@ class Matrix:
         common[COMPILE] = bool(common.get(COMPILE) or options.pop(COMPILE, False))
         options.update(self.options.get(fw.name, {}))
         auto = batch == AUTO
+        if auto and (model, precision) in self.search_steps:
+            common["steps"], common["warmup_steps"] = self.search_steps[model, precision]
         return RunSpec(framework=fw.name, backend=fw.backend, nodes=nodes, gpus=gpus,
                        device=self.device, precision=precision, model=model,
                        batch_size=self.start(model, precision) if auto else batch, batch_auto=auto, mode=mode,

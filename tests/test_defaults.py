@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from backends.contract import RunSpec
 from compare import defaults
 from tests.helpers import compare
 
@@ -117,6 +118,36 @@ def test_the_tuned_cells_take_the_start_and_a_search_asked_for_starts_at_the_def
     assert given["search_starts"] == {} and "batch_search" not in said  # the user's search
     given, _, said = defaults.fill(machine(1), "cuda", _study(mode=("default",)))
     assert given["search_starts"] == {} and "batch_search" not in said  # no tuned cell
+
+
+def test_a_tuned_cell_starting_at_1024_times_12800_images_not_four_times_as_many():
+    from compare import frameworks
+    from compare.matrix import Matrix
+    given, batches, said = defaults.fill(machine(1), "cuda", _study())
+    assert said["steps"] == (
+        "50 timed steps after 10 warm-up; tuned cells from their search's start: 15 timed steps "
+        "after 5 warm-up: at batch 1024 they time at least 12,800 images, as 50 steps of 256 did")
+    m = Matrix([frameworks.get("caffe2")], [1], given["precision"], [], device="cuda",
+               common={"steps": 50, "warmup_steps": 10}, modes=["default", "tuned"],
+               search=(64, 1024), model_batches=batches, search_starts=given["search_starts"],
+               search_steps=given["search_steps"])
+    assert [(s.run_id, s.steps, s.warmup_steps) for s in m.specs()] == [
+        ("caffe2-fp32-g1-b256-s224-r0", 50, 10), ("caffe2-fp16-g1-b256-s224-r0", 50, 10),
+        ("caffe2-fp32-g1-bauto-s224-tuned-r0", 50, 10),  # fp32 starts at 256
+        ("caffe2-fp16-g1-bauto-s224-tuned-r0", 15, 5)]
+    for asked in ({"steps": 30}, {"warmup": 3}, {"quick": True}):  # the user's steps win
+        given, _, said = defaults.fill(machine(1), "cuda", _study(**asked))
+        assert given["search_steps"] == {} and "tuned cells" not in said.get("steps", "")
+
+
+def test_a_search_ending_below_its_start_times_the_images_planned_for_the_start():
+    from backends import batchprobe
+    cell = RunSpec(framework="jax", backend="jax", batch_size=1024, steps=15, windows=5)
+    assert batchprobe.steps_covering(cell, 512, 15 * 1024) == 30
+    assert batchprobe.steps_covering(cell, 768, 15 * 1024) == 20  # 20 = ceil(15360/768)
+    assert batchprobe.steps_covering(cell, 1000, 15 * 1024) == 20  # 16, up to the windows
+    assert batchprobe.steps_covering(cell, 1024, 15 * 1024) == 15
+    assert batchprobe.steps_covering(cell, 512, None) == 15  # steps the plan did not set
 
 
 # --- compare run with no flag: the plan of the study it would run ------------------------------

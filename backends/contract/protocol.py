@@ -73,7 +73,8 @@ class RunSpec:
     batch_auto: bool = False  # batch_size was chosen by a batch search (compare/batchsearch.py)
     probe: bool = False  # a short run of a batch search: recorded as a probe, never as a cell
     # an auto cell whose search runs in its own process (backends/batchprobe.py): {"bounds":
-    # [MIN, MAX], "budget_s": s}; batch_size is where it starts, then the batch it chose
+    # [MIN, MAX], "budget_s": s[, "images": n]}; batch_size is where it starts, then the batch it
+    # chose; `images`: what the cell's timed steps must cover should it choose a smaller batch
     search: Optional[Dict[str, Any]] = None
     # time to accuracy (docs/accuracy.md): train on data/train, evaluate top-1 on data/val every
     # eval_every epochs until target_accuracy (0 < t <= 1) or max_epochs; None: a throughput run

@@ -93,7 +93,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
                     study.data_only, study.model, image_sizes(study.model, study.image_size,
                                                               study.quick),
                     study.mode, study.batch_search or SEARCH[device], batches, _classes(study),
-                    given["search_starts"])
+                    given["search_starts"], given["search_steps"])
     cells = matrix.specs()
     for spec in cells:  # the host's checks come first; this is the contract's own, as a backstop
         try:

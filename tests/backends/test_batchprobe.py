@@ -20,14 +20,14 @@ class Toy(harness.Trainer):
         time.sleep(self.step_s(self.spec.batch_size))
 
 
-def _search(fits=50, step_s=lambda b: 0.01, start=32, bounds=(8, 128)):
+def _search(fits=50, step_s=lambda b: 0.01, start=32, bounds=(8, 128), **asked):
     built = []
 
     def setup(spec):
         built.append(spec.batch_size)
         return Toy(spec, fits, step_s)
     spec = RunSpec("caffe2", "caffe2_torch", batch_size=start, batch_auto=True, steps=4,
-                   warmup_steps=1, windows=2, search={"bounds": list(bounds), "budget_s": 60})
+                   warmup_steps=1, windows=2, search=dict({"bounds": list(bounds), "budget_s": 60}, **asked))
     phases._marks.clear()
     trainer = batchprobe.in_process(spec, setup, harness.measure, harness._status)
     return spec, trainer, built, batchprobe.settings()["batch_search"]
@@ -42,6 +42,16 @@ def test_an_out_of_memory_probe_ends_only_itself_and_the_last_probe_goes_on():
     assert (spec.batch_size, trainer.spec.batch_size, record["reused"]) == (48, 48, True)
     assert record["where"] == "in the cell's process" and record["seconds"] >= 0
     assert "batch_searched" in phases.record() and "timed_start" not in phases.record()
+
+
+def test_a_start_out_of_memory_times_the_images_its_steps_were_planned_for():
+    # the plan set 4 steps for a start of 64 (256 images); 64 does not fit, 48 is chosen: 6 steps
+    spec, trainer, built, record = _search(start=64, bounds=(8, 64), images=4 * 64)
+    assert [(p["batch_size"], p["status"]) for p in record["probes"]] == [
+        (64, "oom"), (32, "ok"), (48, "ok")]
+    assert (spec.batch_size, spec.steps) == (48, 6)  # the spec harness.run then measures
+    spec, _, _, _ = _search(start=64, bounds=(8, 64))  # steps the plan did not set: its own
+    assert (spec.batch_size, spec.steps) == (48, 4)
 
 
 def test_a_chosen_batch_that_is_not_the_last_probe_is_built_afresh():
