@@ -11,7 +11,9 @@ budget is spent. A probe out of memory ends only that probe: after an out-of-mem
 fitting, one more probe lies between (1.5b, down to a multiple of 8); when the first probe does
 not fit, the batch halves down to MIN until one does. The cell runs at the fastest probe's batch.
 
-In one process the trainer of the last probe is kept when it is the one chosen (no rebuild);
+In one process a first probe at MAX (a search started at a measured batch, compare/defaults.py)
+runs FIT's steps: with no larger batch to compare it with, it only shows that the batch fits, and
+the cell's own steps time it. The trainer of the last probe is kept when it is the one chosen (no rebuild);
 otherwise it is released (the backend's `train.release()` where it has one, e.g. PyTorch's compile
 graphs and cached device memory) and the chosen batch is built afresh.
 """
@@ -26,6 +28,9 @@ from . import phases
 from .protocol import RunSpec, Unsupported
 
 PROBE = {"warmup_steps": 5, "steps": 10, "windows": 2}  # at most; a cell asking fewer keeps its own
+# a search's first probe at its maximum has no larger batch to be compared with: it shows that the
+# batch fits (or goes down on out-of-memory), and the cell's own steps time it
+FIT = {"warmup_steps": 1, "steps": 2, "windows": 2}
 NOISE_Z = 2.0  # ~95 % of a normal: a gain inside this many standard errors is noise
 MIN_GAIN = 0.01  # a larger batch that buys under 1 % is not worth its memory
 PROBE_PHASES = ("model_built", "first_step_done", "warmup_done", "timed_start", "timed_end")
@@ -37,10 +42,11 @@ class BatchSearchFailed(RuntimeError):
     """No batch ran: the cell's result, in the words of the search and of its first probe."""
 
 
-def probe_spec(cell: RunSpec, batch: int) -> RunSpec:
-    """The short run of `cell` at `batch`: same everything, fewer steps, named as a probe."""
+def probe_spec(cell: RunSpec, batch: int, steps: Dict[str, int] = PROBE) -> RunSpec:
+    """The short run of `cell` at `batch`: same everything, fewer steps (`steps`: PROBE or FIT),
+    named as a probe."""
     return replace(cell, batch_size=batch, batch_auto=False, probe=True, repeat=0, search=None,
-                   **{k: min(getattr(cell, k), v) for k, v in PROBE.items()})
+                   **{k: min(getattr(cell, k), v) for k, v in steps.items()})
 
 
 def _between(fits: int, fails: int) -> Optional[int]:
@@ -155,10 +161,15 @@ def in_process(spec: RunSpec, setup: Callable[[RunSpec], Any], measure: Callable
     once per process), `measure(trainer, spec)` times it, `classify(exc)` says oom or failed.
     Raises BatchSearchFailed when no batch runs, or Unsupported as the cell's own answer."""
     live: List[Any] = []  # [(batch, trainer)] of the last probe, while it may be the one chosen
+    plan = spec.search or {}
+    bounds = tuple(plan.get("bounds") or (spec.batch_size,) * 2)
+    ran: List[int] = []
 
     def run(batch: int) -> Probe:
         _release(live, spec)
-        pspec, began = probe_spec(spec, batch), time.monotonic()
+        fit = not ran and batch == spec.batch_size == bounds[1]  # the first probe, at the maximum
+        ran.append(batch)
+        pspec, began = probe_spec(spec, batch, FIT if fit else PROBE), time.monotonic()
         trainer, failure, fields = None, None, {}
         try:
             trainer = setup(pspec)
@@ -168,7 +179,8 @@ def in_process(spec: RunSpec, setup: Callable[[RunSpec], Any], measure: Callable
         except Exception as exc:  # the framework's own error: this probe's result only
             failure = (classify(exc), "{}: {}".format(type(exc).__name__, str(exc).strip()[-500:]))
             _forget_frames(exc)
-        probe = {"batch_size": batch, "status": "ok", "reason": None,
+        probe = {"batch_size": batch, "status": "ok", "reason": None, "steps": pspec.steps,
+                 "warmup_steps": pspec.warmup_steps,
                  "images_per_sec": fields.get("images_per_sec"),
                  "uncertainty": fields.get("uncertainty"),
                  "window_images_per_sec": fields.get("window_images_per_sec", [])}
@@ -182,9 +194,7 @@ def in_process(spec: RunSpec, setup: Callable[[RunSpec], Any], measure: Callable
             _release(live, spec)  # its memory back before the next probe
         probe["seconds"] = round(time.monotonic() - began, 1)
         return probe
-    plan = spec.search or {}
-    out = search(spec.batch_size, tuple(plan.get("bounds") or (spec.batch_size,) * 2), run,
-                 float(plan.get("budget_s", 900.0)))
+    out = search(spec.batch_size, bounds, run, float(plan.get("budget_s", 900.0)))
     chosen = out.batch
     LAST.clear()
     LAST.update(out.record("in the cell's process"))

@@ -33,6 +33,8 @@
 #   candidates tuned fp16/bf16 at b1024 with one switch each, toward >= 8,500 img/s: PyTorch
 #              cudnn_benchmark_limit=0 (every cuDNN algorithm timed), JAX fp16 with a static loss
 #              scale (MLPerf's ResNet-50 entries use one)                             (~3 min)
+#   setup      where a PyTorch cell's 5-6 s from devices_ready to model_built go (bench/torch_setup.py,
+#              cProfile of the backend's own trainer), fp16 and bf16 at b256         (~30 s)
 #   compile    what a tuned cell's compile costs and buys: JAX fp16 at b1024 with XLA's autotuning
 #              at levels 0, 1 and 4 (its default), PyTorch fp16 at b512 with cuDNN's autotuning
 #              off and on; each cell alone in its process with empty compile caches of its own,
@@ -70,10 +72,11 @@ for stage in $stages; do case $stage in
       --mode default,tuned ;;
   noflags) fits 200 noflags && run noflags --frameworks caffe2,jax ;;
   fresh) [ -d $camp/study/results ] && fits 200 fresh && {
-      for cell in $(python3 bench/tuned_summary.py $camp --chosen); do  # fw:precision:batch
-        IFS=: read fw p b <<< "$cell"
+      for cell in $(python3 bench/tuned_summary.py $camp --chosen); do  # fw:precision:batch:...
+        IFS=: read fw p b n w <<< "$cell"
         run fresh-$fw-$p --frameworks $fw --gpus 1 --precision $p --mode tuned \
-            --batch-search $b-$b  # one candidate: no probe, the cell alone in its process
+            --batch-search $b-$b --steps $n --warmup $w  # one candidate: no probe, the cell
+      # alone in its process, timing the steps the study's cell timed
         python3 -m compare diff $camp/study $camp/fresh-$fw-$p | grep -E "tuned|within|better|worse"
       done; } ;;
   parity) fits ${PARITY_NEEDS:-380} parity && {
@@ -108,6 +111,9 @@ for stage in $stages; do case $stage in
           --frameworks caffe2 --batch-search 512-512 --option cudnn_benchmark=$1; }
       cost_jax 0; cost_torch false; cost_jax 1; cost_jax 4; cost_torch true  # the switches first, the defaults after
       python3 bench/tuned_summary.py $camp --compile; } ;;
+  setup) fits 40 setup && for p in fp16 bf16; do  # where a PyTorch cell's set-up goes
+      timeout 60 python3 bench/torch_setup.py --precision $p --top 30 > $out/torch-setup-$p.txt 2>&1
+      head -45 $out/torch-setup-$p.txt; done ;;
   *) echo "unknown stage $stage" ;;
 esac; done
 python3 bench/tuned_summary.py $camp | tee $out/summary.txt

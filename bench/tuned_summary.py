@@ -1,8 +1,8 @@
 """The tables of bench/tuned_gpu.sh, from the campaigns it left in one folder:
 
     python3 bench/tuned_summary.py results/tuned-35            # every table
-    python3 bench/tuned_summary.py results/tuned-35 --chosen   # fw:precision:batch of the study's
-                                                               # tuned cells (for the fresh stage)
+    python3 bench/tuned_summary.py results/tuned-35 --chosen   # fw:precision:batch:steps:warm-up of the
+                                                               # study's tuned cells (the fresh stage)
     python3 bench/tuned_summary.py results/tuned-35 --compile  # the compile stage's table
 
 Each campaign's wall time against the ETA its plan printed before the first cell; the tuned
@@ -54,7 +54,9 @@ def fig(r):
 def chosen(camp):
     for r in results(os.path.join(camp, "study")):
         if r.spec.get("mode") == "tuned" and r.status == "ok":
-            print("{}:{}:{}".format(r.spec["framework"], r.spec["precision"], r.spec["batch_size"]))
+            print("{}:{}:{}:{}:{}".format(r.spec["framework"], r.spec["precision"],
+                                          r.spec["batch_size"], r.spec["steps"],
+                                          r.spec["warmup_steps"]))
 
 
 def walls(camp):

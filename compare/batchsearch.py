@@ -96,7 +96,8 @@ def probe_results(cell: RunSpec, result: RunResult) -> List[RunResult]:
     report's table and the probes/ folder read them as they read a separate probe's)."""
     out = []
     for p in (result.settings.get("batch_search") or {}).get("probes", []):
-        spec = probe_spec(cell, p["batch_size"])
+        spec = replace(probe_spec(cell, p["batch_size"]), **{
+            k: p[k] for k in ("steps", "warmup_steps") if k in p})  # as it ran (FIT or PROBE)
         out.append(RunResult(
             run_id=spec.run_id, status=p["status"], spec=spec.to_dict(), reason=p.get("reason"),
             images_per_sec=p.get("images_per_sec"), uncertainty=p.get("uncertainty"),

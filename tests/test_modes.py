@@ -72,6 +72,12 @@ def test_an_auto_cell_is_one_cell_whatever_batch_it_chose_and_a_probe_is_named_a
     probe = batchsearch.probe_spec(chosen, 512)
     assert probe.run_id == "jax-fp32-g1-b512-s224-tuned-probe"
     assert (probe.steps, probe.warmup_steps, probe.windows) == (10, 5, 2)
+    # an in-process search's probes are saved with the steps they ran (a FIT probe: 2 and 1)
+    result = RunResult(run_id=chosen.run_id, status="ok", spec=chosen.to_dict(), settings={
+        "batch_search": {"probes": [{"batch_size": 512, "status": "ok", "images_per_sec": 9.0,
+                                     "steps": 2, "warmup_steps": 1}]}})
+    saved = batchsearch.probe_results(chosen, result)[0]
+    assert (saved.spec["steps"], saved.spec["warmup_steps"], saved.images_per_sec) == (2, 1, 9.0)
 
 
 def _fake_run(fits_up_to, ips=lambda b: 100.0 * b ** 0.5, seen=None, rse=0.0):

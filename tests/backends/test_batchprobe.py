@@ -50,8 +50,17 @@ def test_a_start_out_of_memory_times_the_images_its_steps_were_planned_for():
     assert [(p["batch_size"], p["status"]) for p in record["probes"]] == [
         (64, "oom"), (32, "ok"), (48, "ok")]
     assert (spec.batch_size, spec.steps) == (48, 6)  # the spec harness.run then measures
+    assert [(p["steps"], p["warmup_steps"]) for p in record["probes"]] == [(2, 1), (4, 1), (4, 1)]
     spec, _, _, _ = _search(start=64, bounds=(8, 64))  # steps the plan did not set: its own
     assert (spec.batch_size, spec.steps) == (48, 4)
+
+
+def test_a_first_probe_at_the_maximum_only_shows_the_batch_fits_and_the_cell_goes_on_with_it():
+    spec, trainer, built, record = _search(start=64, bounds=(8, 64), fits=64)
+    assert built == [64] and record["stopped"] == "reached the maximum, 64"
+    assert [(p["batch_size"], p["steps"], p["warmup_steps"]) for p in record["probes"]] == [
+        (64, 2, 1)]  # FIT: 2 timed steps, not PROBE's 4 (the cell's 4 at most)
+    assert (spec.batch_size, spec.steps, record["reused"]) == (64, 4, True)
 
 
 def test_a_chosen_batch_that_is_not_the_last_probe_is_built_afresh():
