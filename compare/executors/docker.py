@@ -12,6 +12,7 @@ container that does not start is a recorded result; the sweep goes on.
 """
 import os
 import resource
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
@@ -213,6 +214,7 @@ class DockerExecutor(Executor):
         self._reaped = set()
         self._writer = None  # a format writer's container: removed by close() on Ctrl-C or SIGTERM
         self._build_errors: Dict[str, str] = {}  # framework -> why its image did not build
+        self._stopping = threading.Event()  # close() was called: no build goes on
 
     def image(self, fw: Framework):
         """fw's image object, built first where it is missing (and not named by
@@ -228,10 +230,19 @@ class DockerExecutor(Executor):
             raise images.ImageError(self._build_errors[fw.name])
         self.log("image {} is not built: building it now".format(name))
         ca = os.environ.get("PIP_CERT")
+        ca = Path(ca) if ca and Path(ca).is_file() else None
+        wheelhouse = images.default_wheelhouse()
         try:
-            built = images.build(self.client, fw, self.variant,
-                                 ca_bundle=Path(ca) if ca and Path(ca).is_file() else None,
-                                 log=self.log)
+            try:
+                built = images.build(self.client, fw, self.variant, wheelhouse=wheelhouse,
+                                     ca_bundle=ca, log=self.log, stop=self._stopping.is_set)
+            except images.ImageError as exc:
+                if wheelhouse is None or self._stopping.is_set():
+                    raise
+                self.log("image {} did not build from the wheelhouse {} ({}); building it from "
+                         "the package index".format(name, wheelhouse, str(exc).splitlines()[-1]))
+                built = images.build(self.client, fw, self.variant, ca_bundle=ca, log=self.log,
+                                     stop=self._stopping.is_set)
         except images.ImageError as exc:
             self._build_errors[fw.name] = "image {} did not build: {}".format(name, exc)
             raise images.ImageError(self._build_errors[fw.name]) from None
@@ -362,6 +373,7 @@ class DockerExecutor(Executor):
         it (a signal is raised wherever the main thread is), but every container carries its
         campaign's label."""
         import docker
+        self._stopping.set()  # an image being built for a cell ends at its next line of output
         super().close()
         self._remove_writer()
         for root in self._reaped:

@@ -138,6 +138,14 @@ def missing(c, fws: List[Framework], variant: str) -> List[str]:
     return [wanted(fw, variant) for fw in fws if find(c, wanted(fw, variant)) is None]
 
 
+def default_wheelhouse() -> Optional[Path]:
+    """The wheelhouse containers/wheelhouse.sh fills by default (compare's cache folder), where it
+    holds wheels: an image a run builds for changed code installs from it as `./scripts/test`'s
+    `compare images build --wheelhouse` did, so Docker's layer cache keeps the install step."""
+    folder = envs.cache_dir() / "wheelhouse"
+    return folder if folder.is_dir() and any(folder.glob("*.whl")) else None
+
+
 @contextlib.contextmanager
 def serve(folder: Path) -> Iterator[str]:
     """Serve a wheelhouse folder over HTTP on 127.0.0.1 (builds use host networking): pip's
@@ -183,8 +191,9 @@ def _context(files: Dict[str, bytes], dest: Path, ca_bundle: Optional[Path]) -> 
 
 def build(c, fw: Framework, variant: str, base_image: Optional[str] = None,
           wheelhouse: Optional[Path] = None, ca_bundle: Optional[Path] = None, force: bool = False,
-          log: Callable[[str], None] = print) -> Built:
-    """Build fw's image unless one of the same inputs and base exists; ImageError on failure."""
+          log: Callable[[str], None] = print, stop: Callable[[], bool] = lambda: False) -> Built:
+    """Build fw's image unless one of the same inputs and base exists; ImageError on failure, or
+    when stop() turns true while it builds (the engine ends a build whose client has gone)."""
     started = time.time()
     files = context_files(fw, variant)
     name = image_name(fw, variant)
@@ -209,16 +218,22 @@ def build(c, fw: Framework, variant: str, base_image: Optional[str] = None,
                                                    logfile))
         _stream(c.api.build(path=tmp, tag=name, buildargs=args, labels=labels, rm=True,
                             forcerm=True, network_mode="host", decode=True, pull=False),
-                logfile, started, log)
+                logfile, started, log, stop)
     image = c.images.get(name)
     return Built(name, image.id, image.attrs["Size"] / 1e6, time.time() - started, True)
 
 
-def _stream(chunks, logfile: Path, started: float, log: Callable[[str], None]) -> None:
-    """Write the build output to logfile, show each step, raise ImageError on an error."""
+def _stream(chunks, logfile: Path, started: float, log: Callable[[str], None],
+            stop: Callable[[], bool] = lambda: False) -> None:
+    """Write the build output to logfile, show each step, raise ImageError on an error or when
+    stop() is true at a line of output (the stream is then closed: the engine cancels the build)."""
     tail: List[str] = []
-    with open(logfile, "w") as out:
+    with open(logfile, "w") as out, contextlib.closing(chunks):
         for chunk in chunks:
+            if stop():
+                out.write("stopped: compare is stopping\n")
+                raise ImageError("stopped after {:.0f} s: compare is stopping (full log: {})".format(
+                    time.time() - started, logfile))
             text = chunk.get("stream") or chunk.get("status") or ""
             out.write(text)
             tail = (tail + [line for line in text.splitlines() if line.strip()])[-15:]

@@ -197,3 +197,31 @@ def test_an_engine_that_may_not_lift_memlock_runs_with_the_hosts_own_limit(monke
     assert notes == ["note: Docker may not lift the limit on memory a container can pin (locked "
                      "memory, which NGC images ask to be unlimited for fast GPU copies); running "
                      "with this machine's own limit, 8 MiB, instead"]
+
+
+def test_an_image_build_stops_at_its_next_line_once_compare_is_stopping(tmp_path):
+    closed, stopping = [], []
+
+    def output():  # what the engine streams; closing it ends the build (the client has gone)
+        try:
+            yield {"stream": "Step 1/14 : FROM compare/base:bookworm\n"}
+            stopping.append(True)  # a SIGTERM arrives here: close() sets the executor's stop
+            yield {"stream": "Step 6/14 : RUN bash /tmp/build/install.sh\n"}
+            yield {"stream": "never read\n"}
+        finally:
+            closed.append(True)
+    log = tmp_path / "build.log"
+    with pytest.raises(images.ImageError, match=r"^stopped after \d+ s: compare is stopping"):
+        images._stream(output(), log, 0.0, lambda line: None, stop=lambda: bool(stopping))
+    assert closed == [True]
+    assert log.read_text().splitlines() == ["Step 1/14 : FROM compare/base:bookworm",
+                                            "stopped: compare is stopping"]
+
+
+def test_a_run_builds_its_images_from_the_wheelhouse_the_test_script_filled(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path))
+    assert images.default_wheelhouse() is None  # none: the package index
+    (tmp_path / "wheelhouse").mkdir()
+    assert images.default_wheelhouse() is None  # empty: the package index
+    (tmp_path / "wheelhouse" / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"")
+    assert images.default_wheelhouse() == tmp_path / "wheelhouse"
