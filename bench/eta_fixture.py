@@ -12,6 +12,12 @@ format with `--measured TEXT` (where and when) and no case:
     python3 bench/eta_fixture.py compare/references/cell_times/h200.json \
         --measured "one H200, 16 cores, ..." study=/tmp/study noflags=/tmp/noflags
 
+`--add` keeps the file's campaigns and machine and adds the named ones (the `--measured` text
+given replaces the file's):
+
+    python3 bench/eta_fixture.py compare/references/cell_times/cpu2-avx512-bf16.json --add \
+        --measured "..." docker=/tmp/fresh3/results/20261204-203848
+
 A case TARGET:EARLIER[,EARLIER]:UNBUILT says: the plan of TARGET's cells, from the EARLIER
 campaigns' cell times, with the UNBUILT frameworks' environments still to build, must come within
 the test's tolerance of TARGET's wall time.
@@ -46,10 +52,12 @@ def trimmed(folder: str) -> list:
 
 
 def main(argv) -> None:
-    path, named, cases, measured = argv[0], {}, [], None
+    path, named, cases, measured, add = argv[0], {}, [], None, False
     args = iter(argv[1:])
     for arg in args:
-        if arg == "--measured":
+        if arg == "--add":
+            add = True
+        elif arg == "--measured":
             measured = next(args)
         elif arg == "--case":
             target, earlier, unbuilt = next(args).split(":")
@@ -62,9 +70,15 @@ def main(argv) -> None:
     if measured and not machine.get("gpus"):  # a CPU's reference: its kind, read here (run this
         from compare.eta import cpu_kind  # where the campaigns ran)
         machine = dict(machine, cpu_kind=cpu_kind())
+    campaigns = {n: trimmed(p) for n, p in named.items()}
+    if add:
+        with open(path) as f:
+            kept = json.load(f)
+        machine, campaigns = kept["machine"], dict(kept["campaigns"], **campaigns)
+        cases = kept.get("cases", []) + cases
     with open(path, "w") as f:
         json.dump(dict({"machine": {k: machine.get(k) for k in MACHINE},
-                        "campaigns": {n: trimmed(p) for n, p in named.items()}},
+                        "campaigns": campaigns},
                        **({"measured": measured} if measured else {"cases": cases})),
                   f, indent=1, sort_keys=True)
         f.write("\n")

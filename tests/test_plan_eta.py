@@ -125,3 +125,18 @@ def test_a_cpu_machine_takes_the_references_of_its_cores_and_cpu_kind_only():
     assert plan.Estimates([], "local", references=references).build("tf") == (
         pytest.approx(statistics.median(builds)), "measured on a machine of this kind")
     assert plan.Estimates([], "local").build("tf") == (plan.ENV_BUILD_GUESS_S, "a guess")
+
+
+def test_a_cpu_machine_running_containers_takes_the_references_run_in_containers():
+    # the README's job through --executor docker (images built by ./scripts/test), planned on a
+    # fresh results folder from the reference file's docker campaign (a fresh clone at 725cc9d):
+    # the later run of the same job (tests/fixtures/eta/readme_docker_cpu.json) within tolerance
+    cpu = {"gpus": [], "cpu_count": 2, "cpu_kind": {"avx512f": True, "bf16": True}}
+    references, _ = plan.reference_results(cpu)
+    target = _results(json.loads((Path(__file__).parent / "fixtures" / "eta" /
+                                  "readme_docker_cpu.json").read_text())["campaigns"]["docker2"])
+    estimates = plan.Estimates([], "docker", references=references)
+    planned = [estimates.of(RunSpec.from_dict(r.spec)) for r in target]
+    assert {mark for _, mark in planned} == {"r"}  # no 60 s guesses (12:00 for 3:17 before)
+    wall = timeline.study(target)["wall_s"]
+    assert abs(sum(s for s, _ in planned) - wall) <= TOLERANCE * wall
