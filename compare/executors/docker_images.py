@@ -12,13 +12,14 @@ import functools
 import hashlib
 import http.server
 import os
+import queue
 import shutil
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 from .. import __version__, envs
 from ..frameworks import Framework
@@ -223,14 +224,51 @@ def build(c, fw: Framework, variant: str, base_image: Optional[str] = None,
     return Built(name, image.id, image.attrs["Size"] / 1e6, time.time() - started, True)
 
 
+STOP_POLL_S = 0.5  # how often a build waiting for output looks whether compare is stopping
+
+
+def _read_until(chunks, stop: Callable[[], bool]) -> Iterator[Optional[dict]]:
+    """The engine's output chunks, read by a thread of their own, then None once stop() is true:
+    a step may print nothing for minutes (Horovod's compile: ~1 min), and a stop must not wait
+    for it. The reader is left blocked on the stream; compare's exit closes the connection, and
+    the engine cancels a build whose client has gone."""
+    got: "queue.Queue[Tuple[str, object]]" = queue.Queue()
+
+    def read() -> None:
+        try:
+            for chunk in chunks:
+                got.put(("chunk", chunk))
+            got.put(("end", None))
+        except BaseException as exc:  # the engine's error: raised where the build waits
+            got.put(("error", exc))
+    threading.Thread(target=read, name="image build output", daemon=True).start()
+    while True:
+        if stop():
+            for _ in range(got.qsize()):  # what was read before the stop still goes to the log
+                kind, item = got.get_nowait()
+                if kind == "chunk":
+                    yield item  # type: ignore[misc]
+            yield None
+            return
+        try:
+            kind, item = got.get(timeout=STOP_POLL_S)
+        except queue.Empty:
+            continue
+        if kind == "end":
+            return
+        if kind == "error":
+            raise item  # type: ignore[misc]
+        yield item  # type: ignore[misc]
+
+
 def _stream(chunks, logfile: Path, started: float, log: Callable[[str], None],
             stop: Callable[[], bool] = lambda: False) -> None:
-    """Write the build output to logfile, show each step, raise ImageError on an error or when
-    stop() is true at a line of output (the stream is then closed: the engine cancels the build)."""
+    """Write the build output to logfile, show each step, raise ImageError on an error or as soon
+    as stop() is true (within STOP_POLL_S, output or not)."""
     tail: List[str] = []
-    with open(logfile, "w") as out, contextlib.closing(chunks):
-        for chunk in chunks:
-            if stop():
+    with open(logfile, "w") as out:
+        for chunk in _read_until(chunks, stop):
+            if chunk is None:
                 out.write("stopped: compare is stopping\n")
                 raise ImageError("stopped after {:.0f} s: compare is stopping (full log: {})".format(
                     time.time() - started, logfile))

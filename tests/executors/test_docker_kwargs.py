@@ -199,23 +199,35 @@ def test_an_engine_that_may_not_lift_memlock_runs_with_the_hosts_own_limit(monke
                      "with this machine's own limit, 8 MiB, instead"]
 
 
-def test_an_image_build_stops_at_its_next_line_once_compare_is_stopping(tmp_path):
-    closed, stopping = [], []
+def test_an_image_build_stops_at_once_when_compare_stops_even_in_a_silent_step(tmp_path):
+    import threading
+    import time
+    stopping, silent = [], threading.Event()
 
-    def output():  # what the engine streams; closing it ends the build (the client has gone)
-        try:
-            yield {"stream": "Step 1/14 : FROM compare/base:bookworm\n"}
-            stopping.append(True)  # a SIGTERM arrives here: close() sets the executor's stop
-            yield {"stream": "Step 6/14 : RUN bash /tmp/build/install.sh\n"}
-            yield {"stream": "never read\n"}
-        finally:
-            closed.append(True)
-    log = tmp_path / "build.log"
+    def output():  # what the engine streams: a step that prints nothing for a minute
+        yield {"stream": "Step 6/14 : RUN bash /tmp/build/install.sh\n"}
+        yield {"stream": "  Building wheel for horovod (setup.py): started\n"}
+        stopping.append(True)  # a SIGTERM arrives: close() sets the executor's stop
+        silent.wait(60)
+        yield {"stream": "never read\n"}
+    log, began = tmp_path / "build.log", time.monotonic()
     with pytest.raises(images.ImageError, match=r"^stopped after \d+ s: compare is stopping"):
         images._stream(output(), log, 0.0, lambda line: None, stop=lambda: bool(stopping))
-    assert closed == [True]
-    assert log.read_text().splitlines() == ["Step 1/14 : FROM compare/base:bookworm",
-                                            "stopped: compare is stopping"]
+    assert time.monotonic() - began < 5 * images.STOP_POLL_S  # not the minute of silence
+    silent.set()
+    assert log.read_text().splitlines() == [
+        "Step 6/14 : RUN bash /tmp/build/install.sh",
+        "  Building wheel for horovod (setup.py): started", "stopped: compare is stopping"]
+
+
+def test_an_image_build_error_is_raised_with_the_last_lines_of_its_output(tmp_path):
+    chunks = [{"stream": "Step 6/14 : RUN bash /tmp/build/install.sh\n"},
+              {"stream": "ERROR: No matching distribution found for mxnet==1.9.1\n"},
+              {"error": "The command '/bin/sh -c bash /tmp/build/install.sh' returned a non-zero "
+                        "code: 1"}]
+    with pytest.raises(images.ImageError, match=r"No matching distribution found for mxnet==1.9.1"
+                                                r"\nThe command .* returned a non-zero code: 1\n"):
+        images._stream(iter(chunks), tmp_path / "build.log", 0.0, lambda line: None)
 
 
 def test_a_run_builds_its_images_from_the_wheelhouse_the_test_script_filled(tmp_path, monkeypatch):
