@@ -13,9 +13,9 @@ not fit, the batch halves down to MIN until one does. The cell runs at the faste
 
 In one process a first probe at MAX (a search started at a measured batch, compare/defaults.py)
 runs FIT's steps: with no larger batch to compare it with, it only shows that the batch fits, and
-the cell's own steps time it. The trainer of the last probe is kept when it is the one chosen (no rebuild);
-otherwise it is released (the backend's `train.release()` where it has one, e.g. PyTorch's compile
-graphs and cached device memory) and the chosen batch is built afresh.
+the cell's own steps time it. The trainer of the last probe is kept when it is the one chosen (no
+rebuild); otherwise it is released (the backend's `train.release()` where it has one, e.g.
+PyTorch's compile graphs and cached device memory) and the chosen batch is built afresh.
 """
 import gc
 import math

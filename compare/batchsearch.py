@@ -156,9 +156,8 @@ def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searche
         first = outcome.results[0]
         return failure(cell, first.status, outcome.failure_reason(), first.stderr_tail)
     searched[cell.spec_hash] = batch
-    result = executor.run(replace(cell, batch_size=batch,
-                                  steps=batchprobe.steps_covering(cell, batch, images)), campaign, timeout,
-                          slot=slot)
+    steps = batchprobe.steps_covering(cell, batch, images)
+    result = executor.run(replace(cell, batch_size=batch, steps=steps), campaign, timeout, slot=slot)
     result.settings["batch_search"] = record
     return result
 

@@ -42,6 +42,7 @@ CPU_BATCH = 32  # the README's CPU study; cell ids of CPU campaigns stay what th
 UNKNOWN_MEMORY_BATCH = 256  # the batch of every earlier H200 figure
 SEED_MEMORY_GIB = 48.0  # RTX A6000 (seed 000)
 BATCH_RANGE = (32, 2048)
+STEPS = (50, 10)  # timed and warm-up steps of every cell at batch 256 or less
 TIMED_IMAGES = 50 * 256  # what 50 steps of batch 256 time
 SEED_LADDERS = (("seed 000 (tf_cnn_benchmarks, RTX A6000)", (1, 2, 4, 8)),
                 ("seed 001 (Dell R740, 3x V100)", (1, 2, 3)))
@@ -161,7 +162,7 @@ def steps(batches: Sequence[int], device: str, windows: int) -> Tuple[int, int, 
     """(timed steps, warm-up steps, why) for a study of these per-GPU batches."""
     smallest = min(batches) if batches else CPU_BATCH
     if device != "cuda" or smallest <= 256:
-        return 50, 10, "50 timed steps after 10 warm-up"
+        return STEPS + ("{} timed steps after {} warm-up".format(*STEPS),)
     n = max(10, math.ceil(TIMED_IMAGES / smallest))
     n = windows * math.ceil(n / windows)
     return n, 5, ("{} timed steps after 5 warm-up: at batch {} they time at least {:,} images, as "
@@ -193,11 +194,11 @@ def _tuned_steps(out: Dict[str, Any], said: Dict[str, str], device: str, windows
     words = {}
     for key, start in out["search_starts"].items():
         n, warm, why = steps([start], device, windows)
-        if (n, warm) != (out["steps"] or 50, out["warmup"] or 10):
+        if (n, warm) != (out["steps"] or STEPS[0], out["warmup"] or STEPS[1]):
             out["search_steps"][key] = (n, warm)
             words[why] = None
     if words:
-        said["steps"] = "; ".join([said.get("steps", "50 timed steps after 10 warm-up")] + [
+        said["steps"] = "; ".join([said.get("steps", steps([256], device, windows)[2])] + [
             "tuned cells from their search's start: " + w for w in words])
 
 
@@ -238,7 +239,7 @@ def fill(machine: Dict[str, Any], device: str, study) -> Tuple[Dict[str, Any], D
                                        for b, why in batches.values())
         if study.steps is None and study.warmup is None and not study.quick:
             n, warm, why = steps([b for b, _ in batches.values()], device, study.windows)
-            if (n, warm) != (50, 10):
+            if (n, warm) != STEPS:
                 out["steps"], out["warmup"] = n, warm
                 said["steps"] = why
     out["search_starts"], out["search_steps"] = {}, {}

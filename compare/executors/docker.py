@@ -373,7 +373,7 @@ class DockerExecutor(Executor):
         it (a signal is raised wherever the main thread is), but every container carries its
         campaign's label."""
         import docker
-        self._stopping.set()  # an image being built for a cell ends at its next line of output
+        self._stopping.set()  # an image being built for a cell stops within a second
         super().close()
         self._remove_writer()
         for root in self._reaped:
