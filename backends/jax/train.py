@@ -129,6 +129,7 @@ class JaxTrainer(RuntimeTrainer):
 
     def settings(self) -> Dict[str, Any]:
         spec, cuda = self.spec, self.spec.device == "cuda"
+        program = self._step.as_text()  # the compiled step's text: megabytes, read once
         out = policy.settings(
             trainable_parameters=self.parameters, optimizer_impl="optax.sgd",
             precision=spec.precision, loss_scaling=self.precision["loss_scaling"],
@@ -143,8 +144,7 @@ class JaxTrainer(RuntimeTrainer):
             devices=[str(d) for d in self.devices],
             processes=self.member.processes, process_launcher=self.member.kind,
             devices_per_process=self.world // self.member.processes,
-            allreduce_ops=allreduce_ops(self._step.as_text()),
-            **program_fingerprint(self._step.as_text()),
+            allreduce_ops=allreduce_ops(program), **program_fingerprint(program),
             platform_version=getattr(self.devices[0].client, "platform_version", None),
             donate=self.donate, compile_s=round(self.compile_s, 2),
             xla_flags=os.environ.get("XLA_FLAGS", ""), xla_flags_added=self.xla_flags_added)
