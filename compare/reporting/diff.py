@@ -81,7 +81,7 @@ def _gpu_label(m: Dict) -> str:
 
 def summary(d: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> str:
     """'B (V100) is 2.20–3.60× as fast as A (T4) over 6 comparable cells (median 2.90×).'"""
-    ratios = [r for r in d[d.comparable].ratio if r is not None]
+    ratios = [r for r in d[d.comparable.astype(bool)].ratio if r is not None]
     skipped = int((~d.comparable.astype(bool)).sum())
     tail = "; {} cell{} not comparable (listed below).".format(
         skipped, "s" if skipped != 1 else "") if skipped else "."

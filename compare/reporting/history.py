@@ -119,6 +119,10 @@ def _state(r) -> str:
 
 def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
     """A summary, then per cell (its key, its table) in the order cells first appear."""
+    if h.empty:  # campaigns planned or started, none with a result yet
+        return [((), [Text("History", ["No cell of these campaigns has a result yet: nothing to "
+                                       "follow over time (`compare run … --resume` runs them)."],
+                           bullets=True)])]
     dates = sorted(set(h.date))
     bad = h[h.regression.astype(bool)]
     lines = ["{} campaign{} from {} to {}; {} cell{}.".format(

@@ -108,3 +108,15 @@ def test_a_cell_without_an_interval_is_not_comparable():
     d = diff.diff(comparator.cells(one_window), comparator.cells(one_window))
     assert (d.state.iloc[0], d.why.iloc[0]) == ("not comparable", "no interval: a side has one run with one "
                                                 "timed window")
+
+
+def test_a_campaign_without_results_yet_is_a_diff_not_an_internal_error(tmp_path, capsys):
+    # a campaign just started (planned cells, no result) against itself or a finished one: exit 0
+    empty = save_campaign(tmp_path / "empty", [], MACHINE)
+    full = save_campaign(tmp_path / "full", [result("caffe2", "fp32", 1, 100.0)])
+    code, out, err = main_exit(["diff", str(empty), str(empty)], capsys)
+    assert (code, err) == (0, "")
+    assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 0 worse, 0 within noise, 0 not comparable."
+    code, out, err = main_exit(["diff", str(empty), str(full)], capsys)
+    assert (code, err) == (0, "")
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | missing in A |" in out

@@ -102,3 +102,12 @@ def test_a_figure_resting_on_fewer_runs_than_its_cell_ran_says_so_in_history_and
     assert "| b | torch 2.3.1 | 1000.60 ±" in out and " (1 of 2 runs) | 1.00× ±" in out
     code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
     assert code == 0 and "| 1000.60 | 1000.60 (1 of 2 runs) | 1.00× ±" in out
+
+
+def test_campaigns_without_a_result_yet_are_a_history_not_an_internal_error(tmp_path, capsys):
+    empty = save_campaign(tmp_path / "empty", [], _machine("aaaaaaaaaa11"))
+    code, out, err = main_exit(["history", str(empty), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    assert "- No cell of these campaigns has a result yet: nothing to follow over time (`compare run … " \
+           "--resume` runs them)." in out
+    assert (tmp_path / "h" / "history.html").is_file()
