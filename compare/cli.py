@@ -243,8 +243,9 @@ def _broken(stream) -> bool:
 def _main(argv: Optional[List[str]]) -> None:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
-    try:
-        code = app(args=argv, prog_name="compare", standalone_mode=False)
+    try:  # --debug is read here, so it may follow the command too ("rerun with --debug")
+        code = app(args=["--debug"] * debug + [a for a in argv if a != "--debug"], prog_name="compare",
+                   standalone_mode=False)
     except UserError as exc:
         if debug:
             raise
