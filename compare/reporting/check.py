@@ -23,7 +23,7 @@ from .. import frameworks
 from ..errors import UserError
 from . import references
 from .comparator import rests_on
-from .intervals import pm
+from .intervals import pm_ratio
 from .tables import Section, Table, Text
 
 NO_FIGURE = ("failed", "oom", "timeout")  # fall short; unsupported/skipped do not decide
@@ -114,7 +114,7 @@ def _row(r, models: bool) -> List[str]:
         r.precision, str(r.batch_size), n, r.figure,
         fmt.format(r.measured) + rests_on(r) if r.measured is not None else r.status,
         fmt.format(r.published),
-        pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"),
+        pm_ratio(r.ratio, r.ratio_ci95, missing="—"),
         "{:g}%".format(round(100 * r.tolerance, 3)), r.verdict + (": " + r.why if r.why else "")]
 
 

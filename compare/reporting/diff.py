@@ -16,7 +16,7 @@ import pandas as pd
 from .. import frameworks, machine_record
 from . import findings, intervals
 from .comparator import estimate, rests_on
-from .intervals import pm
+from .intervals import pm_ratio
 from .tables import Section, Table, Text
 
 MATCH = ["framework", "model", "precision", "batch_size", "image_size", "data_mode", "mode", "nodes",
@@ -128,7 +128,7 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
         out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],
                          [who(r) + ["{:.2f}".format(r.images_per_sec_a) + r.runs_a,
                            "{:.2f}".format(r.images_per_sec_b) + r.runs_b,
-                           pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}"), r.state]
+                           pm_ratio(r.ratio, r.ratio_ci95), r.state]
                           for _, r in ok.iterrows()], name="diff"))
     bad = d[~d.comparable.astype(bool)]
     if len(bad):
