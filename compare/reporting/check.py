@@ -11,8 +11,9 @@ floor; the ± beside measured ÷ reference shows how far from noise the verdict 
 Images/sec are held only against a reference row of the same GPU model (its `gpu` column, matched
 word for word within the device name the runs recorded, e.g. `V100-PCIe` in `Tesla V100-PCIE-16GB`;
 a row of another framework never matches): any other row is not comparable, with the reason. A
-speedup is a ratio on one machine, so it may cross hardware, and the verdict says so. A campaign
-with planned cells still to run fails: a half-done study does not pass.
+speedup is a ratio on one machine, so it may cross hardware, and the verdict says so; at N = 1 it
+is 1 by definition, not comparable. A campaign with planned cells still to run fails: a half-done
+study does not pass.
 """
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -66,6 +67,8 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
     if figure == "img/s" and not same_gpu(gpu, device):
         return NOT_COMPARABLE, "measured on {}, the reference on {}: images/sec are held only against " \
             "the same GPU model".format(device, gpu if gpu is not None else "a GPU it does not name")
+    if figure == "speedup" and int(r.nodes) * int(r.gpus) == 1:  # 1 = 1: it would always pass
+        return NOT_COMPARABLE, "a speedup at N = 1 is 1 by definition: nothing measured to check"
     if r.status == "ok" and r.repeats < r.runs:  # a figure of fewer runs than the cell ran
         verdict, why = SHORT, "{} of its {} runs failed ({}){}".format(
             r.runs - r.repeats, r.runs, r.failed_runs, "; `compare run … --resume` runs {} again".format(
