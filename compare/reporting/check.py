@@ -12,8 +12,8 @@ Images/sec are held only against a reference row of the same GPU model (its `gpu
 word for word within the device name the runs recorded, e.g. `V100-PCIe` in `Tesla V100-PCIE-16GB`;
 a row of another framework never matches): any other row is not comparable, with the reason. A
 speedup is a ratio on one machine, so it may cross hardware, and the verdict says so; at N = 1 it
-is 1 by definition, not comparable. A campaign with planned cells still to run fails: a half-done
-study does not pass.
+is 1 by definition, not comparable (a cell without a figure there still falls short). A campaign
+with planned cells still to run fails: a half-done study does not pass.
 """
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -67,13 +67,14 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
     if figure == "img/s" and not same_gpu(gpu, device):
         return NOT_COMPARABLE, "measured on {}, the reference on {}: images/sec are held only against " \
             "the same GPU model".format(device, gpu if gpu is not None else "a GPU it does not name")
-    if figure == "speedup" and int(r.nodes) * int(r.gpus) == 1:  # 1 = 1: it would always pass
-        return NOT_COMPARABLE, "a speedup at N = 1 is 1 by definition: nothing measured to check"
     if r.status == "ok" and r.repeats < r.runs:  # a figure of fewer runs than the cell ran
         verdict, why = SHORT, "{} of its {} runs failed ({}){}".format(
             r.runs - r.repeats, r.runs, r.failed_runs, "; `compare run … --resume` runs {} again".format(
                 "it" if r.runs - r.repeats == 1 else "them") if any(
                     ": {}".format(s) in r.failed_runs for s in RUN_AGAIN) else "")
+    elif r.status == "ok" and r[measured] is not None and figure == "speedup" and \
+            int(r.nodes) * int(r.gpus) == 1:  # 1 against 1: it would always pass
+        return NOT_COMPARABLE, "a speedup at N = 1 is 1 by definition: nothing measured to check"
     elif r.status == "ok" and r[measured] is not None:
         verdict, why = (PASS, None) if r[measured] >= floor else (SHORT, "below {:.2f}".format(floor))
     elif r.status in NO_FIGURE:
