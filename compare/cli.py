@@ -240,11 +240,28 @@ def _broken(stream) -> bool:
         return True
 
 
+def _usage_line(exc: UsageError) -> str:
+    """click's message in one line; where a command group wants a command (none given, or one it
+    does not have), with the commands it has, as every other bad value names the valid ones."""
+    line = exc.format_message().splitlines()[0]
+    ctx = exc.ctx
+    group = ctx.command if ctx is not None else None
+    wanted = line.startswith(("Usage:", "Missing command", "No such command"))
+    if not hasattr(group, "list_commands") or not wanted:
+        return line
+    names = ", ".join(n for n in group.list_commands(ctx) if not group.get_command(ctx, n).hidden)
+    if not line.startswith("No such command"):  # no_args_is_help: its usage line says nothing here
+        return "{} needs a command; choose from {} (`{} --help` says what each does)".format(
+            ctx.command_path, names, ctx.command_path)
+    return "{} Choose from {}.".format(line, names)
+
+
 def _main(argv: Optional[List[str]]) -> None:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
-    try:
-        code = app(args=argv, prog_name="compare", standalone_mode=False)
+    try:  # --debug is read here, so it may follow the command too ("rerun with --debug")
+        code = app(args=["--debug"] * debug + [a for a in argv if a != "--debug"], prog_name="compare",
+                   standalone_mode=False)
     except UserError as exc:
         if debug:
             raise
@@ -257,7 +274,7 @@ def _main(argv: Optional[List[str]]) -> None:
                 shlex.quote(str(exc.campaign.root)))))
         sys.exit(exc.exit_code)
     except UsageError as exc:
-        _err("error: {}".format(exc.format_message().splitlines()[0]))
+        _err("error: {}".format(_usage_line(exc)))
         sys.exit(BAD_INPUT)
     except (typer.Abort, KeyboardInterrupt):
         _err("interrupted; results recorded so far are kept")

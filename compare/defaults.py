@@ -92,7 +92,7 @@ def gpu_memory_gib(machine: Dict[str, Any]) -> Optional[float]:
 def gpu_counts(machine: Dict[str, Any], device: str) -> Tuple[List[int], str]:
     present = len(machine.get("gpus") or [])
     if device != "cuda" or not present:
-        return [1], "1 worker (on a CPU, N is worker processes sharing the cores)"
+        return [1], "on a CPU, N is worker processes sharing the cores"
     name, ladder = max(((n, [c for c in lad if c <= present]) for n, lad in SEED_LADDERS),
                        key=lambda x: max(x[1]))  # max() keeps the first of a tie
     return ladder, "every GPU count the seeds report up to the {} GPU{} present ({})".format(
@@ -100,9 +100,9 @@ def gpu_counts(machine: Dict[str, Any], device: str) -> Tuple[List[int], str]:
 
 
 def precisions(device: str) -> Tuple[List[str], str]:
-    if device == "cuda":
-        return ["fp32", "fp16"], "fp32 and fp16, the seeds' pair (speedup at each, FP16 gain)"
-    return ["fp32"], "fp32 (a CPU has no fp16 hardware)"
+    if device == "cuda":  # the report reads "fp32, fp16 (WHY)": WHY does not name them again
+        return ["fp32", "fp16"], "the seeds' pair: speedup at each, FP16 gain"
+    return ["fp32"], "a CPU has no fp16 hardware"
 
 
 def _pow2_floor(x: float) -> int:

@@ -169,7 +169,12 @@ class Study:
             if getattr(self, name) is not None and not self.plan:
                 raise UserError("{} belongs to --plan (print the schedule and exit); add --plan".format(
                     DECLARED[name].flag))
-        p.options(self.option, self.framework_list())  # each key declared, typed, given once
+        try:
+            p.options(self.option, self.framework_list())  # each key declared, typed, given once
+        except UserError as exc:
+            if self.sources.get("option") != "file":
+                raise
+            raise UserError("{}: option: {}".format(self.config, exc)) from None  # as _typed says
         if self.data_only and set(self.data) == {"synthetic"}:
             raise UserError("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
                             "--data synthetic,DIR --data-only")
@@ -287,6 +292,9 @@ def read_file(path: str) -> Dict[str, Any]:
         if isinstance(value, dict):
             raise UserError("{}: {} is a table; give it a value, as the flag {} takes".format(
                 path, key, known[name].flag))
+        if name in out:  # image_size and image-size: the one read last would win unseen
+            raise UserError("{}: {} is given twice (as {}); give it once".format(
+                path, name, " and ".join(k for k in data if k.replace("-", "_") == name)))
         out[name] = _rebase(name, value, Path(path).resolve().parent)
     return out
 

@@ -21,6 +21,15 @@ BAD = [
     (["run", "--python", "caffe2"], "compare: error: --python 'caffe2': expected FRAMEWORK=PATH, e.g. tf=/usr/bin/python3"),
     (["run", "--nodes", "1,2", "--executor", "local", "--device", "cpu"], "compare: error: --nodes 2: the local executor runs on one machine; more nodes need an executor of a cluster (slurm)"),
     (["report", "x", "--format", "xml"], "compare: error: unknown format 'xml'; choose from md, csv, json, html"),
+    # a command group without its command, or with one it does not have: the ones it has
+    ([], "compare: error: compare needs a command; choose from run, report, diff, history, check, doctor, list, "
+         "images, data (`compare --help` says what each does)"),
+    (["list"], "compare: error: compare list needs a command; choose from references, frameworks, launchers, "
+               "models, options, pipelines, modes (`compare list --help` says what each does)"),
+    (["list", "refs"], "compare: error: No such command 'refs'. Choose from references, frameworks, launchers, "
+                       "models, options, pipelines, modes."),
+    (["images"], "compare: error: compare images needs a command; choose from build, list (`compare images "
+                 "--help` says what each does)"),
 ]
 
 

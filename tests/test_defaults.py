@@ -199,7 +199,8 @@ def test_a_campaign_at_its_defaults_says_so_in_its_report(tmp_path):
     assert (tmp_path / "c" / "results" / "caffe2-fp32-w1-b32-s32-r0.json").exists()
     text = (tmp_path / "c" / "report" / "report.md").read_text()
     assert "## Defaults (flags not given: the seeds' study sized to this machine" in text
-    assert "- GPU counts: 1 (1 worker (on a CPU, N is worker processes sharing the cores))" in text
+    assert "- GPU counts: 1 (on a CPU, N is worker processes sharing the cores)" in text
+    assert "- precisions: fp32 (a CPU has no fp16 hardware)" in text  # each value named once
     assert "- batch: 32 per worker (the README's CPU study)" in text
     assert "plan: 1 cell on " in out.stderr  # the plan before the first cell
 

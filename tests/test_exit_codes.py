@@ -17,6 +17,23 @@ def test_an_internal_error_is_70_not_the_1_of_a_failed_check(tmp_path, capsys, m
                                         "with --debug for the traceback)\n")
 
 
+def test_debug_given_after_the_command_shows_the_traceback(tmp_path, capsys, monkeypatch):
+    # "rerun with --debug": appended to the command line as typed, it is not an unknown option
+    import pytest
+
+    from compare.cli import main
+    from compare.stages import report as stage
+    root = save_campaign(tmp_path / "c", [windowed("caffe2", "fp32", 1, [100.0, 101.0])])
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+    monkeypatch.setattr(stage, "write", broken)
+    with pytest.raises(RuntimeError, match="boom"):
+        main(["report", str(root), "--debug"])
+    code, out, err = main_exit(["list", "references", "--debug"], capsys)
+    assert (code, err) == (0, "") and out.startswith("a6000_tf_cnn_benchmarks")
+
+
 def test_a_failed_run_is_exit_1_and_a_measured_outcome_is_not(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "500")
     run = ["run", "--frameworks", "caffe2", "--results", str(tmp_path / "c"), "--python",

@@ -95,8 +95,18 @@ def test_compare_report_takes_a_gpu_hour_price(tmp_path, results, capsys):
     root = save_campaign(tmp_path / "c", results)
     code, out, _ = main_exit(["report", str(root)], capsys)
     assert code == 0 and "## Time to accuracy (minutes to target)" in out and "$ to target" not in out
-    code, out, _ = main_exit(["report", str(root), "--gpu-hour-price", "2.50"], capsys)
-    assert code == 0 and "$ = $2.5/GPU-hour × GPUs" in out
+    code, out, err = main_exit(["report", str(root), "--gpu-hour-price", "2.50"], capsys)
+    assert code == 0 and "$ = $2.5/GPU-hour × GPUs" in out and "warning" not in err
     code, _, err = main_exit(["report", str(root), "--gpu-hour-price", "free"], capsys)
     assert (code, err) == (2, "compare: error: --gpu-hour-price 'free': not a number; give a finite "
                               "number of dollars > 0, e.g. 2.50\n")
+
+
+def test_a_gpu_hour_price_for_a_campaign_without_accuracy_runs_says_it_is_not_used(tmp_path, capsys):
+    # a throughput campaign has nothing to price: the flag is said to be unused, not dropped unseen
+    from tests.helpers import main_exit, save_campaign, windowed
+    root = save_campaign(tmp_path / "c", [windowed("caffe2", "fp32", 1, [100.0, 101.0])])
+    code, out, err = main_exit(["report", str(root), "--gpu-hour-price", "2.50"], capsys)
+    assert code == 0 and "$" not in out
+    assert err.splitlines()[0] == "compare: warning: --gpu-hour-price 2.5: not used: it prices " \
+                                  "time-to-accuracy runs (--target-accuracy), and this campaign has none"

@@ -100,6 +100,11 @@ def test_report_out_must_be_a_folder_that_can_be_written(tmp_path, capsys):
                              capsys)
     assert (code, err) == (2, "compare: error: --out {0}: {1} is a file, not a folder; give a folder "
                               "path\n".format(tmp_path / "file" / "d", tmp_path / "file"))
+    # without --out, the message names the campaign's report folder, not a flag that was not given
+    (c.root / "report").write_text("x")
+    code, _, err = main_exit(["report", str(c.root)], capsys)
+    assert (code, err) == (2, "compare: error: the report folder (no --out given) {}: is a file, not a "
+                              "folder; give a folder path\n".format(c.root / "report"))
 
 
 def test_clean_text_removes_escape_sequences_and_shows_control_characters():

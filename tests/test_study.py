@@ -69,7 +69,11 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('[executor]\nname = "local"\n', "{f}: executor is a table; give it a value, as the flag "
                                      "--executor takes"),
     ('gpus = [1, 2\n', "--config {f}: not a TOML file (Unclosed array (at end of document))"),
-], ids=["key", "int", "choice", "bool", "list", "bound", "target", "table", "toml"])
+    ('image-size = 64\nimage_size = 32\n', "{f}: image_size is given twice (as image-size and image_size); "
+                                         "give it once"),
+    ('frameworks = "caffe2"\noption = ["nope=1"]\n', "{f}: option: --option nope=1: unknown key 'nope' for "
+                                                   "caffe2; valid keys: caffe2: channels_last, "),
+], ids=["key", "int", "choice", "bool", "list", "bound", "target", "table", "toml", "twice", "option"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys):
     path = tmp_path / "study.toml"
     path.write_text(text)

@@ -60,8 +60,9 @@ def report(
     price = None if gpu_hour_price is None else DECLARED["gpu_hour_price"].parse(
         gpu_hour_price, "--gpu-hour-price", DECLARED["gpu_hour_price"])
     c = Campaign.open(campaign)
-    check_writable_dir(out or c.root / "report", "--out")
-    with user_path(out or c.root / "report", "--out"):
+    label = "--out" if out else "the report folder (no --out given)"  # name no flag not given
+    check_writable_dir(out or c.root / "report", label)
+    with user_path(out or c.root / "report", label):
         text, paths, warnings = stage.write(c, out or c.root / "report", formats, refs, base, price)
     for w in warnings:
         _err("warning: " + w)

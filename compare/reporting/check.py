@@ -11,7 +11,8 @@ floor; the ± beside measured ÷ reference shows how far from noise the verdict 
 Images/sec are held only against a reference row of the same GPU model (its `gpu` column, matched
 word for word within the device name the runs recorded, e.g. `V100-PCIe` in `Tesla V100-PCIE-16GB`;
 a row of another framework never matches): any other row is not comparable, with the reason. A
-speedup is a ratio on one machine, so it may cross hardware, and the verdict says so. A campaign
+speedup is a ratio on one machine, so it may cross hardware, and the verdict says so; at N = 1 it
+is 1 by definition, not comparable (a cell without a figure there still falls short). A campaign
 with planned cells still to run fails: a half-done study does not pass.
 """
 import re
@@ -23,7 +24,7 @@ from .. import frameworks
 from ..errors import UserError
 from . import references
 from .comparator import rests_on
-from .intervals import pm
+from .intervals import pm_ratio
 from .tables import Section, Table, Text
 
 NO_FIGURE = ("failed", "oom", "timeout")  # fall short; unsupported/skipped do not decide
@@ -71,6 +72,9 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
             r.runs - r.repeats, r.runs, r.failed_runs, "; `compare run … --resume` runs {} again".format(
                 "it" if r.runs - r.repeats == 1 else "them") if any(
                     ": {}".format(s) in r.failed_runs for s in RUN_AGAIN) else "")
+    elif r.status == "ok" and r[measured] is not None and figure == "speedup" and \
+            int(r.nodes) * int(r.gpus) == 1:  # 1 against 1: it would always pass
+        return NOT_COMPARABLE, "a speedup at N = 1 is 1 by definition: nothing measured to check"
     elif r.status == "ok" and r[measured] is not None:
         verdict, why = (PASS, None) if r[measured] >= floor else (SHORT, "below {:.2f}".format(floor))
     elif r.status in NO_FIGURE:
@@ -114,7 +118,7 @@ def _row(r, models: bool) -> List[str]:
         r.precision, str(r.batch_size), n, r.figure,
         fmt.format(r.measured) + rests_on(r) if r.measured is not None else r.status,
         fmt.format(r.published),
-        pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"),
+        pm_ratio(r.ratio, r.ratio_ci95, missing="—"),
         "{:g}%".format(round(100 * r.tolerance, 3)), r.verdict + (": " + r.why if r.why else "")]
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from .. import frameworks, machine_record
 from . import findings, intervals
 from .comparator import estimate, rests_on
-from .intervals import pm
+from .intervals import pm_ratio
 from .tables import Section, Table, Text
 
 MATCH = ["framework", "model", "precision", "batch_size", "image_size", "data_mode", "mode", "nodes",
@@ -81,7 +81,7 @@ def _gpu_label(m: Dict) -> str:
 
 def summary(d: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> str:
     """'B (V100) is 2.20–3.60× as fast as A (T4) over 6 comparable cells (median 2.90×).'"""
-    ratios = [r for r in d[d.comparable].ratio if r is not None]
+    ratios = [r for r in d[d.comparable.astype(bool)].ratio if r is not None]
     skipped = int((~d.comparable.astype(bool)).sum())
     tail = "; {} cell{} not comparable (listed below).".format(
         skipped, "s" if skipped != 1 else "") if skipped else "."
@@ -128,7 +128,7 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
         out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],
                          [who(r) + ["{:.2f}".format(r.images_per_sec_a) + r.runs_a,
                            "{:.2f}".format(r.images_per_sec_b) + r.runs_b,
-                           pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}"), r.state]
+                           pm_ratio(r.ratio, r.ratio_ci95), r.state]
                           for _, r in ok.iterrows()], name="diff"))
     bad = d[~d.comparable.astype(bool)]
     if len(bad):

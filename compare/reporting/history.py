@@ -16,7 +16,7 @@ from .. import frameworks, machine_record
 from ..errors import UserError
 from . import diff, intervals
 from .comparator import KEY, cells, rests_on
-from .intervals import pm
+from .intervals import pm, pm_ratio
 from .tables import Section, Table, Text
 
 COLUMNS = KEY + ["date", "commit", "campaign", "framework_version", "status", "repeats", "runs",
@@ -119,13 +119,17 @@ def _state(r) -> str:
 
 def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
     """A summary, then per cell (its key, its table) in the order cells first appear."""
+    if h.empty:  # campaigns planned or started, none with a result yet
+        return [((), [Text("History", ["No cell of these campaigns has a result yet: nothing to "
+                                       "follow over time (`compare run … --resume` runs them)."],
+                           bullets=True)])]
     dates = sorted(set(h.date))
     bad = h[h.regression.astype(bool)]
     lines = ["{} campaign{} from {} to {}; {} cell{}.".format(
         h.campaign.nunique(), "s" if h.campaign.nunique() != 1 else "", dates[0], dates[-1],
         len(h.groupby(KEY)), "s" if len(h.groupby(KEY)) != 1 else "")]
     lines += ["Regression: {} at {} ({}): {} of the previous figure.".format(
-        title(tuple(r[c] for c in KEY)), r.campaign, r.commit, pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}"))
+        title(tuple(r[c] for c in KEY)), r.campaign, r.commit, pm_ratio(r.ratio, r.ratio_ci95))
         for _, r in bad.iterrows()] or ["No regression: no cell is worse than its previous figure "
                                         "beyond noise."]
     out = [((), [Text("History", lines, bullets=True)])]
@@ -133,7 +137,7 @@ def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
         rows = [[r.date, r.commit, r.campaign, r.framework_version or "",
                  pm(r.images_per_sec, r.images_per_sec_ci95, "{:.2f}") + rests_on(r)
                  if r.status == "ok" else r.status,
-                 pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing=""), _state(r)]
+                 pm_ratio(r.ratio, r.ratio_ci95, missing=""), _state(r)]
                 for _, r in g.iterrows()]
         out.append((key, [Table(title(key), ["date", "commit", "campaign", "version", "img/s",
                                              "÷ previous", "state"], rows)]))

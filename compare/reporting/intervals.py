@@ -141,3 +141,13 @@ def pm(value: Optional[float], half_width: Optional[float], fmt: str = "{:.2f}",
         return missing
     return "{} ±{}".format(fmt.format(value), "?" if half_width is None else
                            (hw_fmt or fmt).format(half_width).lstrip("+"))
+
+
+def pm_ratio(value: Optional[float], half_width: Optional[float], missing: str = "n/a") -> str:
+    """'0.80× ±0.01'; with a third or fourth decimal where two would print a non-zero interval
+    as ±0.00 ('0.998× ±0.001'), so that a state of better or worse is never shown beside
+    '1.00× ±0.00'."""
+    places = 2
+    while half_width and places < 4 and round(half_width, places) == 0:
+        places += 1
+    return pm(value, half_width, "{:.%df}×" % places, "{:.%df}" % places, missing)

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from backends.contract import RunResult
 
 from .. import frameworks
+from .. import parsing as p
 from ..errors import UserError
 from ..reporting import FORMATS, write_files
 from ..study import DECLARED, SESSION, declared
@@ -59,6 +60,10 @@ def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
     if baseline is not None and baseline not in set(df.framework):
         raise UserError("--baseline {}: no cell of the campaign ran it; choose from {}".format(
             baseline, ", ".join(frameworks.order(set(df.framework))) or "none (no results yet)"))
+    ignored = []  # a price given for a campaign it prices nothing in: said, not dropped unseen
+    if price is not None and not trained and not (view.asked.get("study") or {}).get("target_accuracy"):
+        ignored.append("--gpu-hour-price {}: not used: it prices time-to-accuracy runs "
+                       "(--target-accuracy), and this campaign has none".format(p.plain(price)))
     if price is None:
         price = (view.asked.get("study") or {}).get("gpu_hour_price")
     chart, out_dir = accuracy.chart(trained), Path(out_dir).absolute()
@@ -68,7 +73,7 @@ def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
                               [chart] if chart is not None else [],
                               lines(view.asked.get("defaults") or {}) + origins(view.asked),
                               base=campaign.root if inside else out_dir)
-    return text, paths, view.warnings
+    return text, paths, view.warnings + ignored
 
 
 def origins(asked: Dict[str, Any]) -> List[str]:

@@ -119,9 +119,9 @@ def test_images_per_sec_are_held_only_against_the_same_gpu_model(tmp_path, capsy
     c = save_campaign(tmp_path / "c", [windowed("caffe2", "fp16", n, [w * n for w in WINDOWS])
                                        for n in (1, 2)])
     code, out, _ = main_exit(["check", str(c), "--reference", "a6000_tf_cnn_benchmarks"], capsys)
-    assert code == 0
-    assert "PASS: every comparable cell is at or above the reference less its tolerance. 2 pass, 0 fall " \
-           "short, 2 not comparable (of 4 figures" in out
+    assert code == 0  # the 2-GPU speedup passes; the 1-GPU one is 1 = 1, not a figure that passes
+    assert "PASS: every comparable cell is at or above the reference less its tolerance. 1 pass, 0 fall " \
+           "short, 3 not comparable (of 4 figures" in out
     assert "| PyTorch (Caffe2) | fp16 | 256 | 1 | img/s | 1000.60 | 1220.76 | 0.82× ±0.01 | 5% | not " \
            "comparable: measured on NVIDIA H200, the reference on a6000: images/sec are held only " \
            "against the same GPU model |" in out
@@ -179,3 +179,13 @@ def test_a_cell_with_a_failed_repeat_fails_the_check(tmp_path, capsys):
     assert "| TensorFlow (+Horovod) | fp32 | 256 | 1 | img/s | 1000.60 (2 of 3 runs) | 900.00 | 1.11× ±0.01 " \
            "| 5% | falls short: 1 of its 3 runs failed (r2: failed: killed by SIGKILL (exit code -9) and " \
            "wrote no result); `compare run … --resume` runs it again |" in out
+
+
+def test_a_speedup_at_one_gpu_is_not_a_pass(tmp_path, capsys):
+    # one H200 against the A6000 table: img/s not comparable, and 1.000 = 1.000 checks nothing
+    c = save_campaign(tmp_path / "c", [windowed("caffe2", "fp16", 1, WINDOWS)])
+    code, out, _ = main_exit(["check", str(c), "--reference", "a6000_tf_cnn_benchmarks"], capsys)
+    assert code == 1
+    assert "FAIL: no comparable cell to check. 0 pass, 0 fall short, 2 not comparable (of 2 figures" in out
+    assert "| PyTorch (Caffe2) | fp16 | 256 | 1 | speedup | 1.000 | 1.000 | 1.00× ±0.00 | 5% | not comparable: " \
+           "a speedup at N = 1 is 1 by definition: nothing measured to check |" in out

@@ -108,3 +108,25 @@ def test_a_cell_without_an_interval_is_not_comparable():
     d = diff.diff(comparator.cells(one_window), comparator.cells(one_window))
     assert (d.state.iloc[0], d.why.iloc[0]) == ("not comparable", "no interval: a side has one run with one "
                                                 "timed window")
+
+
+def test_a_campaign_without_results_yet_is_a_diff_not_an_internal_error(tmp_path, capsys):
+    # a campaign just started (planned cells, no result) against itself or a finished one: exit 0
+    empty = save_campaign(tmp_path / "empty", [], MACHINE)
+    full = save_campaign(tmp_path / "full", [result("caffe2", "fp32", 1, 100.0)])
+    code, out, err = main_exit(["diff", str(empty), str(empty)], capsys)
+    assert (code, err) == (0, "")
+    assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 0 worse, 0 within noise, 0 not comparable."
+    code, out, err = main_exit(["diff", str(empty), str(full)], capsys)
+    assert (code, err) == (0, "")
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | missing in A |" in out
+
+
+def test_a_small_but_sure_change_is_printed_with_the_decimals_that_show_it(tmp_path, capsys):
+    # 0.2 % slower with windows steady to 0.01 %: "worse", so not "1.00× ±0.00" beside it
+    steady = [windowed("caffe2", "fp32", 1, [1000.0, 1000.1, 999.9, 1000.05, 999.95])]
+    a = save_campaign(tmp_path / "a", steady)
+    b = save_campaign(tmp_path / "b", [scaled(steady[0], 0.998)])
+    code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 1000.00 | 998.00 | 0.9980× ±0.0001 | worse |" in out

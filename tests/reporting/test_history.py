@@ -102,3 +102,23 @@ def test_a_figure_resting_on_fewer_runs_than_its_cell_ran_says_so_in_history_and
     assert "| b | torch 2.3.1 | 1000.60 ±" in out and " (1 of 2 runs) | 1.00× ±" in out
     code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
     assert code == 0 and "| 1000.60 | 1000.60 (1 of 2 runs) | 1.00× ±" in out
+
+
+def test_campaigns_without_a_result_yet_are_a_history_not_an_internal_error(tmp_path, capsys):
+    empty = save_campaign(tmp_path / "empty", [], _machine("aaaaaaaaaa11"))
+    code, out, err = main_exit(["history", str(empty), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    assert "- No cell of these campaigns has a result yet: nothing to follow over time (`compare run … " \
+           "--resume` runs them)." in out
+    assert (tmp_path / "h" / "history.html").is_file()
+
+
+def test_a_small_regression_is_not_printed_as_1_00(tmp_path, capsys):
+    steady = windowed("caffe2", "fp32", 1, [1000.0, 1000.1, 999.9, 1000.05, 999.95])
+    a = save_campaign(tmp_path / "a", [steady], created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", [scaled(steady, 0.997)], created_at="2026-12-02T09:00:00+00:00")
+    code, out, _ = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0
+    assert "- Regression: PyTorch (Caffe2) fp32 b256 224px ×1 (cuda) at b (0123456789): 0.9970× ±0.0001 of the " \
+           "previous figure." in out
+    assert out.rstrip().endswith("| 0.9970× ±0.0001 | worse — regression |")
