@@ -55,6 +55,21 @@ def test_a_reference_with_a_gpu_count_that_is_no_number(tmp_path, capsys):
                               "give whole numbers >= 1\n".format(ref))
 
 
+def test_a_reference_named_twice_is_shown_once_with_a_warning(tmp_path, capsys, monkeypatch):
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,images_per_sec\nfp32,1,90\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = main_exit(["report", str(c.root), "--reference", str(ref), "--reference",
+                                "mine.csv"], capsys)  # the same file by two paths
+    assert code == 0 and err.splitlines()[0] == (
+        "compare: warning: --reference mine.csv: named twice; shown once")
+    assert out.count("mine") == 1, out  # one section of it
+
+
 def _study(**flags):
     """The Study of `compare run` with these flags (by setting name, as typed)."""
     return study.build(dict(dict(frameworks="caffe2", gpus="1", precision="fp32", batch_size="4",

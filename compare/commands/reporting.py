@@ -55,7 +55,13 @@ def report(
     from ..stages import report as stage
     from ..store import Campaign
     formats = parse_formats(format)
-    refs = [references.load(r) for r in reference]
+    refs, seen = [], set()
+    for r in reference:  # each reference once, as history counts a campaign named twice once
+        if references.resolve(r).resolve() in seen:
+            _err("warning: --reference {}: named twice; shown once".format(r))
+            continue
+        seen.add(references.resolve(r).resolve())
+        refs.append(references.load(r))
     base = fws.get(baseline).name if baseline else None
     price = None if gpu_hour_price is None else DECLARED["gpu_hour_price"].parse(
         gpu_hour_price, "--gpu-hour-price", DECLARED["gpu_hour_price"])
