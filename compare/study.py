@@ -175,6 +175,11 @@ class Study:
                             "--data synthetic,DIR --data-only")
         object.__setattr__(self, "executor_flags", executors.check_flags(self.executor,
                                                                          self.executor_flags))
+        if self.batch_search is not None and not self.resume and AUTO not in (
+                self.batch_size or ()) and "tuned" not in self.mode:  # a resumed campaign holds it
+            raise UserError("--batch-search {}: bounds the batch search of --batch-size auto and "
+                            "--mode tuned, and no cell searches; add --batch-size auto (or --mode "
+                            "tuned), or leave it out".format("-".join(map(str, self.batch_search))))
         self._accuracy_rules()
 
     def _accuracy_rules(self) -> None:
