@@ -194,7 +194,8 @@ def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], flo
     unbuilt = eta.to_build([f.name for f in plan.matrix.frameworks], plan.device,
                            plan.study.overrides, plan.executor.name)
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
-                                               plan.machine, plan.executor.name, unbuilt)
+                                               plan.machine, plan.executor.name, unbuilt,
+                                               plan.study.timeout)
     text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
         plan.study.concurrency or AUTO), notes)
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
