@@ -386,6 +386,34 @@ def test_plan_warns_of_cells_estimated_beyond_the_timeout(tmp_path):
     assert "warning" not in compare(argv).stdout  # 1800 s
 
 
+def test_plan_reads_the_campaigns_beside_results_and_refuses_what_the_run_would(tmp_path):
+    """--plan --results DIR/new estimated from results/ under the working folder while the run
+    itself reads DIR's campaigns; and it planned into a folder the run then refused (exit 2)."""
+    from tests.helpers import result, save_campaign
+    r = result("caffe2", "fp32", 1, 1000.0)
+    r.phases = {"cell_start": 1000.0, "cell_end": 1070.0}
+    r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
+    save_campaign(tmp_path / "runs" / "old", [r],
+                  machine={"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
+    argv = ["run", "--frameworks", "caffe2", "--batch-size", "256", "--plan", "--plan-gpus", "1",
+            "--python", "caffe2={}".format(sys.executable), "--results"]
+    out = compare(argv + [tmp_path / "runs" / "new"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].endswith("cell times from 1 earlier run in 1 campaign under "
+                                               "{}".format(tmp_path / "runs"))
+    assert "=70 s  caffe2-fp32-g1-b256-s224-r0" in out.stdout
+    assert not (tmp_path / "runs" / "new").exists()
+    out = compare(argv + [tmp_path / "runs" / "old"])
+    assert (out.returncode, out.stdout, out.stderr) == (2, "", "compare: error: --results {}: already "
+                                                           "holds a campaign; add --resume to continue "
+                                                           "it, or give a new folder\n".format(
+                                                               tmp_path / "runs" / "old"))
+    (tmp_path / "file").write_text("x")
+    out = compare(argv + [tmp_path / "file"])
+    assert (out.returncode, out.stderr) == (2, "compare: error: --results {}: is a file, not a "
+                                               "folder; give a folder path\n".format(tmp_path / "file"))
+
+
 def _cpu_model():
     from compare import machine_record
     return machine_record.cpu_model()

@@ -205,10 +205,16 @@ def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], flo
 
 def show(plan: Plan) -> int:
     """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made."""
-    from ..store import FINISHED, Campaign, default_root
+    from ..files import check_writable_dir
+    from ..store import FINISHED, Campaign, check_new, default_root
     study = plan.study
     done = {r.run_id for r in Campaign.open(Path(study.results)).results()[0]
             if r.status in FINISHED} if study.resume else set()
-    source = Path(study.plan_from) if study.plan_from else default_root().parent
+    if study.results and not study.resume:  # a folder the run would refuse is refused here
+        check_writable_dir(Path(study.results), "--results")
+        check_new(Path(study.results))
+    # the campaigns beside this one, as the run's own plan reads them (run.sweep)
+    source = Path(study.plan_from) if study.plan_from else Path(study.results).absolute().parent \
+        if study.results else default_root().parent
     sys.stdout.write(schedule(plan, [s for s in plan.cells if s.run_id not in done], source)[0])
     return 0
