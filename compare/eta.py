@@ -255,7 +255,8 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
     if wall > 0:
         total += " ({:.2f}× faster)".format(serial / wall)
     if pool.gpu:
-        total += "; {} GPUs held {:.2f} GPU-hours".format(len(pool.units), len(pool.units) * wall / 3600)
+        total += "; {} GPU{} held {:.2f} GPU-hours".format(len(pool.units), "s" if len(pool.units) > 1
+                                                            else "", len(pool.units) * wall / 3600)
     return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"
 
 

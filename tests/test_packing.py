@@ -402,6 +402,7 @@ def test_plan_reads_the_campaigns_beside_results_and_refuses_what_the_run_would(
     assert out.stdout.splitlines()[0].endswith("cell times from 1 earlier run in 1 campaign under "
                                                "{}".format(tmp_path / "runs"))
     assert "=70 s  caffe2-fp32-g1-b256-s224-r0" in out.stdout
+    assert "; 1 GPU held 0.04 GPU-hours" in out.stdout  # not "1 GPUs"
     assert not (tmp_path / "runs" / "new").exists()
     out = compare(argv + [tmp_path / "runs" / "old"])
     assert (out.returncode, out.stdout, out.stderr) == (2, "", "compare: error: --results {}: already "
@@ -428,6 +429,8 @@ def _cpu_model():
                            "exit); add --plan\n"),
     (["--plan", "--plan-from", "/no/such/folder"], "compare: error: --plan-from /no/such/folder: no "
      "such folder; give the folder that holds earlier campaigns (default results)\n"),
+    (["--plan", "--plan-gpus", "4"], "compare: error: --plan-gpus 4: plans the study on GPUs, and "
+                                     "--device cpu runs it on the CPU; leave one of them out\n"),
 ])
 def test_bad_packing_flags_are_one_line(args, message):
     out = compare(["run", "--frameworks", "caffe2", "--device", "cpu"] + args)

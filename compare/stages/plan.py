@@ -69,6 +69,9 @@ def make(study: Study, log=lambda text: None) -> Plan:
     machine = (remote or executors.Executor).machine(ctx)  # once, for everything that follows
     sized, where = machine, "on this machine" if remote is None else "on the {} nodes".format(
         study.executor)
+    if study.plan_gpus and study.device == "cpu":
+        raise UserError("--plan-gpus {}: plans the study on GPUs, and --device cpu runs it on the "
+                        "CPU; leave one of them out".format(study.plan_gpus))
     if study.plan_gpus:  # what the study would take on a machine of that many GPUs
         sized, where = dict(machine, gpus=[{}] * study.plan_gpus), "the planned machine"
     kind = device_of(study.device, [1], sized, where)
