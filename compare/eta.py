@@ -255,7 +255,8 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
     if wall > 0:
         total += " ({:.2f}× faster)".format(serial / wall)
     if pool.gpu:
-        total += "; {} GPUs held {:.2f} GPU-hours".format(len(pool.units), len(pool.units) * wall / 3600)
+        total += "; {} GPU{} held {:.2f} GPU-hours".format(len(pool.units), "s" if len(pool.units) > 1
+                                                            else "", len(pool.units) * wall / 3600)
     return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"
 
 
@@ -268,18 +269,23 @@ def _machine(pool: Pool) -> str:
 
 def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
              machine: Dict[str, Any], executor: Optional[str] = None,
-             unbuilt: Sequence[str] = ()) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
+             unbuilt: Sequence[str] = (), timeout: Optional[float] = None
+             ) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
     """(the planned cells, each one's mark, where the estimates came from, notes). `executor`:
     the one that will run them (like cells ran on it); `unbuilt`: the frameworks whose
-    environment the sweep builds first (to_build), each counted once, in its first cell."""
+    environment the sweep builds first (to_build), each counted once, in its first cell;
+    `timeout`: --timeout, which a cell estimated from a run (not a guess) is held against."""
     results, campaigns = earlier_results(folder, machine)
     references, measured = reference_results(machine)
     estimates = Estimates(results, executor, unbuilt, references)
     marks: Dict[str, str] = {}
     builds: Dict[str, Tuple[float, str]] = {}
+    over: Dict[str, float] = {}  # run id -> its estimate, where that is beyond --timeout
 
     def seconds(spec: RunSpec) -> float:
         value, marks[spec.run_id] = estimates.of(spec)
+        if timeout and value > timeout and not marks[spec.run_id].startswith("?"):
+            over[spec.run_id] = value
         if spec.framework in estimates.unbuilt and spec.framework not in builds:
             builds[spec.framework] = estimates.build(spec.framework)
             value += builds[spec.framework][0]
@@ -299,6 +305,11 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
         notes.append("environments built once, in the first cell of each: {} (not cell time; "
                      "later sweeps reuse them)".format(", ".join(
                          "{} {:.0f} s ({})".format(fw, s, how) for fw, (s, how) in builds.items())))
+    if over:
+        longest = max(over, key=over.get)
+        notes.append("warning: {} cell{} estimated beyond --timeout {:.0f} s (the longest, {}: {:.0f} "
+                     "s): a run is stopped there and recorded timeout; give a larger --timeout".format(
+                         len(over), "" if len(over) == 1 else "s", timeout, longest, over[longest]))
     if estimates.first_steps:
         notes.append("of the cells' time, first steps (compilation, autotuning) ~{:.0f} s, from "
                      "the earlier runs' own (compile caches now warm may shorten them)".format(

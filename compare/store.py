@@ -57,7 +57,7 @@ def default_root() -> Path:
     return Path("results") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-def _check_new(root: Path) -> None:
+def check_new(root: Path) -> None:
     """A folder a new campaign may be created in: absent, empty, or what a creation that did
     not finish left (or an earlier compare's lock file)."""
     if (root / CAMPAIGN_FILE).exists():
@@ -116,7 +116,7 @@ class Campaign:
         is written last: a creation that fails leaves a folder that can be created again."""
         root = Path(root)
         files.check_writable_dir(root, "--results")
-        _check_new(root)  # before anything is made in a folder that is not ours
+        check_new(root)  # before anything is made in a folder that is not ours
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -125,7 +125,7 @@ class Campaign:
         c = cls(root)
         c.lock()
         try:
-            _check_new(root)  # again, holding the lock: the check that counts
+            check_new(root)  # again, holding the lock: the check that counts
             for sub in SUBFOLDERS:
                 with files.folder(c.root / sub, c.root):
                     pass

@@ -180,6 +180,11 @@ class Study:
                             "--data synthetic,DIR --data-only")
         object.__setattr__(self, "executor_flags", executors.check_flags(self.executor,
                                                                          self.executor_flags))
+        if self.batch_search is not None and not self.resume and AUTO not in (
+                self.batch_size or ()) and "tuned" not in self.mode:  # a resumed campaign holds it
+            raise UserError("--batch-search {}: bounds the batch search of --batch-size auto and "
+                            "--mode tuned, and no cell searches; add --batch-size auto (or --mode "
+                            "tuned), or leave it out".format("-".join(map(str, self.batch_search))))
         self._accuracy_rules()
 
     def _accuracy_rules(self) -> None:
@@ -318,15 +323,26 @@ def build(flags: Dict[str, Any]) -> "Study":
     if kept is None:
         return Study(**own, executor_flags=ex, sources=sources)
     base, base_sources = kept
-    differ = ["{} {} (the campaign's: {})".format(DECLARED[k].flag, show(v), show(base.get(
-        k, DECLARED[k].default))) for k, v in own.items()
-        if DECLARED[k].resume == HELD and v != base.get(k, DECLARED[k].default)]
+    ran = _ran_with(own["results"]) if own.get("executor", AUTO) != base.get("executor") else None
+    differ = ["{} {} (the campaign's: {}{})".format(DECLARED[k].flag, show(v), show(base.get(
+        k, DECLARED[k].default)), ", which ran {}".format(ran) if k == "executor" and ran and
+        ran != base.get(k) else "") for k, v in own.items()
+        if DECLARED[k].resume == HELD and v != base.get(k, DECLARED[k].default)
+        and not (k == "executor" and v == ran)]  # auto's choice, named: what the error advises
     if differ:
         raise UserError("--resume {}: {}: held by the campaign (they change what its cells measure); "
                         "leave them out (the campaign's are used) or start a new campaign".format(
                             own["results"], "; ".join(differ)))
     ex = dict(base.pop("executor_flags", {}), **ex)
     return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources))
+
+
+def _ran_with(results: str) -> Optional[str]:
+    """The executor a campaign's cells ran with (campaign.json's settings), whatever --executor
+    asked for."""
+    from .store import Campaign
+    settings = Campaign.open(Path(results)).meta.get("settings")
+    return settings.get("executor") if isinstance(settings, dict) else None
 
 
 def show(value: Any) -> str:

@@ -65,6 +65,23 @@ def test_make_again_is_a_no_op_and_other_settings_are_refused(tmp_path, capsys):
                                       "each from 16 to 4096 (ImageNet's largest), e.g. 500x375")
 
 
+def test_make_without_images_writes_the_default_count_and_says_so(tmp_path, capsys, monkeypatch):
+    """--images left out is 10000 (the help's default): the summary and the no-op line count them
+    (they read None: exit 70 after the whole folder was written). Rendering is stubbed: the count
+    is what is checked, not 10000 JPEGs."""
+    def fake_make(dest, spec, jobs, advance):
+        advance(spec.images, spec.images * 1000)
+        return spec.images * 1000
+    monkeypatch.setattr(imagegen, "make", fake_make)
+    code, out, err = main_exit(["data", "make", str(tmp_path / "a"), "--image-size", "64x48"], capsys)
+    assert (code, out) == (0, "{0}: 10000 JPEGs of 64x48 in 1000 classes, 10.0 MB (1 KB each); use: "
+                              "compare run --data {0}\n".format(tmp_path / "a"))
+    monkeypatch.setattr(imagegen, "check_destination", lambda dest, spec: True)
+    code, _, err = main_exit(["data", "make", str(tmp_path / "a"), "--image-size", "64x48"], capsys)
+    assert (code, err.strip()) == (0, "{}: already holds these 10000 images; nothing to do".format(
+        tmp_path / "a"))
+
+
 @pytest.mark.parametrize("case,why", [
     ("missing", "no such folder"), ("file", "is a file, not a folder"),
     ("empty", "the folder is empty"), ("flat", "no class subfolders with JPEG files in {}")])

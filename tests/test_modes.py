@@ -300,6 +300,20 @@ def test_bad_modes_and_searches_are_one_line(argv, message, tmp_path):
     assert (proc.returncode, proc.stderr) == (2, "compare: error: {}\n".format(message))
 
 
+def test_a_batch_search_no_cell_makes_is_refused_not_ignored(tmp_path):
+    """--batch-search bounds only auto batches (--batch-size auto, --mode tuned): beside fixed
+    batches it was silently dropped; --plan, so that a regression trains nothing."""
+    base = ["run", "--plan", "--frameworks", "caffe2", "--device", "cpu", "--batch-search", "8-16"]
+    proc = compare(base + ["--batch-size", "32"])
+    assert (proc.returncode, proc.stderr) == (2, "compare: error: --batch-search 8-16: bounds the "
+                                                 "batch search of --batch-size auto and --mode tuned, "
+                                                 "and no cell searches; add --batch-size auto (or "
+                                                 "--mode tuned), or leave it out\n")
+    for more in (["--batch-size", "32,auto"], ["--mode", "tuned"]):
+        proc = compare(base + more)
+        assert proc.returncode == 0 and "-bauto-" in proc.stdout, proc.stderr
+
+
 def test_jax_hides_latency_only_where_there_is_a_collective():
     from backends.jax.flags import xla_flags
     from backends.world import World

@@ -359,6 +359,62 @@ def test_plan_prints_the_schedule_and_its_estimate_from_earlier_cell_times(tmp_p
     assert [p.parent.name for p in tmp_path.rglob("campaign.json")] == ["old"]  # nothing created
 
 
+def test_plan_warns_of_cells_estimated_beyond_the_timeout(tmp_path):
+    """--timeout 60 beside cells that took 70 and 80 s: the plan said they would end at 1:10 and
+    2:30 while each would be stopped at 60 s and recorded timeout. A guess (?) is not held
+    against it."""
+    from tests.helpers import result, save_campaign
+    earlier = []
+    for gpus, seconds in ((1, 70.0), (2, 80.0)):
+        r = result("caffe2", "fp32", gpus, 1000.0)
+        r.phases = {"cell_start": 1000.0, "cell_end": 1000.0 + seconds}
+        r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
+        earlier.append(r)
+    save_campaign(tmp_path / "runs" / "old", earlier,
+                  machine={"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
+    argv = ["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32,fp16",
+            "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from", tmp_path / "runs",
+            "--python", "caffe2={}".format(sys.executable)]
+    out = compare(argv + ["--timeout", "60"])
+    assert out.returncode == 0, out.stderr
+    assert ("warning: 2 cells estimated beyond --timeout 60 s (the longest, "
+            "caffe2-fp32-g2-b256-s224-r0: 80 s): a run is stopped there and recorded timeout; give "
+            "a larger --timeout") in out.stdout.splitlines()
+    out = compare(argv + ["--timeout", "75"])
+    assert "warning: 1 cell estimated beyond --timeout 75 s (the longest, caffe2-fp32-g2-b256-s224-r0:" \
+        in out.stdout
+    assert "warning" not in compare(argv).stdout  # 1800 s
+
+
+def test_plan_reads_the_campaigns_beside_results_and_refuses_what_the_run_would(tmp_path):
+    """--plan --results DIR/new estimated from results/ under the working folder while the run
+    itself reads DIR's campaigns; and it planned into a folder the run then refused (exit 2)."""
+    from tests.helpers import result, save_campaign
+    r = result("caffe2", "fp32", 1, 1000.0)
+    r.phases = {"cell_start": 1000.0, "cell_end": 1070.0}
+    r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
+    save_campaign(tmp_path / "runs" / "old", [r],
+                  machine={"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
+    argv = ["run", "--frameworks", "caffe2", "--batch-size", "256", "--plan", "--plan-gpus", "1",
+            "--python", "caffe2={}".format(sys.executable), "--results"]
+    out = compare(argv + [tmp_path / "runs" / "new"])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].endswith("cell times from 1 earlier run in 1 campaign under "
+                                               "{}".format(tmp_path / "runs"))
+    assert "=70 s  caffe2-fp32-g1-b256-s224-r0" in out.stdout
+    assert "; 1 GPU held 0.04 GPU-hours" in out.stdout  # not "1 GPUs"
+    assert not (tmp_path / "runs" / "new").exists()
+    out = compare(argv + [tmp_path / "runs" / "old"])
+    assert (out.returncode, out.stdout, out.stderr) == (2, "", "compare: error: --results {}: already "
+                                                           "holds a campaign; add --resume to continue "
+                                                           "it, or give a new folder\n".format(
+                                                               tmp_path / "runs" / "old"))
+    (tmp_path / "file").write_text("x")
+    out = compare(argv + [tmp_path / "file"])
+    assert (out.returncode, out.stderr) == (2, "compare: error: --results {}: is a file, not a "
+                                               "folder; give a folder path\n".format(tmp_path / "file"))
+
+
 def _cpu_model():
     from compare import machine_record
     return machine_record.cpu_model()
@@ -373,6 +429,8 @@ def _cpu_model():
                            "exit); add --plan\n"),
     (["--plan", "--plan-from", "/no/such/folder"], "compare: error: --plan-from /no/such/folder: no "
      "such folder; give the folder that holds earlier campaigns (default results)\n"),
+    (["--plan", "--plan-gpus", "4"], "compare: error: --plan-gpus 4: plans the study on GPUs, and "
+                                     "--device cpu runs it on the CPU; leave one of them out\n"),
 ])
 def test_bad_packing_flags_are_one_line(args, message):
     out = compare(["run", "--frameworks", "caffe2", "--device", "cpu"] + args)

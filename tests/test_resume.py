@@ -86,6 +86,31 @@ def test_resume_alone_continues_the_study_as_it_was_made(tmp_path, fake, capsys,
                               "new campaign\n".format(campaign))
 
 
+def test_resume_takes_the_executor_the_campaign_ran_with_when_named(tmp_path, fake, capsys,
+                                                                   monkeypatch):
+    """A campaign of --executor auto that ran local: a settings error on resume advises --executor
+    local, which was refused as held ("the campaign's: auto"); naming the executor that ran is
+    the campaign's own, another is refused naming both."""
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    fast = [a for a in FAST if a not in ("--executor", "local")]
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + fast, capsys)
+    assert code == 0 and "executor: local (" in err, err
+    code, err = _run(["run", "--results", campaign, "--resume", "--executor", "docker"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: --executor docker (the campaign's: auto, "
+                              "which ran local): held by the campaign (they change what its cells "
+                              "measure); leave them out (the campaign's are used) or start a new "
+                              "campaign\n".format(campaign))
+    code, err = _run(["run", "--results", campaign, "--resume", "--executor", "local", "--repeats",
+                      "2"], capsys)
+    assert code == 0 and "2 cells, 1 to run" in err, err
+    code, err = _run(["run", "--results", campaign, "--resume", "--executor", "docker"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: --executor docker (the campaign's: local): "
+                              "held by the campaign (they change what its cells measure); leave them "
+                              "out (the campaign's are used) or start a new campaign\n".format(campaign))
+
+
 def test_a_campaign_files_study_reloads_without_the_file_and_the_report_says_where_each_came_from(
         tmp_path, fake, capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "500")

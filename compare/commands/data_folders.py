@@ -52,9 +52,9 @@ def make(
                             "training are image_size of the run); leave it out".format(
                                 image_size, n=SIDE))
         spec = _learnable(learnable, images, classes, seed, quality)
-        images = spec.images
     else:
         spec = _photos(images, classes, image_size, seed, quality)
+    images = spec.images  # the default where --images is not given
     _bounded("--workers", 1 if workers is None else workers, 256)
     console = _console()
     if imagegen.check_destination(dest, spec):

@@ -74,9 +74,11 @@ def choose(requested: str, ctx: Context, keep: Optional[str] = None) -> Tuple[ty
     if requested == AUTO and keep in EXECUTORS:
         cls = load(keep)
         if cls.auto and not cls.lacks(ctx):
+            ctx.requested = keep  # as if named again: docker builds the images of changed code
             ok, why = cls.available(ctx)
             if ok:
                 return cls, "the campaign's executor, kept by --resume: {}".format(why)
+            ctx.requested = requested
     if requested != AUTO:
         cls = load(requested)
         missing = cls.lacks(ctx)

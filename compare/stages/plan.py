@@ -69,6 +69,9 @@ def make(study: Study, log=lambda text: None) -> Plan:
     machine = (remote or executors.Executor).machine(ctx)  # once, for everything that follows
     sized, where = machine, "on this machine" if remote is None else "on the {} nodes".format(
         study.executor)
+    if study.plan_gpus and study.device == "cpu":
+        raise UserError("--plan-gpus {}: plans the study on GPUs, and --device cpu runs it on the "
+                        "CPU; leave one of them out".format(study.plan_gpus))
     if study.plan_gpus:  # what the study would take on a machine of that many GPUs
         sized, where = dict(machine, gpus=[{}] * study.plan_gpus), "the planned machine"
     kind = device_of(study.device, [1], sized, where)
@@ -194,7 +197,8 @@ def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], flo
     unbuilt = eta.to_build([f.name for f in plan.matrix.frameworks], plan.device,
                            plan.study.overrides, plan.executor.name)
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
-                                               plan.machine, plan.executor.name, unbuilt)
+                                               plan.machine, plan.executor.name, unbuilt,
+                                               plan.study.timeout)
     text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
         plan.study.concurrency or AUTO), notes)
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
@@ -204,10 +208,16 @@ def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], flo
 
 def show(plan: Plan) -> int:
     """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made."""
-    from ..store import FINISHED, Campaign, default_root
+    from ..files import check_writable_dir
+    from ..store import FINISHED, Campaign, check_new, default_root
     study = plan.study
     done = {r.run_id for r in Campaign.open(Path(study.results)).results()[0]
             if r.status in FINISHED} if study.resume else set()
-    source = Path(study.plan_from) if study.plan_from else default_root().parent
+    if study.results and not study.resume:  # a folder the run would refuse is refused here
+        check_writable_dir(Path(study.results), "--results")
+        check_new(Path(study.results))
+    # the campaigns beside this one, as the run's own plan reads them (run.sweep)
+    source = Path(study.plan_from) if study.plan_from else Path(study.results).absolute().parent \
+        if study.results else default_root().parent
     sys.stdout.write(schedule(plan, [s for s in plan.cells if s.run_id not in done], source)[0])
     return 0

@@ -172,3 +172,20 @@ def test_a_resumed_campaign_keeps_its_executor_while_it_can_run_here(monkeypatch
                                         "here, in its managed environment (or --python)")
     assert executors.choose("auto", _ctx(), keep="podman")[0].name == "nodata"  # not one of ours
     assert executors.choose("nodata", _ctx(), keep="local")[0].name == "nodata"  # asked for: taken
+
+
+def test_a_resumed_docker_campaign_keeps_docker_after_the_code_changed(monkeypatch):
+    """Changed backends/ (a git pull) means images not built yet: auto passed docker over for
+    local, and --resume then stopped with exit 2 (executor docker vs local). The campaign's
+    executor builds them, as --executor docker does."""
+    monkeypatch.setattr(docker_images, "engine", lambda: (object(), None))
+    monkeypatch.setattr(docker_images, "missing", lambda client, fws, variant: ["compare/caffe2:x"])
+    assert executors.choose("auto", _ctx())[0].name == "local"  # a new campaign: nothing built
+    cls, why = executors.choose("auto", _ctx(), keep="docker")
+    assert (cls.name, why) == ("docker", "the campaign's executor, kept by --resume: the Docker "
+                                         "engine answers; compare/caffe2:x is not built yet and "
+                                         "will be built first")
+    monkeypatch.setattr(docker_images, "engine", lambda: (None, "no Docker engine answers (refused)"))
+    ctx = _ctx()
+    assert executors.choose("auto", ctx, keep="docker")[0].name == "local"  # it cannot run here
+    assert ctx.requested == "auto"
