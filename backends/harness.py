@@ -22,7 +22,7 @@ from . import options as opts
 from .contract.options import COMMON_OPTIONS
 from .contract.rules import is_oom
 from .contract.stats import jitter, median, uncertainty, window_sizes
-from .lifeline import die_with_parent
+from .lifeline import die_with_parent, watch_host_lock
 from .machine import cpu_model as cpu_name  # noqa: F401  (the trainers' device_name on CPU)
 from .machine import cpuset
 from .protocol import RunResult, RunSpec, Unsupported, read_spec, utc_now, write_result
@@ -256,6 +256,7 @@ def main(setup: Callable[[RunSpec], Trainer], argv: Optional[List[str]] = None,
     """Entry point of `python -m backends.X SPEC_JSON RESULT_JSON`."""
     argv = sys.argv[1:] if argv is None else argv
     die_with_parent()  # a worker never outlives its launcher (lifeline.py)
+    watch_host_lock()  # nor, in a container, the compare that started it
     if len(argv) != 2:
         sys.stderr.write("usage: python -m backends.<backend> SPEC_JSON RESULT_JSON\n")
         return 2

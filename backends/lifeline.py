@@ -5,6 +5,10 @@ worker calls `die_with_parent()` as it starts (harness.main) and horovodrun is s
 Then the kernel ends the chain top down, whichever way the top ends (SIGKILL of `compare`
 included). A worker whose launcher died before the worker asked (the moment between its start
 and the call) finds a parent that is not of its attempt and ends itself.
+
+A container's processes are not compare's children: there each worker watches the flock compare
+holds on its campaign folder, mounted read-only at $COMPARE_HOST_LOCK (`watch_host_lock`), and
+ends when the kernel has dropped it, whichever way compare ended.
 """
 import os
 import signal
@@ -13,6 +17,8 @@ from typing import Optional
 
 ATTEMPT_ENV = "COMPARE_ATTEMPT"  # the attempt's nonce, in every process of the attempt
 HOST_PID_ENV = "COMPARE_HOST_PID"  # the `compare` process that started the attempt
+HOST_LOCK_ENV = "COMPARE_HOST_LOCK"  # in a container: the campaign folder compare holds a flock on
+WATCH_S = 1.0  # how often a container's worker looks whether compare's lock is still held
 PR_SET_PDEATHSIG = 1
 _prctl = []  # libc's prctl, once found: see prepare()
 
@@ -66,3 +72,35 @@ def die_with_parent(sig: int = signal.SIGKILL, expected: Optional[int] = None) -
     if parent != (expected if expected is not None else parent) or \
             (expected is None and not _parent_is_of_this_attempt(parent)):
         os.kill(os.getpid(), sig)
+
+
+def watch_host_lock(poll_s: float = WATCH_S) -> None:
+    """Where $COMPARE_HOST_LOCK names the campaign folder of the compare that started this run (a
+    container: the kernel's parent-death signal cannot reach across), end this process as soon
+    as that compare's flock on it is gone: it ended, SIGKILL included, and no one will collect
+    this run. A thread tries a shared lock every `poll_s`; it is refused while compare holds its
+    exclusive one."""
+    path = os.environ.get(HOST_LOCK_ENV)
+    if not path:
+        return
+    import fcntl
+    import threading
+    import time
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as exc:
+        sys.stderr.write("lifeline: cannot watch compare's lock at {}: {}\n".format(path, exc))
+        return
+
+    def watch() -> None:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:  # compare holds its lock: it is running
+                time.sleep(poll_s)
+                continue
+            sys.stderr.write("lifeline: the compare that started this run has ended (its lock on "
+                             "the campaign is gone); the run ends with it\n")
+            sys.stderr.flush()
+            os._exit(1)
+    threading.Thread(target=watch, name="compare-lifeline", daemon=True).start()

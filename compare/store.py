@@ -194,6 +194,11 @@ class Campaign:
         for sub in ("",) + SUBFOLDERS[:2] + ("probes",):  # what a killed writer left half-written
             files.remove_stale_temps(self.root / sub, self.root)
 
+    @property
+    def locked(self) -> bool:
+        """This process holds the campaign's lock (lock())."""
+        return self._lock_fd is not None
+
     def unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing drops the flock

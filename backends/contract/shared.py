@@ -6,7 +6,8 @@ with what the host needs it for; a backend's package, the plug-in seam; where th
     dataset     a data folder's prepared side: the manifest and file list the host writes, the
                 native formats a backend writes, where they live (beside the folder or cached)
     launchers   how a run's processes start: the command an executor runs (for_spec, command)
-    lifeline    every process of a run dies with compare (the host's preexec, the backends' start)
+    lifeline    every process of a run dies with compare (the host's preexec, the backends' start,
+                in a container the campaign's lock it watches)
     machine     the record a node takes of itself (Slurm runs MACHINE_SCRIPT on its nodes)
     mllog       MLPerf log lines: a backend writes them, the host reads and scores them
     networks    the networks as tables: names, native sizes, parameters, multiply-adds
@@ -22,7 +23,7 @@ from typing import List
 
 from .. import batchprobe, dataset, launchers, lifeline, machine, mllog, networks
 from ..caches import ENV as COMPILE_CACHE_ENV
-from ..lifeline import ATTEMPT_ENV, HOST_PID_ENV, die_with_parent
+from ..lifeline import ATTEMPT_ENV, HOST_LOCK_ENV, HOST_PID_ENV, die_with_parent
 from ..machine import (
     command_output,
     cpu_model,
@@ -40,9 +41,9 @@ MACHINE_SCRIPT = os.path.abspath(machine.__file__)  # standalone: `python3 -c SO
 
 __all__ = ["batchprobe", "dataset", "launchers", "lifeline", "machine", "mllog", "networks",
            "COMPILE_CACHE_ENV", "PACKAGE_DIR", "CODE_ROOT", "MACHINE_SCRIPT", "backend",
-           "writer_command", "ATTEMPT_ENV", "HOST_PID_ENV", "die_with_parent", "command_output",
-           "cpu_model", "cpuset", "cuda_driver_version", "gpus", "memory_gib", "node_info",
-           "BF16_CPU_FLAGS", "cpu_flags"]
+           "writer_command", "ATTEMPT_ENV", "HOST_LOCK_ENV", "HOST_PID_ENV", "die_with_parent",
+           "command_output", "cpu_model", "cpuset", "cuda_driver_version", "gpus", "memory_gib",
+           "node_info", "BF16_CPU_FLAGS", "cpu_flags"]
 
 
 def backend(name: str) -> ModuleType:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from backends.contract import LAUNCHED_ENV, RunSpec, visible_gpus
-from backends.contract.shared import COMPILE_CACHE_ENV, dataset
+from backends.contract.shared import COMPILE_CACHE_ENV, HOST_LOCK_ENV, dataset
 
 from .. import datasets, files
 from ..errors import UserError
@@ -33,6 +33,7 @@ SPEC_IN = "/compare/spec.json"  # the spec, mounted read-only
 OUT_IN = "/compare/out"  # the run's output folder (result.json), mounted read-write
 CACHE_IN = "/compare/cache"  # COMPARE_CACHE inside: the prepared side of a read-only data folder
 COMPILE_CACHE_IN = "/compare/compile-cache"  # the host's compile caches, mounted read-write
+LIFELINE_IN = "/compare/campaign-lock"  # the campaign folder, read-only: its flock is compare's
 # NGC: --ipc=host --ulimit memlock=-1 --ulimit stack=67108864. Host IPC gives the containers the
 # host's /dev/shm, which loader workers pass batches through (Docker's own is 64 MB; --shm-size
 # does nothing beside --ipc=host), so its size is what a run records (shm_bytes)
@@ -108,6 +109,15 @@ def _mount_compile_cache(kwargs: Dict) -> None:
     host.mkdir(parents=True, exist_ok=True)
     kwargs["volumes"][str(host)] = {"bind": COMPILE_CACHE_IN, "mode": "rw"}
     kwargs["environment"][COMPILE_CACHE_ENV] = COMPILE_CACHE_IN
+
+
+def _mount_lifeline(kwargs: Dict, campaign) -> None:
+    """The campaign folder, read-only, where its workers watch the flock this compare holds on it
+    (backends/lifeline.py): a container is not compare's child, and must not train on for hours
+    after a SIGKILL of compare. Only while this process holds the lock: else none to watch."""
+    if campaign.locked:
+        kwargs["volumes"][str(campaign.root.resolve())] = {"bind": LIFELINE_IN, "mode": "ro"}
+        kwargs["environment"][HOST_LOCK_ENV] = LIFELINE_IN
 
 
 def data_mounts(spec: RunSpec) -> Tuple[List[datasets.Mount], Dict[str, str]]:
@@ -313,6 +323,7 @@ class DockerExecutor(Executor):
                             "{}:{}".format(os.getuid(), os.getgid()), self.memlock, mounts,
                             cpuset(slot.cores) if slot and slot.cores else None)
         _mount_compile_cache(kwargs)
+        _mount_lifeline(kwargs, campaign)
         kwargs["labels"]["org.compare.campaign"] = str(campaign.root.resolve())
         kwargs["environment"][LAUNCHED_ENV] = repr(time.time())  # the container's start counts
         try:

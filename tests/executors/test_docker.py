@@ -167,7 +167,7 @@ def test_sigterm_of_compare_stops_its_running_container(engine, tmp_path):
     from tests.helpers import start_compare, wait_for
     campaign = tmp_path / "c"
     proc = start_compare(["run", "--frameworks", "caffe2", "--executor", "docker", "--results", campaign,
-                          "--steps", "1000000"] + TINY)
+                          ] + TINY + ["--steps", "1000000"])  # after TINY's 2 steps: the last wins
     try:
         assert wait_for(lambda: _leftover_containers(engine, campaign), 300), "no container started"
         os.kill(proc.pid, signal.SIGTERM)
@@ -178,3 +178,30 @@ def test_sigterm_of_compare_stops_its_running_container(engine, tmp_path):
         for container in _leftover_containers(engine, campaign):
             container.remove(force=True)
         proc.kill()
+
+
+def test_sigkill_of_compare_ends_its_running_container_within_seconds(engine, tmp_path):
+    import signal
+    import time
+
+    from tests.helpers import start_compare, wait_for
+    campaign = tmp_path / "c"
+    proc = start_compare(["run", "--frameworks", "caffe2", "--executor", "docker", "--results", campaign,
+                          ] + TINY + ["--steps", "1000000"])  # after TINY's 2 steps: the last wins
+    try:
+        running = lambda: [c for c in _leftover_containers(engine, campaign)  # noqa: E731
+                           if c.status == "running"]
+        assert wait_for(running, 300), "no container started"
+        (container,) = running()
+        os.kill(proc.pid, signal.SIGKILL)  # no clean-up of compare's own: the kernel drops its lock
+        proc.communicate(timeout=60)
+        began = time.monotonic()
+        assert wait_for(lambda: not running(), 30), "the container trains on without compare"
+        assert time.monotonic() - began < 10
+        container.reload()
+        assert "the compare that started this run has ended" in container.logs(
+            stdout=False, stderr=True).decode()
+    finally:
+        for container in _leftover_containers(engine, campaign):
+            container.remove(force=True)
+
