@@ -79,7 +79,10 @@ def watch_host_lock(poll_s: float = WATCH_S) -> None:
     container: the kernel's parent-death signal cannot reach across), end this process as soon
     as that compare's flock on it is gone: it ended, SIGKILL included, and no one will collect
     this run. A thread tries a shared lock every `poll_s`; it is refused while compare holds its
-    exclusive one."""
+    exclusive one. compare mounts the folder only while it holds the lock, so a lock free at the
+    first look means compare ended before it (a SIGKILL right after the container started); the
+    engine runs on compare's kernel, as its bind mounts of compare's folders need, so the lock
+    is seen from inside."""
     path = os.environ.get(HOST_LOCK_ENV)
     if not path:
         return
@@ -92,15 +95,19 @@ def watch_host_lock(poll_s: float = WATCH_S) -> None:
         sys.stderr.write("lifeline: cannot watch compare's lock at {}: {}\n".format(path, exc))
         return
 
+    def held() -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:  # refused: compare holds its exclusive lock, it is running
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)  # not ours to hold: a resuming compare takes it
+        return False
+
     def watch() -> None:
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError:  # compare holds its lock: it is running
-                time.sleep(poll_s)
-                continue
-            sys.stderr.write("lifeline: the compare that started this run has ended (its lock on "
-                             "the campaign is gone); the run ends with it\n")
-            sys.stderr.flush()
-            os._exit(1)
+        while held():
+            time.sleep(poll_s)
+        sys.stderr.write("lifeline: the compare that started this run has ended (its lock on the "
+                         "campaign is gone); the run ends with it\n")
+        sys.stderr.flush()
+        os._exit(1)
     threading.Thread(target=watch, name="compare-lifeline", daemon=True).start()

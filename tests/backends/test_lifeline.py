@@ -44,3 +44,14 @@ def test_a_worker_started_by_no_compare_has_nothing_to_watch(tmp_path):
                                               if k != "COMPARE_HOST_LOCK"})
     out, err = worker.communicate(timeout=10)
     assert (worker.returncode, out, err) == (0, "training\n", "")
+
+
+def test_a_lock_already_free_at_the_first_look_ends_the_run(tmp_path):
+    # compare mounts the folder only while it holds the lock: free at the first look, it was
+    # SIGKILLed right after the container started, before the worker had imported its framework
+    worker = _worker(tmp_path)
+    try:
+        _, err = worker.communicate(timeout=10)
+        assert worker.returncode == 1 and "the run ends with it" in err
+    finally:
+        worker.kill()

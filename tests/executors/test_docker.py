@@ -193,6 +193,7 @@ def test_sigkill_of_compare_ends_its_running_container_within_seconds(engine, tm
                            if c.status == "running"]
         assert wait_for(running, 300), "no container started"
         (container,) = running()
+        time.sleep(3)  # the run is training (its watch started with it)
         os.kill(proc.pid, signal.SIGKILL)  # no clean-up of compare's own: the kernel drops its lock
         proc.communicate(timeout=60)
         began = time.monotonic()
