@@ -28,9 +28,9 @@ Steps. On GPUs at a batch above 256 the timed steps cover at least the 12,800 im
 earlier figure timed (50 steps of 256): ceil(12,800 ÷ batch) rounded up to the windows, at least
 10; warm-up 5 steps (compilation and autotuning happen in the first). Elsewhere 50 and 10. A
 tuned cell whose search starts at a measured batch takes the steps of that batch by the same rule
-(at 1024: 15 and 5, not the 50 and 10 of the default cells at 256, which timed 4x the images for
-no narrower interval); should its search end below the start, the cell times as many images as
-planned (backends/batchprobe.py).
+(at 1024: 15 and 5, not the 50 and 10 of the default cells at 256, which timed 4x the images the
+rule asks for: ~5 s of each tuned cell on an H200); should its search end below the start, the
+cell times as many images as planned (backends/batchprobe.py).
 """
 import csv
 import math
