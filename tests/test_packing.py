@@ -185,6 +185,8 @@ def test_the_report_gives_the_study_wall_time_gpu_hours_and_duty_cycle_beside_th
         "running up to 2 at once).",
         "GPU time: 2 GPUs × 2:30 = 0.083 GPU-hours held, 0.083 used by cells, 0.011 timed: a duty "
         "cycle of 13.3% (serially 0.139 GPU-hours held, 8.0%)."]
+    one = report_phases.study([cells[0]], machine_gpus=1)  # one GPU: no plural
+    assert report_phases.study_lines(one)[1].startswith("GPU time: 1 GPU × 1:40 = 0.028 GPU-hours")
 
 
 def test_a_packed_figure_beyond_its_serial_interval_is_flagged(tmp_path):

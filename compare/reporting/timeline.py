@@ -158,11 +158,12 @@ def study_lines(s: Dict) -> List[str]:
                  clock(s["serial_s"]), s["serial_s"] / s["wall_s"] if s["wall_s"] else 1.0,
                  s["at_once"])]
     if "gpus" in s:
-        lines.append("GPU time: {} GPUs × {} = {:.3f} GPU-hours held, {:.3f} used by cells, {:.3f} "
-                     "timed: a duty cycle of {:.1%} (serially {:.3f} GPU-hours held, {:.1%}).".format(
-                         s["gpus"], clock(s["wall_s"]), s["held_gpu_h"], s["used_gpu_h"],
-                         s["timed_gpu_h"], s["duty"] or 0.0, s["gpus"] * s["serial_s"] / 3600,
-                         s["duty_serial"] or 0.0))
+        lines.append("GPU time: {} GPU{} × {} = {:.3f} GPU-hours held, {:.3f} used by cells, "
+                     "{:.3f} timed: a duty cycle of {:.1%} (serially {:.3f} GPU-hours held, "
+                     "{:.1%}).".format(
+                         s["gpus"], "" if s["gpus"] == 1 else "s", clock(s["wall_s"]),
+                         s["held_gpu_h"], s["used_gpu_h"], s["timed_gpu_h"], s["duty"] or 0.0,
+                         s["gpus"] * s["serial_s"] / 3600, s["duty_serial"] or 0.0))
     return lines
 
 
