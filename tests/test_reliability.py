@@ -245,7 +245,7 @@ def test_a_worker_killed_by_a_signal_is_failed_and_run_again_on_resume(tmp_path,
     assert (killed["status"], killed["reason"]) == ("failed", "killed by SIGKILL (exit code -9) and "
                                                               "wrote no result")
     again = run(args + ["--resume"])
-    assert again.returncode == 0 and "1 cells, 1 to run" in again.stderr
+    assert again.returncode == 0 and "1 cell, 1 to run" in again.stderr
     assert json.loads(path.read_text())["status"] == "ok"
 
 

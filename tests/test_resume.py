@@ -73,7 +73,7 @@ def test_resume_alone_continues_the_study_as_it_was_made(tmp_path, fake, capsys,
     made = meta["sessions"][0]["config"]["study"]
     assert (made["frameworks"], made["steps"], made["batch_size"]) == (["caffe2"], 3, [4])
     code, err = _run(["run", "--results", campaign, "--resume"], capsys)  # no other flag
-    assert code == 0 and "1 cells, 0 to run" in err, err
+    assert code == 0 and "1 cell, 0 to run" in err, err
     code, err = _run(["run", "--results", campaign, "--resume", "--repeats", "2"], capsys)  # FREE
     assert code == 0 and "2 cells, 1 to run" in err, err
     sessions = json.loads((campaign / "campaign.json").read_text())["sessions"]
@@ -181,7 +181,7 @@ def test_a_time_to_accuracy_run_killed_mid_training_runs_again_and_keeps_its_par
     assert '"key": "epoch_start"' in log and '"key": "run_stop"' not in log  # killed in epoch 2
     assert log.endswith("the cell ran again as a new attempt\n")
     again = compare(["run", "--results", campaign, "--resume"])  # the study reloads, price and all
-    assert again.returncode == 0 and "1 cells, 1 to run" in again.stderr, again.stderr
+    assert again.returncode == 0 and "1 cell, 1 to run" in again.stderr, again.stderr
     done = json.loads((campaign / "results" / (run_id + ".json")).read_text())
     assert done["status"] == "ok" and done["accuracy"]["epochs_to_target"] == 3
     assert done["accuracy"]["mllog"] == "logs/{}.mllog".format(run_id)

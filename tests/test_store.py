@@ -263,7 +263,7 @@ def test_a_result_of_another_campaign_with_the_same_settings_is_left_out(tmp_pat
                 name, json.loads(copied)["nonce"])) in err
     assert "No results yet." in out
     _, err = _fake_run(tmp_path, capsys, tmp_path / "a", "--resume")
-    assert "1 cells, 1 to run" in err  # run again, the copy replaced
+    assert "1 cell, 1 to run" in err  # run again, the copy replaced
     assert (tmp_path / "a" / "results" / name).read_text() != copied
 
 

@@ -140,7 +140,7 @@ def test_a_file_nested_200000_deep_neither_crashes_a_report_nor_blocks_a_resume(
            "to read)" in err
     code, _, err = main_exit(run + ["--resume"], capsys)
     assert code == 0, err
-    assert "1 cells, 1 to run" in err  # the unreadable cell is run again, its file replaced
+    assert "1 cell, 1 to run" in err  # the unreadable cell is run again, its file replaced
     assert json.loads((root / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text())["status"] == "ok"
 
 
@@ -155,7 +155,7 @@ def test_an_integer_of_401_digits_neither_blocks_a_resume_nor_a_plan(tmp_path, c
     assert (code, "internal error" in err) == (0, False), err
     code, _, err = main_exit(run + ["--resume"], capsys)
     assert code == 0, err
-    assert "1 cells, 1 to run" in err  # the unreadable cell is run again, its file replaced
+    assert "1 cell, 1 to run" in err  # the unreadable cell is run again, its file replaced
     assert json.loads((root / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text())["status"] == "ok"
 
 

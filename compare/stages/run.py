@@ -62,8 +62,9 @@ def sweep(prepared: Prepared, console) -> int:
     Every executor is closed on every way out."""
     plan, campaign = prepared.plan, prepared.campaign
     todo = [s for s in plan.cells if s.run_id not in prepared.done]
-    console.print("campaign {}: {} cells, {} to run{}".format(
-        campaign.root, len(plan.cells), len(todo), plan.pool.describe(plan.concurrency)))
+    console.print("campaign {}: {} cell{}, {} to run{}".format(
+        campaign.root, len(plan.cells), "" if len(plan.cells) == 1 else "s", len(todo),
+        plan.pool.describe(plan.concurrency)))
     for note in plan.pool.notes:
         console.print("note: " + note)
     try:  # the plan with its ETA, before the first cell; the bar shows it, and each cell's phase
