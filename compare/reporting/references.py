@@ -163,7 +163,24 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
     for name in ("gpu", "system"):  # shown: an empty cell names nothing
         if name in df.columns:
             df[name] = [t.strip() or None for t in df[name]]
+    _once(path, df)
     return path.stem, df.reset_index(drop=True).astype(object)
+
+
+def _once(path: Path, df: pd.DataFrame) -> None:
+    """One line naming the first two rows that give the same cell (network, precision, count,
+    and the optional keys, GPU model and system where given): a cell would pass against one and
+    fall short against the other."""
+    keys = [k for k in ("model", "precision", "gpus", "nodes") + OPTIONAL_KEYS + ("gpu", "system")
+            if k in df.columns]
+    seen: Dict[tuple, int] = {}
+    for line, row in enumerate(df[keys].itertuples(index=False), start=2):  # line 1: the header
+        cell = tuple(None if pd.isna(v) else v for v in row)
+        if cell in seen:
+            raise UserError("reference {}: lines {} and {} give the same cell ({}); give each cell "
+                            "once".format(path, seen[cell], line, ", ".join(
+                                "{} {}".format(k, v) for k, v in zip(keys, cell) if v is not None)))
+        seen[cell] = line
 
 
 def describe(name: str, df: pd.DataFrame) -> str:

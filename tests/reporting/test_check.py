@@ -168,6 +168,17 @@ def test_a_reference_row_that_is_not_a_figure_is_one_line_naming_file_and_line(c
     assert (code, err) == (2, "compare: error: reference {}: {}\n".format(ref, why))
 
 
+def test_a_reference_giving_one_cell_twice_is_one_line_naming_both_lines(campaign, tmp_path, capsys):
+    # the same cell at 50 and 60: it would pass against one row and fall short against the other
+    ref = _reference(tmp_path, HEAD + "H200,tf,fp32,1,50\nH200,tf,fp32,2,90\nA100,tf,fp32,1,40\n"
+                                      "H200,tf,fp32,1,60\n")
+    why = ("reference {}: lines 2 and 5 give the same cell (model resnet50, precision fp32, gpus 1, "
+           "framework tf, gpu H200); give each cell once\n".format(ref))
+    for command in ("check", "report"):
+        code, out, err = main_exit([command, str(campaign), "--reference", ref], capsys)
+        assert (code, out, err) == (2, "", "compare: error: " + why)
+
+
 def test_a_cell_with_a_failed_repeat_fails_the_check(tmp_path, capsys):
     runs = [windowed("tf", "fp32", 1, WINDOWS, repeat=0), windowed("tf", "fp32", 1, WINDOWS, repeat=1),
             result("tf", "fp32", 1, status="failed", repeat=2, device_name="NVIDIA H200",
