@@ -205,11 +205,13 @@ class Campaign:
             self._lock_fd = None
 
     def resume(self, config: Dict[str, Any], settings: Dict[str, Any],
-               reconstruct: Callable[[List[RunResult]], Dict[str, Any]] = lambda rs: {}) -> None:
+               reconstruct: Callable[[List[RunResult]], Dict[str, Any]] = lambda rs: {},
+               write: bool = True) -> None:
         """Continue the campaign with `config`: its settings must be the campaign's (new keys, e.g.
         a framework's options when a framework is added, are recorded); else one UserError line.
         A campaign of an earlier compare stored none: `reconstruct` reads them from its results
-        (a UserError when they disagree), and they are held to just the same."""
+        (a UserError when they disagree), and they are held to just the same. `write` False:
+        the check alone (`--resume --plan`)."""
         meta = self.meta
         if "settings" in meta:  # a campaign always holds some (the device, the executor)
             fixed, whose = meta.get("settings"), "campaign"
@@ -231,15 +233,18 @@ class Campaign:
                             "change){}".format(self.root, "" if whose == "campaign" else
                                                " (it stored none: read from its results)",
                                                "; ".join(differ), keep))
+        if not write:
+            return
         meta["settings"] = dict(fixed, **settings)
         meta.setdefault("sessions", []).append({"started_at": utc_now(), "config": config})
         self._write_meta(meta)
 
-    def plan(self, specs: List[RunSpec]) -> None:
+    def plan(self, specs: List[RunSpec], write: bool = True) -> None:
         """Record the cells this session will run (the campaign's planned cells are the union).
         A cell planned before must be the same cell (its spec hash), every planned id a run id
         (it names files), and where a cell's spec, result and logs go the campaign's own (no
-        link, no folder): else one UserError line, before anything runs."""
+        link, no folder): else one UserError line, before anything runs. `write` False: the
+        checks alone."""
         self.check_cells([s.run_id for s in specs])
         meta = self.meta
         planned = meta.get("planned") or {}
@@ -253,6 +258,8 @@ class Campaign:
                             "{}): resume with the campaign's (its --data, its options) or start a new "
                             "campaign".format(self.root, other[0].run_id, planned[other[0].run_id],
                                               other[0].spec_hash))
+        if not write:
+            return
         planned.update({s.run_id: s.spec_hash for s in specs})
         meta["planned"] = planned
         self._write_meta(meta)

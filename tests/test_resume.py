@@ -206,12 +206,18 @@ def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, 
         result = json.loads(path.read_text())  # result of another CPU model is never resumed)
         path.write_text(json.dumps(dict(result, device_name=record["cpu_model"]), indent=2))
     before = {p.name: p.read_bytes() for p in (campaign / "results").iterdir()}
-    code, err = _run(["run", "--results", campaign, "--resume", "--device", "cpu"], capsys)
-    assert code == 2 and "settings differ from the campaign's: " in err and "steps 2 (campaign) " \
-        "vs 50 (now)" in err, err
+    meta = (campaign / "campaign.json").read_bytes()
+    for plan_only in (["--plan"], []):  # --plan refuses what the run refuses, and writes nothing
+        code, err = _run(["run", "--results", campaign, "--resume", "--device", "cpu"] + plan_only,
+                         capsys)
+        assert code == 2 and "settings differ from the campaign's: " in err and "steps 2 " \
+            "(campaign) vs 50 (now)" in err, err
+        assert (campaign / "campaign.json").read_bytes() == meta
     flags = ["--frameworks", "caffe2", "--quick", "--image-size", "32", "--steps", "2", "--warmup",
              "1", "--windows", "2", "--repeats", "2", "--gpus", "1,2", "--device", "cpu",
              "--executor", "local"]
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan"] + flags, capsys)
+    assert code == 0 and (campaign / "campaign.json").read_bytes() == meta, err
     code, err = _run(["run", "--results", campaign, "--resume"] + flags, capsys)
     assert code == 0 and "4 cells, 0 to run" in err, err
     assert {p.name: p.read_bytes() for p in (campaign / "results").iterdir()} == before

@@ -6,6 +6,7 @@ study.py builds the Study (flags, a campaign file, a resumed campaign's); `compa
 stops after the plan (plan.show); `compare report` is the report stage alone.
 """
 import sys
+from pathlib import Path
 
 from ..study import Study
 from . import plan as planning
@@ -22,6 +23,9 @@ def execute(study: Study) -> int:
     console = Console(stderr=True, markup=False, highlight=False)  # reasons may hold [brackets]
     plan = planning.make(study, lambda text: console.print(text, soft_wrap=True))  # paths whole
     if study.plan:  # the schedule and its estimate, then exit: nothing is created
+        if study.resume:  # what the run would refuse, refused here too
+            from ..store import Campaign
+            prepare.check_resume(plan, Campaign.open(Path(study.results)), write=False)
         return planning.show(plan)
     prepared = prepare.make(plan, console)  # fails before anything runs
     try:

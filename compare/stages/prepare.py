@@ -7,7 +7,7 @@ only what it used. A failure here leaves nothing running and the campaign unlock
 """
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict
+from typing import Any, Dict
 
 from backends.contract import RunResult
 
@@ -53,27 +53,38 @@ def _campaign(plan: Plan) -> Campaign:
     each the machine decided is what it is (the report's "Defaults")."""
     study = plan.study
     root = Path(study.results or default_root()).absolute()
-    asked = {"study": study.to_json(), "sources": dict(study.sources), "file": study.config,
-             "defaults": plan.defaults}
     if not study.resume:
-        campaign = Campaign.create(root, asked, plan.machine, plan.held())  # returned locked
+        campaign = Campaign.create(root, _asked(plan), plan.machine, plan.held())  # locked
         campaign.plan(plan.cells)
         return campaign
     campaign = Campaign.open(root)
     campaign.lock()
     try:
-        recorded = campaign.machine
-        differ = machine_record.differences(recorded, plan.machine) if recorded else []
-        if differ:  # one campaign, one machine: never mix two machines' figures silently
-            raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
-                            "start a new campaign and use `compare diff`".format(
-                                root, "; ".join(differ)))
-        campaign.resume(asked, plan.held(), settings_of_results)
-        campaign.plan(plan.cells)  # a cell planned before must be the same cell
+        check_resume(plan, campaign)
     except BaseException:
         campaign.unlock()
         raise
     return campaign
+
+
+def _asked(plan: Plan) -> Dict[str, Any]:
+    study = plan.study
+    return {"study": study.to_json(), "sources": dict(study.sources), "file": study.config,
+            "defaults": plan.defaults}
+
+
+def check_resume(plan: Plan, campaign: Campaign, write: bool = True) -> None:
+    """A resume's checks (one UserError line): the same machine, the settings the campaign
+    holds, a cell planned before the same cell. `write`: record this session and its cells;
+    False for `--resume --plan`, which must refuse what the run would refuse and write nothing."""
+    recorded = campaign.machine
+    differ = machine_record.differences(recorded, plan.machine) if recorded else []
+    if differ:  # one campaign, one machine: never mix two machines' figures silently
+        raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
+                        "start a new campaign and use `compare diff`".format(
+                            campaign.root, "; ".join(differ)))
+    campaign.resume(_asked(plan), plan.held(), settings_of_results, write=write)
+    campaign.plan(plan.cells, write=write)  # a cell planned before must be the same cell
 
 
 def _data(plan: Plan, executor: Executor, console) -> None:
