@@ -1,6 +1,7 @@
 """Lines of compare/'s Python at a git revision: every line (wc -l) and code lines only.
 
-    python bench/lines.py [REV ...]        # default: HEAD
+    python bench/lines.py [REV ...]            # default: HEAD
+    python bench/lines.py --log A..B           # each commit's change to both counts, and its subject
 
 A code line holds a token that is not a comment, a docstring or a line break; blank lines,
 comment lines and docstring lines are left out. Issue 33 asks for "fewer lines in compare/ for
@@ -37,18 +38,40 @@ def code_lines(source):
     return lines
 
 
+def _sizes(rev, names):
+    """(lines, code lines) of each of the named files at rev; a file absent there counts 0."""
+    present = set(_git("ls-tree", "-r", "--name-only", rev, "compare").split())
+    sizes = {}
+    for name in names:
+        text = _git("show", "%s:%s" % (rev, name)) if name in present else ""
+        sizes[name] = (text.count("\n"), len(code_lines(text)))
+    return sizes
+
+
 def count(rev):
     files = [f for f in _git("ls-tree", "-r", "--name-only", rev, "compare").split()
              if f.endswith(".py")]
-    total = code = 0
-    for name in files:
-        text = _git("show", "%s:%s" % (rev, name))
-        total += text.count("\n")
-        code += len(code_lines(text))
-    return len(files), total, code
+    sizes = _sizes(rev, files).values()
+    return len(files), sum(t for t, _ in sizes), sum(c for _, c in sizes)
+
+
+def log(span):
+    """Each commit of span (first parents, merges as one change) with its change to both counts."""
+    for line in _git("log", "--reverse", "--first-parent", "--format=%h %s", span).splitlines():
+        rev, subject = line.split(" ", 1)
+        names = _git("diff", "--no-renames", "--name-only", rev + "^", rev, "--", "compare")
+        changed = [f for f in names.split() if f.endswith(".py")]
+        if not changed:
+            continue
+        before, after = _sizes(rev + "^", changed), _sizes(rev, changed)
+        total = sum(after[f][0] - before[f][0] for f in changed)
+        code = sum(after[f][1] - before[f][1] for f in changed)
+        print("%+5d %+5d  %s  %s" % (total, code, rev, subject[:100]))
 
 
 def main(argv):
+    if argv[:1] == ["--log"] and len(argv) == 2:
+        return log(argv[1])
     for rev in argv or ["HEAD"]:
         files, total, code = count(rev)
         short = _git("rev-parse", "--short", rev).strip()
