@@ -10,20 +10,9 @@ data_efficiency     = img/s(real data) / img/s(synthetic)   same cell otherwise;
 import statistics
 from typing import Optional, Sequence
 
-from backends.contract import jitter, median, uncertainty  # noqa: F401  (one definition, re-exported)
-
-
-def speedup(ips_n: Optional[float], ips_1: Optional[float]) -> Optional[float]:
-    return ratio(ips_n, ips_1)
-
 
 def scaling_efficiency(speedup_n: Optional[float], n: int) -> Optional[float]:
     return None if speedup_n is None or n < 1 else speedup_n / n
-
-
-def precision_gain(ips_mixed: Optional[float], ips_fp32: Optional[float]) -> Optional[float]:
-    gain = ratio(ips_mixed, ips_fp32)
-    return None if gain is None else gain - 1.0
 
 
 # --- repeats of one cell -------------------------------------------------------------------------
