@@ -15,7 +15,7 @@ from .. import frameworks
 from ..mlperf import REQUIRED_RUNS, olympic_mean
 from . import intervals
 from .charts import Chart, _plt, _png
-from .tables import Table
+from .tables import Table, n_of
 
 CELL = ("framework", "model", "mode", "precision", "batch_size", "image_size", "device")
 FINISHED = ("ok", "not_converged")
@@ -89,9 +89,8 @@ def summary(runs: List[Dict]) -> Dict:
 
 def _label(key: Tuple) -> List[str]:
     fw, model, mode, precision, batch, size, device, nodes, gpus = key
-    n = "{}×{}".format(nodes, gpus) if nodes > 1 else str(gpus)
     return [frameworks.display(fw), model, mode, precision, str(batch), str(size),
-            n + (" (CPU)" if device == "cpu" else "")]
+            n_of(nodes, gpus) + (" (CPU)" if device == "cpu" else "")]
 
 
 HEAD = ["framework", "model", "mode", "precision", "batch", "image", "N"]

@@ -5,7 +5,7 @@ from typing import Optional, Sequence
 from backends.contract import RunResult
 
 from .. import frameworks
-from .tables import Table
+from .tables import Table, n_of
 
 NOTE = ("A probe is a short run of the cell at one batch (backends/batchprobe.py): from the "
         "network's default batch, the batch doubles while the larger is faster beyond the probes' "
@@ -26,7 +26,8 @@ def table(probes: Sequence[RunResult], chosen: Optional[dict] = None,
         key = _key(s)
         mark = "chosen" if chosen and chosen.get(key) == s.get("batch_size") else ""
         rows.append([frameworks.display(s.get("framework")), s.get("mode", "default"),
-                     s.get("precision"), _n(s), str(s.get("batch_size")), p.status,
+                     s.get("precision"), n_of(s.get("nodes", 1), s.get("gpus")),
+                     str(s.get("batch_size")), p.status,
                      "{:.2f}".format(p.images_per_sec) if p.status == "ok" else
                      (p.reason or "").splitlines()[0][:120] if p.reason else "", mark])
     return Table("Batch search (probes, not cells)", ["framework", "mode", "precision", "N", "batch",
@@ -57,11 +58,6 @@ def _key(s: dict) -> tuple:
 
 def _order(p: RunResult) -> tuple:
     return tuple(str(x) for x in _key(p.spec)) + (p.spec.get("batch_size") or 0,)
-
-
-def _n(s: dict) -> str:
-    nodes = s.get("nodes", 1)
-    return "{}×{}".format(nodes, s.get("gpus")) if nodes > 1 else str(s.get("gpus"))
 
 
 def chosen_batches(results: Sequence[RunResult]) -> dict:

@@ -45,6 +45,11 @@ def num(x, fmt: str) -> str:
     return fmt.format(x) if x is not None else "n/a"
 
 
+def n_of(nodes, gpus) -> str:
+    """A cell's N: its GPUs (or workers), as nodes×GPUs per node on more than one node."""
+    return str(gpus) if int(nodes) == 1 else "{}×{}".format(nodes, gpus)
+
+
 @dataclass
 class Text:
     title: str  # "" = no heading
