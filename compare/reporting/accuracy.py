@@ -15,7 +15,7 @@ from .. import frameworks
 from ..mlperf import REQUIRED_RUNS, olympic_mean
 from . import intervals
 from .charts import Chart, _plt, _png
-from .tables import Table, n_of
+from .tables import Table, n_of, num
 
 CELL = ("framework", "model", "mode", "precision", "batch_size", "image_size", "device")
 FINISHED = ("ok", "not_converged")
@@ -112,12 +112,10 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
         row = _label(key) + [
             "{}/{}".format(s["converged"], s["runs"]),
             intervals.pm(m.value if m else None, m.half_width() if m else None, "{:.2f}"),
-            "n/a" if s["median"] is None else "{:.2f}".format(s["median"]),
-            "n/a" if s["spread"] is None else "{:.0%}".format(s["spread"]),
-            _epochs(s["epochs"]),
+            num(s["median"], "{:.2f}"), num(s["spread"], "{:.0%}"), _epochs(s["epochs"]),
             "{:.2f}".format(s["score"]) if s["score"] is not None else
             ("n<{}".format(REQUIRED_RUNS) if s["finished"] < REQUIRED_RUNS else "n/a"),
-            "n/a" if s["best"] is None else "{:.3f}".format(s["best"])]
+            num(s["best"], "{:.3f}")]
         if price is not None:
             row += _cost(s, key, price)
         rows.append(row)
@@ -142,7 +140,7 @@ def _cost(s: Dict, key: Tuple, price: float) -> List[str]:
         return ["n/a", "n/a"]
     dollars = price * key[-2] * key[-1] * s["median"] / 60
     per_m = dollars / (s["images"] / 1e6) if s["images"] else None
-    return ["{:.4f}".format(dollars), "n/a" if per_m is None else "{:.4f}".format(per_m)]
+    return ["{:.4f}".format(dollars), num(per_m, "{:.4f}")]
 
 
 def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
