@@ -13,7 +13,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import frameworks
 from ..mlperf import REQUIRED_RUNS, olympic_mean
-from . import intervals
+from . import intervals, metrics
 from .charts import Chart, _plt, _png
 from .tables import Table, n_of, num
 
@@ -78,8 +78,7 @@ def summary(runs: List[Dict]) -> Dict:
     dropped = len(finished) - len(done)
     return {"runs": len(runs), "converged": len(done), "finished": len(finished),
             "minutes": estimate(minutes), "median": statistics.median(minutes) if minutes else None,
-            "spread": (max(minutes) - min(minutes)) / statistics.median(minutes)
-            if len(minutes) > 1 else None,
+            "spread": metrics.spread(minutes),
             "epochs": [x["epochs_to_target"] for x in done],
             "score": olympic_mean(minutes, dropped) if len(finished) >= REQUIRED_RUNS else None,
             "best": max((x["best"] for x in finished if x["best"] is not None), default=None),
@@ -108,10 +107,8 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
     rows = []
     for key, runs in groups.items():
         s = summary(runs)
-        m = s["minutes"]
         row = _label(key) + [
-            "{}/{}".format(s["converged"], s["runs"]),
-            intervals.pm(m.value if m else None, m.half_width() if m else None, "{:.2f}"),
+            "{}/{}".format(s["converged"], s["runs"]), _pm(s["minutes"], "{:.2f}"),
             num(s["median"], "{:.2f}"), num(s["spread"], "{:.0%}"), _epochs(s["epochs"]),
             "{:.2f}".format(s["score"]) if s["score"] is not None else
             ("n<{}".format(REQUIRED_RUNS) if s["finished"] < REQUIRED_RUNS else "n/a"),
@@ -160,7 +157,7 @@ def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
                 intervals.WORSE: "time to train scales worse than throughput (seeds)"}.get(
                     verdict, verdict)
         flagged = flagged or verdict in (intervals.BETTER, intervals.WORSE)
-        rows.append(_label(key) + [_ratio(tta), _ratio(tput), flag])
+        rows.append(_label(key) + [_pm(tta, "{:.2f}×"), _pm(tput, "{:.2f}×"), flag])
     if not rows:
         return None
     notes = ["time to train: minutes(1) ÷ minutes(N) of converged runs; throughput: training "
@@ -173,8 +170,9 @@ def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
         labels=len(HEAD))
 
 
-def _ratio(e: Optional[intervals.Estimate]) -> str:
-    return intervals.pm(e.value if e else None, e.half_width() if e else None, "{:.2f}×", "{:.2f}")
+def _pm(e: Optional[intervals.Estimate], fmt: str) -> str:
+    """An estimate as '1.95 ±0.02' in fmt, its half width to two places."""
+    return intervals.pm(e.value if e else None, e.half_width() if e else None, fmt, "{:.2f}")
 
 
 def tables(results: Sequence, price: Optional[float] = None) -> List[Table]:
