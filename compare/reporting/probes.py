@@ -14,12 +14,12 @@ NOTE = ("A probe is a short run of the cell at one batch (backends/batchprobe.py
         "of batches, not as results.")
 
 
-def table(probes: Sequence[RunResult], chosen: Optional[dict] = None,
-          cells: Sequence[RunResult] = ()) -> Optional[Table]:
-    """One row per probe, in search order; `chosen`: {(cell key): batch} marks the pick; the
-    searches of `cells` (the auto cells' results) are said under it: where, how long, why done."""
+def table(probes: Sequence[RunResult], cells: Sequence[RunResult]) -> Optional[Table]:
+    """One row per probe, in search order, the batch its cell ran at marked chosen; the searches
+    of `cells` (the auto cells' results) are said under it: where, how long, why done."""
     if not probes:
         return None
+    chosen = {_key(r.spec): r.spec.get("batch_size") for r in cells}  # cell key: the batch it ran
     rows = []
     for p in sorted(probes, key=_order):
         s = p.spec
@@ -58,8 +58,3 @@ def _key(s: dict) -> tuple:
 
 def _order(p: RunResult) -> tuple:
     return tuple(str(x) for x in _key(p.spec)) + (p.spec.get("batch_size") or 0,)
-
-
-def chosen_batches(results: Sequence[RunResult]) -> dict:
-    """{(cell key): the batch its search chose} from the auto cells' results."""
-    return {_key(r.spec): r.spec.get("batch_size") for r in results if r.spec.get("batch_auto")}

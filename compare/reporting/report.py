@@ -148,8 +148,7 @@ def campaign_sections(view, results: Sequence, trained: Sequence,
                                             len(view.missing), len(view.meta.get("planned", {})),
                                             ", ".join(view.missing))]))
     out += packing.sections(results, view.root, view.machine)
-    searched = probes.table(view.probes, probes.chosen_batches(results),
-                            [r for r in results if r.spec.get("batch_auto")])
+    searched = probes.table(view.probes, [r for r in results if r.spec.get("batch_auto")])
     out += [searched] if searched is not None else []
     if view.warnings:  # foreign or unreadable files: listed in the report too, never counted
         out.append(Text("Result files left out", list(view.warnings), bullets=True))
