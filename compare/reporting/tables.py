@@ -131,9 +131,7 @@ def markdown(sections: Sequence[Section]) -> str:
 def to_csv(table: Table) -> str:
     """The table as shown (text cells, header first), for a spreadsheet."""
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(table.header)
-    writer.writerows(table.rows)
+    csv.writer(buf, lineterminator="\n").writerows([table.header] + table.rows)
     return buf.getvalue()
 
 
