@@ -4,7 +4,7 @@ speedup(n)          = img/s(n) / img/s(1)     same framework, precision, per-GPU
 scaling_efficiency  = speedup(n) / n
 precision_gain      = img/s(fp16 or bf16) / img/s(fp32) - 1   at equal n ("80-90 % faster")
 spread, coefficient_of_variation, mlperf_mean: over the repeats of one cell
-ratio               = a / b   framework vs framework, machine vs machine, measured vs published
+ratio               = a / b   speedup, framework vs framework, machine vs machine, measured vs published
 data_efficiency     = img/s(real data) / img/s(synthetic)   same cell otherwise; input-bound below 0.95
 """
 import statistics
