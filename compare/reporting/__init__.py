@@ -46,7 +46,13 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
             files.write_text(path, text, base)
         elif fmt == "csv":
             files.write_text(path, df.to_csv(index=False), base)
-            written += _csv_extras(out_dir, rep, results, runs, tables, base)
+            if results:
+                files.write_text(out_dir / "runs.csv", runs(results).to_csv(index=False), base)
+                written.append(out_dir / "runs.csv")
+            for t in rep.tables:
+                if isinstance(t, tables.Table):
+                    files.write_text(out_dir / "tables" / (t.csv_name() + ".csv"), tables.to_csv(t), base)
+            written.append(out_dir / "tables")
         elif fmt == "html":
             files.write_text(path, html.page(df, rep, more=charts), base)
         else:
@@ -54,16 +60,3 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
                              + "\n", base)
         written.append(path)
     return text, written
-
-
-def _csv_extras(out_dir: Path, rep, results, runs, tables, base: Path) -> List[Path]:
-    from .. import files
-    out = []
-    if results:
-        files.write_text(out_dir / "runs.csv", runs(results).to_csv(index=False), base)
-        out.append(out_dir / "runs.csv")
-    folder = out_dir / "tables"
-    for t in rep.tables:
-        if isinstance(t, tables.Table):
-            files.write_text(folder / (t.csv_name() + ".csv"), tables.to_csv(t), base)
-    return out + [folder]

@@ -13,9 +13,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import frameworks
 from ..mlperf import REQUIRED_RUNS, olympic_mean
-from . import intervals
+from . import intervals, metrics
 from .charts import Chart, _plt, _png
-from .tables import Table
+from .tables import Table, n_of, num
 
 CELL = ("framework", "model", "mode", "precision", "batch_size", "image_size", "device")
 FINISHED = ("ok", "not_converged")
@@ -78,8 +78,7 @@ def summary(runs: List[Dict]) -> Dict:
     dropped = len(finished) - len(done)
     return {"runs": len(runs), "converged": len(done), "finished": len(finished),
             "minutes": estimate(minutes), "median": statistics.median(minutes) if minutes else None,
-            "spread": (max(minutes) - min(minutes)) / statistics.median(minutes)
-            if len(minutes) > 1 else None,
+            "spread": metrics.spread(minutes),
             "epochs": [x["epochs_to_target"] for x in done],
             "score": olympic_mean(minutes, dropped) if len(finished) >= REQUIRED_RUNS else None,
             "best": max((x["best"] for x in finished if x["best"] is not None), default=None),
@@ -89,9 +88,8 @@ def summary(runs: List[Dict]) -> Dict:
 
 def _label(key: Tuple) -> List[str]:
     fw, model, mode, precision, batch, size, device, nodes, gpus = key
-    n = "{}×{}".format(nodes, gpus) if nodes > 1 else str(gpus)
     return [frameworks.display(fw), model, mode, precision, str(batch), str(size),
-            n + (" (CPU)" if device == "cpu" else "")]
+            n_of(nodes, gpus) + (" (CPU)" if device == "cpu" else "")]
 
 
 HEAD = ["framework", "model", "mode", "precision", "batch", "image", "N"]
@@ -109,16 +107,12 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
     rows = []
     for key, runs in groups.items():
         s = summary(runs)
-        m = s["minutes"]
         row = _label(key) + [
-            "{}/{}".format(s["converged"], s["runs"]),
-            intervals.pm(m.value if m else None, m.half_width() if m else None, "{:.2f}"),
-            "n/a" if s["median"] is None else "{:.2f}".format(s["median"]),
-            "n/a" if s["spread"] is None else "{:.0%}".format(s["spread"]),
-            _epochs(s["epochs"]),
+            "{}/{}".format(s["converged"], s["runs"]), _pm(s["minutes"], "{:.2f}"),
+            num(s["median"], "{:.2f}"), num(s["spread"], "{:.0%}"), _epochs(s["epochs"]),
             "{:.2f}".format(s["score"]) if s["score"] is not None else
             ("n<{}".format(REQUIRED_RUNS) if s["finished"] < REQUIRED_RUNS else "n/a"),
-            "n/a" if s["best"] is None else "{:.3f}".format(s["best"])]
+            num(s["best"], "{:.3f}")]
         if price is not None:
             row += _cost(s, key, price)
         rows.append(row)
@@ -143,7 +137,7 @@ def _cost(s: Dict, key: Tuple, price: float) -> List[str]:
         return ["n/a", "n/a"]
     dollars = price * key[-2] * key[-1] * s["median"] / 60
     per_m = dollars / (s["images"] / 1e6) if s["images"] else None
-    return ["{:.4f}".format(dollars), "n/a" if per_m is None else "{:.4f}".format(per_m)]
+    return ["{:.4f}".format(dollars), num(per_m, "{:.4f}")]
 
 
 def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
@@ -163,7 +157,7 @@ def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
                 intervals.WORSE: "time to train scales worse than throughput (seeds)"}.get(
                     verdict, verdict)
         flagged = flagged or verdict in (intervals.BETTER, intervals.WORSE)
-        rows.append(_label(key) + [_ratio(tta), _ratio(tput), flag])
+        rows.append(_label(key) + [_pm(tta, "{:.2f}×"), _pm(tput, "{:.2f}×"), flag])
     if not rows:
         return None
     notes = ["time to train: minutes(1) ÷ minutes(N) of converged runs; throughput: training "
@@ -176,8 +170,9 @@ def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
         labels=len(HEAD))
 
 
-def _ratio(e: Optional[intervals.Estimate]) -> str:
-    return intervals.pm(e.value if e else None, e.half_width() if e else None, "{:.2f}×", "{:.2f}")
+def _pm(e: Optional[intervals.Estimate], fmt: str) -> str:
+    """An estimate as '1.95 ±0.02' in fmt, its half width to two places."""
+    return intervals.pm(e.value if e else None, e.half_width() if e else None, fmt, "{:.2f}")
 
 
 def tables(results: Sequence, price: Optional[float] = None) -> List[Table]:

@@ -36,10 +36,6 @@ def _png(fig) -> bytes:
     return buf.getvalue()
 
 
-def _name(fw: str) -> str:
-    return frameworks.display(fw)
-
-
 def _unit(df: pd.DataFrame) -> str:
     return "workers (CPU processes)" if set(df.device) == {"cpu"} else "GPUs"
 
@@ -67,12 +63,12 @@ def scaling(df: pd.DataFrame) -> Optional[Chart]:
             f = f.sort_values(["world_size", "nodes"]).drop_duplicates("world_size")
             color = frameworks.color(fw)
             ax.errorbar(f.world_size, f.images_per_sec, yerr=_err(f.images_per_sec_ci95), fmt="o-",
-                        color=color, label=_name(fw), linewidth=2, capsize=3)
+                        color=color, label=frameworks.display(fw), linewidth=2, capsize=3)
             one = f[f.world_size == 1]
             if len(one):
                 base = float(one.images_per_sec.iloc[0])
                 ax.plot(f.world_size, base * f.world_size, "--", color=color, alpha=0.5,
-                        label="{} ideal".format(_name(fw)))
+                        label="{} ideal".format(frameworks.display(fw)))
         ax.set_title("{}{} · batch {} · {}px{}".format(
             model + " · " if ok.model.nunique() > 1 else "", precision, batch, image,
             _mode(mode, " · ")))
@@ -164,7 +160,7 @@ def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str, error: str
     for fw, f in ok.groupby("framework", sort=False):
         by = {label(r): r[value] for _, r in f.iterrows()}
         errs = {label(r): r[error] for _, r in f.iterrows()} if error else {}
-        series.append((_name(fw), [by.get(lab) for lab in labels], frameworks.color(fw))
+        series.append((frameworks.display(fw), [by.get(lab) for lab in labels], frameworks.color(fw))
                       + ((([errs.get(lab) for lab in labels]),) if error else ()))
     return labels, series
 

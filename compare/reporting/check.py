@@ -25,7 +25,7 @@ from ..errors import UserError
 from . import references
 from .comparator import rests_on
 from .intervals import pm_ratio
-from .tables import Section, Table, Text
+from .tables import Section, Table, Text, n_of
 
 NO_FIGURE = ("failed", "oom", "timeout")  # fall short; unsupported/skipped do not decide
 RUN_AGAIN = ("failed", "timeout")  # what `compare run --resume` runs again (store.FAILED_RUN)
@@ -112,10 +112,9 @@ def check(cells: pd.DataFrame, ref: pd.DataFrame, name: str, tolerance: float,
 
 
 def _row(r, models: bool) -> List[str]:
-    n = str(r.gpus) if int(r.nodes) == 1 else "{}×{}".format(r.nodes, r.gpus)
     fmt = "{:.2f}" if r.figure == "img/s" else "{:.3f}"
     return [frameworks.display(r.framework)] + ([r.model] if models else []) + [
-        r.precision, str(r.batch_size), n, r.figure,
+        r.precision, str(r.batch_size), n_of(r.nodes, r.gpus), r.figure,
         fmt.format(r.measured) + rests_on(r) if r.measured is not None else r.status,
         fmt.format(r.published),
         pm_ratio(r.ratio, r.ratio_ci95, missing="—"),

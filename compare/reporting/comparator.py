@@ -59,7 +59,7 @@ def ratio(here, other) -> Optional[intervals.Estimate]:
 
 def run_record(r: RunResult) -> Dict:
     """One flat record per run: the cell's key, the figures, window statistics, telemetry."""
-    s, ok, tel = r.spec, r.status == "ok", r.telemetry or {}
+    s, ok, tel, settings = r.spec, r.status == "ok", r.telemetry or {}, r.settings or {}
     row = {"run_id": r.run_id, "framework": s.get("framework"), "precision": s.get("precision"),
            "batch_size": "auto" if s.get("batch_auto") else s.get("batch_size"),
            "batch_chosen": s.get("batch_size") if s.get("batch_auto") else None,
@@ -70,7 +70,7 @@ def run_record(r: RunResult) -> Dict:
            "median_window_images_per_sec": r.median_images_per_sec if ok else None,
            "uncertainty": r.uncertainty if ok else None, "jitter": r.jitter if ok else None,
            "windows": json.dumps(r.window_images_per_sec or []) if ok else None,
-           "layout": (r.settings or {}).get("layout"),
+           "layout": settings.get("layout"),
            "distribution": r.distribution, "reason": r.reason, "device_name": r.device_name,
            "framework_version": r.framework_version,
            "model": s.get("model") or DEFAULT_MODEL,  # a cell's key: never None
@@ -80,8 +80,7 @@ def run_record(r: RunResult) -> Dict:
            "data_mode": s.get("data_mode") or ("synthetic" if s.get("data", "synthetic") ==
                                                "synthetic" else "real")}
     row.update({k: tel.get(k) if ok else None for k in TELEMETRY})
-    row.update({k: (r.settings or {}).get(k) for k in DATA_SETTINGS})
-    row.update({k: (r.settings or {}).get(k) for k in NOTES})
+    row.update({k: settings.get(k) for k in DATA_SETTINGS + NOTES})
     return row
 
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from .. import frameworks
 from . import metrics
+from .comparator import DATA_SETTINGS
 from .tables import Table, num
 
 CELL = ["framework", "model", "precision", "batch_size", "image_size", "device", "gpus", "mode"]
@@ -49,10 +50,7 @@ def data_table(cells: pd.DataFrame) -> pd.DataFrame:
             # how much of the pipeline's ceiling training uses: near 1, the pipeline sets the pace
             pipeline_share=metrics.ratio(_ips(real), _ips(ceiling)),
             real_status=None if real is None else real["status"],
-            **{c: _first((real, ceiling), c) for c in ("cpu_cores", "loader_workers",
-                                                       "host_cpu_cores", "data_pipeline", "decode",
-                                                       "decode_why", "images_read",
-                                                       "corrupt_skipped")}))
+            **{c: _first((real, ceiling), c) for c in DATA_SETTINGS + ("host_cpu_cores",)}))
     table = pd.DataFrame(rows, columns=COLUMNS)
     return table.astype(object).where(table.notna(), None)
 

@@ -17,7 +17,7 @@ from .. import frameworks, machine_record
 from . import findings, intervals
 from .comparator import estimate, rests_on
 from .intervals import pm_ratio
-from .tables import Section, Table, Text
+from .tables import Section, Table, Text, n_of
 
 MATCH = ["framework", "model", "precision", "batch_size", "image_size", "data_mode", "mode", "nodes",
          "gpus"]
@@ -99,10 +99,6 @@ def counts(states) -> str:
     return "Cells: " + ", ".join("{} {}".format(states.count(s), s) for s in intervals.STATES) + "."
 
 
-def _n(r) -> str:
-    return str(r.gpus) if int(r.nodes) == 1 else "{}×{}".format(r.nodes, r.gpus)
-
-
 def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict, machine_b: Dict,
              name_a: str, name_b: str) -> List[Section]:
     """The diff as table models: summary and machines, the compared cells, the rest, the counts."""
@@ -122,7 +118,7 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
 
     def who(r) -> List[str]:  # the model only where the campaigns hold several
         return [frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) + \
-            [r.precision, str(r.batch_size), str(r.image_size), _n(r)]
+            [r.precision, str(r.batch_size), str(r.image_size), n_of(r.nodes, r.gpus)]
     first = ["framework"] + (["model"] if models else []) + ["precision", "batch", "image", "N"]
     if len(ok):
         out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],

@@ -32,7 +32,7 @@ def _name(fw: str, model=None) -> str:
 
 def _by(lay) -> list:
     """What a sentence's cells are grouped by: the framework, the model where several, precision."""
-    return ["framework"] + (["model"] if getattr(lay, "model_column", False) else []) + ["precision"]
+    return ["framework"] + (["model"] if lay.model_column else []) + ["precision"]
 
 
 def _span(values, fmt: str) -> str:
@@ -103,7 +103,7 @@ def _scaling(ok: pd.DataFrame, lay) -> List[str]:
     return out
 
 
-def _gains(ok: pd.DataFrame, lay=None) -> List[str]:
+def _gains(ok: pd.DataFrame, lay) -> List[str]:
     out = []
     rows = ok[ok.precision_gain.notna() & ok.precision_gain_ci95.notna()]
     for key, g in rows.groupby(_by(lay), sort=False):
@@ -183,8 +183,7 @@ IN_MODE = {"default": "At defaults, ", "tuned": "Tuned, "}
 
 def _in_mode(mode: str, line: str) -> str:
     """'Fastest: …' -> 'Tuned, fastest: …'."""
-    first = line.split(" ", 1)[0]
-    return IN_MODE.get(mode, mode + ": ") + (line[0].lower() + line[1:] if first == "Fastest:"
+    return IN_MODE.get(mode, mode + ": ") + (line[0].lower() + line[1:] if line.startswith("Fastest: ")
                                              else line)
 
 
@@ -229,9 +228,10 @@ def summary(df: pd.DataFrame, lay) -> Text:
     """'What the numbers say': the fastest cell, scaling, precision gain, framework ratios and
     failures, each stated only as far as its interval allows."""
     ok = all_ok = df[(df.status == "ok") & df.images_per_sec.notna()]
+    smokes = pd.Series([smoke(r) for _, r in all_ok.iterrows()], index=all_ok.index, dtype=bool)
     if ok.data_mode.nunique() > 1:  # real data is the input-pipeline table's subject
         ok = ok[ok.data_mode == "synthetic"]
-    is_smoke = pd.Series([smoke(r) for _, r in ok.iterrows()], index=ok.index, dtype=bool)
+    is_smoke = smokes.loc[ok.index]
     lines = []
     if len(ok) and is_smoke.all():
         lines.append(SMOKE)
@@ -242,7 +242,5 @@ def summary(df: pd.DataFrame, lay) -> Text:
         trusted = ok[~is_smoke]
         base = df.ratio_baseline.iloc[0]
         lines += _findings(trusted, lay, base)
-        real = all_ok[all_ok.data_mode != "synthetic"]
-        lines += _pipelines(real[pd.Series([not smoke(r) for _, r in real.iterrows()],
-                                           index=real.index, dtype=bool)], df, base, lay)
+        lines += _pipelines(all_ok[(all_ok.data_mode != "synthetic") & ~smokes], df, base, lay)
     return Text("What the numbers say", lines + _failures(df), bullets=True)

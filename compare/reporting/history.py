@@ -17,7 +17,7 @@ from ..errors import UserError
 from . import diff, intervals
 from .comparator import KEY, cells, rests_on
 from .intervals import pm, pm_ratio
-from .tables import Section, Table, Text
+from .tables import Section, Table, Text, n_of
 
 COLUMNS = KEY + ["date", "commit", "campaign", "framework_version", "status", "repeats", "runs",
                  "images_per_sec", "images_per_sec_ci95", "ratio", "ratio_ci95", "state", "regression",
@@ -102,11 +102,10 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
 
 def title(key) -> str:
     k = dict(zip(KEY, key))
-    n = str(k["gpus"]) if int(k["nodes"]) == 1 else "{}×{}".format(k["nodes"], k["gpus"])
     model = "" if k["model"] == DEFAULT_MODEL else " " + k["model"]  # ResNet-50 titles as before
     return "{}{} {} b{} {}px ×{} ({})".format(frameworks.display(k["framework"]), model,
-                                             k["precision"], k["batch_size"], k["image_size"], n,
-                                             k["device"])
+                                             k["precision"], k["batch_size"], k["image_size"],
+                                             n_of(k["nodes"], k["gpus"]), k["device"])
 
 
 def _state(r) -> str:

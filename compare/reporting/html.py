@@ -43,13 +43,13 @@ def document(title: str, body: List[str]) -> str:
                 html.escape(title), STYLE, "\n".join(body))
 
 
-def page(df: pd.DataFrame, report, title: str = "compare report", more=()) -> str:
+def page(df: pd.DataFrame, report, more=()) -> str:
     """The campaign report (report.Report) with the charts of its cells and `more` charts (time
     to accuracy's), as one string."""
-    body = ["<h1>ResNet-50 training throughput — {}</h1>".format(html.escape(title)),
+    body = ["<h1>ResNet-50 training throughput — compare report</h1>",
             code(tables.to_html(report.summary))]
     if not df.empty or more:
         body += [figure(c) for c in (charts.all_charts(df) if not df.empty else []) + list(more)]
         body.append("<h1>Tables</h1>")
         body.append(code(tables.html_fragment(report.tables)))
-    return document(title, body)
+    return document("compare report", body)

@@ -4,26 +4,15 @@ speedup(n)          = img/s(n) / img/s(1)     same framework, precision, per-GPU
 scaling_efficiency  = speedup(n) / n
 precision_gain      = img/s(fp16 or bf16) / img/s(fp32) - 1   at equal n ("80-90 % faster")
 spread, coefficient_of_variation, mlperf_mean: over the repeats of one cell
-ratio               = a / b   framework vs framework, machine vs machine, measured vs published
+ratio               = a / b   speedup, framework vs framework, machine vs machine, measured vs published
 data_efficiency     = img/s(real data) / img/s(synthetic)   same cell otherwise; input-bound below 0.95
 """
 import statistics
 from typing import Optional, Sequence
 
-from backends.contract import jitter, median, uncertainty  # noqa: F401  (one definition, re-exported)
-
-
-def speedup(ips_n: Optional[float], ips_1: Optional[float]) -> Optional[float]:
-    return ratio(ips_n, ips_1)
-
 
 def scaling_efficiency(speedup_n: Optional[float], n: int) -> Optional[float]:
     return None if speedup_n is None or n < 1 else speedup_n / n
-
-
-def precision_gain(ips_mixed: Optional[float], ips_fp32: Optional[float]) -> Optional[float]:
-    gain = ratio(ips_mixed, ips_fp32)
-    return None if gain is None else gain - 1.0
 
 
 # --- repeats of one cell -------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from typing import Optional, Sequence
 from backends.contract import RunResult
 
 from .. import frameworks
-from .tables import Table
+from .tables import Table, n_of
 
 NOTE = ("A probe is a short run of the cell at one batch (backends/batchprobe.py): from the "
         "network's default batch, the batch doubles while the larger is faster beyond the probes' "
@@ -14,19 +14,20 @@ NOTE = ("A probe is a short run of the cell at one batch (backends/batchprobe.py
         "of batches, not as results.")
 
 
-def table(probes: Sequence[RunResult], chosen: Optional[dict] = None,
-          cells: Sequence[RunResult] = ()) -> Optional[Table]:
-    """One row per probe, in search order; `chosen`: {(cell key): batch} marks the pick; the
-    searches of `cells` (the auto cells' results) are said under it: where, how long, why done."""
+def table(probes: Sequence[RunResult], cells: Sequence[RunResult]) -> Optional[Table]:
+    """One row per probe, in search order, the batch its cell ran at marked chosen; the searches
+    of `cells` (the auto cells' results) are said under it: where, how long, why done."""
     if not probes:
         return None
+    chosen = {_key(r.spec): r.spec.get("batch_size") for r in cells}  # cell key: the batch it ran
     rows = []
     for p in sorted(probes, key=_order):
         s = p.spec
         key = _key(s)
         mark = "chosen" if chosen and chosen.get(key) == s.get("batch_size") else ""
         rows.append([frameworks.display(s.get("framework")), s.get("mode", "default"),
-                     s.get("precision"), _n(s), str(s.get("batch_size")), p.status,
+                     s.get("precision"), n_of(s.get("nodes", 1), s.get("gpus")),
+                     str(s.get("batch_size")), p.status,
                      "{:.2f}".format(p.images_per_sec) if p.status == "ok" else
                      (p.reason or "").splitlines()[0][:120] if p.reason else "", mark])
     return Table("Batch search (probes, not cells)", ["framework", "mode", "precision", "N", "batch",
@@ -57,13 +58,3 @@ def _key(s: dict) -> tuple:
 
 def _order(p: RunResult) -> tuple:
     return tuple(str(x) for x in _key(p.spec)) + (p.spec.get("batch_size") or 0,)
-
-
-def _n(s: dict) -> str:
-    nodes = s.get("nodes", 1)
-    return "{}×{}".format(nodes, s.get("gpus")) if nodes > 1 else str(s.get("gpus"))
-
-
-def chosen_batches(results: Sequence[RunResult]) -> dict:
-    """{(cell key): the batch its search chose} from the auto cells' results."""
-    return {_key(r.spec): r.spec.get("batch_size") for r in results if r.spec.get("batch_auto")}

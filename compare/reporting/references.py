@@ -38,7 +38,7 @@ def parse_tolerance(text, where: str = "--tolerance") -> float:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
         value = None
-    if value is None or not 0 <= value < 1 or value != value:
+    if value is None or not 0 <= value < 1:  # nan fails it too
         raise UserError("{} {!r}: give a percentage from 0% to under 100% (e.g. 5%) or a fraction "
                         "(e.g. 0.05)".format(where, raw))
     return value
@@ -79,27 +79,19 @@ def _read(path: Path) -> pd.DataFrame:
 
 
 def _column(df: pd.DataFrame, name: str, convert: Callable[[str], Any], why: str,
-            path: Path, empty: Any = None) -> List[Any]:
-    """df[name] converted cell by cell; UserError naming the file, the value and its line (the
-    header is line 1) for the first that does not convert."""
+            path: Path, required: bool = False) -> List[Any]:
+    """df[name] converted cell by cell (an empty cell is None, unless required: then it does not
+    convert); UserError naming the file, the value and its line (the header is line 1) for the
+    first that does not convert."""
     out = []
     for i, text in enumerate(df[name]):
         text = text.strip()
-        value = empty if text == "" and empty is not _REQUIRED else _convert(convert, text)
-        if value is _BAD or (text == "" and empty is _REQUIRED):
-            raise UserError("reference {}: {} {!r} on line {} {}".format(path, name, text, i + 2, why))
-        out.append(value)
+        try:
+            out.append(None if text == "" and not required else convert(text))
+        except ValueError:
+            raise UserError("reference {}: {} {!r} on line {} {}".format(
+                path, name, text, i + 2, why)) from None
     return out
-
-
-_BAD, _REQUIRED = object(), object()
-
-
-def _convert(convert: Callable[[str], Any], text: str) -> Any:
-    try:
-        return convert(text)
-    except ValueError:
-        return _BAD
 
 
 def _count(text: str) -> int:
@@ -141,7 +133,7 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
         raise UserError("reference {}: needs columns {} and one of {}; it has {}".format(
             path, ", ".join(REQUIRED), ", ".join(FIGURES), ", ".join(df.columns)))
     df = df.assign(gpus=_column(df, "gpus", _count, "is not a GPU count; give whole numbers >= 1",
-                                path, _REQUIRED))
+                                path, required=True))
     for name in ("nodes", "batch_size", "image_size"):
         if name in df.columns:  # an empty cell matches no cell, as before
             df[name] = _column(df, name, _count, "is not a count; give a whole number >= 1", path)

@@ -101,13 +101,9 @@ def _images(r) -> str:
     text = "{:.2f}".format(r["images_per_sec"]) + rests_on(r)
     if r["world_size"] != 1 and r["speedup"] is not None:
         text += " ({})".format(pm(r["speedup"], r["speedup_ci95"], "{:.3f}"))
-    return text + chosen(r)
-
-
-def chosen(r) -> str:
-    """' [b512]': the batch an auto cell's search chose ('' for a batch given)."""
-    return " [b{}]".format(int(r["batch_chosen"])) if r["batch_size"] == "auto" and \
-        r["batch_chosen"] is not None else ""
+    if r["batch_size"] == "auto" and r["batch_chosen"] is not None:  # the batch its search chose
+        text += " [b{}]".format(int(r["batch_chosen"]))
+    return text
 
 
 @dataclass
@@ -152,8 +148,7 @@ def campaign_sections(view, results: Sequence, trained: Sequence,
                                             len(view.missing), len(view.meta.get("planned", {})),
                                             ", ".join(view.missing))]))
     out += packing.sections(results, view.root, view.machine)
-    searched = probes.table(view.probes, probes.chosen_batches(results),
-                            [r for r in results if r.spec.get("batch_auto")])
+    searched = probes.table(view.probes, [r for r in results if r.spec.get("batch_auto")])
     out += [searched] if searched is not None else []
     if view.warnings:  # foreign or unreadable files: listed in the report too, never counted
         out.append(Text("Result files left out", list(view.warnings), bullets=True))

@@ -45,6 +45,11 @@ def num(x, fmt: str) -> str:
     return fmt.format(x) if x is not None else "n/a"
 
 
+def n_of(nodes, gpus) -> str:
+    """A cell's N: its GPUs (or workers), as nodes×GPUs per node on more than one node."""
+    return str(gpus) if int(nodes) == 1 else "{}×{}".format(nodes, gpus)
+
+
 @dataclass
 class Text:
     title: str  # "" = no heading
@@ -126,9 +131,7 @@ def markdown(sections: Sequence[Section]) -> str:
 def to_csv(table: Table) -> str:
     """The table as shown (text cells, header first), for a spreadsheet."""
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(table.header)
-    writer.writerows(table.rows)
+    csv.writer(buf, lineterminator="\n").writerows([table.header] + table.rows)
     return buf.getvalue()
 
 

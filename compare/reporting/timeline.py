@@ -10,7 +10,7 @@ measuring.
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from backends.contract import DEFAULT_MODEL, ORDER, RunResult
+from backends.contract import DEFAULT_MODEL, RunResult
 
 from .. import frameworks
 from .tables import Section, Table, Text
@@ -51,13 +51,9 @@ def time_to_first_step(marks: Dict[str, float]) -> Optional[float]:
     return span(marks, "launched", "first_step_done")
 
 
-def ordered(marks: Dict[str, float]) -> bool:
-    """The marks present follow ORDER in time."""
-    times = [marks[n] for n in ORDER if n in marks]
-    return all(a <= b for a, b in zip(times, times[1:]))
-
-
-def _median(xs: List[float]) -> Optional[float]:
+def _median(values) -> Optional[float]:
+    """The median of the values that are not None (None: no value)."""
+    xs = [x for x in values if x is not None]
     return float(statistics.median(xs)) if xs else None
 
 
@@ -73,11 +69,9 @@ def rows(results: Sequence[RunResult]) -> List[Dict]:
         # the network as "network": "model" is the span of building it
         row = {"network" if k == "model" else k: v for k, v in zip(KEY, key)}
         for name, start, end in SPANS:
-            row[name] = _median([v for v in (_span(r, name, start, end) for r in rs) if v is not None])
-        row["to first step"] = _median([v for v in map(time_to_first_step, (r.phases for r in rs))
-                                        if v is not None])
-        row["cell"] = _median([v for v in (span(r.phases, "cell_start", "cell_end") for r in rs)
-                               if v is not None])
+            row[name] = _median(_span(r, name, start, end) for r in rs)
+        row["to first step"] = _median(time_to_first_step(r.phases) for r in rs)
+        row["cell"] = _median(span(r.phases, "cell_start", "cell_end") for r in rs)
         out.append(row)
     return out
 
