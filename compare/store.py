@@ -89,15 +89,12 @@ def _read_json(path: Path, what: str, root: Path) -> Dict[str, Any]:
     else one UserError line."""
     try:
         data = load_json(path, MAX_CAMPAIGN_BYTES)
+        if not isinstance(data, dict):
+            raise SchemaError("not a JSON object")
+        if what == "machine.json":
+            validate.machine(data)
     except SchemaError as exc:
         raise _corrupt(root, what, exc) from None
-    if not isinstance(data, dict):
-        raise _corrupt(root, what, "not a JSON object")
-    if what == "machine.json":
-        try:
-            validate.machine(data)
-        except SchemaError as exc:
-            raise _corrupt(root, what, exc) from None
     return data
 
 

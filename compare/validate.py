@@ -287,11 +287,9 @@ def _check_object(obj: Dict[str, Any], wanted: Dict[str, type], where: str) -> N
             raise SchemaError("{}{} is {}, not {}".format(where, key, _shown(value), _name(tp)))
 
 
-def machine(record: Any) -> None:
+def machine(record: Dict[str, Any]) -> None:
     """SchemaError saying what is wrong with a machine record (machine.json) that a report could
     not read: gpus a list of objects each naming its GPU, git an object, text where text is."""
-    if not isinstance(record, dict):
-        raise SchemaError("not a JSON object")
     _check_object(record, MACHINE, "")
     gpus, git = record.get("gpus", []), record.get("git")
     if not isinstance(gpus, list):
