@@ -20,6 +20,7 @@ import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import write_json_atomic
@@ -288,21 +289,14 @@ def _run_writer(fw: Framework, writer: Writer, prepared: dataset.Prepared, fmt: 
 
 def cli_bar(console):
     """A bar(description) factory for prepare_formats that draws with rich on `console`."""
-    from contextlib import contextmanager
-
     from rich import progress as rp
 
-    @contextmanager
+    @contextlib.contextmanager
     def bar(description: str):
         with rp.Progress(rp.TextColumn(description), rp.BarColumn(), rp.MofNCompleteColumn(),
                          rp.TimeRemainingColumn(), console=console, transient=True) as p:
             task = p.add_task("", total=None)
-
-            class Updater:
-                @staticmethod
-                def update(done: int, total: int) -> None:
-                    p.update(task, completed=done, total=total)
-            yield Updater
+            yield SimpleNamespace(update=lambda done, total: p.update(task, completed=done, total=total))
     return bar
 
 
