@@ -17,7 +17,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator, List, Tuple
+from typing import Callable, List, Tuple
 
 from .errors import UserError
 
@@ -106,11 +106,6 @@ def _write_range(args: Tuple[MakeSpec, str, int, int]) -> int:
     return total
 
 
-def _chunks(spec: MakeSpec, root: str, size: int) -> Iterator[Tuple[MakeSpec, str, int, int]]:
-    for start in range(0, spec.images, size):
-        yield spec, root, start, min(spec.images, start + size)
-
-
 def check_destination(dest: Path, spec) -> bool:
     """True if dest already holds exactly this folder; UserError if it holds anything else."""
     if dest.exists() and not dest.is_dir():
@@ -138,7 +133,7 @@ def make(dest: Path, spec, workers: int, advance: Callable[[int, int], None]) ->
         os.makedirs(os.path.join(root, folder), exist_ok=True)
     chunk = max(1, min(64, spec.images // (workers * 8) or 1))
     total = 0
-    jobs: List = list(_chunks(spec, root, chunk))
+    jobs = [(spec, root, start, min(spec.images, start + chunk)) for start in range(0, spec.images, chunk)]
     if workers == 1:
         done = map(_write_range, jobs)
     else:
