@@ -60,8 +60,8 @@ READ: Dict[str, Dict[str, type]] = {
                  "epochs_to_target": float, "seed": float, "images_trained": float},
 }
 EVALS = ("epoch", "accuracy", "time_s")  # of each of accuracy.evals, numbers the chart draws
-BOUND = {"run_start_ms": 1e14}  # Unix time in ms (1.8e12 now): every other read number ±LARGEST
-BOUND["run_stop_ms"] = BOUND["run_start_ms"]
+# Unix time in ms (1.8e12 now): every other read number ±LARGEST
+BOUND = dict.fromkeys(("run_start_ms", "run_stop_ms"), 1e14)
 
 
 def _ok(value: Any, tp: Any) -> bool:
