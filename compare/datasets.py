@@ -151,15 +151,13 @@ def check(folder: Folder, advance: Callable[[int], None] = lambda n: None,
     unchanged = {e[0] for e in folder.entries} - {e[0] for e in todo}
     reasons = {rel: previous[rel][2] for rel in unchanged}
     paths = [os.path.join(folder.root, e[0]) for e in todo]
-    if len(todo) > PARALLEL_CHECK:
-        # spawn, not fork: the progress bar's refresh thread runs in this process
-        with ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")) as pool:
-            for e, why in zip(todo, pool.map(check_jpeg, paths, chunksize=256)):
-                reasons[e[0]] = why
-                advance(1)
-    else:
-        for e, path in zip(todo, paths):
-            reasons[e[0]] = check_jpeg(path)
+    # spawn, not fork: the progress bar's refresh thread runs in this process
+    pool = ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")) \
+        if len(todo) > PARALLEL_CHECK else None
+    with pool or contextlib.nullcontext():
+        found = pool.map(check_jpeg, paths, chunksize=256) if pool else map(check_jpeg, paths)
+        for e, why in zip(todo, found):
+            reasons[e[0]] = why
             advance(1)
     return _write_manifest(where, folder, reasons)
 

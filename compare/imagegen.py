@@ -10,6 +10,7 @@ a colour gradient and a per-class tint, saved as a baseline 4:2:0 JPEG (what cam
 nvJPEG's hardware decoder takes). At 500x375, quality 90, that is ~110 KB, ImageNet's average, so
 decode cost per image is ImageNet's too. Image i depends only on (seed, i): deterministic.
 """
+import contextlib
 import io
 import json
 import multiprocessing
@@ -134,18 +135,13 @@ def make(dest: Path, spec, workers: int, advance: Callable[[int, int], None]) ->
     chunk = max(1, min(64, spec.images // (workers * 8) or 1))
     total = 0
     jobs = [(spec, root, start, min(spec.images, start + chunk)) for start in range(0, spec.images, chunk)]
-    if workers == 1:
-        done = map(_write_range, jobs)
-    else:
-        # spawn, not fork: the progress bar's refresh thread runs in this process
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-        done = pool.map(_write_range, jobs)
-    try:
+    # spawn, not fork: the progress bar's refresh thread runs in this process
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) \
+        if workers != 1 else None
+    with pool or contextlib.nullcontext():
+        done = pool.map(_write_range, jobs) if pool else map(_write_range, jobs)
         for job, nbytes in zip(jobs, done):
             total += nbytes
             advance(job[3] - job[2], nbytes)
-    finally:
-        if workers != 1:
-            pool.shutdown()
     (dest / MAKE_FILE).write_text(json.dumps(asdict(spec), indent=2) + "\n")
     return total
