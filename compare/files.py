@@ -230,7 +230,7 @@ def write_json(path: Path, data: Any, base: Optional[Path] = None) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", base)
 
 
-def new_file(path: Path, base: Optional[Path] = None, mode: str = "w"):
+def new_file(path: Path, base: Optional[Path] = None):
     """A new, empty regular file at `path` (an old one replaced), open for writing: a process's
     log. Created with O_EXCL in its folder, so no link is followed even if one appears."""
     path = Path(path)
@@ -244,7 +244,7 @@ def new_file(path: Path, base: Optional[Path] = None, mode: str = "w"):
                 from None
         except OSError as exc:
             raise os_error(exc, path) from None
-    return os.fdopen(out, mode)
+    return os.fdopen(out, "w")
 
 
 def append_text(path: Path, text: str, base: Optional[Path] = None) -> None:

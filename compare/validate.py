@@ -332,7 +332,7 @@ def other_machine(device: Any, name: Optional[str], record: Dict[str, Any]) -> O
             return "it ran on {}, not on this campaign's machine (CPU {})".format(name, cpu)
         return None
     gpus = sorted({g.get("name") for g in record.get("gpus", []) if g.get("name")})
-    held = set().union(*(_models(g) for g in gpus)) if gpus else set()
+    held = set().union(*(_models(g) for g in gpus))
     if held and _models(name) and not held & _models(name):
         return "it ran on {}, not on this campaign's machine (GPUs {})".format(name, ", ".join(gpus))
     return None
