@@ -235,8 +235,7 @@ class LocalWriter(Writer):
             interp = envs.resolve(fw, self.variant, self.overrides, self.log)
         except envs.EnvError as exc:
             raise WriterError(str(exc)) from None
-        code_dir = os.path.realpath(CODE_ROOT)
-        env = dict(os.environ, PYTHONPATH=code_dir, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONPATH=os.path.realpath(CODE_ROOT), PYTHONUNBUFFERED="1")
         proc = subprocess.Popen(writer_command(fw, interp.python, prepared_path),
                                 stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         for line in proc.stdout:
@@ -383,8 +382,7 @@ def mounts(prepared: dataset.Prepared, cache_in: Optional[str] = None,
     prepared side. That lies inside the folder (nothing more to mount; a writer gets it writable),
     or in the cache (a read-only folder): then mounted under cache_in (None: at its own path),
     COMPARE_CACHE pointing there. Read-write only for a writer."""
-    root = prepared.root
-    out = [Mount(root, root)]
+    out = [Mount(prepared.root, prepared.root)]
     if beside(prepared):
         return out + ([Mount(prepared.path, prepared.path, read_only=False)] if write else []), {}
     cache = dataset.cache_root()

@@ -113,12 +113,9 @@ def check_destination(dest: Path, spec) -> bool:
         raise UserError("{}: is a file, not a folder; give a new or empty folder".format(dest))
     made = dest / MAKE_FILE
     if made.is_file():
-        try:
-            same = json.loads(made.read_text()) == asdict(spec)
-        except ValueError:
-            same = False
-        if same:
-            return True
+        with contextlib.suppress(ValueError):
+            if json.loads(made.read_text()) == asdict(spec):
+                return True
         raise UserError("{}: already holds images made with other settings ({}); give a new "
                         "folder".format(dest, made))
     if dest.exists() and any(dest.iterdir()):
