@@ -123,13 +123,12 @@ def _writable_dir(root: str) -> str:
 def _previous(path: str) -> Dict[str, Tuple[int, int, Optional[str]]]:
     """relative path -> (size, mtime_ns, reason or None) from the last manifest, to re-check only
     what changed."""
-    out: Dict[str, Tuple[int, int, Optional[str]]] = {}
     try:
-        for rel, _, size, mtime in dataset.read_file_list(dataset.file_list_path(path)):
-            out[rel] = (size, mtime, None)
+        out = {rel: (size, mtime, None)
+               for rel, _, size, mtime in dataset.read_file_list(dataset.file_list_path(path))}
         with open(os.path.join(path, dataset.MANIFEST)) as f:
-            for bad in json.load(f).get("corrupt", []):
-                out[bad["path"]] = (bad["size"], bad["mtime_ns"], bad["reason"])
+            out.update({bad["path"]: (bad["size"], bad["mtime_ns"], bad["reason"])
+                        for bad in json.load(f).get("corrupt", [])})
     except (OSError, ValueError, KeyError):
         return {}
     return out
