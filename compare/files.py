@@ -255,16 +255,14 @@ def append_text(path: Path, text: str, base: Optional[Path] = None) -> None:
         try:
             out = os.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW |
                           os.O_CLOEXEC, 0o666, dir_fd=fd)
+            try:
+                if not stat.S_ISREG(os.fstat(out).st_mode):
+                    raise _refuse(path, os.fstat(out).st_mode)
+                os.write(out, text.encode("utf-8"))
+            finally:
+                os.close(out)
         except OSError as exc:
             raise os_error(exc, path) from None
-        try:
-            if not stat.S_ISREG(os.fstat(out).st_mode):
-                raise _refuse(path, os.fstat(out).st_mode)
-            os.write(out, text.encode("utf-8"))
-        except OSError as exc:
-            raise os_error(exc, path) from None
-        finally:
-            os.close(out)
 
 
 def move(source: Path, dest: Path, base: Path) -> None:
