@@ -20,6 +20,7 @@ import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import write_json_atomic
@@ -122,13 +123,12 @@ def _writable_dir(root: str) -> str:
 def _previous(path: str) -> Dict[str, Tuple[int, int, Optional[str]]]:
     """relative path -> (size, mtime_ns, reason or None) from the last manifest, to re-check only
     what changed."""
-    out: Dict[str, Tuple[int, int, Optional[str]]] = {}
     try:
-        for rel, _, size, mtime in dataset.read_file_list(dataset.file_list_path(path)):
-            out[rel] = (size, mtime, None)
+        out = {rel: (size, mtime, None)
+               for rel, _, size, mtime in dataset.read_file_list(dataset.file_list_path(path))}
         with open(os.path.join(path, dataset.MANIFEST)) as f:
-            for bad in json.load(f).get("corrupt", []):
-                out[bad["path"]] = (bad["size"], bad["mtime_ns"], bad["reason"])
+            out.update({bad["path"]: (bad["size"], bad["mtime_ns"], bad["reason"])
+                        for bad in json.load(f).get("corrupt", [])})
     except (OSError, ValueError, KeyError):
         return {}
     return out
@@ -150,15 +150,13 @@ def check(folder: Folder, advance: Callable[[int], None] = lambda n: None,
     unchanged = {e[0] for e in folder.entries} - {e[0] for e in todo}
     reasons = {rel: previous[rel][2] for rel in unchanged}
     paths = [os.path.join(folder.root, e[0]) for e in todo]
-    if len(todo) > PARALLEL_CHECK:
-        # spawn, not fork: the progress bar's refresh thread runs in this process
-        with ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")) as pool:
-            for e, why in zip(todo, pool.map(check_jpeg, paths, chunksize=256)):
-                reasons[e[0]] = why
-                advance(1)
-    else:
-        for e, path in zip(todo, paths):
-            reasons[e[0]] = check_jpeg(path)
+    # spawn, not fork: the progress bar's refresh thread runs in this process
+    pool = ProcessPoolExecutor(mp_context=multiprocessing.get_context("spawn")) \
+        if len(todo) > PARALLEL_CHECK else None
+    with pool or contextlib.nullcontext():
+        found = pool.map(check_jpeg, paths, chunksize=256) if pool else map(check_jpeg, paths)
+        for e, why in zip(todo, found):
+            reasons[e[0]] = why
             advance(1)
     return _write_manifest(where, folder, reasons)
 
@@ -236,8 +234,7 @@ class LocalWriter(Writer):
             interp = envs.resolve(fw, self.variant, self.overrides, self.log)
         except envs.EnvError as exc:
             raise WriterError(str(exc)) from None
-        code_dir = os.path.realpath(CODE_ROOT)
-        env = dict(os.environ, PYTHONPATH=code_dir, PYTHONUNBUFFERED="1")
+        env = dict(os.environ, PYTHONPATH=os.path.realpath(CODE_ROOT), PYTHONUNBUFFERED="1")
         proc = subprocess.Popen(writer_command(fw, interp.python, prepared_path),
                                 stdout=subprocess.PIPE, stderr=err, text=True, env=env)
         for line in proc.stdout:
@@ -288,21 +285,14 @@ def _run_writer(fw: Framework, writer: Writer, prepared: dataset.Prepared, fmt: 
 
 def cli_bar(console):
     """A bar(description) factory for prepare_formats that draws with rich on `console`."""
-    from contextlib import contextmanager
-
     from rich import progress as rp
 
-    @contextmanager
+    @contextlib.contextmanager
     def bar(description: str):
         with rp.Progress(rp.TextColumn(description), rp.BarColumn(), rp.MofNCompleteColumn(),
                          rp.TimeRemainingColumn(), console=console, transient=True) as p:
             task = p.add_task("", total=None)
-
-            class Updater:
-                @staticmethod
-                def update(done: int, total: int) -> None:
-                    p.update(task, completed=done, total=total)
-            yield Updater
+            yield SimpleNamespace(update=lambda done, total: p.update(task, completed=done, total=total))
     return bar
 
 
@@ -391,8 +381,7 @@ def mounts(prepared: dataset.Prepared, cache_in: Optional[str] = None,
     prepared side. That lies inside the folder (nothing more to mount; a writer gets it writable),
     or in the cache (a read-only folder): then mounted under cache_in (None: at its own path),
     COMPARE_CACHE pointing there. Read-write only for a writer."""
-    root = prepared.root
-    out = [Mount(root, root)]
+    out = [Mount(prepared.root, prepared.root)]
     if beside(prepared):
         return out + ([Mount(prepared.path, prepared.path, read_only=False)] if write else []), {}
     cache = dataset.cache_root()

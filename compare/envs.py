@@ -24,7 +24,7 @@ from typing import Callable, Dict, Optional
 from backends.contract import utc_now
 from backends.contract.shared import lifeline
 
-from . import files
+from . import files, frameworks
 from .errors import UserError
 from .frameworks import Framework
 
@@ -92,20 +92,19 @@ def built_during(path: Optional[str], since: float) -> Optional[float]:
 
 def parse_overrides(items) -> Dict[str, str]:
     """['NAME=/usr/bin/python3'] -> {'NAME': '/usr/bin/python3'} (framework names resolved)."""
-    from .frameworks import get, names
     out = {}
     for item in items or []:
         name, sep, path = item.partition("=")
         if not sep or not path:
             raise UserError("--python {!r}: expected FRAMEWORK=PATH, e.g. {}=/usr/bin/python3"
-                            .format(item, names()[0]))
+                            .format(item, frameworks.names()[0]))
         if not Path(path).exists():
             raise UserError("--python {!r}: no interpreter at {}".format(item, path))
         if not Path(path).is_file() or not os.access(path, os.X_OK):
             raise UserError("--python {!r}: {} is {}, not an interpreter; give the path of a python "
                             "executable".format(item, path, "a folder" if Path(path).is_dir() else
                                                 "not an executable file"))
-        out[get(name).name] = path
+        out[frameworks.get(name).name] = path
     return out
 
 

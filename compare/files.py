@@ -173,22 +173,15 @@ def folder(path: Path, base: Optional[Path] = None, create: bool = True) -> Iter
         os.close(fd)
 
 
-def _mode(name: str, dirfd: int) -> Optional[int]:
-    """The file type and mode of `name` in the folder dirfd, the link itself where it is one;
-    None when there is nothing of that name."""
+def _expect(dirfd: int, path: Path, want_dir: bool = False) -> bool:
+    """True when `path` (a name in dirfd) is a regular file (a folder, with `want_dir`), False
+    when absent; else UserError (a link is refused, never followed)."""
     try:
-        return os.stat(name, dir_fd=dirfd, follow_symlinks=False).st_mode
+        mode = os.stat(path.name, dir_fd=dirfd, follow_symlinks=False).st_mode
     except FileNotFoundError:
-        return None
-
-
-def _expect_file(dirfd: int, path: Path) -> bool:
-    """True when `path` (a name in dirfd) is a regular file, False when absent; else UserError."""
-    mode = _mode(path.name, dirfd)
-    if mode is None:
         return False
-    if not stat.S_ISREG(mode):
-        raise _refuse(path, mode)
+    if not (stat.S_ISDIR(mode) if want_dir else stat.S_ISREG(mode)):
+        raise _refuse(path, mode, want_dir)
     return True
 
 
@@ -199,12 +192,7 @@ def check_files(where: Path, names, base: Path, folders: bool = False) -> None:
     try:
         with folder(where, base, create=False) as fd:
             for name in names:
-                if not folders:
-                    _expect_file(fd, Path(where) / name)
-                    continue
-                mode = _mode(name, fd)
-                if mode is not None and not stat.S_ISDIR(mode):
-                    raise _refuse(Path(where) / name, mode, want_dir=True)
+                _expect(fd, Path(where) / name, want_dir=folders)
     except FileNotFoundError:
         return
 
@@ -214,7 +202,7 @@ def write_bytes(path: Path, data: bytes, base: Optional[Path] = None) -> None:
     renamed. UserError (one line) for a link or non-regular file there, or an OS error."""
     path = Path(path)
     with folder(path.parent, base) as fd:
-        _expect_file(fd, path)
+        _expect(fd, path)
         tmp = "{}{}-{}{}".format(TMP_PREFIX, os.getpid(), secrets.token_hex(4), path.suffix)
         try:
             out = os.open(tmp, _NEW_FILE, 0o666, dir_fd=fd)
@@ -242,13 +230,13 @@ def write_json(path: Path, data: Any, base: Optional[Path] = None) -> None:
     write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", base)
 
 
-def new_file(path: Path, base: Optional[Path] = None, mode: str = "w"):
+def new_file(path: Path, base: Optional[Path] = None):
     """A new, empty regular file at `path` (an old one replaced), open for writing: a process's
     log. Created with O_EXCL in its folder, so no link is followed even if one appears."""
     path = Path(path)
     with folder(path.parent, base) as fd:
         try:
-            if _expect_file(fd, path):
+            if _expect(fd, path):
                 os.unlink(path.name, dir_fd=fd)
             out = os.open(path.name, _NEW_FILE, 0o666, dir_fd=fd)
         except FileExistsError:  # something appeared between the unlink and the open
@@ -256,36 +244,34 @@ def new_file(path: Path, base: Optional[Path] = None, mode: str = "w"):
                 from None
         except OSError as exc:
             raise os_error(exc, path) from None
-    return os.fdopen(out, mode)
+    return os.fdopen(out, "w")
 
 
 def append_text(path: Path, text: str, base: Optional[Path] = None) -> None:
     """Add `text` at the end of the regular file `path` (made if missing), never through a link."""
     path = Path(path)
     with folder(path.parent, base) as fd:
-        _expect_file(fd, path)
+        _expect(fd, path)
         try:
             out = os.open(path.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW |
                           os.O_CLOEXEC, 0o666, dir_fd=fd)
+            try:
+                if not stat.S_ISREG(os.fstat(out).st_mode):
+                    raise _refuse(path, os.fstat(out).st_mode)
+                os.write(out, text.encode("utf-8"))
+            finally:
+                os.close(out)
         except OSError as exc:
             raise os_error(exc, path) from None
-        try:
-            if not stat.S_ISREG(os.fstat(out).st_mode):
-                raise _refuse(path, os.fstat(out).st_mode)
-            os.write(out, text.encode("utf-8"))
-        except OSError as exc:
-            raise os_error(exc, path) from None
-        finally:
-            os.close(out)
 
 
 def move(source: Path, dest: Path, base: Path) -> None:
     """Rename the regular file `source` to `dest`, both below `base`, replacing a regular file."""
     source, dest = Path(source), Path(dest)
     with folder(source.parent, base, create=False) as src, folder(dest.parent, base) as dst:
-        if not _expect_file(src, source):
+        if not _expect(src, source):
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(source))
-        _expect_file(dst, dest)
+        _expect(dst, dest)
         try:
             os.replace(source.name, dest.name, src_dir_fd=src, dst_dir_fd=dst)
         except OSError as exc:
@@ -298,11 +284,8 @@ def copy_folder(source: Path, dest: Path, base: Path) -> None:
     failed copy (a full disk) leaves nothing behind."""
     dest = Path(dest)
     with folder(dest.parent, base) as fd:
-        mode = _mode(dest.name, fd)
-    if mode is not None:
-        if not stat.S_ISDIR(mode):
-            raise _refuse(dest, mode, want_dir=True)
-        return
+        if _expect(fd, dest, want_dir=True):
+            return
     aside = None
     try:
         aside = Path(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=str(dest.parent)))
@@ -337,11 +320,9 @@ def fresh_folder(path: Path, base: Path) -> Path:
     """The folder `path` made empty (what it held removed, no link followed), or made."""
     path = Path(path)
     with folder(path.parent, base) as fd:
-        mode = _mode(path.name, fd)
+        found = _expect(fd, path, want_dir=True)
         try:
-            if mode is not None and not stat.S_ISDIR(mode):
-                raise _refuse(path, mode, want_dir=True)
-            if mode is not None:
+            if found:
                 _remove_tree(fd, path.name)
             os.mkdir(path.name, 0o777, dir_fd=fd)
         except OSError as exc:

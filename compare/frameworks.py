@@ -46,15 +46,13 @@ FRAMEWORKS: List[Framework] = []
 _BY_NAME: Dict[str, Framework] = {}
 
 
-def register(fw: Framework) -> Framework:
+def register(fw: Framework) -> None:
     """Add a framework; its name and aliases must be new."""
     for n in (fw.name,) + fw.aliases:
         if n in _BY_NAME:
             raise ValueError("framework name {!r} is registered twice".format(n))
-    FRAMEWORKS.append(fw)
-    for n in (fw.name,) + fw.aliases:
         _BY_NAME[n] = fw
-    return fw
+    FRAMEWORKS.append(fw)
 
 
 register(Framework("tf", ("tensorflow", "tf_horovod", "horovod"), "tf_horovod",

@@ -10,6 +10,7 @@ a colour gradient and a per-class tint, saved as a baseline 4:2:0 JPEG (what cam
 nvJPEG's hardware decoder takes). At 500x375, quality 90, that is ~110 KB, ImageNet's average, so
 decode cost per image is ImageNet's too. Image i depends only on (seed, i): deterministic.
 """
+import contextlib
 import io
 import json
 import multiprocessing
@@ -17,7 +18,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterator, List, Tuple
+from typing import Callable, List, Tuple
 
 from .errors import UserError
 
@@ -106,23 +107,15 @@ def _write_range(args: Tuple[MakeSpec, str, int, int]) -> int:
     return total
 
 
-def _chunks(spec: MakeSpec, root: str, size: int) -> Iterator[Tuple[MakeSpec, str, int, int]]:
-    for start in range(0, spec.images, size):
-        yield spec, root, start, min(spec.images, start + size)
-
-
 def check_destination(dest: Path, spec) -> bool:
     """True if dest already holds exactly this folder; UserError if it holds anything else."""
     if dest.exists() and not dest.is_dir():
         raise UserError("{}: is a file, not a folder; give a new or empty folder".format(dest))
     made = dest / MAKE_FILE
     if made.is_file():
-        try:
-            same = json.loads(made.read_text()) == asdict(spec)
-        except ValueError:
-            same = False
-        if same:
-            return True
+        with contextlib.suppress(ValueError):
+            if json.loads(made.read_text()) == asdict(spec):
+                return True
         raise UserError("{}: already holds images made with other settings ({}); give a new "
                         "folder".format(dest, made))
     if dest.exists() and any(dest.iterdir()):
@@ -138,19 +131,14 @@ def make(dest: Path, spec, workers: int, advance: Callable[[int, int], None]) ->
         os.makedirs(os.path.join(root, folder), exist_ok=True)
     chunk = max(1, min(64, spec.images // (workers * 8) or 1))
     total = 0
-    jobs: List = list(_chunks(spec, root, chunk))
-    if workers == 1:
-        done = map(_write_range, jobs)
-    else:
-        # spawn, not fork: the progress bar's refresh thread runs in this process
-        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
-        done = pool.map(_write_range, jobs)
-    try:
+    jobs = [(spec, root, start, min(spec.images, start + chunk)) for start in range(0, spec.images, chunk)]
+    # spawn, not fork: the progress bar's refresh thread runs in this process
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) \
+        if workers != 1 else None
+    with pool or contextlib.nullcontext():
+        done = pool.map(_write_range, jobs) if pool else map(_write_range, jobs)
         for job, nbytes in zip(jobs, done):
             total += nbytes
             advance(job[3] - job[2], nbytes)
-    finally:
-        if workers != 1:
-            pool.shutdown()
     (dest / MAKE_FILE).write_text(json.dumps(asdict(spec), indent=2) + "\n")
     return total

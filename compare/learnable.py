@@ -135,5 +135,4 @@ def render(spec: LearnableSpec, k: int, part: int, j: int) -> bytes:
 
 
 def preset(name: str) -> LearnableSpec:
-    classes, train, val = PRESETS[name]
-    return LearnableSpec(classes, train, val)
+    return LearnableSpec(*PRESETS[name])

@@ -77,14 +77,10 @@ def _object(pairs: List[Tuple[str, Any]]) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for key, value in pairs:
         if key in out:
-            raise _Duplicate("key {!r} appears twice in one object: which value holds is not "
+            raise ValueError("key {!r} appears twice in one object: which value holds is not "
                              "clear".format(key))
         out[key] = value
     return out
-
-
-class _Duplicate(ValueError):
-    pass
 
 
 def _integer(text: str) -> Any:

@@ -12,7 +12,6 @@ from backends.contract import utc_now
 from backends.contract.shared import (
     command_output,
     cpu_model,
-    cuda_driver_version,
     gpus,
     memory_gib,
     node_info,
@@ -20,7 +19,7 @@ from backends.contract.shared import (
 
 from . import __version__
 
-__all__ = ["cpu_model", "cuda_driver_version", "gpus", "memory_gib", "info", "host_info"]
+__all__ = ["cpu_model", "gpus", "memory_gib", "info", "host_info"]
 
 
 def fingerprint(record: Dict[str, Any]) -> Dict[str, Any]:

@@ -21,11 +21,6 @@ FINISHED = ("ok", "not_converged")  # a run whose loop ended: its log holds run_
 SUFFIX = ".mllog"
 
 
-def log_path(campaign_root: Path, run_id: str) -> Path:
-    """The MLPerf log of a collected run."""
-    return Path(campaign_root) / "logs" / (run_id + SUFFIX)
-
-
 def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Optional[Path]:
     """After collecting `result` from the work folder: move its MLPerf log into logs/ (aborted
     when the run did not finish). Returns where it went (None: the run wrote no log)."""
@@ -33,7 +28,7 @@ def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Option
     if source is None or not source.is_file():
         return None
     if result.status in FINISHED:
-        dest = log_path(campaign_root, result.run_id)
+        dest = Path(campaign_root) / "logs" / (result.run_id + SUFFIX)
         files.move(source, dest, Path(campaign_root))
         if isinstance(result.accuracy, dict) and result.accuracy:
             result.accuracy["mllog"] = os.path.join("logs", dest.name)

@@ -67,17 +67,13 @@ def below(pid: int) -> List[int]:
     return found
 
 
-def _reap_zombies() -> None:
-    with contextlib.suppress(ChildProcessError):
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-
-
-def end_below(grace: float = GRACE_S) -> None:
-    """End every process below this one: SIGTERM, and SIGKILL for what is left after `grace`."""
-    deadline, sig = time.monotonic() + grace, signal.SIGTERM
+def end_below() -> None:
+    """End every process below this one: SIGTERM, and SIGKILL for what is left after GRACE_S."""
+    deadline, sig = time.monotonic() + GRACE_S, signal.SIGTERM
     while True:
-        _reap_zombies()  # orphans re-parented here that have ended
+        with contextlib.suppress(ChildProcessError):  # orphans re-parented here that have ended
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
         pids = below(os.getpid())
         if not pids:
             return

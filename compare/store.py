@@ -83,21 +83,18 @@ def _corrupt(root: Path, what: str, why: Any) -> UserError:
     return UserError("{}: {} is corrupt: {}; restore it or start a new campaign".format(root, what, why))
 
 
-def _read_json(path: Path, what: str, root: Path) -> Dict[str, Any]:
-    """campaign.json or machine.json through the one loader (loading.load_json: a regular file
-    of bounded size, each key once, no NaN, no huge integer, no deep nesting): a JSON object,
-    else one UserError line."""
+def _read_json(root: Path, name: str) -> Dict[str, Any]:
+    """`name` (campaign.json or machine.json) in `root` through the one loader (loading.load_json:
+    a regular file of bounded size, each key once, no NaN, no huge integer, no deep nesting): a
+    JSON object, else one UserError line."""
     try:
-        data = load_json(path, MAX_CAMPAIGN_BYTES)
-    except SchemaError as exc:
-        raise _corrupt(root, what, exc) from None
-    if not isinstance(data, dict):
-        raise _corrupt(root, what, "not a JSON object")
-    if what == "machine.json":
-        try:
+        data = load_json(root / name, MAX_CAMPAIGN_BYTES)
+        if not isinstance(data, dict):
+            raise SchemaError("not a JSON object")
+        if name == "machine.json":
             validate.machine(data)
-        except SchemaError as exc:
-            raise _corrupt(root, what, exc) from None
+    except SchemaError as exc:
+        raise _corrupt(root, name, exc) from None
     return data
 
 
@@ -151,7 +148,7 @@ class Campaign:
         if not (root / CAMPAIGN_FILE).is_file():
             raise UserError("{}: not a campaign folder (no {}); give a folder made by "
                             "`compare run`".format(root, CAMPAIGN_FILE))
-        meta = _read_json(root / CAMPAIGN_FILE, CAMPAIGN_FILE, root)
+        meta = _read_json(root, CAMPAIGN_FILE)
         if meta.get("kind") != CAMPAIGN_KIND:
             raise UserError("{}: {} is not a compare campaign".format(root, CAMPAIGN_FILE))
         if not isinstance(meta.get("sessions", []), list) or not isinstance(
@@ -162,17 +159,16 @@ class Campaign:
                 meta.get("id", ""), str):
             raise _corrupt(root, CAMPAIGN_FILE, "created_at, id or a planned cell's hash is not text")
         if (root / "machine.json").exists():
-            _read_json(root / "machine.json", "machine.json", root)
+            _read_json(root, "machine.json")
         return cls(root)
 
     @property
     def meta(self) -> Dict[str, Any]:
-        return _read_json(self.root / CAMPAIGN_FILE, CAMPAIGN_FILE, self.root)
+        return _read_json(self.root, CAMPAIGN_FILE)
 
     @property
     def machine(self) -> Dict[str, Any]:
-        path = self.root / "machine.json"
-        return _read_json(path, "machine.json", self.root) if path.exists() else {}
+        return _read_json(self.root, "machine.json") if (self.root / "machine.json").exists() else {}
 
     def _write_meta(self, meta: Dict[str, Any]) -> None:
         files.write_json(self.root / CAMPAIGN_FILE, meta, self.root)

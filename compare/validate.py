@@ -60,8 +60,8 @@ READ: Dict[str, Dict[str, type]] = {
                  "epochs_to_target": float, "seed": float, "images_trained": float},
 }
 EVALS = ("epoch", "accuracy", "time_s")  # of each of accuracy.evals, numbers the chart draws
-BOUND = {"run_start_ms": 1e14}  # Unix time in ms (1.8e12 now): every other read number ±LARGEST
-BOUND["run_stop_ms"] = BOUND["run_start_ms"]
+# Unix time in ms (1.8e12 now): every other read number ±LARGEST
+BOUND = dict.fromkeys(("run_start_ms", "run_stop_ms"), 1e14)
 
 
 def _ok(value: Any, tp: Any) -> bool:
@@ -287,11 +287,9 @@ def _check_object(obj: Dict[str, Any], wanted: Dict[str, type], where: str) -> N
             raise SchemaError("{}{} is {}, not {}".format(where, key, _shown(value), _name(tp)))
 
 
-def machine(record: Any) -> None:
+def machine(record: Dict[str, Any]) -> None:
     """SchemaError saying what is wrong with a machine record (machine.json) that a report could
     not read: gpus a list of objects each naming its GPU, git an object, text where text is."""
-    if not isinstance(record, dict):
-        raise SchemaError("not a JSON object")
     _check_object(record, MACHINE, "")
     gpus, git = record.get("gpus", []), record.get("git")
     if not isinstance(gpus, list):
@@ -334,7 +332,7 @@ def other_machine(device: Any, name: Optional[str], record: Dict[str, Any]) -> O
             return "it ran on {}, not on this campaign's machine (CPU {})".format(name, cpu)
         return None
     gpus = sorted({g.get("name") for g in record.get("gpus", []) if g.get("name")})
-    held = set().union(*(_models(g) for g in gpus)) if gpus else set()
+    held = set().union(*(_models(g) for g in gpus))
     if held and _models(name) and not held & _models(name):
         return "it ran on {}, not on this campaign's machine (GPUs {})".format(name, ", ".join(gpus))
     return None
