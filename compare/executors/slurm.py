@@ -331,11 +331,9 @@ class SlurmExecutor(Executor):
         """The submission of run_id by an earlier session when nothing collected it since and its
         job is still known to Slurm as ours, or left its exit code or result behind."""
         path = campaign.root / JOBS_FILE
-        last = None
-        for line in (path.read_text().splitlines() if path.exists() else []):
-            entry = json.loads(line)
-            if entry.get("run_id") == run_id:
-                last = entry
+        lines = path.read_text().splitlines() if path.exists() else []
+        entries = [json.loads(line) for line in lines]
+        last = next((e for e in reversed(entries) if e.get("run_id") == run_id), None)
         if not last or last["event"] != "submitted" or last["job_id"] in self.outstanding:
             return None
         work = Path(last["work"])
@@ -355,7 +353,7 @@ class SlurmExecutor(Executor):
             return
         ids = list(jobs)
         try:
-            st.cancel(ids)
+            st.call(["scancel"] + ids)
             deadline = time.time() + 30
             while st.queued(ids) and time.time() < deadline:
                 time.sleep(0.2)
