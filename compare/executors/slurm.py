@@ -146,13 +146,12 @@ class SlurmExecutor(Executor):
         shared filesystem; pyxis mounts them from there too): a one-task job tests each one's
         manifest, file list and first image before anything is submitted."""
         for p in prepared:
-            first = p.files()[:1]
             paths = [os.path.join(p.path, dataset.MANIFEST), p.file_list_path()]
-            paths += [os.path.join(p.root, rel) for rel, _ in first]
+            paths += [os.path.join(p.root, rel) for rel, _ in p.files()[:1]]
             self.ctx.log("checking that the Slurm compute nodes read {} (srun)".format(p.root))
             try:
                 out = st.call(["srun", "--nodes=1", "--ntasks=1", "--job-name=compare-data-check",
-                               "--time=5"] + self._placement(self.flags) +
+                               "--time=5"] + self._placement(self.ctx.flags) +
                               ["bash", "-c", DATA_CHECK, "check"] + paths, timeout=PROBE_TIMEOUT)
             except st.SlurmError as exc:
                 raise UserError("--data {}: could not check it on a compute node ({})".format(
@@ -166,7 +165,6 @@ class SlurmExecutor(Executor):
 
     def __init__(self, ctx: Context):
         super().__init__(ctx)
-        self.flags = ctx.flags
         self.outstanding: Dict[str, Tuple[str, Any]] = {}  # job id -> (run id, campaign)
         self.interpreters = envs.Interpreters(ctx.device, ctx.overrides, ctx.log)
         self._pyxis: Optional[bool] = None
@@ -209,10 +207,10 @@ class SlurmExecutor(Executor):
 
     def _environment(self, attempt: Attempt) -> None:
         spec, campaign = attempt.spec, attempt.campaign
-        fw, work = get(spec.framework), campaign.work_dir(spec.run_id)
+        work = campaign.work_dir(spec.run_id)
         data, attempt.notes["data_env"] = ([], {}) if spec.data == "synthetic" else \
             datasets.mounts(dataset.Prepared.find(spec.data))  # DataError: not prepared
-        image = self._image(fw)
+        image = self._image(get(spec.framework))
         if image:
             attempt.python, attempt.record = "python", dict(
                 {"slurm_environment": "pyxis", "image": image},
@@ -289,11 +287,11 @@ class SlurmExecutor(Executor):
         out_path, err_path = campaign.log_paths(spec.run_id)
         with campaign.log_files(spec.run_id):  # new regular files for slurmd to write: no link
             pass
-        limit = self.flags.get("time_limit") or str(math.ceil(attempt.timeout / 60))
+        limit = self.ctx.flags.get("time_limit") or str(math.ceil(attempt.timeout / 60))
         args = ["--job-name=compare-" + spec.run_id, "--chdir=" + str(work), "--output=" + str(out_path),
                 "--error=" + str(err_path), "--nodes={}".format(spec.nodes),
                 "--ntasks-per-node={}".format(tasks), "--exclusive", "--mem=0", "--no-requeue",
-                "--time=" + limit] + self._placement(self.flags)
+                "--time=" + limit] + self._placement(self.ctx.flags)
         if spec.device == "cuda":
             args.append("--gpus-per-node={}".format(spec.gpus))
         job_id = st.submit(args, script)
