@@ -47,8 +47,8 @@ OWNED = {"nodes": "--nodes", "ntasks": "--gpus", "ntasks-per-node": "--gpus", "g
          "account": "--account", "output": "--results", "error": "--results", "chdir": "--results",
          "job-name": "--results"}
 PROBE_TIMEOUT = 900  # seconds to wait for a node to take the machine record (it may queue)
-# run on a compute node with paths as arguments: "NODE readable", or "NODE unreadable PATH"
 _PORT_OFFSETS = itertools.count(1)  # one per executor: no two steps running at once share a port
+# run on a compute node with paths as arguments: "NODE readable", or "NODE unreadable PATH"
 DATA_CHECK = ('for f; do test -r "$f" || { echo "${SLURMD_NODENAME:-$(hostname)} unreadable $f"; '
               'exit 0; }; done; echo "${SLURMD_NODENAME:-$(hostname)} readable"')
 
