@@ -150,7 +150,7 @@ def allowed_cores() -> List[int]:
     return list(range(os.cpu_count() or 1))
 
 
-def gpu_pool(pin: bool, largest: int) -> Pool:
+def gpu_pool(largest: int) -> Pool:
     """This machine's GPUs as a pool (see the module's docstring); `largest`: the most GPUs one
     cell of the sweep takes (busy GPUs stay in the pool when leaving them out leaves too few)."""
     rows = [r.split(",") for r in (command_output(["nvidia-smi", "--query-gpu=index,pci.bus_id,uuid",
@@ -171,10 +171,9 @@ def gpu_pool(pin: bool, largest: int) -> Pool:
         else:
             notes.append("GPU {} in use by another process, but the sweep needs {} GPUs: kept in "
                          "the pool".format(", ".join(taken), largest))
-    allowed = allowed_cores()
-    nodes = numa_nodes(allowed)
+    nodes = numa_nodes(allowed_cores())
     blocks = gpu_cores(ids, {g: gpu_node(by_id[g][1]) if g in by_id else None for g in ids}, nodes)
-    return Pool(ids, blocks, gpu=True, pin=pin, notes=notes)
+    return Pool(ids, blocks, gpu=True, pin=True, notes=notes)
 
 
 def core_pool(concurrency: int, cores: Optional[List[int]] = None,
@@ -205,7 +204,7 @@ def machine_pool(device: str, largest: int, concurrency: Optional[int]) -> Tuple
     if device != "cuda":
         pool = core_pool(concurrency or 1)
         return pool, len(pool.units)
-    pool = gpu_pool(pin=True, largest=largest)
+    pool = gpu_pool(largest)
     if not pool.units:  # no GPU that nvidia-smi or CUDA_VISIBLE_DEVICES names: the executor picks
         return single(), 1
     return at_once(pool, concurrency)

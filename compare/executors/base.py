@@ -225,9 +225,8 @@ class Executor:
                        attempt.campaign.log_paths(attempt.spec.run_id)[1], attempt.started,
                        attempt.timeout)
 
-    def reap(self, campaign) -> int:
-        """End what a sweep that was killed left running of `campaign`; how many were ended."""
-        return 0
+    def reap(self, campaign) -> None:
+        """End what a sweep that was killed left running of `campaign`."""
 
     def reap_once(self, campaign) -> None:
         """reap() once per campaign and sweep, before its first cell: the executors of one sweep

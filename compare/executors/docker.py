@@ -269,14 +269,13 @@ class DockerExecutor(Executor):
         except docker.errors.DockerException as exc:
             raise error("image {}: {}".format(images.wanted(fw, self.variant), _message(exc))) from None
 
-    def reap(self, campaign) -> int:
+    def reap(self, campaign) -> None:
         """Remove this campaign's containers left running by a sweep that was killed (a killed
         `compare` cannot stop its container): a resumed sweep must not share the machine with
-        them. Returns how many were removed."""
+        them."""
         stale = self._remove_labelled(campaign.root)
         if stale:
             self.log("removed {} container(s) left by an earlier, killed sweep".format(len(stale)))
-        return len(stale)
 
     def _remove_labelled(self, root) -> list:
         """Remove every container of the campaign at `root` (its label); returns them."""

@@ -90,10 +90,10 @@ def wanted(fw: Framework, variant: str) -> str:
     return os.environ.get("COMPARE_IMAGE_" + fw.name.upper()) or image_name(fw, variant)
 
 
-def client(timeout: int = 60):
+def client():
     """A Docker SDK client whose engine answered a ping; docker.errors.DockerException if not."""
     import docker
-    c = docker.from_env(timeout=timeout)
+    c = docker.from_env(timeout=60)
     c.ping()
     return c
 

@@ -47,23 +47,18 @@ def managed_environment(interpreters: envs.Interpreters, attempt: Attempt) -> No
 TMP_PREFIX = "compare-"  # a run's temp folder: compare-<pid of the compare that made it>-XXXX
 
 
-def clean_stale_tmp() -> int:
+def clean_stale_tmp() -> None:
     """Remove this user's run temp folders whose compare is dead (killed before it could remove
-    them, e.g. by SIGKILL); return how many. A live or reused PID keeps its folders."""
-    removed = 0
+    them, e.g. by SIGKILL). A live or reused PID keeps its folders."""
     for path in Path(tempfile.gettempdir()).glob(TMP_PREFIX + "*-*"):
         pid = path.name[len(TMP_PREFIX):].split("-")[0]
         try:
-            if not pid.isdigit() or path.lstat().st_uid != os.getuid() or not path.is_dir():
-                continue
-            os.kill(int(pid), 0)
-            continue  # alive (or reused): not ours to remove
+            if pid.isdigit() and path.lstat().st_uid == os.getuid() and path.is_dir():
+                os.kill(int(pid), 0)  # alive (or reused): not ours to remove
         except ProcessLookupError:
             shutil.rmtree(str(path), ignore_errors=True)
-            removed += 1
         except OSError:  # gone meanwhile, or a PID of another user: alive
-            continue
-    return removed
+            pass
 
 
 class LocalExecutor(Executor):
@@ -78,14 +73,13 @@ class LocalExecutor(Executor):
         super().__init__(ctx)
         self.interpreters = envs.Interpreters(ctx.device, ctx.overrides, ctx.log)
 
-    def reap(self, campaign) -> int:
+    def reap(self, campaign) -> None:
         """End this campaign's processes left by a sweep that was killed before it could (the
         caller holds the campaign's lock, so no live sweep owns them)."""
         left = end_processes(None, CAMPAIGN_ENV, str(campaign.root))
         if left:
             self.ctx.log("ended {} process(es) left by an earlier, killed sweep".format(left))
         clean_stale_tmp()
-        return left
 
     def environment(self, attempt: Attempt) -> None:
         try:

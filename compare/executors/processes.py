@@ -77,10 +77,9 @@ def _signal_all(pids: List[int], group: Optional[int], sig: int) -> None:
             os.kill(pid, sig)
 
 
-def end_processes(proc: Optional[subprocess.Popen], name: str, value: str,
-                  grace: float = GRACE_S) -> int:
+def end_processes(proc: Optional[subprocess.Popen], name: str, value: str) -> int:
     """End `proc` (a launcher started in a session of its own), its process group and every process
-    tagged NAME=VALUE: SIGTERM, up to `grace` seconds, then SIGKILL. Returns how many were alive."""
+    tagged NAME=VALUE: SIGTERM, up to GRACE_S seconds, then SIGKILL. Returns how many were alive."""
     alive = functools.partial(tagged_pids, name, value)
     running = proc is not None and proc.poll() is None
     group = proc.pid if running else None  # an unreaped launcher keeps its id: no reuse
@@ -88,7 +87,7 @@ def end_processes(proc: Optional[subprocess.Popen], name: str, value: str,
     if not first and not running:
         return 0
     _signal_all(first, group, signal.SIGTERM)
-    deadline = time.monotonic() + grace
+    deadline = time.monotonic() + GRACE_S
     while time.monotonic() < deadline and ((proc is not None and proc.poll() is None) or alive()):
         time.sleep(0.05)
     _signal_all(alive(), group if proc is not None and proc.poll() is None else None, signal.SIGKILL)

@@ -47,8 +47,8 @@ OWNED = {"nodes": "--nodes", "ntasks": "--gpus", "ntasks-per-node": "--gpus", "g
          "account": "--account", "output": "--results", "error": "--results", "chdir": "--results",
          "job-name": "--results"}
 PROBE_TIMEOUT = 900  # seconds to wait for a node to take the machine record (it may queue)
-# run on a compute node with paths as arguments: "NODE readable", or "NODE unreadable PATH"
 _PORT_OFFSETS = itertools.count(1)  # one per executor: no two steps running at once share a port
+# run on a compute node with paths as arguments: "NODE readable", or "NODE unreadable PATH"
 DATA_CHECK = ('for f; do test -r "$f" || { echo "${SLURMD_NODENAME:-$(hostname)} unreadable $f"; '
               'exit 0; }; done; echo "${SLURMD_NODENAME:-$(hostname)} readable"')
 
@@ -146,13 +146,12 @@ class SlurmExecutor(Executor):
         shared filesystem; pyxis mounts them from there too): a one-task job tests each one's
         manifest, file list and first image before anything is submitted."""
         for p in prepared:
-            first = p.files()[:1]
             paths = [os.path.join(p.path, dataset.MANIFEST), p.file_list_path()]
-            paths += [os.path.join(p.root, rel) for rel, _ in first]
+            paths += [os.path.join(p.root, rel) for rel, _ in p.files()[:1]]
             self.ctx.log("checking that the Slurm compute nodes read {} (srun)".format(p.root))
             try:
                 out = st.call(["srun", "--nodes=1", "--ntasks=1", "--job-name=compare-data-check",
-                               "--time=5"] + self._placement(self.flags) +
+                               "--time=5"] + self._placement(self.ctx.flags) +
                               ["bash", "-c", DATA_CHECK, "check"] + paths, timeout=PROBE_TIMEOUT)
             except st.SlurmError as exc:
                 raise UserError("--data {}: could not check it on a compute node ({})".format(
@@ -166,7 +165,6 @@ class SlurmExecutor(Executor):
 
     def __init__(self, ctx: Context):
         super().__init__(ctx)
-        self.flags = ctx.flags
         self.outstanding: Dict[str, Tuple[str, Any]] = {}  # job id -> (run id, campaign)
         self.interpreters = envs.Interpreters(ctx.device, ctx.overrides, ctx.log)
         self._pyxis: Optional[bool] = None
@@ -209,10 +207,10 @@ class SlurmExecutor(Executor):
 
     def _environment(self, attempt: Attempt) -> None:
         spec, campaign = attempt.spec, attempt.campaign
-        fw, work = get(spec.framework), campaign.work_dir(spec.run_id)
+        work = campaign.work_dir(spec.run_id)
         data, attempt.notes["data_env"] = ([], {}) if spec.data == "synthetic" else \
             datasets.mounts(dataset.Prepared.find(spec.data))  # DataError: not prepared
-        image = self._image(fw)
+        image = self._image(get(spec.framework))
         if image:
             attempt.python, attempt.record = "python", dict(
                 {"slurm_environment": "pyxis", "image": image},
@@ -289,11 +287,11 @@ class SlurmExecutor(Executor):
         out_path, err_path = campaign.log_paths(spec.run_id)
         with campaign.log_files(spec.run_id):  # new regular files for slurmd to write: no link
             pass
-        limit = self.flags.get("time_limit") or str(math.ceil(attempt.timeout / 60))
+        limit = self.ctx.flags.get("time_limit") or str(math.ceil(attempt.timeout / 60))
         args = ["--job-name=compare-" + spec.run_id, "--chdir=" + str(work), "--output=" + str(out_path),
                 "--error=" + str(err_path), "--nodes={}".format(spec.nodes),
                 "--ntasks-per-node={}".format(tasks), "--exclusive", "--mem=0", "--no-requeue",
-                "--time=" + limit] + self._placement(self.flags)
+                "--time=" + limit] + self._placement(self.ctx.flags)
         if spec.device == "cuda":
             args.append("--gpus-per-node={}".format(spec.gpus))
         job_id = st.submit(args, script)
@@ -331,11 +329,9 @@ class SlurmExecutor(Executor):
         """The submission of run_id by an earlier session when nothing collected it since and its
         job is still known to Slurm as ours, or left its exit code or result behind."""
         path = campaign.root / JOBS_FILE
-        last = None
-        for line in (path.read_text().splitlines() if path.exists() else []):
-            entry = json.loads(line)
-            if entry.get("run_id") == run_id:
-                last = entry
+        lines = path.read_text().splitlines() if path.exists() else []
+        entries = [json.loads(line) for line in lines]
+        last = next((e for e in reversed(entries) if e.get("run_id") == run_id), None)
         if not last or last["event"] != "submitted" or last["job_id"] in self.outstanding:
             return None
         work = Path(last["work"])
@@ -355,7 +351,7 @@ class SlurmExecutor(Executor):
             return
         ids = list(jobs)
         try:
-            st.cancel(ids)
+            st.call(["scancel"] + ids)
             deadline = time.time() + 30
             while st.queued(ids) and time.time() < deadline:
                 time.sleep(0.2)

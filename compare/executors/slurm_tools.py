@@ -88,15 +88,8 @@ def hostnames(nodelist: str) -> List[str]:
     return call(["scontrol", "show", "hostnames", nodelist]).split()
 
 
-def cancel(job_ids: Sequence[str]) -> None:
-    if job_ids:
-        call(["scancel"] + list(job_ids))
-
-
 def queued(job_ids: Sequence[str]) -> List[str]:
-    """Those of job_ids squeue still lists (queued, running or ending)."""
-    if not job_ids:
-        return []
+    """Those of job_ids (one or more) squeue still lists (queued, running or ending)."""
     out = call(["squeue", "-h", "-o", "%i", "-j", ",".join(job_ids)])
     return [line.strip() for line in out.splitlines() if line.strip() in set(job_ids)]
 
