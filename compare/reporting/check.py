@@ -22,13 +22,13 @@ import pandas as pd
 
 from .. import frameworks
 from ..errors import UserError
+from ..store import FAILED_RUN  # what `compare run --resume` runs again
 from . import references
 from .comparator import rests_on
 from .intervals import pm_ratio
 from .tables import Section, Table, Text, n_of
 
 NO_FIGURE = ("failed", "oom", "timeout")  # fall short; unsupported/skipped do not decide
-RUN_AGAIN = ("failed", "timeout")  # what `compare run --resume` runs again (store.FAILED_RUN)
 # a cell of references.compare
 KEY = ("framework", "model", "precision", "batch_size", "image_size", "nodes", "gpus")
 COLUMNS = list(KEY) + ["status", "repeats", "runs", "figure", "measured", "published", "ratio", "ratio_ci95",
@@ -71,7 +71,7 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
         verdict, why = SHORT, "{} of its {} runs failed ({}){}".format(
             r.runs - r.repeats, r.runs, r.failed_runs, "; `compare run … --resume` runs {} again".format(
                 "it" if r.runs - r.repeats == 1 else "them") if any(
-                    ": {}".format(s) in r.failed_runs for s in RUN_AGAIN) else "")
+                    ": {}".format(s) in r.failed_runs for s in FAILED_RUN) else "")
     elif r.status == "ok" and r[measured] is not None and figure == "speedup" and \
             int(r.nodes) * int(r.gpus) == 1:  # 1 against 1: it would always pass
         return NOT_COMPARABLE, "a speedup at N = 1 is 1 by definition: nothing measured to check"
