@@ -23,7 +23,6 @@ except ImportError:  # pragma: no cover - older typer on real click
 from . import executors
 from . import frameworks as fws
 from .errors import UserError
-from .loading import one_line
 from .stages.run import Interrupted
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -32,6 +31,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 from .commands import data_folders as _data  # noqa: E402  (compare data make|prepare|info)
+from .commands import err as _err  # noqa: E402
 from .commands import images as _images  # noqa: E402  (compare images build|list)
 from .commands import reporting as _reporting  # noqa: E402  (report, diff, history, check)
 
@@ -42,10 +42,6 @@ app.add_typer(_data.app, name="data")
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")):
     """(--debug is read by main() before the command line is parsed.)"""
-
-
-def _err(msg: str) -> None:
-    sys.stderr.write("compare: {}\n".format(one_line(msg)))
 
 
 def _with_study_flags(command):

@@ -17,11 +17,7 @@ import typer
 
 from .. import frameworks as fws
 from ..study import DECLARED
-
-
-def _err(msg: str) -> None:
-    from ..loading import one_line
-    sys.stderr.write("compare: {}\n".format(one_line(msg)))
+from . import err as _err
 
 
 def _cells(path: Path, with_missing: bool = False):
