@@ -323,7 +323,7 @@ def build(flags: Dict[str, Any]) -> "Study":
     if kept is None:
         return Study(**own, executor_flags=ex, sources=sources)
     base, base_sources = kept
-    ran = _ran_with(own["results"]) if own.get("executor", AUTO) != base.get("executor") else None
+    ran = ran_with(own["results"]) if own.get("executor", AUTO) != base.get("executor") else None
     differ = ["{} {} (the campaign's: {}{})".format(DECLARED[k].flag, show(v), show(base.get(
         k, DECLARED[k].default)), ", which ran {}".format(ran) if k == "executor" and ran and
         ran != base.get(k) else "") for k, v in own.items()
@@ -337,7 +337,7 @@ def build(flags: Dict[str, Any]) -> "Study":
     return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources))
 
 
-def _ran_with(results: str) -> Optional[str]:
+def ran_with(results: str) -> Optional[str]:
     """The executor a campaign's cells ran with (campaign.json's settings), whatever --executor
     asked for."""
     from .store import Campaign
