@@ -219,12 +219,10 @@ class Estimates:
 
     def build(self, framework: str) -> Tuple[float, str]:
         """Seconds to build the framework's environment: recorded builds' median, or a guess."""
-        seen = self.builds.get(framework)
-        if seen:
-            return float(statistics.median(seen)), "recorded"
-        seen = self.reference_builds.get(framework)
-        if seen:
-            return float(statistics.median(seen)), "measured on a machine of this kind"
+        for seen, how in ((self.builds.get(framework), "recorded"),
+                          (self.reference_builds.get(framework), "measured on a machine of this kind")):
+            if seen:
+                return float(statistics.median(seen)), how
         return ENV_BUILD_GUESS_S, "a guess"
 
 
@@ -255,8 +253,7 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
     if wall > 0:
         total += " ({:.2f}× faster)".format(serial / wall)
     if pool.gpu:
-        total += "; {} GPU{} held {:.2f} GPU-hours".format(len(pool.units), "s" if len(pool.units) > 1
-                                                            else "", len(pool.units) * wall / 3600)
+        total += "; {} held {:.2f} GPU-hours".format(_machine(pool), len(pool.units) * wall / 3600)
     return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"
 
 
