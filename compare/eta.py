@@ -149,10 +149,6 @@ def cached_compile(r: RunResult) -> float:
     return 0.0
 
 
-def _recent(rs: List[RunResult]) -> List[RunResult]:
-    return sorted(rs, key=lambda r: r.phases["cell_end"])[-RECENT:]
-
-
 def _batch(spec: Dict[str, Any]):
     return "auto" if spec.get("batch_auto") else spec.get("batch_size")
 
@@ -205,7 +201,7 @@ class Estimates:
         for mark, found in (("=", self.by_hash.get(spec.spec_hash)), ("~", self.by_like.get(like)),
                             ("r", self.references.get(like)),
                             ("?", self.by_fw.get(spec.framework)), ("?", self.all)):
-            recent = _recent(found or [])
+            recent = sorted(found or [], key=lambda r: r.phases["cell_end"])[-RECENT:]
             pairs = [(r, v) for r, v in ((r, scaled(r, spec)) for r in recent) if v is not None]
             values = [v for _, v in pairs]
             if values and mark == "=":  # the same cell: what it compiled cold is cached now
