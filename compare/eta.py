@@ -161,7 +161,7 @@ class Estimates:
     (envs.py) and first steps (compilation, autotuning) are estimated apart."""
 
     def __init__(self, results: Sequence[RunResult], executor: Optional[str] = None,
-                 unbuilt: Sequence[str] = (), references: Sequence[RunResult] = ()):
+                 references: Sequence[RunResult] = ()):
         self.by_hash: Dict[str, List[RunResult]] = {}
         self.by_fw: Dict[str, List[RunResult]] = {}
         for r in results:
@@ -171,7 +171,6 @@ class Estimates:
         self.by_like, self.builds = self._index(results)
         self.references, self.reference_builds = self._index(references)
         self.all, self.executor = list(results), executor
-        self.unbuilt = list(unbuilt)  # frameworks whose environment the sweep will build
         self.first_steps = 0.0  # seconds of first steps in the estimates given so far
         self.cached = 0.0  # seconds of cold compiles left out of `=` estimates (cached_compile)
 
@@ -196,8 +195,7 @@ class Estimates:
 
     def of(self, spec: RunSpec) -> Tuple[float, str]:
         """The cell's own time (no environment build) and its mark."""
-        d = spec.to_dict()
-        like = self._like(d, self.executor)
+        like = self._like(spec.to_dict(), self.executor)
         for mark, found in (("=", self.by_hash.get(spec.spec_hash)), ("~", self.by_like.get(like)),
                             ("r", self.references.get(like)),
                             ("?", self.by_fw.get(spec.framework)), ("?", self.all)):
@@ -270,7 +268,7 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     `timeout`: --timeout, which a cell estimated from a run (not a guess) is held against."""
     results, campaigns = earlier_results(folder, machine)
     references, measured = reference_results(machine)
-    estimates = Estimates(results, executor, unbuilt, references)
+    estimates = Estimates(results, executor, references)
     marks: Dict[str, str] = {}
     builds: Dict[str, Tuple[float, str]] = {}
     over: Dict[str, float] = {}  # run id -> its estimate, where that is beyond --timeout
@@ -279,7 +277,7 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
         value, marks[spec.run_id] = estimates.of(spec)
         if timeout and value > timeout and not marks[spec.run_id].startswith("?"):
             over[spec.run_id] = value
-        if spec.framework in estimates.unbuilt and spec.framework not in builds:
+        if spec.framework in unbuilt and spec.framework not in builds:
             builds[spec.framework] = estimates.build(spec.framework)
             value += builds[spec.framework][0]
             marks[spec.run_id] += "+"
