@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from backends.contract import RunResult, RunSpec
 from backends.contract.shared import batchprobe
 
-PROBE, probe_spec = batchprobe.PROBE, batchprobe.probe_spec  # one definition, the backends'
+probe_spec = batchprobe.probe_spec  # one definition, the backends'
 
 BUDGET_S = {"cuda": 900.0, "cpu": 300.0}  # no new probe starts after this long (one search)
 FORCE_ENV = "COMPARE_BATCH_SEARCH"  # =process: every search in separate processes
@@ -130,7 +130,7 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
 
 
 def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searched,
-              images=None) -> RunResult:
+              images) -> RunResult:
     """The search by probe processes, then the cell at the batch chosen."""
     from .executors.results import failure
 
