@@ -205,7 +205,7 @@ def doctor():
 
 # exit codes: 0 pass; 1 a measured shortfall (`check` FAIL) or a failed run (a cell `failed` or
 # `timeout`); 2 bad input; 70 an internal error (EX_SOFTWARE); 130/143 stopped by SIGINT/SIGTERM
-FAILED, BAD_INPUT, INTERNAL = 1, UserError.exit_code, 70
+BAD_INPUT, INTERNAL = UserError.exit_code, 70
 
 
 def main(argv: Optional[List[str]] = None) -> None:

@@ -352,7 +352,7 @@ def show(value: Any) -> str:
     return "not given" if value is None else str(value)
 
 
-def stored(results: str, given=()) -> Optional[Tuple[Dict[str, Any], Dict[str, str]]]:
+def stored(results: str, given) -> Optional[Tuple[Dict[str, Any], Dict[str, str]]]:
     """(the settings a campaign stored: its latest session's study, typed; where each came from);
     the FREE ones given again left out. None for a campaign of an earlier compare, which stored
     no study (its stored settings hold it: settings.py)."""
