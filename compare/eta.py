@@ -311,22 +311,20 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     return items, marks, source, notes
 
 
-def to_build(frameworks: Sequence[str], device: str, overrides: Dict[str, str],
-             executor: str) -> List[str]:
-    """The frameworks whose managed environment the local executor would create first (envs.py:
-    no --python, not in this interpreter, not built yet); none for the other executors."""
+def to_build(frameworks, device: str, overrides: Dict[str, str], executor: str) -> List[str]:
+    """The names of the frameworks whose managed environment the local executor would create
+    first (envs.py: no --python, not in this interpreter, not built yet); none for the other
+    executors."""
     import importlib.util
     import os
 
     from . import envs
-    from .frameworks import get
     if executor != "local":
         return []
     out = []
-    for name in frameworks:
-        fw = get(name)
+    for fw in frameworks:
         current = os.environ.get("COMPARE_NO_CURRENT") != "1" and importlib.util.find_spec(
             fw.import_name)
-        if fw.available and name not in overrides and not current and not envs.existing(fw, device):
-            out.append(name)
+        if fw.available and fw.name not in overrides and not current and not envs.existing(fw, device):
+            out.append(fw.name)
     return out

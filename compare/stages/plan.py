@@ -192,8 +192,8 @@ def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], flo
     text `--plan` prints and the sweep prints before its first cell, each cell's seconds, cells
     at once on average, the frameworks whose environment is built first)."""
     from .. import eta
-    unbuilt = eta.to_build([f.name for f in plan.matrix.frameworks], plan.device,
-                           plan.study.overrides, plan.executor.name)
+    unbuilt = eta.to_build(plan.matrix.frameworks, plan.device, plan.study.overrides,
+                           plan.executor.name)
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
                                                plan.machine, plan.executor.name, unbuilt,
                                                plan.study.timeout)
