@@ -4,7 +4,6 @@ commands/reporting.py, images in commands/images.py. One function per command.
 Bad input is one line on stderr and exit code 2 (UserError, caught once in main()), an internal
 error one line and exit 70; a traceback only with --debug.
 """
-import contextlib
 import functools
 import inspect
 import os
@@ -221,19 +220,11 @@ def main(argv: Optional[List[str]] = None) -> None:
         code = 0 if type(sys.stdout).__name__ == "PacifyFlushWrapper" else exc.code
     except BrokenPipeError:
         code = 0
-    with contextlib.suppress(BrokenPipeError):
+    try:
         sys.stdout.flush()
-    if _broken(sys.stdout):  # nothing more may reach it, also not at exit
+    except BrokenPipeError:  # nothing more may reach it, also not at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(code)
-
-
-def _broken(stream) -> bool:
-    try:
-        stream.flush()
-        return False
-    except (BrokenPipeError, ValueError):
-        return True
 
 
 def _usage_line(exc: UsageError) -> str:
