@@ -13,13 +13,14 @@ Where each probe is a process of its own, the backend says why (its SEPARATE_PRO
 `COMPARE_BATCH_SEARCH=process` makes every search use separate processes (to measure the two).
 """
 import os
+import time
 from dataclasses import replace
 from typing import Callable, Dict, List, Optional, Tuple
 
 from backends.contract import RunResult, RunSpec
 from backends.contract.shared import batchprobe
 
-PROBE, probe_spec = batchprobe.PROBE, batchprobe.probe_spec  # one definition, the backends'
+probe_spec = batchprobe.probe_spec  # one definition, the backends'
 
 BUDGET_S = {"cuda": 900.0, "cpu": 300.0}  # no new probe starts after this long (one search)
 FORCE_ENV = "COMPARE_BATCH_SEARCH"  # =process: every search in separate processes
@@ -53,28 +54,17 @@ def where(cell: RunSpec) -> Tuple[bool, str]:
     return True, ""
 
 
-class Outcome(batchprobe.Outcome):
-    """A separate-process search: the rule's outcome, with each probe's RunResult kept."""
-
-    def __init__(self, start: int, bounds: Tuple[int, int]):
-        super().__init__(start, bounds)
-        self.results: List[RunResult] = []
-
-
 def search(cell: RunSpec, bounds: Tuple[int, int], run: Callable[[RunSpec], RunResult],
-           budget_s: float, clock=None) -> Outcome:
-    """Probe `cell` from its batch by the rule; `run` runs (and records) one probe process."""
+           budget_s: float, clock=time.monotonic) -> batchprobe.Outcome:
+    """Probe `cell` from its batch by the rule; `run` runs (and records) one probe process. The
+    outcome keeps each probe's RunResult in `results`."""
     results: List[RunResult] = []
 
     def one(batch: int) -> batchprobe.Probe:
-        r = run(probe_spec(cell, batch))
-        results.append(r)
-        return as_probe(r)
-    found = batchprobe.search(cell.batch_size, bounds, one, budget_s,
-                              **({"clock": clock} if clock else {}))
-    out = Outcome(found.start, found.bounds)
-    out.probes, out.stopped, out.seconds, out.results = found.probes, found.stopped, \
-        found.seconds, results
+        results.append(run(probe_spec(cell, batch)))
+        return as_probe(results[-1])
+    out = batchprobe.search(cell.batch_size, bounds, one, budget_s, clock)
+    out.results = results
     return out
 
 
@@ -140,7 +130,7 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
 
 
 def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searched,
-              images=None) -> RunResult:
+              images) -> RunResult:
     """The search by probe processes, then the cell at the batch chosen."""
     from .executors.results import failure
 

@@ -4,7 +4,6 @@ commands/reporting.py, images in commands/images.py. One function per command.
 Bad input is one line on stderr and exit code 2 (UserError, caught once in main()), an internal
 error one line and exit 70; a traceback only with --debug.
 """
-import contextlib
 import functools
 import inspect
 import os
@@ -23,7 +22,6 @@ except ImportError:  # pragma: no cover - older typer on real click
 from . import executors
 from . import frameworks as fws
 from .errors import UserError
-from .loading import one_line
 from .stages.run import Interrupted
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -32,6 +30,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 list_app = typer.Typer(help="List what compare knows.", no_args_is_help=True)
 app.add_typer(list_app, name="list")
 from .commands import data_folders as _data  # noqa: E402  (compare data make|prepare|info)
+from .commands import err as _err  # noqa: E402
 from .commands import images as _images  # noqa: E402  (compare images build|list)
 from .commands import reporting as _reporting  # noqa: E402  (report, diff, history, check)
 
@@ -42,10 +41,6 @@ app.add_typer(_data.app, name="data")
 @app.callback()
 def _root(debug: bool = typer.Option(False, "--debug", help="Show tracebacks on errors.")):
     """(--debug is read by main() before the command line is parsed.)"""
-
-
-def _err(msg: str) -> None:
-    sys.stderr.write("compare: {}\n".format(one_line(msg)))
 
 
 def _with_study_flags(command):
@@ -209,7 +204,7 @@ def doctor():
 
 # exit codes: 0 pass; 1 a measured shortfall (`check` FAIL) or a failed run (a cell `failed` or
 # `timeout`); 2 bad input; 70 an internal error (EX_SOFTWARE); 130/143 stopped by SIGINT/SIGTERM
-FAILED, BAD_INPUT, INTERNAL = 1, UserError.exit_code, 70
+BAD_INPUT, INTERNAL = UserError.exit_code, 70
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -225,19 +220,11 @@ def main(argv: Optional[List[str]] = None) -> None:
         code = 0 if type(sys.stdout).__name__ == "PacifyFlushWrapper" else exc.code
     except BrokenPipeError:
         code = 0
-    with contextlib.suppress(BrokenPipeError):
+    try:
         sys.stdout.flush()
-    if _broken(sys.stdout):  # nothing more may reach it, also not at exit
+    except BrokenPipeError:  # nothing more may reach it, also not at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     sys.exit(code)
-
-
-def _broken(stream) -> bool:
-    try:
-        stream.flush()
-        return False
-    except (BrokenPipeError, ValueError):
-        return True
 
 
 def _usage_line(exc: UsageError) -> str:

@@ -149,10 +149,6 @@ def cached_compile(r: RunResult) -> float:
     return 0.0
 
 
-def _recent(rs: List[RunResult]) -> List[RunResult]:
-    return sorted(rs, key=lambda r: r.phases["cell_end"])[-RECENT:]
-
-
 def _batch(spec: Dict[str, Any]):
     return "auto" if spec.get("batch_auto") else spec.get("batch_size")
 
@@ -165,7 +161,7 @@ class Estimates:
     (envs.py) and first steps (compilation, autotuning) are estimated apart."""
 
     def __init__(self, results: Sequence[RunResult], executor: Optional[str] = None,
-                 unbuilt: Sequence[str] = (), references: Sequence[RunResult] = ()):
+                 references: Sequence[RunResult] = ()):
         self.by_hash: Dict[str, List[RunResult]] = {}
         self.by_fw: Dict[str, List[RunResult]] = {}
         for r in results:
@@ -175,7 +171,6 @@ class Estimates:
         self.by_like, self.builds = self._index(results)
         self.references, self.reference_builds = self._index(references)
         self.all, self.executor = list(results), executor
-        self.unbuilt = list(unbuilt)  # frameworks whose environment the sweep will build
         self.first_steps = 0.0  # seconds of first steps in the estimates given so far
         self.cached = 0.0  # seconds of cold compiles left out of `=` estimates (cached_compile)
 
@@ -200,12 +195,11 @@ class Estimates:
 
     def of(self, spec: RunSpec) -> Tuple[float, str]:
         """The cell's own time (no environment build) and its mark."""
-        d = spec.to_dict()
-        like = self._like(d, self.executor)
+        like = self._like(spec.to_dict(), self.executor)
         for mark, found in (("=", self.by_hash.get(spec.spec_hash)), ("~", self.by_like.get(like)),
                             ("r", self.references.get(like)),
                             ("?", self.by_fw.get(spec.framework)), ("?", self.all)):
-            recent = _recent(found or [])
+            recent = sorted(found or [], key=lambda r: r.phases["cell_end"])[-RECENT:]
             pairs = [(r, v) for r, v in ((r, scaled(r, spec)) for r in recent) if v is not None]
             values = [v for _, v in pairs]
             if values and mark == "=":  # the same cell: what it compiled cold is cached now
@@ -219,12 +213,10 @@ class Estimates:
 
     def build(self, framework: str) -> Tuple[float, str]:
         """Seconds to build the framework's environment: recorded builds' median, or a guess."""
-        seen = self.builds.get(framework)
-        if seen:
-            return float(statistics.median(seen)), "recorded"
-        seen = self.reference_builds.get(framework)
-        if seen:
-            return float(statistics.median(seen)), "measured on a machine of this kind"
+        for seen, how in ((self.builds.get(framework), "recorded"),
+                          (self.reference_builds.get(framework), "measured on a machine of this kind")):
+            if seen:
+                return float(statistics.median(seen)), how
         return ENV_BUILD_GUESS_S, "a guess"
 
 
@@ -255,8 +247,7 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
     if wall > 0:
         total += " ({:.2f}× faster)".format(serial / wall)
     if pool.gpu:
-        total += "; {} GPU{} held {:.2f} GPU-hours".format(len(pool.units), "s" if len(pool.units) > 1
-                                                            else "", len(pool.units) * wall / 3600)
+        total += "; {} held {:.2f} GPU-hours".format(_machine(pool), len(pool.units) * wall / 3600)
     return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"
 
 
@@ -277,7 +268,7 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     `timeout`: --timeout, which a cell estimated from a run (not a guess) is held against."""
     results, campaigns = earlier_results(folder, machine)
     references, measured = reference_results(machine)
-    estimates = Estimates(results, executor, unbuilt, references)
+    estimates = Estimates(results, executor, references)
     marks: Dict[str, str] = {}
     builds: Dict[str, Tuple[float, str]] = {}
     over: Dict[str, float] = {}  # run id -> its estimate, where that is beyond --timeout
@@ -286,7 +277,7 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
         value, marks[spec.run_id] = estimates.of(spec)
         if timeout and value > timeout and not marks[spec.run_id].startswith("?"):
             over[spec.run_id] = value
-        if spec.framework in estimates.unbuilt and spec.framework not in builds:
+        if spec.framework in unbuilt and spec.framework not in builds:
             builds[spec.framework] = estimates.build(spec.framework)
             value += builds[spec.framework][0]
             marks[spec.run_id] += "+"
@@ -320,22 +311,20 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     return items, marks, source, notes
 
 
-def to_build(frameworks: Sequence[str], device: str, overrides: Dict[str, str],
-             executor: str) -> List[str]:
-    """The frameworks whose managed environment the local executor would create first (envs.py:
-    no --python, not in this interpreter, not built yet); none for the other executors."""
+def to_build(frameworks, device: str, overrides: Dict[str, str], executor: str) -> List[str]:
+    """The names of the frameworks whose managed environment the local executor would create
+    first (envs.py: no --python, not in this interpreter, not built yet); none for the other
+    executors."""
     import importlib.util
     import os
 
     from . import envs
-    from .frameworks import get
     if executor != "local":
         return []
     out = []
-    for name in frameworks:
-        fw = get(name)
+    for fw in frameworks:
         current = os.environ.get("COMPARE_NO_CURRENT") != "1" and importlib.util.find_spec(
             fw.import_name)
-        if fw.available and name not in overrides and not current and not envs.existing(fw, device):
-            out.append(name)
+        if fw.available and fw.name not in overrides and not current and not envs.existing(fw, device):
+            out.append(fw.name)
     return out

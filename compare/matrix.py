@@ -52,14 +52,14 @@ class Matrix:
     # (model, precision) -> (steps, warm-up) of its auto cells where their start sets them
     search_steps: Dict[Tuple[str, str], Tuple[int, int]] = field(default_factory=dict)
 
-    def batches(self, mode: str, model: str = DEFAULT_MODEL) -> List[Union[int, str]]:
+    def batches(self, mode: str, model: str) -> List[Union[int, str]]:
         """The batch axis of a mode: as given (or the network's default) for default; tuned runs
         at the best batch."""
         if mode != "default":
             return [AUTO]
         return list(self.batch_sizes) or [self.model_batches[model]]
 
-    def start(self, model: str, precision: str = "") -> int:
+    def start(self, model: str, precision: str) -> int:
         """Where an auto cell's search starts, within the bounds: a measured start for its network
         and precision, else its network's default batch."""
         low, high = self.search

@@ -30,12 +30,11 @@ def bounded(v, label: str, s: Setting):
     return v
 
 
-def whole(text: str, label: str, s: Setting, expect: str = "") -> int:
+def whole(text: str, label: str, s: Setting) -> int:
     t = text.strip()
     if not (t.isascii() and t.lstrip("-").isdigit()):  # int() also reads 1_0 and ١٠
-        raise UserError("{} {!r}: not an integer; give {}".format(label, t, expect or (
-            "integers >= {}, e.g. 1,2".format(plain(s.low)) if s.axis else
-            "an integer >= {}".format(plain(s.low)))))
+        raise UserError("{} {!r}: not an integer; give {}".format(label, t, (
+            "integers >= {}, e.g. 1,2" if s.axis else "an integer >= {}").format(plain(s.low))))
     return bounded(int(t), label, s)
 
 

@@ -118,10 +118,8 @@ class SweepProgress:
     def done(self, result: RunResult) -> None:
         self.running.pop(result.run_id, None)
         self.estimates.pop(result.run_id, None)
-        if result.status == "ok":
-            self.last = " | last: {:.1f} img/s".format(result.images_per_sec)
-        else:
-            self.last = " | last: {}".format(result.status)
+        self.last = " | last: " + ("{:.1f} img/s".format(result.images_per_sec)
+                                   if result.status == "ok" else result.status)
         self.console.print("{:<36} {:>8}  {}".format(
             result.run_id, result.status,
             "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok"

@@ -27,7 +27,6 @@ from . import parsing as p
 from .errors import UserError
 
 FREE, HELD, SESSION = "free", "held", "session"
-AUTO = p.AUTO
 DEVICES = ("auto", "cuda", "cpu")
 SPEC_NAMES = {"warmup": "warmup_steps"}  # a setting whose RunSpec field has another name
 
@@ -123,8 +122,8 @@ class Study:
                                  repeat=True)
     option: Tuple[str, ...] = _s((), "KEY=VALUE (or FRAMEWORK.KEY=VALUE) switch of the backends, "
                                  "checked against `compare list options`.", p.option, repeat=True)
-    executor: str = _s(AUTO, "auto or one of {} (`compare doctor` says which can run here).".format(
-        ", ".join(executors.names())), p.choice(lambda: [AUTO] + executors.names(), "executor"))
+    executor: str = _s(p.AUTO, "auto or one of {} (`compare doctor` says which can run here).".format(
+        ", ".join(executors.names())), p.choice(lambda: [p.AUTO] + executors.names(), "executor"))
     # every executor's own flags (Executor.FLAGS), checked by the executor chosen
     executor_flags: Dict[str, Any] = field(default_factory=dict)
     data: Tuple[str, ...] = _s(("synthetic",), "Comma list of synthetic and/or an ImageNet-layout "
@@ -180,7 +179,7 @@ class Study:
                             "--data synthetic,DIR --data-only")
         object.__setattr__(self, "executor_flags", executors.check_flags(self.executor,
                                                                          self.executor_flags))
-        if self.batch_search is not None and not self.resume and AUTO not in (
+        if self.batch_search is not None and not self.resume and p.AUTO not in (
                 self.batch_size or ()) and "tuned" not in self.mode:  # a resumed campaign holds it
             raise UserError("--batch-search {}: bounds the batch search of --batch-size auto and "
                             "--mode tuned, and no cell searches; add --batch-size auto (or --mode "
@@ -205,7 +204,7 @@ class Study:
                                 "DIR/val beside DIR/train (`compare data make DIR --learnable small` "
                                 "makes both; else move a fixed share of each class's JPEGs into "
                                 "DIR/val/<class>)".format(folder))
-        if AUTO in (self.batch_size or ()) or "tuned" in self.mode:
+        if p.AUTO in (self.batch_size or ()) or "tuned" in self.mode:
             raise UserError("--target-accuracy: --batch-size auto and --mode tuned choose the batch "
                             "by throughput probes, not built for time to accuracy; give --batch-size "
                             "N and --mode default")
@@ -323,7 +322,7 @@ def build(flags: Dict[str, Any]) -> "Study":
     if kept is None:
         return Study(**own, executor_flags=ex, sources=sources)
     base, base_sources = kept
-    ran = _ran_with(own["results"]) if own.get("executor", AUTO) != base.get("executor") else None
+    ran = ran_with(own["results"]) if own.get("executor", p.AUTO) != base.get("executor") else None
     differ = ["{} {} (the campaign's: {}{})".format(DECLARED[k].flag, show(v), show(base.get(
         k, DECLARED[k].default)), ", which ran {}".format(ran) if k == "executor" and ran and
         ran != base.get(k) else "") for k, v in own.items()
@@ -337,7 +336,7 @@ def build(flags: Dict[str, Any]) -> "Study":
     return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources))
 
 
-def _ran_with(results: str) -> Optional[str]:
+def ran_with(results: str) -> Optional[str]:
     """The executor a campaign's cells ran with (campaign.json's settings), whatever --executor
     asked for."""
     from .store import Campaign
@@ -353,7 +352,7 @@ def show(value: Any) -> str:
     return "not given" if value is None else str(value)
 
 
-def stored(results: str, given=()) -> Optional[Tuple[Dict[str, Any], Dict[str, str]]]:
+def stored(results: str, given) -> Optional[Tuple[Dict[str, Any], Dict[str, str]]]:
     """(the settings a campaign stored: its latest session's study, typed; where each came from);
     the FREE ones given again left out. None for a campaign of an earlier compare, which stored
     no study (its stored settings hold it: settings.py)."""

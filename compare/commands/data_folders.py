@@ -54,6 +54,8 @@ def make(
         spec = _learnable(learnable, images, classes, seed, quality)
     else:
         spec = _photos(images, classes, image_size, seed, quality)
+    if not 1 <= quality <= 95:
+        raise UserError("--quality {}: give 1 to 95 (Pillow's useful range)".format(quality))
     images = spec.images  # the default where --images is not given
     _bounded("--workers", 1 if workers is None else workers, 256)
     console = _console()
@@ -87,13 +89,7 @@ def _photos(images: Optional[int], classes: Optional[int], image_size: str, seed
     images, classes = 10000 if images is None else images, 1000 if classes is None else classes
     _bounded("--images", images, 10_000_000)
     _bounded("--classes", classes, 100_000)
-    _quality(quality)
     return imagegen.MakeSpec(images, classes, width, height, seed, quality)
-
-
-def _quality(quality: int) -> None:
-    if not 1 <= quality <= 95:
-        raise UserError("--quality {}: give 1 to 95 (Pillow's useful range)".format(quality))
 
 
 def _learnable(name: str, images: Optional[int], classes: Optional[int], seed: int, quality: int):
@@ -113,7 +109,6 @@ def _learnable(name: str, images: Optional[int], classes: Optional[int], seed: i
         per = max(1, images // spec.classes)
         val = max(1, per * spec.val_per_class // spec.train_per_class)
         spec = dataclasses.replace(spec, train_per_class=per, val_per_class=val)
-    _quality(quality)
     return spec
 
 

@@ -17,14 +17,6 @@ from ..errors import UserError
 app = typer.Typer(help="Build and list the backends' container images.", no_args_is_help=True)
 
 
-def _engine():
-    from ..executors import docker_images as images
-    c, why = images.engine()
-    if c is None:
-        raise UserError(why + "; start dockerd, or run without containers (--executor local)")
-    return c
-
-
 @app.command()
 def build(
     frameworks: Optional[str] = typer.Option(None, help="Comma list of {} (default: all).".format(
@@ -49,7 +41,9 @@ def build(
         if path is not None and not path.exists():
             raise UserError("{} {}: no such {}".format(
                 flag, path, "folder" if flag == "--wheelhouse" else "file"))
-    c = _engine()
+    c, why = images.engine()
+    if c is None:
+        raise UserError(why + "; start dockerd, or run without containers (--executor local)")
     variant = "cpu" if cpu else "gpu"
     failed = 0
     for fw in fw_list:

@@ -17,15 +17,11 @@ import typer
 
 from .. import frameworks as fws
 from ..study import DECLARED
+from . import err as _err
 
 
-def _err(msg: str) -> None:
-    from ..loading import one_line
-    sys.stderr.write("compare: {}\n".format(one_line(msg)))
-
-
-def _cells(path: Path, with_missing: bool = False):
-    """(campaign, its cells[, planned cells without a result]) with one warning line per result
+def _cells(path: Path):
+    """(campaign, its cells, planned cells without a result) with one warning line per result
     left out: the campaign read once (the report stage's View)."""
     from ..reporting.comparator import cells
     from ..stages.report import View
@@ -34,7 +30,7 @@ def _cells(path: Path, with_missing: bool = False):
     view = View.load(c)
     for e in view.warnings:
         _err("warning: {}: {}".format(path, e))
-    return (c, cells(view.results), view.missing) if with_missing else (c, cells(view.results))
+    return c, cells(view.results), view.missing
 
 
 def report(
@@ -85,22 +81,21 @@ def diff(
 ):
     """Machine versus machine: B ÷ A on every comparable cell, better / worse / within noise; the
     others listed with the reason."""
-    from .. import files
-    from ..files import check_writable_dir, user_path
+    from ..files import check_writable_dir, user_path, write_text
     from ..reporting import diff as d
     from ..reporting import tables
     if out is not None:
         check_writable_dir(out, "--out")
-    (ca, da), (cb, db) = _cells(campaign_a), _cells(campaign_b)
+    (ca, da, _), (cb, db, _) = _cells(campaign_a), _cells(campaign_b)
     table = d.diff(da, db)
     text = tables.markdown(d.sections(table, da, db, ca.machine, cb.machine, str(campaign_a),
                                       str(campaign_b)))
     sys.stdout.write(text)
     if out is not None:
         with user_path(out, "--out"):  # each file made aside and renamed (files.py)
-            files.write_text(out / "diff.md", text, out)
-            files.write_text(out / "diff.csv", table.to_csv(index=False), out)
-            files.write_text(out / "diff.json", json.dumps(d.records(table), indent=2) + "\n", out)
+            write_text(out / "diff.md", text, out)
+            write_text(out / "diff.csv", table.to_csv(index=False), out)
+            write_text(out / "diff.json", json.dumps(d.records(table), indent=2) + "\n", out)
         _err("wrote {}".format(", ".join(str(out / n) for n in ("diff.md", "diff.csv", "diff.json"))))
 
 
@@ -110,8 +105,7 @@ def history(
                                        "history.html (a chart per cell) here."),
 ):
     """Each cell's figure over time (date, commit, versions), regressions flagged."""
-    from .. import files
-    from ..files import check_writable_dir, user_path
+    from ..files import check_writable_dir, user_path, write_text
     from ..reporting import charts, html, tables
     from ..reporting import history as hist
     if out is not None:
@@ -129,9 +123,9 @@ def history(
                                hist.title(key)) if key else None
         body += ([html.figure(chart)] if chart else []) + [tables.html_fragment(secs)]
     with user_path(out, "--out"):  # each file made aside and renamed (files.py)
-        files.write_text(out / "history.md", text, out)
-        files.write_text(out / "history.csv", h.to_csv(index=False), out)
-        files.write_text(out / "history.html", html.document("compare history", body), out)
+        write_text(out / "history.md", text, out)
+        write_text(out / "history.csv", h.to_csv(index=False), out)
+        write_text(out / "history.html", html.document("compare history", body), out)
     _err("wrote {}".format(", ".join(str(out / n) for n in ("history.md", "history.csv", "history.html"))))
 
 
@@ -147,7 +141,7 @@ def check(
     from ..reporting import references, tables
     tol = references.parse_tolerance(tolerance)
     name, ref = references.load(reference)
-    c, cells, missing = _cells(campaign, with_missing=True)
+    c, cells, missing = _cells(campaign)
     secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing)
     sys.stdout.write(tables.markdown(secs))
     raise typer.Exit(0 if passed else 1)

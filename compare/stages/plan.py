@@ -18,7 +18,8 @@ from ..errors import UserError
 from ..matrix import QUICK, Matrix, image_sizes
 from ..parsing import AUTO, options
 from ..scheduler import pool_for
-from ..study import DECLARED, HELD, SPEC_NAMES, Study
+from ..settings import SPEC_HELD
+from ..study import Study, ran_with
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
 OVERSUBSCRIBE = "COMPARE_OVERSUBSCRIBE"  # =1: allow more CPU workers than cores
@@ -47,8 +48,7 @@ class Plan:
         HELD setting every cell carries, the executor, the search bounds, per framework its
         options and --python."""
         m = self.matrix
-        out = {field: m.common[field] for field in (SPEC_NAMES.get(n, n) for n, s in DECLARED.items()
-                                                   if s.resume == HELD) if field in m.common}
+        out = {field: m.common[field] for field in SPEC_HELD if field in m.common}
         out.update(device=self.device, executor=self.executor.name, batch_search=list(m.search))
         for fw in m.frameworks:
             out["options." + fw.name] = m.options.get(fw.name, {})
@@ -117,12 +117,10 @@ def _resumed_executor(study: Study) -> Optional[str]:
     where campaign.json does not say: prepare's checks then speak of that)."""
     if not study.resume or study.executor != executors.AUTO:
         return None
-    from ..store import Campaign
     try:
-        settings = Campaign.open(Path(study.results)).meta.get("settings")
+        name = ran_with(study.results)
     except UserError:
         return None
-    name = settings.get("executor") if isinstance(settings, dict) else None
     return name if isinstance(name, str) else None
 
 
@@ -194,8 +192,8 @@ def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], flo
     text `--plan` prints and the sweep prints before its first cell, each cell's seconds, cells
     at once on average, the frameworks whose environment is built first)."""
     from .. import eta
-    unbuilt = eta.to_build([f.name for f in plan.matrix.frameworks], plan.device,
-                           plan.study.overrides, plan.executor.name)
+    unbuilt = eta.to_build(plan.matrix.frameworks, plan.device, plan.study.overrides,
+                           plan.executor.name)
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
                                                plan.machine, plan.executor.name, unbuilt,
                                                plan.study.timeout)

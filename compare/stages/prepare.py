@@ -33,6 +33,8 @@ def make(plan: Plan, console) -> Prepared:
     """The campaign, the executor and the data of `plan` (one UserError line if one is amiss)."""
     campaign = _campaign(plan)
     try:
+        if plan.study.resume:  # the same machine, the same held settings, the same cells
+            check_resume(plan, campaign)
         console.print("executor: {} ({})".format(plan.executor.name, plan.why))
         executor = plan.executor(plan.context)
         try:
@@ -48,7 +50,7 @@ def make(plan: Plan, console) -> Prepared:
 
 
 def _campaign(plan: Plan) -> Campaign:
-    """Create the campaign, or open it to resume (same machine, same settings); locked either way.
+    """Create the campaign, or open it to resume (make() checks it first); locked either way.
     campaign.json's `config` of each session: the study, where each setting came from, and why
     each the machine decided is what it is (the report's "Defaults")."""
     study = plan.study
@@ -59,11 +61,6 @@ def _campaign(plan: Plan) -> Campaign:
         return campaign
     campaign = Campaign.open(root)
     campaign.lock()
-    try:
-        check_resume(plan, campaign)
-    except BaseException:
-        campaign.unlock()
-        raise
     return campaign
 
 
