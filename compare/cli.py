@@ -82,11 +82,9 @@ _reporting.register(app, list_app)  # report, diff, history, check, list referen
 
 @list_app.command("frameworks")
 def list_frameworks():
-    """The frameworks, their aliases, backends and availability."""
+    """The frameworks, their aliases and backends."""
     for fw in fws.FRAMEWORKS:
-        state = "available" if fw.available else fw.unavailable_reason
-        print("{:<8} aliases: {:<32} backend: {:<13} {}".format(
-            fw.name, ", ".join(fw.aliases), fw.backend, state))
+        print("{:<8} aliases: {:<32} backend: {}".format(fw.name, ", ".join(fw.aliases), fw.backend))
 
 
 @list_app.command("launchers")
@@ -178,7 +176,7 @@ def doctor():
                                "none (nvidia-smi lists no GPU)"))
     print("driver:  {}".format(gpus[0]["driver"] if gpus else "none"))
     device = "cuda" if gpus else "cpu"
-    ctx = executors.Context(fws.available(), device)
+    ctx = executors.Context(fws.FRAMEWORKS, device)
     for name, ok, why in executors.status(ctx):
         print("{:<17}{}: {}".format("executor " + name + ":", "available" if ok else "not available",
                                     why))
@@ -191,9 +189,7 @@ def doctor():
     except UserError as exc:
         print("executor: none ({})".format(exc))
     for fw in fws.FRAMEWORKS:
-        if not fw.available:
-            where = fw.unavailable_reason
-        elif importlib.util.find_spec(fw.import_name):
+        if importlib.util.find_spec(fw.import_name):
             where = "current interpreter ({})".format(sys.executable)
         else:
             found = envs.existing(fw, device)

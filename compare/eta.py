@@ -325,6 +325,6 @@ def to_build(frameworks, device: str, overrides: Dict[str, str], executor: str) 
     for fw in frameworks:
         current = os.environ.get("COMPARE_NO_CURRENT") != "1" and importlib.util.find_spec(
             fw.import_name)
-        if fw.available and fw.name not in overrides and not current and not envs.existing(fw, device):
+        if fw.name not in overrides and not current and not envs.existing(fw, device):
             out.append(fw.name)
     return out

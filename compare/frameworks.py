@@ -26,8 +26,6 @@ class Framework:
     ngc_image: str  # pinned NGC image for GPU machines (the BASE_IMAGE of containers/Dockerfile)
     color: str  # its colour in every chart
     system_packages: Tuple[str, ...] = ()  # Debian packages its CPU image needs besides Python
-    available: bool = True
-    unavailable_reason: str = ""
 
     def module(self):
         """backends.<backend>: stdlib only at import time (command(), OPTIONS)."""
@@ -75,10 +73,6 @@ def names() -> List[str]:
 def choices() -> str:
     """'tf, mxnet, caffe2': for help texts and error messages."""
     return ", ".join(names())
-
-
-def available() -> List[Framework]:
-    return [fw for fw in FRAMEWORKS if fw.available]
 
 
 def get(name: str) -> Framework:

@@ -210,7 +210,7 @@ class Study:
                             "N and --mode default")
 
     def framework_list(self) -> List[fws.Framework]:
-        return [fws.get(n) for n in self.frameworks] if self.frameworks else fws.available()
+        return [fws.get(n) for n in self.frameworks] if self.frameworks else list(fws.FRAMEWORKS)
 
     def given(self, name: str) -> bool:
         """Whether the setting was given (by a flag or the campaign file), not left at its default."""

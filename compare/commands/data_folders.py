@@ -144,7 +144,7 @@ def prepare(
     from .. import datasets, envs, machine_record
     if device not in ("auto", "cpu", "cuda"):
         raise UserError("--device {!r}: choose from auto, cuda, cpu".format(device))
-    fw_list = fws.parse(frameworks) if frameworks else fws.available()
+    fw_list = fws.parse(frameworks) if frameworks else fws.FRAMEWORKS
     overrides = envs.parse_overrides(python)
     found = datasets.open_folder(folder, "compare data prepare")
     if device == "auto":

@@ -36,7 +36,7 @@ def build(
 
     from ..executors import docker_images as images
     console = Console(stderr=True, markup=False, highlight=False)
-    fw_list = fws.parse(frameworks) if frameworks else fws.available()
+    fw_list = fws.parse(frameworks) if frameworks else fws.FRAMEWORKS
     for path, flag in ((wheelhouse, "--wheelhouse"), (ca_bundle, "--ca-bundle")):
         if path is not None and not path.exists():
             raise UserError("{} {}: no such {}".format(
@@ -66,7 +66,7 @@ def list_images(cpu: bool = typer.Option(False, "--cpu", help="The CPU twins."))
     from ..executors import docker_images as images
     c, why = images.engine()
     variant = "cpu" if cpu else "gpu"
-    for fw in fws.available():
+    for fw in fws.FRAMEWORKS:
         name = images.wanted(fw, variant)
         img = images.find(c, name) if c else None
         print("{:<8} {} {}".format(fw.name, name, "{} {:.0f} MB".format(

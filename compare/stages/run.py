@@ -15,7 +15,6 @@ from typing import List
 
 from .. import batchsearch, envs
 from .. import frameworks as fws
-from ..executors.results import failure
 from ..progress import SweepProgress
 from ..scheduler import Lanes
 from . import plan as planning
@@ -83,9 +82,6 @@ def sweep(prepared: Prepared, console) -> int:
 
     def run_cell(executor, spec, slot):
         spec = replace(spec, nonce=campaign.attempt_nonce())  # names the campaign
-        fw = fws.get(spec.framework)
-        if not fw.available:
-            return failure(spec, "skipped", "{}: {}".format(fw.name, fw.unavailable_reason))
         started = time.time()
         if spec.batch_auto:  # its batch first, from probes (batchsearch.py)
             result = batchsearch.run_auto(spec, campaign, executor, plan, slot, console.print, searched)

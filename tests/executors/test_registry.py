@@ -152,7 +152,7 @@ def test_a_slurm_that_finds_no_configuration_points_at_slurm_conf(monkeypatch, t
     monkeypatch.setattr(shutil, "which", lambda name: "/usr/bin/" + name)
     monkeypatch.setattr(slurm.st, "partitions", no_config)
     monkeypatch.delenv("SLURM_CONF", raising=False)
-    ctx = executors.Context(frameworks.available(), "cpu")
+    ctx = executors.Context(frameworks.FRAMEWORKS, "cpu")
     assert slurm.SlurmExecutor.available(ctx) == (False, (
         "sinfo does not answer: sinfo: fatal: Could not establish a configuration source (SLURM_CONF "
         "is not set: point it at the cluster's slurm.conf; for the test cluster: "
