@@ -154,7 +154,7 @@ def prepare(
     print(datasets.summary(prepared))
     if datasets.held_out(found.root):  # DIR/train and DIR/val: the held-out part too
         print("held out: " + datasets.summary(datasets.checked_held_out(prepared, console)))
-    failed = datasets.prepare_formats(prepared, fw_list, console.print, datasets.cli_bar(console),
+    failed = datasets.prepare_formats(prepared, fw_list, console.print, console,
                                       datasets.LocalWriter(device, overrides, console.print))
     for fw in fw_list:
         fmt = datasets.data_format(fw)
