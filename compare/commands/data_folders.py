@@ -100,7 +100,7 @@ def _learnable(name: str, images: Optional[int], classes: Optional[int], seed: i
     from .. import learnable
     if name not in learnable.PRESETS:
         raise UserError("--learnable {!r}: choose from {}".format(name, ", ".join(learnable.PRESETS)))
-    spec = dataclasses.replace(learnable.preset(name), seed=seed, quality=quality)
+    spec = learnable.LearnableSpec(*learnable.PRESETS[name], seed=seed, quality=quality)
     if classes is not None:
         _bounded("--classes", classes, 10_000)
         spec = dataclasses.replace(spec, classes=classes)
