@@ -105,7 +105,8 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
     hash -> the batch chosen; in its own process, or by probe processes run by `executor` on the
     cell's `slot`, each saved in the campaign), then the cell at that batch with the search in
     its settings. A search that finds no batch is the cell's result, with why."""
-    timeout, bounds, inside = plan.study.timeout, tuple(plan.matrix.search), where(cell)
+    from .executors.results import failure
+    timeout, bounds, (inside, why) = plan.study.timeout, tuple(plan.matrix.search), where(cell)
     # the images a cell times where the plan set its steps for its search's start
     images = cell.steps * cell.batch_size if (cell.model, cell.precision) in \
         plan.matrix.search_steps else None
@@ -115,7 +116,7 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
         result.settings["batch_search"] = {
             "chosen": batch, "stopped": "chosen by an earlier search of this cell (its first repeat)"}
         return result
-    if inside[0] and bounds[0] < bounds[1]:
+    if inside and bounds[0] < bounds[1]:
         asked = {"bounds": list(bounds), "budget_s": BUDGET_S[cell.device]}
         asked.update({"images": images} if images else {})
         result = executor.run(replace(cell, search=asked), campaign, timeout, slot=slot)
@@ -125,30 +126,22 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
         if result.status == "ok":
             searched[cell.spec_hash] = result.spec["batch_size"]
         return result
-    return _separate(cell, bounds, inside[1], campaign, executor, timeout, slot, log, searched,
-                     images)
 
-
-def _separate(cell, bounds, why, campaign, executor, timeout, slot, log, searched,
-              images) -> RunResult:
-    """The search by probe processes, then the cell at the batch chosen."""
-    from .executors.results import failure
-
-    def probe(spec: RunSpec) -> RunResult:
+    def probe(spec: RunSpec) -> RunResult:  # the search by probe processes
         result = limit_crash(executor.run(replace(spec, nonce=campaign.attempt_nonce()), campaign,
                                           timeout, slot=slot))
         campaign.save_probe(result)
         _log(log, result)
         return result
     outcome = search(cell, bounds, probe, BUDGET_S[cell.device])
-    batch, record = outcome.batch, outcome.record("separate processes" + (": " + why if why else ""))
+    batch = outcome.batch
     if batch is None:
         first = outcome.results[0]
         return failure(cell, first.status, outcome.failure_reason(), first.stderr_tail)
-    searched[cell.spec_hash] = batch
+    searched[cell.spec_hash] = batch  # then the cell at the batch chosen
     steps = batchprobe.steps_covering(cell, batch, images)
     result = executor.run(replace(cell, batch_size=batch, steps=steps), campaign, timeout, slot=slot)
-    result.settings["batch_search"] = record
+    result.settings["batch_search"] = outcome.record("separate processes" + (": " + why if why else ""))
     return result
 
 

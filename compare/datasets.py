@@ -20,7 +20,6 @@ import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import write_json_atomic
@@ -243,10 +242,10 @@ class LocalWriter(Writer):
 
 
 def prepare_formats(prepared: dataset.Prepared, frameworks: Sequence[Framework], log: Log,
-                    bar: Callable, writer: Writer) -> Dict[str, str]:
+                    console, writer: Writer) -> Dict[str, str]:
     """Write each framework's native format that is missing or stale, with the backend's writer
-    in the framework's environment. Returns {framework: why it failed}; the others are ready.
-    bar(description) -> a context with update(done, total)."""
+    in the framework's environment (a progress bar on `console`). Returns {framework: why it
+    failed}; the others are ready."""
     failed: Dict[str, str] = {}
     for fw in frameworks:
         fmt = data_format(fw)
@@ -258,20 +257,21 @@ def prepare_formats(prepared: dataset.Prepared, frameworks: Sequence[Framework],
             continue
         log("{}: writing {} into {} {} (once; reused while the folder is unchanged)".format(
             fw.name, fmt, prepared.format_dir(fmt), writer.where(fw)))
-        why = _run_writer(fw, writer, prepared, fmt, bar)
+        why = _run_writer(fw, writer, prepared, fmt, console)
         if why:
             failed[fw.name] = why
     return failed
 
 
 def _run_writer(fw: Framework, writer: Writer, prepared: dataset.Prepared, fmt: str,
-                bar: Callable) -> Optional[str]:
+                console) -> Optional[str]:
     log_path = os.path.join(prepared.path, fmt + ".log")
-    with open(log_path, "w") as err, bar("{}: {}".format(fw.name, fmt)) as progress:
+    with open(log_path, "w") as err, _bar(console, "{}: {}".format(fw.name, fmt)) as bar:
+        task = bar.add_task("", total=None)
         def on_line(line: str) -> None:
             parts = line.split()
             if len(parts) == 3 and parts[0] == "progress":
-                progress.update(int(parts[1]), int(parts[2]))
+                bar.update(task, completed=int(parts[1]), total=int(parts[2]))
         try:
             rc = writer(fw, prepared.path, err, on_line)
         except WriterError as exc:
@@ -283,17 +283,11 @@ def _run_writer(fw: Framework, writer: Writer, prepared: dataset.Prepared, fmt: 
         fmt, rc, ": " + lines[-1][-300:] if lines else "", log_path)
 
 
-def cli_bar(console):
-    """A bar(description) factory for prepare_formats that draws with rich on `console`."""
+def _bar(console, description: str, **kw):
+    """A rich progress bar on `console` (done of total, time left), gone when it ends."""
     from rich import progress as rp
-
-    @contextlib.contextmanager
-    def bar(description: str):
-        with rp.Progress(rp.TextColumn(description), rp.BarColumn(), rp.MofNCompleteColumn(),
-                         rp.TimeRemainingColumn(), console=console, transient=True) as p:
-            task = p.add_task("", total=None)
-            yield SimpleNamespace(update=lambda done, total: p.update(task, completed=done, total=total))
-    return bar
+    return rp.Progress(rp.TextColumn(description), rp.BarColumn(), rp.MofNCompleteColumn(),
+                       rp.TimeRemainingColumn(), console=console, transient=True, **kw)
 
 
 def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
@@ -311,8 +305,7 @@ def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
             log("warning: {} holds {} usable image{}, fewer than a global batch of {}: every step "
                 "repeats images, so the input pipeline decodes fewer distinct files than real data "
                 "would".format(d, images, "s" if images != 1 else "", global_batch))
-        for name, why in prepare_formats(prepared, frameworks, log, cli_bar(console),
-                                         writer).items():
+        for name, why in prepare_formats(prepared, frameworks, log, console, writer).items():
             log("warning: {}: {}; its real-data cells will fail".format(name, why))
         out.append(prepared)
         out += [checked_held_out(prepared, console, log)] if held_out(d) else []
@@ -341,10 +334,7 @@ def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: N
 def checked(folder: Folder, console) -> dataset.Prepared:
     """check() with a progress bar while files are being checked; a UserError when not one of
     the folder's JPEG files can be used."""
-    from rich import progress as rp
-    with rp.Progress(rp.TextColumn("checking JPEGs"), rp.BarColumn(), rp.MofNCompleteColumn(),
-                     rp.TimeRemainingColumn(), console=console, transient=True,
-                     disable=not console.is_terminal) as p:  # else it leaves a blank line
+    with _bar(console, "checking JPEGs", disable=not console.is_terminal) as p:  # else it leaves a blank line
         task = p.add_task("", total=None)
         prepared = check(folder, advance=lambda n: p.advance(task, n),
                          total=lambda n: p.update(task, total=n))

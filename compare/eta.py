@@ -321,10 +321,6 @@ def to_build(frameworks, device: str, overrides: Dict[str, str], executor: str) 
     from . import envs
     if executor != "local":
         return []
-    out = []
-    for fw in frameworks:
-        current = os.environ.get("COMPARE_NO_CURRENT") != "1" and importlib.util.find_spec(
-            fw.import_name)
-        if fw.name not in overrides and not current and not envs.existing(fw, device):
-            out.append(fw.name)
-    return out
+    use_current = os.environ.get("COMPARE_NO_CURRENT") != "1"
+    return [fw.name for fw in frameworks if fw.name not in overrides and not (
+        use_current and importlib.util.find_spec(fw.import_name)) and not envs.existing(fw, device)]

@@ -132,7 +132,3 @@ def render(spec: LearnableSpec, k: int, part: int, j: int) -> bytes:
     Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8)).save(out, "JPEG",
                                                                    quality=spec.quality)
     return out.getvalue()
-
-
-def preset(name: str) -> LearnableSpec:
-    return LearnableSpec(*PRESETS[name])

@@ -100,7 +100,7 @@ def _learnable(name: str, images: Optional[int], classes: Optional[int], seed: i
     from .. import learnable
     if name not in learnable.PRESETS:
         raise UserError("--learnable {!r}: choose from {}".format(name, ", ".join(learnable.PRESETS)))
-    spec = dataclasses.replace(learnable.preset(name), seed=seed, quality=quality)
+    spec = learnable.LearnableSpec(*learnable.PRESETS[name], seed=seed, quality=quality)
     if classes is not None:
         _bounded("--classes", classes, 10_000)
         spec = dataclasses.replace(spec, classes=classes)
@@ -154,7 +154,7 @@ def prepare(
     print(datasets.summary(prepared))
     if datasets.held_out(found.root):  # DIR/train and DIR/val: the held-out part too
         print("held out: " + datasets.summary(datasets.checked_held_out(prepared, console)))
-    failed = datasets.prepare_formats(prepared, fw_list, console.print, datasets.cli_bar(console),
+    failed = datasets.prepare_formats(prepared, fw_list, console.print, console,
                                       datasets.LocalWriter(device, overrides, console.print))
     for fw in fw_list:
         fmt = datasets.data_format(fw)
