@@ -29,7 +29,7 @@ from backends.contract import RunResult, RunSpec, SchemaError, utc_now
 
 from . import files, mllogs, validate
 from .errors import UserError
-from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_json, load_result, one_line  # noqa: F401
+from .loading import MAX_CAMPAIGN_BYTES, load_json, load_result, one_line
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
