@@ -29,7 +29,7 @@ from backends.contract import RunResult, RunSpec, SchemaError, utc_now
 
 from . import files, mllogs, validate
 from .errors import UserError
-from .loading import MAX_CAMPAIGN_BYTES, clean_text, load_json, load_result, one_line  # noqa: F401
+from .loading import MAX_CAMPAIGN_BYTES, load_json, load_result, one_line
 
 CAMPAIGN_FILE = "campaign.json"
 CAMPAIGN_KIND = "compare-campaign"
@@ -270,7 +270,7 @@ class Campaign:
     def attempt_nonce(self) -> str:
         """A fresh nonce for one attempt of a cell: the campaign's id, then 16 random hex digits.
         The result echoes it, so a result names the campaign it ran for (a copy from another
-        campaign of the same settings is told apart: _foreign). A campaign of an earlier compare
+        campaign of the same settings is told apart: _not_ours). A campaign of an earlier compare
         has no id: its nonces are random alone."""
         if self._id is None:
             self._id = self.meta.get("id") or ""
@@ -347,7 +347,7 @@ class Campaign:
             except (SchemaError, OSError) as exc:
                 errors.append(one_line("skipped corrupt result {}: {}".format(path.name, exc)))
                 continue
-            why = _foreign(result, path, planned) or _not_ours(result, meta.get("id"), machine)
+            why = _not_ours(result, path, planned, meta.get("id"), machine)
             if why:
                 errors.append(one_line("skipped result {}: {}".format(path.name, why)))
             else:
@@ -359,27 +359,21 @@ class Campaign:
         return out, errors
 
 
-def _foreign(result: RunResult, path: Path, planned: Dict[str, str]) -> Optional[str]:
+def _not_ours(result: RunResult, path: Path, planned: Dict[str, str], campaign_id: Optional[str],
+              machine: Dict[str, Any]) -> Optional[str]:
     """Why a valid result is not one of the campaign's cells, or None when it is: its run id is
-    its file's name and a planned cell's, and its spec, re-hashed, is that cell's spec."""
+    its file's name and a planned cell's, its spec, re-hashed, is that cell's spec, its nonce is
+    of one of this campaign's attempts and the device it names is its machine's. (A nonce of
+    None: a backend older than nonces, or a campaign of an earlier compare.)"""
     if result.run_id != path.stem:
         return "it holds run {} (a copy?); only <run_id>.json files count".format(result.run_id)
-    if not planned:
-        return None
-    if result.run_id not in planned:
+    if planned and result.run_id not in planned:
         return ("run {} is not a cell this campaign planned (a file from another campaign?); "
                 "results of other cells are never mixed in".format(result.run_id))
     actual = RunSpec.from_dict(result.spec).spec_hash
-    if actual != planned[result.run_id]:
+    if planned and actual != planned[result.run_id]:
         return ("its settings (spec hash {}) are not the campaign's ({}); results of other "
                 "settings are never mixed into a cell".format(actual, planned[result.run_id]))
-    return None
-
-
-def _not_ours(result: RunResult, campaign_id: Optional[str], machine: Dict[str, Any]) -> Optional[str]:
-    """Why a result of a planned cell and its settings was not run by this campaign, or None: its
-    nonce is of another campaign's attempt, or the device it names is not its machine's. (A
-    nonce of None: a backend older than nonces, or a campaign of an earlier compare.)"""
     if campaign_id and result.nonce and not result.nonce.startswith(campaign_id + "-"):
         return ("its nonce {} is not one of this campaign's attempts (a result copied from another "
                 "campaign?); only results of its own runs count".format(result.nonce))

@@ -10,7 +10,8 @@ import time
 import pytest
 
 from compare.errors import UserError
-from compare.store import Campaign, clean_text
+from compare.loading import clean_text
+from compare.store import Campaign
 from tests.helpers import MACHINE, main_exit, result
 
 

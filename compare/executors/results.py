@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 
 from backends.contract import RunResult, RunSpec, SchemaError, oom_line, utc_now
 
-from ..store import clean_text, load_result
+from ..loading import clean_text, load_result
 
 TAIL_CHARS = 4000
 OOM_SCAN_CHARS = 1_000_000  # how much of a run's stderr (all ranks) is searched for an OOM
@@ -80,11 +80,9 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
     # only rank 0 writes the result: another rank's out-of-memory shows in the shared stderr
     oom = oom_line(tail(stderr_file, OOM_SCAN_CHARS))
     if outcome.timed_out:
-        reason = "killed after the {:g} s timeout".format(timeout)
-        if oom:
-            return failure(spec, "oom", reason + "; a worker ran out of memory first: " + oom,
-                           stderr_tail, started_at)
-        return failure(spec, "timeout", reason, stderr_tail, started_at)
+        first = "; a worker ran out of memory first: " + oom if oom else ""
+        return failure(spec, "oom" if oom else "timeout", "killed after the {:g} s timeout{}".format(
+            timeout, first), stderr_tail, started_at)
     note = ""
     if result_file.exists():
         try:
