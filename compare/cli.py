@@ -166,8 +166,6 @@ def list_modes(framework: Optional[str] = typer.Argument(None, help="One framewo
 @app.command()
 def doctor():
     """What this machine offers: GPUs, CUDA driver, executors, backend environments."""
-    import importlib.util
-
     from . import envs, machine_record
     gpus = machine_record.gpus()
     print("cpu:     {} ({} cores, {} GiB)".format(
@@ -189,7 +187,7 @@ def doctor():
     except UserError as exc:
         print("executor: none ({})".format(exc))
     for fw in fws.FRAMEWORKS:
-        if importlib.util.find_spec(fw.import_name):
+        if envs.in_current(fw):
             where = "current interpreter ({})".format(sys.executable)
         else:
             found = envs.existing(fw, device)

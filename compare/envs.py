@@ -108,12 +108,17 @@ def parse_overrides(items) -> Dict[str, str]:
     return out
 
 
+def in_current(fw: Framework) -> bool:
+    """Whether runs of fw use this interpreter: it has the framework (COMPARE_NO_CURRENT=1: never)."""
+    return os.environ.get("COMPARE_NO_CURRENT") != "1" and bool(importlib.util.find_spec(fw.import_name))
+
+
 def resolve(fw: Framework, variant: str, overrides: Dict[str, str],
             log: Callable[[str], None] = lambda s: None) -> Interpreter:
     """--python FRAMEWORK=PATH, else this interpreter if it has the framework, else a managed env."""
     if fw.name in overrides:
         return Interpreter(overrides[fw.name], "--python")
-    if os.environ.get("COMPARE_NO_CURRENT") != "1" and importlib.util.find_spec(fw.import_name):
+    if in_current(fw):
         return Interpreter(sys.executable, "current")
     path = ensure(fw, variant, log)
     return Interpreter(str(env_python(path)), "managed", str(path))

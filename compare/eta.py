@@ -315,12 +315,8 @@ def to_build(frameworks, device: str, overrides: Dict[str, str], executor: str) 
     """The names of the frameworks whose managed environment the local executor would create
     first (envs.py: no --python, not in this interpreter, not built yet); none for the other
     executors."""
-    import importlib.util
-    import os
-
     from . import envs
     if executor != "local":
         return []
-    use_current = os.environ.get("COMPARE_NO_CURRENT") != "1"
-    return [fw.name for fw in frameworks if fw.name not in overrides and not (
-        use_current and importlib.util.find_spec(fw.import_name)) and not envs.existing(fw, device)]
+    return [fw.name for fw in frameworks if fw.name not in overrides and not envs.in_current(fw)
+            and not envs.existing(fw, device)]
