@@ -76,23 +76,6 @@ def rows(results: Sequence[RunResult]) -> List[Dict]:
     return out
 
 
-def duty_cycle(results: Sequence[RunResult]) -> Optional[Dict[str, float]]:
-    """{'timed_s', 'wall_s', 'duty_cycle', 'setup_s'} over every cell with host marks (any
-    status), setup_s being the one-time environment builds inside them; None when no cell has
-    them (results from before phases were recorded)."""
-    timed = wall = setup = 0.0
-    for r in results:
-        cell = span(r.phases or {}, "cell_start", "cell_end")
-        if cell is None:
-            continue
-        wall += cell
-        setup += env_build_s(r)
-        timed += span(r.phases, "timed_start", "timed_end") or 0.0
-    if wall <= 0:
-        return None
-    return {"timed_s": timed, "wall_s": wall, "duty_cycle": timed / wall, "setup_s": setup}
-
-
 def setup_lines(results: Sequence[RunResult]) -> List[str]:
     """The environments built during the sweep, once each: set-up, not the cells' time."""
     built = [(r.spec.get("framework"), env_build_s(r), r.run_id) for r in results if env_build_s(r)]
@@ -122,17 +105,21 @@ def _union(spans: List[Tuple[float, float]]) -> float:
 
 
 def study(results: Sequence[RunResult], machine_gpus: Optional[int] = None) -> Optional[Dict]:
-    """The sweep as a whole: its wall time (while at least one cell ran: gaps between sessions do
-    not count), the serial estimate (its cells one after the other), the most cells at once, and
-    on GPUs the GPU-hours: held (the machine's GPUs x wall), used by the cells, timed; duty cycle =
-    timed / held, and what it would be serially. None without host marks."""
+    """The sweep as a whole, over every cell with host marks (any status): its wall time (while at
+    least one cell ran: gaps between sessions do not count), the serial estimate (its cells one
+    after the other), the timed work in them, the one-time environment builds inside them
+    (setup_s), the most cells at once, and on GPUs the GPU-hours: held (the machine's GPUs x
+    wall), used by the cells, timed; duty cycle = timed / held, and what it would be serially.
+    None without host marks (results from before phases were recorded)."""
     cells = [(r.phases["cell_start"], r.phases["cell_end"], r) for r in results
              if span(r.phases or {}, "cell_start", "cell_end") is not None]
     if not cells:
         return None
     wall = _union([(a, b) for a, b, _ in cells])
     out = {"cells": len(cells), "wall_s": wall, "serial_s": sum(b - a for a, b, _ in cells),
-           "at_once": max(sum(1 for a2, b2, _ in cells if a2 <= a < b2) for a, _, _ in cells)}
+           "at_once": max(sum(1 for a2, b2, _ in cells if a2 <= a < b2) for a, _, _ in cells),
+           "timed_s": sum(span(r.phases, "timed_start", "timed_end") or 0.0 for _, _, r in cells),
+           "setup_s": sum(env_build_s(r) for _, _, r in cells)}
     if machine_gpus and all(r.spec.get("device") == "cuda" for _, _, r in cells):
         def gpu_s(r, seconds):
             return (r.spec.get("gpus") or 1) * (r.spec.get("nodes") or 1) * seconds
@@ -164,7 +151,7 @@ def study_lines(s: Dict) -> List[str]:
 def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> List[Section]:
     """The report's sections: a table of spans per cell, then the duty cycle and the study's
     wall time, GPU-hours and duty cycle beside the serial estimate."""
-    table, duty = rows(results), duty_cycle(results)
+    table = rows(results)
     out: List[Section] = []
     if table:
         columns = [s[0] for s in SPANS if any(r[s[0]] is not None for r in table)] + \
@@ -179,15 +166,15 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
                           ["{:.1f}".format(r[c]) if r[c] is not None else "n/a" for c in columns]
                           for r in table],
                          name="phases"))
-    if duty is not None:
-        whole = study(results, len((machine or {}).get("gpus") or []))
+    whole = study(results, len((machine or {}).get("gpus") or []))
+    if whole is not None and whole["serial_s"] > 0:
+        timed, cells, setup = whole["timed_s"], whole["serial_s"], whole["setup_s"]
         line = "Duty cycle: {:.1f} s timed of {:.1f} s in the cells = {:.1%} of the sweep spent " \
-            "measuring".format(duty["timed_s"], duty["wall_s"], duty["duty_cycle"])
-        if 0 < duty["setup_s"] < duty["wall_s"]:
+            "measuring".format(timed, cells, timed / cells)
+        if 0 < setup < cells:
             line += " ({:.1%} of the {:.1f} s left without the environment builds)".format(
-                duty["timed_s"] / (duty["wall_s"] - duty["setup_s"]), duty["wall_s"] - duty["setup_s"])
-        out.append(Text("", setup_lines(results) + [line + "."]
-                        + (study_lines(whole) if whole else [])))
+                timed / (cells - setup), cells - setup)
+        out.append(Text("", setup_lines(results) + [line + "."] + study_lines(whole)))
     return out
 
 
