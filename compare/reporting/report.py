@@ -16,6 +16,7 @@ from .intervals import pm
 from .tables import Section, Table, Text, num
 
 ROW = ["framework", "precision", "batch_size", "image_size"]
+HEADINGS = {"batch_size": "batch", "image_size": "image", "data_mode": "data"}  # else the column's
 INTERVAL_NOTE = ("± is the half width of the 95 % interval, from the timed windows of each run and "
                  "the spread of the repeats (README: How sure is a figure).")
 LEGEND = ("fp32 = true FP32 (TF32 off); tf32; fp16 = mixed precision with loss scaling; bf16 = "
@@ -56,8 +57,8 @@ def layout_of(df: pd.DataFrame) -> Layout:
 
 
 def _rows(lay: Layout) -> List[str]:
-    """The columns a pivot's rows are grouped by: ROW, the model, the mode and the data mode where
-    they vary."""
+    """The columns that name a row (a pivot's rows are grouped by them): ROW, the model, the mode
+    and the data mode where they vary."""
     return ROW[:1] + (["model"] if lay.model_column else []) + (["mode"] if lay.mode_column else []) \
         + ROW[1:] + (["data_mode"] if lay.data_column else [])
 
@@ -69,18 +70,21 @@ def _row_label(key, g: pd.DataFrame, lay: Layout) -> List[str]:
     return label
 
 
-def _label(r, lay: Layout, data: bool = True) -> List[str]:
-    """The row label of one cell record (a table that lists cells, not a pivot)."""
-    return [frameworks.display(r.framework)] + ([r.model] if lay.model_column else []) + \
-        ([r["mode"]] if lay.mode_column else []) + \
-        [r.precision, str(r.batch_size), str(r.image_size)] + \
-        ([r.data_mode] if data and lay.data_column else [])
-
-
 def _head(lay: Layout) -> List[str]:
-    return ["framework"] + (["model"] if lay.model_column else []) + \
-        (["mode"] if lay.mode_column else []) + ["precision", "batch", "image"] + \
-        (["data"] if lay.data_column else []) + (["layout"] if lay.layout_column else [])
+    return [HEADINGS.get(c, c) for c in _rows(lay)] + (["layout"] if lay.layout_column else [])
+
+
+def _listing(title: str, cells: pd.DataFrame, lay: Layout, head: List[str], values: Callable,
+             notes: Sequence[str] = ()) -> Optional[Table]:
+    """A table that lists cells, not a pivot: each cell's label and N, then values(cell) under
+    `head`; None without a cell."""
+    if not len(cells):
+        return None
+    lay = lay._replace(layout_column=False)
+    rows = [[frameworks.display(r.framework)] + [str(r[c]) for c in _rows(lay)[1:]] +
+            [lay.n(r.nodes, r.gpus)] + values(r) for _, r in cells.iterrows()]
+    label = _head(lay)
+    return Table(title, label + ["N"] + head, rows, list(notes), labels=len(label) + 1)
 
 
 def pivot(df: pd.DataFrame, title: str, value: Callable, lay: Layout,
@@ -262,19 +266,15 @@ def framework_ratios(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
 
 
 def repeats(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
-    rep = df[df.repeats > 1]
-    if not len(rep):
-        return None
-    rows = [_label(r, lay, data=False) + [
-        lay.n(r.nodes, r.gpus), str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
-        "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"), num(r.cv, "{:.1%}"),
-        num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"] for _, r in rep.iterrows()]
-    head = _head(lay._replace(data_column=False, layout_column=False))
-    return Table("Repeats (img/s of each cell over its runs)",
-                 head + ["N", "runs", "median", "min–max", "spread", "CV", "MLPerf mean"], rows,
-                 ["spread = (max − min) ÷ median; CV = standard deviation ÷ mean; MLPerf mean = mean "
-                  "after dropping the fastest and the slowest run (5 runs or more)."],
-                 labels=len(head) + 1)
+    def values(r) -> List[str]:
+        return [str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
+                "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"),
+                num(r.cv, "{:.1%}"), num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"]
+    return _listing("Repeats (img/s of each cell over its runs)", df[df.repeats > 1],
+                    lay._replace(data_column=False),
+                    ["runs", "median", "min–max", "spread", "CV", "MLPerf mean"], values,
+                    ["spread = (max − min) ÷ median; CV = standard deviation ÷ mean; MLPerf mean = "
+                     "mean after dropping the fastest and the slowest run (5 runs or more)."])
 
 
 def energy(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
@@ -287,29 +287,19 @@ def energy(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
 
 
 def failures(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
-    bad = df[df.status != "ok"]
-    if not len(bad):
-        return None
-    rows = [_label(r, lay) + [lay.n(r.nodes, r.gpus), r.status,
-                              r.reason.splitlines()[0][:200] if r.reason else "no reason recorded"]
-            for _, r in bad.iterrows()]
-    head = _head(lay._replace(layout_column=False))
-    return Table("Cells without a figure", head + ["N", "status", "reason"], rows,
-                 labels=len(head) + 1)
+    return _listing("Cells without a figure", df[df.status != "ok"], lay, ["status", "reason"],
+                    lambda r: [r.status, r.reason.splitlines()[0][:200] if r.reason
+                               else "no reason recorded"])
 
 
 def failed_runs(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
     """The cells with a figure some of whose runs have none: which runs, and why (their figure
     rests on the others, and says so: '(2 of 3 runs)')."""
-    partial = df[(df.status == "ok") & df.failed_runs.notna()]
-    if not len(partial):
-        return None
-    rows = [_label(r, lay) + [lay.n(r.nodes, r.gpus), "{} of {}".format(r.repeats, r.runs),
-                              r.failed_runs] for _, r in partial.iterrows()]
-    head = _head(lay._replace(layout_column=False))
-    return Table("Runs without a figure in cells that have one", head + ["N", "ok runs", "the others"],
-                 rows, ["The cell's figure is the median of its ok runs alone; `compare run … "
-                        "--resume` runs its failed and timed-out runs again."], labels=len(head) + 1)
+    return _listing("Runs without a figure in cells that have one",
+                    df[(df.status == "ok") & df.failed_runs.notna()], lay, ["ok runs", "the others"],
+                    lambda r: ["{} of {}".format(r.repeats, r.runs), r.failed_runs],
+                    ["The cell's figure is the median of its ok runs alone; `compare run … --resume` "
+                     "runs its failed and timed-out runs again."])
 
 
 def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> Text:
