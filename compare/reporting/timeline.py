@@ -7,12 +7,12 @@ the model, and what the first step costs beyond a normal one (compilation, autot
 cycle is the timed work over the wall time of all the sweep's cells: the share of the sweep spent
 measuring.
 """
-import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import DEFAULT_MODEL, RunResult
 
 from .. import frameworks
+from .metrics import median
 from .tables import Section, Table, Text
 
 # (column, from, to): the spans a reader wants, in order; each covers the moments between
@@ -51,12 +51,6 @@ def time_to_first_step(marks: Dict[str, float]) -> Optional[float]:
     return span(marks, "launched", "first_step_done")
 
 
-def _median(values) -> Optional[float]:
-    """The median of the values that are not None (None: no value)."""
-    xs = [x for x in values if x is not None]
-    return float(statistics.median(xs)) if xs else None
-
-
 def rows(results: Sequence[RunResult]) -> List[Dict]:
     """One row per cell (median over its ok repeats): the spans in seconds, time to first step."""
     groups: Dict[tuple, List[RunResult]] = {}
@@ -69,9 +63,9 @@ def rows(results: Sequence[RunResult]) -> List[Dict]:
         # the network as "network": "model" is the span of building it
         row = {"network" if k == "model" else k: v for k, v in zip(KEY, key)}
         for name, start, end in SPANS:
-            row[name] = _median(_span(r, name, start, end) for r in rs)
-        row["to first step"] = _median(time_to_first_step(r.phases) for r in rs)
-        row["cell"] = _median(span(r.phases, "cell_start", "cell_end") for r in rs)
+            row[name] = median(_span(r, name, start, end) for r in rs)
+        row["to first step"] = median(time_to_first_step(r.phases) for r in rs)
+        row["cell"] = median(span(r.phases, "cell_start", "cell_end") for r in rs)
         out.append(row)
     return out
 
