@@ -75,11 +75,9 @@ def _head(lay: Layout) -> List[str]:
 
 
 def _listing(title: str, cells: pd.DataFrame, lay: Layout, head: List[str], values: Callable,
-             notes: Sequence[str] = ()) -> Optional[Table]:
+             notes: Sequence[str] = ()) -> Table:
     """A table that lists cells, not a pivot: each cell's label and N, then values(cell) under
-    `head`; None without a cell."""
-    if not len(cells):
-        return None
+    `head`."""
     lay = lay._replace(layout_column=False)
     rows = [[frameworks.display(r.framework)] + [str(r[c]) for c in _rows(lay)[1:]] +
             [lay.n(r.nodes, r.gpus)] + values(r) for _, r in cells.iterrows()]
@@ -169,26 +167,22 @@ def throughput_tables(df: pd.DataFrame, machine: Optional[Dict] = None,
     if cpu:
         first_notes.append("On CPU, N means N worker processes (or contexts) sharing the machine's "
                            "cores, not N GPUs.")
-    out: List[Section] = [pivot(df, "Images/sec (speedup vs 1 {})".format("worker" if cpu else "GPU"),
-                                _images, lay, first_notes)]
-    multi_node = df[df.nodes > 1]
-    if len(multi_node):
-        out.append(pivot(multi_node, "Speedup vs one node (img/s ÷ img/s of 1 node, same {} per node)"
-                         .format("workers" if cpu else "GPUs"),
-                         lambda r: pm(r["speedup_one_node"], r["speedup_one_node_ci95"], "{:.3f}"), lay))
-    multi = df[df.world_size > 1]
-    if len(multi):
-        out.append(pivot(multi, "Scaling efficiency (speedup / N)", lambda r: pm(
-            r["scaling_efficiency"], r["scaling_efficiency_ci95"], "{:.3f}"), lay))
-    mixed = df[df.precision.isin(MIXED)]
-    if len(mixed):
-        out.append(precision_gains(mixed, lay))
+    out: List[Section] = [
+        pivot(df, "Images/sec (speedup vs 1 {})".format("worker" if cpu else "GPU"), _images, lay,
+              first_notes),
+        pivot(df[df.nodes > 1], "Speedup vs one node (img/s ÷ img/s of 1 node, same {} per node)"
+              .format("workers" if cpu else "GPUs"),
+              lambda r: pm(r["speedup_one_node"], r["speedup_one_node_ci95"], "{:.3f}"), lay),
+        pivot(df[df.world_size > 1], "Scaling efficiency (speedup / N)", lambda r: pm(
+            r["scaling_efficiency"], r["scaling_efficiency_ci95"], "{:.3f}"), lay),
+        precision_gains(df[df.precision.isin(MIXED)], lay)]
     # the seeds' tables first (img/s with speedup, efficiency, precision gain), then what ran at
     # its default, then the rest
     out += [Text(DEFAULTS_TITLE, list(defaults), bullets=True)] if defaults else []
     out += [framework_ratios(df, lay), data_table.table(df), repeats(df, lay), energy(df, lay),
             cell_notes(df, lay), failures(df, lay), failed_runs(df, lay)]
-    # no table, no column without a value in any row (one GPU count, one precision)
+    # no table without a row (no multi-node cell, no repeats) or a value, no column without a
+    # value in any row (one GPU count, one precision)
     out = [p for p in (t.pruned() if isinstance(t, Table) else t for t in out if t is not None)
            if p is not None]
     data = "Synthetic data" if set(df.data_mode) == {"synthetic"} else \
@@ -220,14 +214,12 @@ def precision_gains(mixed: pd.DataFrame, lay: Layout) -> Table:
     return table
 
 
-def cell_notes(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+def cell_notes(df: pd.DataFrame, lay: Layout) -> Table:
     """What the runs of a cell said about how its figure came about (fp16 on a CPU, bf16 emulated,
     workers run as one process), once per framework, precision and note, with the N it holds at."""
     said = pd.Series(["; ".join(str(r[k]) for k in NOTES if r[k]) for _, r in df.iterrows()],
                      index=df.index, dtype=object)
     noted = df.assign(said=said)[(said != "") & (df.status == "ok")]
-    if not len(noted):
-        return None
     plain = lay._replace(layout_column=False)
     rows = []
     for key, g in noted.groupby(_rows(plain) + ["said"], sort=False):
@@ -265,7 +257,7 @@ def framework_ratios(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
     return table
 
 
-def repeats(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+def repeats(df: pd.DataFrame, lay: Layout) -> Table:
     def values(r) -> List[str]:
         return [str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
                 "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"),
@@ -277,22 +269,20 @@ def repeats(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
                      "mean after dropping the fastest and the slowest run (5 runs or more)."])
 
 
-def energy(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
-    powered = df[df.power_avg_w.notna()]
-    if not len(powered):
-        return None
-    return pivot(powered, "Energy (img/s per W of the job's GPUs; average power in brackets)",
+def energy(df: pd.DataFrame, lay: Layout) -> Table:
+    return pivot(df[df.power_avg_w.notna()],
+                 "Energy (img/s per W of the job's GPUs; average power in brackets)",
                  lambda r: "{} ({})".format(num(r["images_per_watt"], "{:.2f}"),
                                             num(r["power_avg_w"], "{:.0f} W")), lay)
 
 
-def failures(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+def failures(df: pd.DataFrame, lay: Layout) -> Table:
     return _listing("Cells without a figure", df[df.status != "ok"], lay, ["status", "reason"],
                     lambda r: [r.status, r.reason.splitlines()[0][:200] if r.reason
                                else "no reason recorded"])
 
 
-def failed_runs(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+def failed_runs(df: pd.DataFrame, lay: Layout) -> Table:
     """The cells with a figure some of whose runs have none: which runs, and why (their figure
     rests on the others, and says so: '(2 of 3 runs)')."""
     return _listing("Runs without a figure in cells that have one",
