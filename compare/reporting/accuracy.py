@@ -12,13 +12,13 @@ import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import frameworks
+from ..mllogs import FINISHED
 from ..mlperf import REQUIRED_RUNS, olympic_mean
 from . import intervals, metrics
 from .charts import Chart, _plt, _png
 from .tables import Table, n_of, num
 
 CELL = ("framework", "model", "mode", "precision", "batch_size", "image_size", "device")
-FINISHED = ("ok", "not_converged")
 COST_NOTE = ("$ = gpu_hour_price × GPUs (or CPU workers) × time to train, per run (median over "
              "the seeds); $/M images = that ÷ millions of images trained.")
 

@@ -11,7 +11,6 @@ across modes: `ratio()` refuses two cells of different modes. A searched batch (
 cell whatever batch its search chose (`batch_chosen`).
 """
 import json
-import statistics
 from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
@@ -89,11 +88,6 @@ def runs(results: Sequence[RunResult]) -> pd.DataFrame:
     return pd.DataFrame([run_record(r) for r in results])
 
 
-def _median(values) -> Optional[float]:
-    xs = [float(x) for x in values if x is not None and x == x]
-    return float(statistics.median(xs)) if xs else None
-
-
 def _cell(key, g: pd.DataFrame) -> Dict:
     ok = g[g.status == "ok"]
     ips = [float(x) for x in ok.images_per_sec]
@@ -107,8 +101,8 @@ def _cell(key, g: pd.DataFrame) -> Dict:
                 images_per_sec_dof=est.dof if est else None,
                 ips_min=min(ips) if ips else None, ips_max=max(ips) if ips else None,
                 spread=metrics.spread(ips), cv=metrics.coefficient_of_variation(ips),
-                mlperf_mean=metrics.mlperf_mean(ips), uncertainty=_median(ok.uncertainty),
-                jitter=_median(ok.jitter), reason=None if ips else last.reason)
+                mlperf_mean=metrics.mlperf_mean(ips), uncertainty=metrics.median(ok.uncertainty),
+                jitter=metrics.median(ok.jitter), reason=None if ips else last.reason)
     cell["world_size"] = int(cell["nodes"]) * int(cell["gpus"])
     layouts = sorted({str(x) for x in g.layout if x is not None and x == x})
     cell["layout"] = "/".join(layouts) or None
@@ -116,7 +110,7 @@ def _cell(key, g: pd.DataFrame) -> Dict:
                 "options", "batch_chosen") + NOTES + DATA_SETTINGS:
         cell[col] = last[col]
     for col in TELEMETRY:
-        cell[col] = _median(ok[col])
+        cell[col] = metrics.median(ok[col])
     cell["images_per_watt"] = metrics.images_per_watt(cell["images_per_sec"], cell["power_avg_w"])
     return cell
 

@@ -57,27 +57,18 @@ def _commit(m: Dict) -> str:
     return (git.get("commit") or "unknown")[:10] + ("+dirty" if git.get("dirty") else "")
 
 
-def points(camps: Sequence, warn: Callable[[str], None] = lambda s: None
-           ) -> List[Tuple[Dict, Dict, pd.DataFrame]]:
-    """(campaign facts, machine record, cells) per campaign; unreadable results are skipped,
-    each with warn("CAMPAIGN: why")."""
-    out = []
-    for c in camps:
-        results, skipped = c.results()
-        for why in skipped:
-            warn("{}: {}".format(c.root, why))
-        m = c.machine
-        facts = {"date": (c.meta.get("created_at") or "")[:19].replace("T", " "),
-                 "commit": _commit(m), "campaign": c.root.name}
-        out.append((facts, m, cells(results)))
-    return out
-
-
 def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd.DataFrame:
-    """One row per cell per campaign, with the ratio to that cell's previous figure and its state."""
+    """One row per cell per campaign, with the ratio to that cell's previous figure and its state;
+    unreadable results are skipped, each with warn("CAMPAIGN: why")."""
     rows, last = [], {}  # last: cell key -> (cell record, machine record) of its previous figure
-    for facts, m, df in points(camps, warn):
-        for _, r in df.iterrows():
+    for camp in camps:
+        results, skipped = camp.results()
+        for why in skipped:
+            warn("{}: {}".format(camp.root, why))
+        m = camp.machine
+        facts = {"date": (camp.meta.get("created_at") or "")[:19].replace("T", " "),
+                 "commit": _commit(m), "campaign": camp.root.name}
+        for _, r in cells(results).iterrows():
             key = tuple(r[c] for c in KEY)
             before = last.get(key)
             row = dict(zip(KEY, key), **facts, framework_version=r.framework_version, status=r.status,

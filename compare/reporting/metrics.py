@@ -3,7 +3,7 @@
 speedup(n)          = img/s(n) / img/s(1)     same framework, precision, per-GPU batch, image size
 scaling_efficiency  = speedup(n) / n
 precision_gain      = img/s(fp16 or bf16) / img/s(fp32) - 1   at equal n ("80-90 % faster")
-spread, coefficient_of_variation, mlperf_mean: over the repeats of one cell
+median, spread, coefficient_of_variation, mlperf_mean: over the repeats of one cell
 ratio               = a / b   speedup, framework vs framework, machine vs machine, measured vs published
 data_efficiency     = img/s(real data) / img/s(synthetic)   same cell otherwise; input-bound below 0.95
 """
@@ -25,6 +25,12 @@ def spread(xs: Sequence[float]) -> Optional[float]:
 def coefficient_of_variation(xs: Sequence[float]) -> Optional[float]:
     """Sample standard deviation / mean; None for fewer than 2 repeats."""
     return None if len(xs) < 2 else statistics.stdev(xs) / statistics.fmean(xs)
+
+
+def median(xs) -> Optional[float]:
+    """The median of the values that are figures (None and NaN left out); None without one."""
+    xs = [float(x) for x in xs if x is not None and x == x]
+    return float(statistics.median(xs)) if xs else None
 
 
 def mlperf_mean(xs: Sequence[float]) -> Optional[float]:

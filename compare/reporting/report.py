@@ -16,6 +16,7 @@ from .intervals import pm
 from .tables import Section, Table, Text, num
 
 ROW = ["framework", "precision", "batch_size", "image_size"]
+HEADINGS = {"batch_size": "batch", "image_size": "image", "data_mode": "data"}  # else the column's
 INTERVAL_NOTE = ("± is the half width of the 95 % interval, from the timed windows of each run and "
                  "the spread of the repeats (README: How sure is a figure).")
 LEGEND = ("fp32 = true FP32 (TF32 off); tf32; fp16 = mixed precision with loss scaling; bf16 = "
@@ -56,8 +57,8 @@ def layout_of(df: pd.DataFrame) -> Layout:
 
 
 def _rows(lay: Layout) -> List[str]:
-    """The columns a pivot's rows are grouped by: ROW, the model, the mode and the data mode where
-    they vary."""
+    """The columns that name a row (a pivot's rows are grouped by them): ROW, the model, the mode
+    and the data mode where they vary."""
     return ROW[:1] + (["model"] if lay.model_column else []) + (["mode"] if lay.mode_column else []) \
         + ROW[1:] + (["data_mode"] if lay.data_column else [])
 
@@ -69,18 +70,19 @@ def _row_label(key, g: pd.DataFrame, lay: Layout) -> List[str]:
     return label
 
 
-def _label(r, lay: Layout, data: bool = True) -> List[str]:
-    """The row label of one cell record (a table that lists cells, not a pivot)."""
-    return [frameworks.display(r.framework)] + ([r.model] if lay.model_column else []) + \
-        ([r["mode"]] if lay.mode_column else []) + \
-        [r.precision, str(r.batch_size), str(r.image_size)] + \
-        ([r.data_mode] if data and lay.data_column else [])
-
-
 def _head(lay: Layout) -> List[str]:
-    return ["framework"] + (["model"] if lay.model_column else []) + \
-        (["mode"] if lay.mode_column else []) + ["precision", "batch", "image"] + \
-        (["data"] if lay.data_column else []) + (["layout"] if lay.layout_column else [])
+    return [HEADINGS.get(c, c) for c in _rows(lay)] + (["layout"] if lay.layout_column else [])
+
+
+def _listing(title: str, cells: pd.DataFrame, lay: Layout, head: List[str], values: Callable,
+             notes: Sequence[str] = ()) -> Table:
+    """A table that lists cells, not a pivot: each cell's label and N, then values(cell) under
+    `head`."""
+    lay = lay._replace(layout_column=False)
+    rows = [[frameworks.display(r.framework)] + [str(r[c]) for c in _rows(lay)[1:]] +
+            [lay.n(r.nodes, r.gpus)] + values(r) for _, r in cells.iterrows()]
+    label = _head(lay)
+    return Table(title, label + ["N"] + head, rows, list(notes), labels=len(label) + 1)
 
 
 def pivot(df: pd.DataFrame, title: str, value: Callable, lay: Layout,
@@ -165,26 +167,22 @@ def throughput_tables(df: pd.DataFrame, machine: Optional[Dict] = None,
     if cpu:
         first_notes.append("On CPU, N means N worker processes (or contexts) sharing the machine's "
                            "cores, not N GPUs.")
-    out: List[Section] = [pivot(df, "Images/sec (speedup vs 1 {})".format("worker" if cpu else "GPU"),
-                                _images, lay, first_notes)]
-    multi_node = df[df.nodes > 1]
-    if len(multi_node):
-        out.append(pivot(multi_node, "Speedup vs one node (img/s ÷ img/s of 1 node, same {} per node)"
-                         .format("workers" if cpu else "GPUs"),
-                         lambda r: pm(r["speedup_one_node"], r["speedup_one_node_ci95"], "{:.3f}"), lay))
-    multi = df[df.world_size > 1]
-    if len(multi):
-        out.append(pivot(multi, "Scaling efficiency (speedup / N)", lambda r: pm(
-            r["scaling_efficiency"], r["scaling_efficiency_ci95"], "{:.3f}"), lay))
-    mixed = df[df.precision.isin(MIXED)]
-    if len(mixed):
-        out.append(precision_gains(mixed, lay))
+    out: List[Section] = [
+        pivot(df, "Images/sec (speedup vs 1 {})".format("worker" if cpu else "GPU"), _images, lay,
+              first_notes),
+        pivot(df[df.nodes > 1], "Speedup vs one node (img/s ÷ img/s of 1 node, same {} per node)"
+              .format("workers" if cpu else "GPUs"),
+              lambda r: pm(r["speedup_one_node"], r["speedup_one_node_ci95"], "{:.3f}"), lay),
+        pivot(df[df.world_size > 1], "Scaling efficiency (speedup / N)", lambda r: pm(
+            r["scaling_efficiency"], r["scaling_efficiency_ci95"], "{:.3f}"), lay),
+        precision_gains(df[df.precision.isin(MIXED)], lay)]
     # the seeds' tables first (img/s with speedup, efficiency, precision gain), then what ran at
     # its default, then the rest
     out += [Text(DEFAULTS_TITLE, list(defaults), bullets=True)] if defaults else []
     out += [framework_ratios(df, lay), data_table.table(df), repeats(df, lay), energy(df, lay),
             cell_notes(df, lay), failures(df, lay), failed_runs(df, lay)]
-    # no table, no column without a value in any row (one GPU count, one precision)
+    # no table without a row (no multi-node cell, no repeats) or a value, no column without a
+    # value in any row (one GPU count, one precision)
     out = [p for p in (t.pruned() if isinstance(t, Table) else t for t in out if t is not None)
            if p is not None]
     data = "Synthetic data" if set(df.data_mode) == {"synthetic"} else \
@@ -216,14 +214,12 @@ def precision_gains(mixed: pd.DataFrame, lay: Layout) -> Table:
     return table
 
 
-def cell_notes(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+def cell_notes(df: pd.DataFrame, lay: Layout) -> Table:
     """What the runs of a cell said about how its figure came about (fp16 on a CPU, bf16 emulated,
     workers run as one process), once per framework, precision and note, with the N it holds at."""
     said = pd.Series(["; ".join(str(r[k]) for k in NOTES if r[k]) for _, r in df.iterrows()],
                      index=df.index, dtype=object)
     noted = df.assign(said=said)[(said != "") & (df.status == "ok")]
-    if not len(noted):
-        return None
     plain = lay._replace(layout_column=False)
     rows = []
     for key, g in noted.groupby(_rows(plain) + ["said"], sort=False):
@@ -261,55 +257,39 @@ def framework_ratios(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
     return table
 
 
-def repeats(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
-    rep = df[df.repeats > 1]
-    if not len(rep):
-        return None
-    rows = [_label(r, lay, data=False) + [
-        lay.n(r.nodes, r.gpus), str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
-        "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"), num(r.cv, "{:.1%}"),
-        num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"] for _, r in rep.iterrows()]
-    head = _head(lay._replace(data_column=False, layout_column=False))
-    return Table("Repeats (img/s of each cell over its runs)",
-                 head + ["N", "runs", "median", "min–max", "spread", "CV", "MLPerf mean"], rows,
-                 ["spread = (max − min) ÷ median; CV = standard deviation ÷ mean; MLPerf mean = mean "
-                  "after dropping the fastest and the slowest run (5 runs or more)."],
-                 labels=len(head) + 1)
+def repeats(df: pd.DataFrame, lay: Layout) -> Table:
+    def values(r) -> List[str]:
+        return [str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
+                "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"),
+                num(r.cv, "{:.1%}"), num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"]
+    return _listing("Repeats (img/s of each cell over its runs)", df[df.repeats > 1],
+                    lay._replace(data_column=False),
+                    ["runs", "median", "min–max", "spread", "CV", "MLPerf mean"], values,
+                    ["spread = (max − min) ÷ median; CV = standard deviation ÷ mean; MLPerf mean = "
+                     "mean after dropping the fastest and the slowest run (5 runs or more)."])
 
 
-def energy(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
-    powered = df[df.power_avg_w.notna()]
-    if not len(powered):
-        return None
-    return pivot(powered, "Energy (img/s per W of the job's GPUs; average power in brackets)",
+def energy(df: pd.DataFrame, lay: Layout) -> Table:
+    return pivot(df[df.power_avg_w.notna()],
+                 "Energy (img/s per W of the job's GPUs; average power in brackets)",
                  lambda r: "{} ({})".format(num(r["images_per_watt"], "{:.2f}"),
                                             num(r["power_avg_w"], "{:.0f} W")), lay)
 
 
-def failures(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
-    bad = df[df.status != "ok"]
-    if not len(bad):
-        return None
-    rows = [_label(r, lay) + [lay.n(r.nodes, r.gpus), r.status,
-                              r.reason.splitlines()[0][:200] if r.reason else "no reason recorded"]
-            for _, r in bad.iterrows()]
-    head = _head(lay._replace(layout_column=False))
-    return Table("Cells without a figure", head + ["N", "status", "reason"], rows,
-                 labels=len(head) + 1)
+def failures(df: pd.DataFrame, lay: Layout) -> Table:
+    return _listing("Cells without a figure", df[df.status != "ok"], lay, ["status", "reason"],
+                    lambda r: [r.status, r.reason.splitlines()[0][:200] if r.reason
+                               else "no reason recorded"])
 
 
-def failed_runs(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
+def failed_runs(df: pd.DataFrame, lay: Layout) -> Table:
     """The cells with a figure some of whose runs have none: which runs, and why (their figure
     rests on the others, and says so: '(2 of 3 runs)')."""
-    partial = df[(df.status == "ok") & df.failed_runs.notna()]
-    if not len(partial):
-        return None
-    rows = [_label(r, lay) + [lay.n(r.nodes, r.gpus), "{} of {}".format(r.repeats, r.runs),
-                              r.failed_runs] for _, r in partial.iterrows()]
-    head = _head(lay._replace(layout_column=False))
-    return Table("Runs without a figure in cells that have one", head + ["N", "ok runs", "the others"],
-                 rows, ["The cell's figure is the median of its ok runs alone; `compare run … "
-                        "--resume` runs its failed and timed-out runs again."], labels=len(head) + 1)
+    return _listing("Runs without a figure in cells that have one",
+                    df[(df.status == "ok") & df.failed_runs.notna()], lay, ["ok runs", "the others"],
+                    lambda r: ["{} of {}".format(r.repeats, r.runs), r.failed_runs],
+                    ["The cell's figure is the median of its ok runs alone; `compare run … --resume` "
+                     "runs its failed and timed-out runs again."])
 
 
 def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> Text:

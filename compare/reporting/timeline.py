@@ -7,12 +7,12 @@ the model, and what the first step costs beyond a normal one (compilation, autot
 cycle is the timed work over the wall time of all the sweep's cells: the share of the sweep spent
 measuring.
 """
-import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import DEFAULT_MODEL, RunResult
 
 from .. import frameworks
+from .metrics import median
 from .tables import Section, Table, Text
 
 # (column, from, to): the spans a reader wants, in order; each covers the moments between
@@ -51,12 +51,6 @@ def time_to_first_step(marks: Dict[str, float]) -> Optional[float]:
     return span(marks, "launched", "first_step_done")
 
 
-def _median(values) -> Optional[float]:
-    """The median of the values that are not None (None: no value)."""
-    xs = [x for x in values if x is not None]
-    return float(statistics.median(xs)) if xs else None
-
-
 def rows(results: Sequence[RunResult]) -> List[Dict]:
     """One row per cell (median over its ok repeats): the spans in seconds, time to first step."""
     groups: Dict[tuple, List[RunResult]] = {}
@@ -69,28 +63,11 @@ def rows(results: Sequence[RunResult]) -> List[Dict]:
         # the network as "network": "model" is the span of building it
         row = {"network" if k == "model" else k: v for k, v in zip(KEY, key)}
         for name, start, end in SPANS:
-            row[name] = _median(_span(r, name, start, end) for r in rs)
-        row["to first step"] = _median(time_to_first_step(r.phases) for r in rs)
-        row["cell"] = _median(span(r.phases, "cell_start", "cell_end") for r in rs)
+            row[name] = median(_span(r, name, start, end) for r in rs)
+        row["to first step"] = median(time_to_first_step(r.phases) for r in rs)
+        row["cell"] = median(span(r.phases, "cell_start", "cell_end") for r in rs)
         out.append(row)
     return out
-
-
-def duty_cycle(results: Sequence[RunResult]) -> Optional[Dict[str, float]]:
-    """{'timed_s', 'wall_s', 'duty_cycle', 'setup_s'} over every cell with host marks (any
-    status), setup_s being the one-time environment builds inside them; None when no cell has
-    them (results from before phases were recorded)."""
-    timed = wall = setup = 0.0
-    for r in results:
-        cell = span(r.phases or {}, "cell_start", "cell_end")
-        if cell is None:
-            continue
-        wall += cell
-        setup += env_build_s(r)
-        timed += span(r.phases, "timed_start", "timed_end") or 0.0
-    if wall <= 0:
-        return None
-    return {"timed_s": timed, "wall_s": wall, "duty_cycle": timed / wall, "setup_s": setup}
 
 
 def setup_lines(results: Sequence[RunResult]) -> List[str]:
@@ -122,17 +99,21 @@ def _union(spans: List[Tuple[float, float]]) -> float:
 
 
 def study(results: Sequence[RunResult], machine_gpus: Optional[int] = None) -> Optional[Dict]:
-    """The sweep as a whole: its wall time (while at least one cell ran: gaps between sessions do
-    not count), the serial estimate (its cells one after the other), the most cells at once, and
-    on GPUs the GPU-hours: held (the machine's GPUs x wall), used by the cells, timed; duty cycle =
-    timed / held, and what it would be serially. None without host marks."""
+    """The sweep as a whole, over every cell with host marks (any status): its wall time (while at
+    least one cell ran: gaps between sessions do not count), the serial estimate (its cells one
+    after the other), the timed work in them, the one-time environment builds inside them
+    (setup_s), the most cells at once, and on GPUs the GPU-hours: held (the machine's GPUs x
+    wall), used by the cells, timed; duty cycle = timed / held, and what it would be serially.
+    None without host marks (results from before phases were recorded)."""
     cells = [(r.phases["cell_start"], r.phases["cell_end"], r) for r in results
              if span(r.phases or {}, "cell_start", "cell_end") is not None]
     if not cells:
         return None
     wall = _union([(a, b) for a, b, _ in cells])
     out = {"cells": len(cells), "wall_s": wall, "serial_s": sum(b - a for a, b, _ in cells),
-           "at_once": max(sum(1 for a2, b2, _ in cells if a2 <= a < b2) for a, _, _ in cells)}
+           "at_once": max(sum(1 for a2, b2, _ in cells if a2 <= a < b2) for a, _, _ in cells),
+           "timed_s": sum(span(r.phases, "timed_start", "timed_end") or 0.0 for _, _, r in cells),
+           "setup_s": sum(env_build_s(r) for _, _, r in cells)}
     if machine_gpus and all(r.spec.get("device") == "cuda" for _, _, r in cells):
         def gpu_s(r, seconds):
             return (r.spec.get("gpus") or 1) * (r.spec.get("nodes") or 1) * seconds
@@ -164,7 +145,7 @@ def study_lines(s: Dict) -> List[str]:
 def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> List[Section]:
     """The report's sections: a table of spans per cell, then the duty cycle and the study's
     wall time, GPU-hours and duty cycle beside the serial estimate."""
-    table, duty = rows(results), duty_cycle(results)
+    table = rows(results)
     out: List[Section] = []
     if table:
         columns = [s[0] for s in SPANS if any(r[s[0]] is not None for r in table)] + \
@@ -179,15 +160,15 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
                           ["{:.1f}".format(r[c]) if r[c] is not None else "n/a" for c in columns]
                           for r in table],
                          name="phases"))
-    if duty is not None:
-        whole = study(results, len((machine or {}).get("gpus") or []))
+    whole = study(results, len((machine or {}).get("gpus") or []))
+    if whole is not None and whole["serial_s"] > 0:
+        timed, cells, setup = whole["timed_s"], whole["serial_s"], whole["setup_s"]
         line = "Duty cycle: {:.1f} s timed of {:.1f} s in the cells = {:.1%} of the sweep spent " \
-            "measuring".format(duty["timed_s"], duty["wall_s"], duty["duty_cycle"])
-        if 0 < duty["setup_s"] < duty["wall_s"]:
+            "measuring".format(timed, cells, timed / cells)
+        if 0 < setup < cells:
             line += " ({:.1%} of the {:.1f} s left without the environment builds)".format(
-                duty["timed_s"] / (duty["wall_s"] - duty["setup_s"]), duty["wall_s"] - duty["setup_s"])
-        out.append(Text("", setup_lines(results) + [line + "."]
-                        + (study_lines(whole) if whole else [])))
+                timed / (cells - setup), cells - setup)
+        out.append(Text("", setup_lines(results) + [line + "."] + study_lines(whole)))
     return out
 
 
