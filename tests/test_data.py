@@ -349,6 +349,28 @@ def test_a_real_cell_without_a_synthetic_twin_is_not_taken_for_a_framework_verdi
     assert line.endswith("not known to be within 5% of synthetic: JAX (Flax) ran no synthetic twin.")
 
 
+def test_each_network_of_a_real_data_study_gets_its_own_pipeline_verdict():
+    """Two networks, otherwise the same cells: JAX's ResNet-50 is input-bound, its ResNet-152 (a
+    slower step the same pipeline keeps up with) is not; each ratio row says its own."""
+    results = []
+    for model, jax_real in (("resnet50", 700.0), ("resnet152", 2950.0)):
+        runs = (_cell("caffe2", "synthetic", 6000.0, None, None)
+                + _cell("caffe2", "real", 5900.0, "hw", "torch DataLoader (file bytes) -> x")
+                + _cell("jax", "synthetic", 3000.0 if model == "resnet152" else 7000.0, None, None)
+                + _cell("jax", "real", jax_real, "cpu", "Grain worker processes (Pillow) -> x"))
+        for r in runs:
+            r.spec = dict(r.spec, model=model)
+        results += runs
+    cells = comparator_cells(results)
+    verdicts = data_table.pipeline_verdicts(cells)
+    jax = cells[(cells.framework == "jax") & (cells.data_mode == "real")]
+    assert {r.model: verdicts[data_table.cell_key(r)]["input_bound"] for _, r in jax.iterrows()} == \
+        {"resnet50": True, "resnet152": False}
+    ratios = tables.markdown(report.build(cells).sections()).split("## Framework vs framework")[1]
+    rows = [x for x in ratios.splitlines() if x.startswith("| JAX (Flax) |") and "| real |" in x]
+    assert len(rows) == 2 and sum(x.endswith(" (pipelines) |") for x in rows) == 1, rows
+
+
 def test_a_study_of_one_precision_and_one_gpu_count_prints_no_empty_columns():
     lines, text = _pipeline_report(jax_real=700.0, torch_real=5900.0)
     assert "Precision gain" not in text  # fp16 only: no fp32 to gain over

@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import frameworks
 from . import metrics
-from .comparator import DATA_SETTINGS
+from .comparator import DATA_SETTINGS, KEY
 from .tables import Table, num
 
 CELL = ["framework", "model", "precision", "batch_size", "image_size", "device", "gpus", "mode"]
@@ -82,8 +82,7 @@ def pipeline_verdicts(cells: pd.DataFrame) -> Dict[tuple, Dict]:
 
 def cell_key(row, framework=None) -> tuple:
     """comparator.KEY of a cell record, for `framework` (default: the row's own)."""
-    return ((framework or row["framework"]), row["precision"], row["batch_size"], row["image_size"],
-            row["device"], row["data_mode"], row["nodes"], row["gpus"])
+    return tuple((framework or row[c]) if c == "framework" else row[c] for c in KEY)
 
 
 def pipelines_compared(row, base: str, verdicts: Dict[tuple, Dict]) -> Optional[str]:
