@@ -260,8 +260,6 @@ def _main(argv: Optional[List[str]]) -> None:
     except (typer.Abort, KeyboardInterrupt):
         _err("interrupted; results recorded so far are kept")
         sys.exit(130)
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
     except BrokenPipeError:
         raise  # main() ends quietly
     except Exception as exc:  # unexpected: one line unless --debug
