@@ -422,3 +422,29 @@ def test_a_folder_with_fewer_images_than_a_batch_is_said_to_repeat_them(tmp_path
     assert "warning: {} holds 1 usable image, fewer than a global batch of 32: every step repeats " \
            "images, so the input pipeline decodes fewer distinct files than real data would".format(
                (tmp_path / "d").resolve()) in err
+
+
+def test_each_node_count_of_a_real_data_study_gets_its_own_pipeline_verdict():
+    """One GPU per node on one and on two nodes: JAX's two-node cell is input-bound, its one-node
+    cell is not; the input-pipeline table has a row for each, and each ratio row says its own."""
+    results = []
+    for nodes, jax_real in ((1, 6900.0), (2, 1400.0)):
+        runs = (_cell("caffe2", "synthetic", 6000.0 * nodes, None, None)
+                + _cell("caffe2", "real", 5900.0 * nodes, "hw", "torch DataLoader (file bytes) -> x")
+                + _cell("jax", "synthetic", 7000.0 * nodes, None, None)
+                + _cell("jax", "real", jax_real, "cpu", "Grain worker processes (Pillow) -> x"))
+        for r in runs:
+            r.spec = dict(r.spec, nodes=nodes)
+        results += runs
+    cells = comparator_cells(results)
+    rows = data_table.data_table(cells)
+    jax_rows = rows[rows.framework == "jax"]
+    assert sorted(zip(jax_rows.nodes, jax_rows.input_bound)) == [(1, False), (2, True)]
+    verdicts = data_table.pipeline_verdicts(cells)
+    jax = cells[(cells.framework == "jax") & (cells.data_mode == "real")]
+    assert {r.nodes: verdicts[data_table.cell_key(r)]["input_bound"] for _, r in jax.iterrows()} == \
+        {1: False, 2: True}
+    text = tables.markdown(report.build(cells).sections())
+    pipeline = text.split("## Input pipeline")[1].split("##")[0]
+    assert "| JAX (Flax) | fp16 | 256 | 224 | 1 | 7014.00 |" in pipeline
+    assert "| JAX (Flax) | fp16 | 256 | 224 | 2×1 | 14028.00 |" in pipeline

@@ -12,9 +12,10 @@ import pandas as pd
 from .. import frameworks
 from . import metrics
 from .comparator import DATA_SETTINGS, KEY
-from .tables import Table, num
+from .tables import Table, n_of, num
 
-CELL = ["framework", "model", "precision", "batch_size", "image_size", "device", "gpus", "mode"]
+CELL = ["framework", "model", "precision", "batch_size", "image_size", "device", "nodes", "gpus",
+        "mode"]
 COLUMNS = CELL + ["synthetic_ips", "real_ips", "data_only_ips", "data_efficiency", "input_bound",
                   "pipeline_share", "cpu_cores", "loader_workers", "host_cpu_cores",
                   "data_pipeline", "decode", "decode_why", "images_read", "corrupt_skipped",
@@ -125,12 +126,13 @@ def table(cells: pd.DataFrame) -> Optional[Table]:
         if r["decode"]:
             pipeline += " (decode={})".format(r["decode"])
         out.append([frameworks.display(r["framework"], r["mode"]), r["precision"], str(r["batch_size"]),
-                    str(r["image_size"]), str(r["gpus"]), num(r["synthetic_ips"], "{:.2f}"),
+                    str(r["image_size"]), n_of(r["nodes"], r["gpus"]), num(r["synthetic_ips"], "{:.2f}"),
                     num(r["real_ips"], "{:.2f}"), num(r["data_only_ips"], "{:.2f}"), _efficiency(r),
                     num(r["cpu_cores"], "{:.0f}"), num(r["loader_workers"], "{:.0f}"),
                     num(r["host_cpu_cores"], "{:.1f}"), pipeline])
-    why = ["{} ({}, N={}): {}.".format(frameworks.display(r["framework"]), r["precision"], r["gpus"],
-                                       r["decode_why"]) for _, r in rows.iterrows() if r["decode_why"]]
+    why = ["{} ({}, N={}): {}.".format(frameworks.display(r["framework"]), r["precision"],
+                                       n_of(r["nodes"], r["gpus"]), r["decode_why"])
+           for _, r in rows.iterrows() if r["decode_why"]]
     return Table("Input pipeline (real data vs synthetic, img/s)", head, out, [
         "data efficiency = img/s with real data ÷ img/s synthetic, the cell otherwise the same; "
         "below {:.2f} the input pipeline, not the model, sets the pace (input-bound). data-only = "
