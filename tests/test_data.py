@@ -448,3 +448,21 @@ def test_each_node_count_of_a_real_data_study_gets_its_own_pipeline_verdict():
     pipeline = text.split("## Input pipeline")[1].split("##")[0]
     assert "| JAX (Flax) | fp16 | 256 | 224 | 1 | 7014.00 |" in pipeline
     assert "| JAX (Flax) | fp16 | 256 | 224 | 2×1 | 14028.00 |" in pipeline
+
+
+def test_the_input_pipeline_table_of_two_networks_names_each_rows_network():
+    """ResNet-50 and ResNet-152, otherwise the same cells: two rows per framework, each naming its
+    network (without it the two rows read as one cell given twice, with two verdicts)."""
+    results = []
+    for model, jax_real in (("resnet50", 700.0), ("resnet152", 2950.0)):
+        runs = (_cell("jax", "synthetic", 3000.0 if model == "resnet152" else 7000.0, None, None)
+                + _cell("jax", "real", jax_real, "cpu", "Grain worker processes (Pillow) -> x"))
+        for r in runs:
+            r.spec = dict(r.spec, model=model)
+        results += runs
+    text = tables.markdown(report.build(comparator_cells(results)).sections())
+    pipeline = text.split("## Input pipeline")[1].split("##")[0]
+    assert "| framework | model | precision | batch | image | N | synthetic |" in pipeline
+    assert "| JAX (Flax) | resnet50 | fp16 | 256 | 224 | 1 | 7014.00 | 701.40 | 0.100 input-bound |" \
+        in pipeline
+    assert "| JAX (Flax) | resnet152 | fp16 | 256 | 224 | 1 | 3006.00 | 2955.90 | 0.983 |" in pipeline
