@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from compare.reporting import charts, comparator, html, report, write_files
-from tests.helpers import MACHINE, fixed_results, result
+from tests.helpers import MACHINE, fixed_results, result, windowed
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -100,6 +100,21 @@ def test_the_bars_carry_the_95_percent_interval_of_each_figure():
     assert (name, values[at], errors[at]) == ("TensorFlow (+Horovod)", row.images_per_sec,
                                               row.images_per_sec_ci95)
     assert errors[at] > 0
+
+
+def test_the_bars_of_one_and_of_two_nodes_are_two_bars():
+    """2 GPUs on one node and 2 GPUs per node on two: two bar groups, each its own figure, never
+    one '×2' group showing whichever cell came last."""
+    df = comparator.cells([windowed(fw, "fp32", 2, [w * f * nodes for w in (990, 1000, 1010)],
+                                    nodes=nodes)
+                           for fw, f in (("tf", 1.0), ("caffe2", 1.1)) for nodes in (1, 2)])
+    labels, series = charts._grouped(df, ["precision", "batch_size", "image_size", "gpus"],
+                                     "{} b{} {}px ×{}", "images_per_sec")
+    assert labels == ["fp32 b256 224px ×2", "fp32 b256 224px ×2×2"]
+    name, values, _ = series[0]
+    assert name == "TensorFlow (+Horovod)" and values == [
+        df[(df.framework == "tf") & (df.nodes == n)].images_per_sec.iloc[0] for n in (1, 2)]
+    assert values[0] != values[1]
 
 
 def test_report_as_html_prints_no_markdown(tmp_path, capsys):
