@@ -94,9 +94,10 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
 def title(key) -> str:
     k = dict(zip(KEY, key))
     model = "" if k["model"] == DEFAULT_MODEL else " " + k["model"]  # ResNet-50 titles as before
-    return "{}{} {} b{} {}px ×{} ({})".format(frameworks.display(k["framework"]), model,
-                                             k["precision"], k["batch_size"], k["image_size"],
-                                             n_of(k["nodes"], k["gpus"]), k["device"])
+    data = {"synthetic": "", "real": ", real data"}.get(k["data_mode"], ", " + str(k["data_mode"]))
+    return "{}{} {} b{} {}px ×{}{} ({})".format(frameworks.display(k["framework"], k["mode"]), model,
+                                               k["precision"], k["batch_size"], k["image_size"],
+                                               n_of(k["nodes"], k["gpus"]), data, k["device"])
 
 
 def _state(r) -> str:

@@ -122,3 +122,33 @@ def test_a_small_regression_is_not_printed_as_1_00(tmp_path, capsys):
     assert "- Regression: PyTorch (Caffe2) fp32 b256 224px ×1 (cuda) at b (0123456789): 0.9970× ±0.0001 of the " \
            "previous figure." in out
     assert out.rstrip().endswith("| 0.9970× ±0.0001 | worse — regression |")
+
+
+def _variant(r, **fields):
+    """A copy of result r as the run of another cell: its spec with `fields` changed."""
+    import copy
+
+    from backends.protocol import RunSpec
+    out = copy.deepcopy(r)
+    spec = RunSpec.from_dict(r.spec)
+    for k, v in fields.items():
+        setattr(spec, k, v)
+    out.spec, out.run_id = spec.to_dict(), spec.run_id
+    return out
+
+
+def test_the_cells_of_a_data_mode_or_a_mode_are_named_apart_in_history(tmp_path, capsys):
+    """Synthetic and real data, default and tuned: three cells of otherwise equal settings, each
+    table titled as its own, and the regression of the real-data cell named as that cell's."""
+    def runs(real_factor):
+        base = windowed("caffe2", "fp32", 1, WINDOWS)
+        return [base, scaled(_variant(base, data="/d"), real_factor), _variant(base, mode="tuned")]
+    a = save_campaign(tmp_path / "a", runs(1.0), created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", runs(0.8), created_at="2026-12-02T09:00:00+00:00")
+    code, out, _ = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0
+    titles = [line for line in out.splitlines() if line.startswith("## PyTorch")]
+    assert titles == ["## PyTorch (Caffe2) fp32 b256 224px ×1 (cuda)",
+                      "## PyTorch (Caffe2) fp32 b256 224px ×1, real data (cuda)",
+                      "## PyTorch (Caffe2), tuned fp32 b256 224px ×1 (cuda)"]
+    assert "- Regression: PyTorch (Caffe2) fp32 b256 224px ×1, real data (cuda) at b " in out
