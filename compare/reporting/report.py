@@ -262,8 +262,7 @@ def repeats(df: pd.DataFrame, lay: Layout) -> Table:
         return [str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
                 "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"),
                 num(r.cv, "{:.1%}"), num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"]
-    return _listing("Repeats (img/s of each cell over its runs)", df[df.repeats > 1],
-                    lay._replace(data_column=False),
+    return _listing("Repeats (img/s of each cell over its runs)", df[df.repeats > 1], lay,
                     ["runs", "median", "min–max", "spread", "CV", "MLPerf mean"], values,
                     ["spread = (max − min) ÷ median; CV = standard deviation ÷ mean; MLPerf mean = "
                      "mean after dropping the fastest and the slowest run (5 runs or more)."])
