@@ -232,7 +232,8 @@ def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
             pub_ips, pub_sp = _figure(p, "images_per_sec"), _figure(p, "speedup_published")
             r, r_hw = _versus(c.images_per_sec, c.images_per_sec_ci95, pub_ips)
             s, s_hw = _versus(c.speedup, c.speedup_ci95, pub_sp)
-            rows.append({"framework": c.framework, "model": c.model, "precision": c.precision,
+            rows.append({"framework": c.framework, "mode": c["mode"], "data_mode": c.data_mode,
+                         "model": c.model, "precision": c.precision,
                          "batch_size": c.batch_size, "image_size": c.image_size, "nodes": c.nodes,
                          "gpus": c.gpus, "status": c.status, "reason": c.reason,
                          "repeats": c.repeats, "runs": c.runs, "failed_runs": c.failed_runs,
@@ -251,8 +252,9 @@ def table(name: str, compared: pd.DataFrame) -> Table:
         return fmt.format(x) if x is not None else "—"
     gpu = sorted({str(g) for g in compared.reference_gpu if g is not None})
     models = compared.model.nunique() > 1  # a model column where the campaign has several
-    rows = [[frameworks.display(r.framework)] + ([r.model] if models else []) +
-            [r.precision, str(r.batch_size), str(r.gpus),
+    data = compared.data_mode.nunique() > 1  # a data column where it has several data modes
+    rows = [[frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) +
+            [r.precision, str(r.batch_size)] + ([r.data_mode] if data else []) + [str(r.gpus),
              num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
              num(r.published_images_per_sec, "{:.2f}"),
              pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"), num(r.speedup, "{:.3f}"),
@@ -263,8 +265,8 @@ def table(name: str, compared: pd.DataFrame) -> Table:
                       if r.published_images_per_sec is not None or r.published_speedup is not None))
     where = " ({})".format(", ".join(gpu)) if gpu else ""
     return Table("Measured versus published: {}{}".format(name, where),
-                 ["framework"] + (["model"] if models else []) +
-                 ["precision", "batch", "N", "img/s", "published", "ratio", "speedup",
+                 ["framework"] + (["model"] if models else []) + ["precision", "batch"] +
+                 (["data"] if data else []) + ["N", "img/s", "published", "ratio", "speedup",
                   "published speedup", "ratio"], rows,
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "
