@@ -132,7 +132,8 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None, defaults: Optional[L
     from . import timeline
     rep = Report(Text("", ["No results yet."])) if df.empty else \
         Report(findings.summary(df, layout_of(df)), throughput_tables(df, machine, defaults))
-    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
+    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references
+                   if not df.empty]  # no cell yet: nothing to set beside a published figure
     rep.tables += timeline.sections(results, machine) + list(more)
     return rep
 
