@@ -125,3 +125,19 @@ def test_report_as_html_prints_no_markdown(tmp_path, capsys):
     assert "wrote {}".format(c / "report" / "report.html") in err
     code, out, _ = main_exit(["report", str(c)], capsys)  # md, the default: printed
     assert code == 0 and out.startswith("## What the numbers say")
+
+
+def test_the_page_is_headed_by_the_networks_the_campaign_trained():
+    """A VGG-16 campaign's page is not headed 'ResNet-50 …'; a campaign of two names both."""
+    def cells(*models):
+        out = []
+        for model in models:
+            r = result("caffe2", "fp16", 1, 500.0)
+            r.spec["model"] = model
+            out.append(r)
+        return comparator.cells(out)
+    vgg = cells("vgg16")
+    assert "<h1>VGG-16 training throughput — compare report</h1>" in html.page(vgg, report.build(vgg))
+    two = cells("resnet50", "inception3")
+    assert "<h1>ResNet-50 v1.5 and Inception-v3 training throughput — compare report</h1>" in \
+        html.page(two, report.build(two))
