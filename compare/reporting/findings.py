@@ -127,7 +127,8 @@ def _gains(ok: pd.DataFrame, lay) -> List[str]:
                     [abs(100 * v) for v in part.precision_gain], "{:.0f}"), word,
                     _noise(part, "precision_gain", relative=False)))
         if len(noise):
-            at = " at " + ", ".join("N={}".format(int(n)) for n in noise.world_size) if len(sig) else ""
+            at = " at " + ", ".join("N={}".format(lay.n(int(r.nodes), int(r.gpus)))
+                                    for _, r in noise.iterrows()) if len(sig) else ""
             parts.append("within noise of fp32{} ({})".format(at, _noise(noise, "precision_gain", False)))
         notes = sorted({n for n in g.note if n})  # "bf16 on a CPU without bf16 instructions …"
         why = ". Note: {}".format("; ".join(notes)) if notes else ""

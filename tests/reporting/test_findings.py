@@ -115,3 +115,16 @@ def test_the_scaling_and_gain_of_each_batch_are_their_own_sentences():
     assert [line.split(" (±")[0] for line in gains] == [
         "TensorFlow (+Horovod): fp16 at batch 256 is 80 % faster than fp32",
         "TensorFlow (+Horovod): fp16 at batch 64 is 20 % faster than fp32"]
+
+
+def test_a_gain_within_noise_names_its_cells_by_nodes_and_gpus():
+    """--nodes 1,2 --gpus 1,2: fp16 gains 80 % on 1 node × 1 GPU and 1 × 2, none on 2 nodes × 1
+    GPU and 2 × 2; the cells within noise are named 2×1 and 2×2, not 'N=2, N=4' beside a 1×2."""
+    results = []
+    for nodes, gpus, gain in ((1, 1, 1.8), (1, 2, 1.8), (2, 1, 1.0), (2, 2, 1.0)):
+        for precision, figure in (("fp32", 1000.0 * nodes * gpus), ("fp16", 1000.0 * nodes * gpus * gain)):
+            results += [windowed("tf", precision, gpus, [figure - 1.0, figure, figure + 1.0], repeat=i,
+                                 nodes=nodes) for i in range(3)]
+    lines, _ = _summary(results)
+    gain = next(line for line in lines if "than fp32" in line)
+    assert "; within noise of fp32 at N=2×1, N=2×2 (±" in gain, gain
