@@ -477,3 +477,28 @@ def test_the_repeats_of_a_synthetic_and_a_real_data_cell_are_told_apart():
     assert "| framework | precision | batch | image | data | N | runs | median |" in repeats
     assert "| JAX (Flax) | fp16 | 256 | 224 | synthetic | 1 | 3 | 7014.00 ±" in repeats
     assert "| JAX (Flax) | fp16 | 256 | 224 | real | 1 | 3 | 701.40 ±" in repeats
+
+
+def test_the_pipeline_findings_of_two_networks_name_each_network():
+    """Two networks through the same pipelines: each 'real data' sentence names its network."""
+    results = []
+    for model, jax_real in (("resnet50", 700.0), ("resnet152", 2950.0)):
+        runs = (_cell("caffe2", "synthetic", 6000.0, None, None)
+                + _cell("caffe2", "real", 5900.0, "hw", "torch DataLoader (file bytes) -> x")
+                + _cell("jax", "synthetic", 3000.0 if model == "resnet152" else 7000.0, None, None)
+                + _cell("jax", "real", jax_real, "cpu", "Grain worker processes (Pillow) -> x"))
+        for r in runs:
+            r.spec = dict(r.spec, model=model)
+        results += runs
+    lines = report.build(comparator_cells(results)).summary.lines
+    said = [x for x in lines if "real data" in x]
+    assert len(said) == 2
+    assert said[0].startswith("Input pipelines, not frameworks: JAX (Flax) resnet50 (Grain worker "
+                              "processes) vs PyTorch (Caffe2) resnet50 (nvImageCodec")
+    assert said[1].startswith("JAX (Flax) resnet152 (Grain worker processes) vs PyTorch (Caffe2) "
+                              "resnet152 (nvImageCodec")
+    tuned = [r for r in results if r.spec["model"] == "resnet50"]
+    for r in tuned:
+        r.spec = dict(r.spec, mode="tuned")
+    line = next(x for x in report.build(comparator_cells(tuned)).summary.lines if "real data" in x)
+    assert "(real data, tuned, fp16, batch 256, on 1 GPU)" in line, line

@@ -165,12 +165,14 @@ def _pipelines(rows: pd.DataFrame, df: pd.DataFrame, base, lay) -> List[str]:
     verdicts = data_table.pipeline_verdicts(df)
     out = []
     for _, r in rows.iterrows():
+        model = lay.model_column and r.model  # the network and the mode where the campaign has several
         pair = "{} ({}) vs {} ({})".format(
-            _name(r.framework), verdicts.get(data_table.cell_key(r), {}).get("pipeline"),
-            _name(base), verdicts.get(data_table.cell_key(r, base), {}).get("pipeline"))
-        figure = "{} ({} data, {}, batch {}, on {})".format(
+            _name(r.framework, model), verdicts.get(data_table.cell_key(r), {}).get("pipeline"),
+            _name(base, model), verdicts.get(data_table.cell_key(r, base), {}).get("pipeline"))
+        figure = "{} ({} data, {}{}, batch {}, on {})".format(
             intervals.pm(r.framework_ratio, r.framework_ratio_ci95, "{:.2f}×", "{:.2f}"),
-            "real" if r.data_mode == "real" else "data-only", r.precision, r.batch_size,
+            "real" if r.data_mode == "real" else "data-only",
+            r["mode"] + ", " if lay.mode_column else "", r.precision, _batch(r),
             lay.label(r.nodes, r.gpus))
         why = data_table.pipelines_compared(r, base, verdicts)
         if why:
