@@ -186,7 +186,8 @@ def describe(name: str, df: pd.DataFrame) -> str:
 def _matches(ref: pd.DataFrame, cell: pd.Series) -> pd.DataFrame:
     m = (ref.precision == cell.precision) & (ref.gpus.astype(int) == int(cell.gpus))
     m &= ref.model == cell.model
-    m &= (ref.nodes.astype(int) == int(cell.nodes)) if "nodes" in ref.columns else int(cell.nodes) == 1
+    # an empty nodes cell matches no cell, as an empty batch or image size does (no astype(int))
+    m &= (ref.nodes == int(cell.nodes)) if "nodes" in ref.columns else int(cell.nodes) == 1
     for key in OPTIONAL_KEYS:
         if key in ref.columns:
             m &= ref[key] == cell[key]

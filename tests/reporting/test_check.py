@@ -232,3 +232,16 @@ def test_the_cells_of_each_mode_and_data_mode_are_told_apart_and_data_only_is_no
            "| 5% | not comparable: data-only: the input pipeline alone, no training, against a " \
            "figure of training |" in out
     assert code == 0 and "3 pass, 0 fall short, 1 not comparable" in out
+
+
+def test_a_reference_row_with_an_empty_nodes_cell_matches_no_cell(campaign, tmp_path, capsys):
+    """A `nodes` column with one cell left empty: that row matches no cell (as an empty batch or
+    image size does), the others are checked; it raised 'cannot convert float NaN to integer'."""
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,nodes,images_per_sec\n"
+                               "H200,tf,fp32,1,1,1000\nH200,tf,fp32,2,,2000\n")
+    code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 0, err
+    assert "1 pass, 0 fall short, 0 not comparable (of 1 figures" in out
+    code, out, err = main_exit(["report", str(campaign), "--reference", ref], capsys)
+    assert code == 0, err
+    assert "1 of 3 measured cells have a published figure" in out
