@@ -176,7 +176,8 @@ def _once(path: Path, df: pd.DataFrame) -> None:
 
 
 def describe(name: str, df: pd.DataFrame) -> str:
-    where = sorted(set(df.gpu)) if "gpu" in df.columns else ["?"]
+    where = sorted({g for g in df.gpu if isinstance(g, str)}) if "gpu" in df.columns else []
+    where = where or ["?"]  # an empty gpu cell names no GPU
     figures = [c for c in FIGURES if c in df.columns]
     models = ", ".join("{} {}".format(m, n) for m, n in df.model.value_counts(sort=False).items())
     return "{:<32} {:>4} rows ({})  gpu: {:<12} figures: {}".format(

@@ -96,3 +96,16 @@ def test_a_reference_beside_a_campaign_without_results_yet_is_a_report_not_an_in
     assert code == 0, err
     assert "No results yet." in out and "Not run yet" in out
     assert "Measured versus published" not in out
+
+
+def test_a_user_reference_with_a_gpu_cell_left_empty_is_listed(tmp_path, monkeypatch, capsys):
+    """One row names its GPU, the other leaves it empty (no GPU named): `compare list references`
+    lists the reference (sorting the names beside None raised TypeError: exit 70)."""
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path))
+    (tmp_path / "references").mkdir()
+    (tmp_path / "references" / "mixed.csv").write_text(
+        "gpu,precision,gpus,images_per_sec\nV100,fp16,1,1000\n,fp16,2,1900\n")
+    code, out, err = main_exit(["list", "references"], capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("mixed "))
+    assert "gpu: V100" in line
