@@ -199,6 +199,9 @@ def unmatched(cells: pd.DataFrame, ref: pd.DataFrame) -> str:
     """Which fields keep every cell from every reference row: 'N: the campaign has 1, 2, the
     reference 8'; the fields whose values the two share nowhere, or, where each field alone
     has a value in common, that no row has all of one cell's."""
+    if cells.empty:  # a time-to-accuracy campaign: its runs are not throughput cells
+        return "the campaign has no throughput cell (time-to-accuracy runs are not held against " \
+            "published images/sec)"
     keys = [("model", "network"), ("precision", "precision"), ("gpus", "N")]
     keys += [(k, "nodes") for k in ("nodes",) if k in ref.columns]
     keys += [(k, k.replace("_size", " size").replace("_", " ")) for k in OPTIONAL_KEYS if k in ref.columns]
