@@ -83,6 +83,8 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
         verdict, why = (PASS, None) if r[measured] >= floor else (SHORT, "below {:.2f}".format(floor))
     elif r.status in NO_FIGURE:
         verdict, why = SHORT, "no figure: {}{}".format(r.status, _reason(r))
+    elif r.status == "ok":  # a speedup with nothing to divide by
+        return NOT_COMPARABLE, "no speedup: the cell at N = 1, the same otherwise, has no figure"
     else:
         return NOT_COMPARABLE, "{}{}".format(r.status, _reason(r))
     if figure == "speedup" and not same_gpu(gpu, device):  # a ratio on one machine may cross
@@ -120,7 +122,8 @@ def _row(r, models: bool, data: bool) -> List[str]:
     return [frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) + [
         r.precision, str(r.batch_size)] + ([r.data_mode] if data else []) + [
         n_of(r.nodes, r.gpus), r.figure,
-        fmt.format(r.measured) + rests_on(r) if r.measured is not None else r.status,
+        fmt.format(r.measured) + rests_on(r) if r.measured is not None else
+        r.status if r.status != "ok" else "n/a",
         fmt.format(r.published),
         pm_ratio(r.ratio, r.ratio_ci95, missing="—"),
         "{:g}%".format(round(100 * r.tolerance, 3)), r.verdict + (": " + r.why if r.why else "")]

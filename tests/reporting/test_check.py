@@ -245,3 +245,15 @@ def test_a_reference_row_with_an_empty_nodes_cell_matches_no_cell(campaign, tmp_
     code, out, err = main_exit(["report", str(campaign), "--reference", ref], capsys)
     assert code == 0, err
     assert "1 of 3 measured cells have a published figure" in out
+
+
+def test_a_speedup_without_its_one_gpu_figure_says_why_it_is_not_checked(tmp_path, capsys):
+    """The 1-GPU cell ran out of memory, the 3-GPU cell has a figure: its speedup has nothing to
+    be divided by, and the verdict says so (it said 'not comparable: ok')."""
+    c = save_campaign(tmp_path / "c", [result("tf", "fp32", 1, status="oom", reason="OOM",
+                                              device_name="NVIDIA H200"),
+                                       windowed("tf", "fp32", 3, [249.0, 250.0, 251.0])])
+    code, out, _ = main_exit(["check", str(c), "--reference", "r740_v100_resnet50_speedup"], capsys)
+    assert code == 1
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | 3 | speedup | n/a | 2.120 | — | 5% | not comparable: " \
+           "no speedup: the cell at N = 1, the same otherwise, has no figure |" in out
