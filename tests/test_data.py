@@ -366,7 +366,8 @@ def test_each_network_of_a_real_data_study_gets_its_own_pipeline_verdict():
     jax = cells[(cells.framework == "jax") & (cells.data_mode == "real")]
     assert {r.model: verdicts[data_table.cell_key(r)]["input_bound"] for _, r in jax.iterrows()} == \
         {"resnet50": True, "resnet152": False}
-    ratios = tables.markdown(report.build(cells).sections()).split("## Framework vs framework")[1]
+    ratios = tables.markdown(report.build(cells).sections()).split("## Framework vs framework")[1] \
+        .split("##")[0]
     rows = [x for x in ratios.splitlines() if x.startswith("| JAX (Flax) |") and "| real |" in x]
     assert len(rows) == 2 and sum(x.endswith(" (pipelines) |") for x in rows) == 1, rows
 
@@ -422,3 +423,82 @@ def test_a_folder_with_fewer_images_than_a_batch_is_said_to_repeat_them(tmp_path
     assert "warning: {} holds 1 usable image, fewer than a global batch of 32: every step repeats " \
            "images, so the input pipeline decodes fewer distinct files than real data would".format(
                (tmp_path / "d").resolve()) in err
+
+
+def test_each_node_count_of_a_real_data_study_gets_its_own_pipeline_verdict():
+    """One GPU per node on one and on two nodes: JAX's two-node cell is input-bound, its one-node
+    cell is not; the input-pipeline table has a row for each, and each ratio row says its own."""
+    results = []
+    for nodes, jax_real in ((1, 6900.0), (2, 1400.0)):
+        runs = (_cell("caffe2", "synthetic", 6000.0 * nodes, None, None)
+                + _cell("caffe2", "real", 5900.0 * nodes, "hw", "torch DataLoader (file bytes) -> x")
+                + _cell("jax", "synthetic", 7000.0 * nodes, None, None)
+                + _cell("jax", "real", jax_real, "cpu", "Grain worker processes (Pillow) -> x"))
+        for r in runs:
+            r.spec = dict(r.spec, nodes=nodes)
+        results += runs
+    cells = comparator_cells(results)
+    rows = data_table.data_table(cells)
+    jax_rows = rows[rows.framework == "jax"]
+    assert sorted(zip(jax_rows.nodes, jax_rows.input_bound)) == [(1, False), (2, True)]
+    verdicts = data_table.pipeline_verdicts(cells)
+    jax = cells[(cells.framework == "jax") & (cells.data_mode == "real")]
+    assert {r.nodes: verdicts[data_table.cell_key(r)]["input_bound"] for _, r in jax.iterrows()} == \
+        {1: False, 2: True}
+    text = tables.markdown(report.build(cells).sections())
+    pipeline = text.split("## Input pipeline")[1].split("##")[0]
+    assert "| JAX (Flax) | fp16 | 256 | 224 | 1 | 7014.00 |" in pipeline
+    assert "| JAX (Flax) | fp16 | 256 | 224 | 2×1 | 14028.00 |" in pipeline
+
+
+def test_the_input_pipeline_table_of_two_networks_names_each_rows_network():
+    """ResNet-50 and ResNet-152, otherwise the same cells: two rows per framework, each naming its
+    network (without it the two rows read as one cell given twice, with two verdicts)."""
+    results = []
+    for model, jax_real in (("resnet50", 700.0), ("resnet152", 2950.0)):
+        runs = (_cell("jax", "synthetic", 3000.0 if model == "resnet152" else 7000.0, None, None)
+                + _cell("jax", "real", jax_real, "cpu", "Grain worker processes (Pillow) -> x"))
+        for r in runs:
+            r.spec = dict(r.spec, model=model)
+        results += runs
+    text = tables.markdown(report.build(comparator_cells(results)).sections())
+    pipeline = text.split("## Input pipeline")[1].split("##")[0]
+    assert "| framework | model | precision | batch | image | N | synthetic |" in pipeline
+    assert "| JAX (Flax) | resnet50 | fp16 | 256 | 224 | 1 | 7014.00 | 701.40 | 0.100 input-bound |" \
+        in pipeline
+    assert "| JAX (Flax) | resnet152 | fp16 | 256 | 224 | 1 | 3006.00 | 2955.90 | 0.983 |" in pipeline
+
+
+def test_the_repeats_of_a_synthetic_and_a_real_data_cell_are_told_apart():
+    """Three repeats of a cell on synthetic data and three through its input pipeline: two rows
+    of the repeats table, each saying its data mode (they read as one cell listed twice)."""
+    _, text = _pipeline_report(jax_real=700.0, torch_real=5900.0)
+    repeats = text.split("## Repeats")[1].split("##")[0]
+    assert "| framework | precision | batch | image | data | N | runs | median |" in repeats
+    assert "| JAX (Flax) | fp16 | 256 | 224 | synthetic | 1 | 3 | 7014.00 ±" in repeats
+    assert "| JAX (Flax) | fp16 | 256 | 224 | real | 1 | 3 | 701.40 ±" in repeats
+
+
+def test_the_pipeline_findings_of_two_networks_name_each_network():
+    """Two networks through the same pipelines: each 'real data' sentence names its network."""
+    results = []
+    for model, jax_real in (("resnet50", 700.0), ("resnet152", 2950.0)):
+        runs = (_cell("caffe2", "synthetic", 6000.0, None, None)
+                + _cell("caffe2", "real", 5900.0, "hw", "torch DataLoader (file bytes) -> x")
+                + _cell("jax", "synthetic", 3000.0 if model == "resnet152" else 7000.0, None, None)
+                + _cell("jax", "real", jax_real, "cpu", "Grain worker processes (Pillow) -> x"))
+        for r in runs:
+            r.spec = dict(r.spec, model=model)
+        results += runs
+    lines = report.build(comparator_cells(results)).summary.lines
+    said = [x for x in lines if "real data" in x]
+    assert len(said) == 2
+    assert said[0].startswith("Input pipelines, not frameworks: JAX (Flax) resnet50 (Grain worker "
+                              "processes) vs PyTorch (Caffe2) resnet50 (nvImageCodec")
+    assert said[1].startswith("JAX (Flax) resnet152 (Grain worker processes) vs PyTorch (Caffe2) "
+                              "resnet152 (nvImageCodec")
+    tuned = [r for r in results if r.spec["model"] == "resnet50"]
+    for r in tuned:
+        r.spec = dict(r.spec, mode="tuned")
+    line = next(x for x in report.build(comparator_cells(tuned)).summary.lines if "real data" in x)
+    assert "(real data, tuned, fp16, batch 256, on 1 GPU)" in line, line

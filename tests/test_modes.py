@@ -334,3 +334,26 @@ def test_a_model_and_a_mode_are_both_named_in_the_run_id():
     assert [s.run_id for s in m.specs()] == [
         "jax-bf16-g1-b256-s224-r0", "jax-bf16-g1-bauto-s224-tuned-r0",
         "jax-vgg16-bf16-g1-b256-s224-r0", "jax-vgg16-bf16-g1-bauto-s224-tuned-r0"]
+
+
+def test_the_probes_of_two_networks_mark_each_networks_own_chosen_batch():
+    """--model resnet50,resnet152 --batch-size auto: ResNet-50's search chose 128, ResNet-152's
+    64; each network's probe at its own batch is the one marked chosen, and rows name the network."""
+    from compare.reporting import probes as probe_table
+
+    def spec(model, batch, probe):
+        return RunSpec("caffe2", "caffe2_torch", device="cuda", batch_size=batch, model=model,
+                       batch_auto=True, probe=probe)
+    probes, cells = [], []
+    for model, chose in (("resnet50", 128), ("resnet152", 64)):
+        for b in (64, 128):
+            s = spec(model, b, True)
+            probes.append(RunResult(s.run_id, "ok", s.to_dict(), images_per_sec=float(b)))
+        s = spec(model, chose, False)
+        cells.append(RunResult(s.run_id, "ok", s.to_dict(), images_per_sec=float(chose)))
+    table = probe_table.table(probes, cells)
+    assert "model" in table.header
+    marked = {(r[table.header.index("model")], r[table.header.index("batch")]): r[-1]
+              for r in table.rows}
+    assert marked == {("resnet50", "64"): "", ("resnet50", "128"): "chosen",
+                      ("resnet152", "64"): "chosen", ("resnet152", "128"): ""}

@@ -61,3 +61,19 @@ def test_duty_cycle_is_timed_work_over_the_cells_wall_time():
 
 def test_results_from_before_phases_were_recorded_give_no_section():
     assert report_phases.sections([result("caffe2", "fp32", 1, 1000.0)]) == []
+
+
+def test_the_synthetic_and_the_real_data_run_of_a_cell_are_two_rows():
+    """--data synthetic,DIR: the same cell on synthetic data and through its input pipeline are
+    two cells with their own spans, never one row of their medians, and rows say which is which."""
+    synthetic = result("caffe2", "fp32", 1, 1000.0)
+    synthetic.phases = _marks(0.0, first_step_done=10.0, timed_start=0.0, timed_end=7.0)
+    real = result("caffe2", "fp32", 1, 800.0)
+    real.spec = dict(real.spec, data="/d", data_mode="real")
+    real.phases = _marks(0.0, first_step_done=30.0, timed_start=0.0, timed_end=9.0)
+    rows = report_phases.rows([synthetic, real])
+    assert sorted((r["data_mode"], r["first step"]) for r in rows) == [("real", 30.0),
+                                                                       ("synthetic", 10.0)]
+    text = tables.markdown(report_phases.sections([synthetic, real]))
+    assert "| PyTorch (Caffe2) | fp32 | 256 | synthetic | 1 | 0.5 | 0.5 | 0.5 | 0.5 | 0.5 | 10.0 |" in text
+    assert "| PyTorch (Caffe2) | fp32 | 256 | real | 1 | 0.5 | 0.5 | 0.5 | 0.5 | 0.5 | 30.0 |" in text

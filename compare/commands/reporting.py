@@ -30,7 +30,7 @@ def _cells(path: Path):
     view = View.load(c)
     for e in view.warnings:
         _err("warning: {}: {}".format(path, e))
-    return c, cells(view.results), view.missing
+    return c, cells(view.throughput), view.missing
 
 
 def report(

@@ -11,6 +11,7 @@ from typing import List, Optional
 import pandas as pd
 
 from .. import frameworks
+from .tables import n_of
 
 MAX_PANELS = 6
 
@@ -154,7 +155,8 @@ def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str, error: str
         keys, fmt = ["model"] + keys, "{} " + fmt
 
     def label(r) -> str:  # a tuned cell is never one bar group with a default cell
-        return fmt.format(*(r[k] for k in keys)) + _mode(r["mode"], " ")
+        return fmt.format(*(n_of(r["nodes"], r[k]) if k == "gpus" else r[k]  # N: 2, or 2×2
+                            for k in keys)) + _mode(r["mode"], " ")
     labels = list(dict.fromkeys(label(r) for _, r in ok.iterrows()))
     series = []
     for fw, f in ok.groupby("framework", sort=False):

@@ -30,7 +30,8 @@ from .tables import Section, Table, Text, n_of
 
 NO_FIGURE = ("failed", "oom", "timeout")  # fall short; unsupported/skipped do not decide
 # a cell of references.compare
-KEY = ("framework", "model", "precision", "batch_size", "image_size", "nodes", "gpus")
+KEY = ("framework", "mode", "model", "precision", "batch_size", "image_size", "data_mode", "nodes",
+       "gpus")
 COLUMNS = list(KEY) + ["status", "repeats", "runs", "figure", "measured", "published", "ratio", "ratio_ci95",
                        "tolerance", "floor", "verdict", "why"]
 FIGURES = (("img/s", "images_per_sec", "published_images_per_sec", "ratio"),
@@ -64,6 +65,9 @@ def _reason(r) -> str:
 
 def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[str, Optional[str]]:
     gpu = r.reference_gpu
+    if r.data_mode == "data-only":  # no training: its figure is an input pipeline's ceiling
+        return NOT_COMPARABLE, "data-only: the input pipeline alone, no training, against a " \
+            "figure of training"
     if figure == "img/s" and not same_gpu(gpu, device):
         return NOT_COMPARABLE, "measured on {}, the reference on {}: images/sec are held only against " \
             "the same GPU model".format(device, gpu if gpu is not None else "a GPU it does not name")
@@ -79,6 +83,8 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
         verdict, why = (PASS, None) if r[measured] >= floor else (SHORT, "below {:.2f}".format(floor))
     elif r.status in NO_FIGURE:
         verdict, why = SHORT, "no figure: {}{}".format(r.status, _reason(r))
+    elif r.status == "ok":  # a speedup with nothing to divide by
+        return NOT_COMPARABLE, "no speedup: the cell at N = 1, the same otherwise, has no figure"
     else:
         return NOT_COMPARABLE, "{}{}".format(r.status, _reason(r))
     if figure == "speedup" and not same_gpu(gpu, device):  # a ratio on one machine may cross
@@ -111,11 +117,13 @@ def check(cells: pd.DataFrame, ref: pd.DataFrame, name: str, tolerance: float,
     return d.where(d.notna(), None)
 
 
-def _row(r, models: bool) -> List[str]:
+def _row(r, models: bool, data: bool) -> List[str]:
     fmt = "{:.2f}" if r.figure == "img/s" else "{:.3f}"
-    return [frameworks.display(r.framework)] + ([r.model] if models else []) + [
-        r.precision, str(r.batch_size), n_of(r.nodes, r.gpus), r.figure,
-        fmt.format(r.measured) + rests_on(r) if r.measured is not None else r.status,
+    return [frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) + [
+        r.precision, str(r.batch_size)] + ([r.data_mode] if data else []) + [
+        n_of(r.nodes, r.gpus), r.figure,
+        fmt.format(r.measured) + rests_on(r) if r.measured is not None else
+        r.status if r.status != "ok" else "n/a",
         fmt.format(r.published),
         pm_ratio(r.ratio, r.ratio_ci95, missing="—"),
         "{:g}%".format(round(100 * r.tolerance, 3)), r.verdict + (": " + r.why if r.why else "")]
@@ -125,8 +133,9 @@ def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = ()) -> Tuple[L
     """The check as table models, and whether it passed (no cell falls short, one passes, and no
     planned cell is still to run)."""
     models = c.model.nunique() > 1  # a model column where the campaign has several networks
-    head = ["framework"] + (["model"] if models else []) + [
-        "precision", "batch", "N", "figure", "measured", "reference", "measured ÷ reference",
+    data = c.data_mode.nunique() > 1  # a data column where it has several data modes
+    head = ["framework"] + (["model"] if models else []) + ["precision", "batch"] + (
+        ["data"] if data else []) + ["N", "figure", "measured", "reference", "measured ÷ reference",
         "tolerance", "verdict"]
     short, passed = c[c.verdict == SHORT], c[c.verdict == PASS]
     counts = "{} pass, {} fall{} short, {} not comparable (of {} figures the reference has for this " \
@@ -143,8 +152,8 @@ def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = ()) -> Tuple[L
                          "have" if len(missing) != 1 else "has", ", ".join(missing),
                          "them" if len(missing) != 1 else "it"))
     out: List[Section] = [Text("Check against {}".format(name), lines),
-                          Table("", head, [_row(r, models) for _, r in c.iterrows()], name="check")]
+                          Table("", head, [_row(r, models, data) for _, r in c.iterrows()], name="check")]
     if len(short):
         out.append(Table("Cells that fall short", head,
-                         [_row(r, models) for _, r in short.iterrows()], name="falls_short"))
+                         [_row(r, models, data) for _, r in short.iterrows()], name="falls_short"))
     return out, ok

@@ -114,12 +114,14 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
         lines.append("Single runs on a CPU: their intervals only count the noise inside one run, so "
                      "a state from them is a hint, not a finding (use --repeats 3 or more).")
     out: List[Section] = [head, Text("", lines, bullets=True)]
-    ok, models = d[d.comparable.astype(bool)], d.model.nunique() > 1
+    ok, models, data = d[d.comparable.astype(bool)], d.model.nunique() > 1, d.data_mode.nunique() > 1
 
-    def who(r) -> List[str]:  # the model only where the campaigns hold several
+    def who(r) -> List[str]:  # the model and the data mode only where the campaigns hold several
         return [frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) + \
-            [r.precision, str(r.batch_size), str(r.image_size), n_of(r.nodes, r.gpus)]
-    first = ["framework"] + (["model"] if models else []) + ["precision", "batch", "image", "N"]
+            [r.precision, str(r.batch_size), str(r.image_size)] + ([r.data_mode] if data else []) + \
+            [n_of(r.nodes, r.gpus)]
+    first = ["framework"] + (["model"] if models else []) + ["precision", "batch", "image"] + \
+        (["data"] if data else []) + ["N"]
     if len(ok):
         out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],
                          [who(r) + ["{:.2f}".format(r.images_per_sec_a) + r.runs_a,

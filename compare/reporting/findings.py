@@ -35,6 +35,11 @@ def _by(lay) -> list:
     return ["framework"] + (["model"] if lay.model_column else []) + ["precision"]
 
 
+def _batches(ok: pd.DataFrame) -> list:
+    """The batch too, where the cells ran several: each batch scales and gains on its own."""
+    return ["batch_size"] if ok.batch_size.astype(str).nunique() > 1 else []
+
+
 def _span(values, fmt: str) -> str:
     lo, hi = min(values), max(values)
     return fmt.format(lo) if fmt.format(lo) == fmt.format(hi) else "{}–{}".format(
@@ -91,9 +96,12 @@ def _batch(row) -> str:
 def _scaling(ok: pd.DataFrame, lay) -> List[str]:
     out = []
     multi = ok[ok.speedup.notna() & ok.speedup_ci95.notna() & (ok.world_size > 1)]
-    for key, g in multi.groupby(_by(lay), sort=False):
+    batch = _batches(ok)
+    for key, g in multi.groupby(_by(lay) + batch, sort=False):
         r = g.loc[g.world_size.astype(int).idxmax()]
-        where = "{} ({}) on {}".format(_name(*key[:-1]), key[-1], lay.label(r.nodes, r.gpus))
+        key = key[:-1] if batch else key
+        where = "{} ({}{}) on {}".format(_name(*key[:-1]), key[-1], ", batch {}".format(_batch(r))
+                                         if batch else "", lay.label(r.nodes, r.gpus))
         if intervals.state(r.speedup, r.speedup_ci95) == intervals.NOISE:
             out.append("{} is within noise of one {} ({}).".format(where, lay.word, _noise(
                 g.loc[[r.name]], "speedup")))
@@ -106,8 +114,10 @@ def _scaling(ok: pd.DataFrame, lay) -> List[str]:
 def _gains(ok: pd.DataFrame, lay) -> List[str]:
     out = []
     rows = ok[ok.precision_gain.notna() & ok.precision_gain_ci95.notna()]
-    for key, g in rows.groupby(_by(lay), sort=False):
-        precision = key[-1]
+    batch = _batches(ok)
+    for key, g in rows.groupby(_by(lay) + batch, sort=False):
+        key = key[:-1] if batch else key
+        precision = key[-1] + (" at batch {}".format(_batch(g.iloc[0])) if batch else "")
         states = _states(g, "precision_gain", null=0.0)
         sig, noise = g[states != intervals.NOISE], g[states == intervals.NOISE]
         parts = []
@@ -117,7 +127,8 @@ def _gains(ok: pd.DataFrame, lay) -> List[str]:
                     [abs(100 * v) for v in part.precision_gain], "{:.0f}"), word,
                     _noise(part, "precision_gain", relative=False)))
         if len(noise):
-            at = " at " + ", ".join("N={}".format(int(n)) for n in noise.world_size) if len(sig) else ""
+            at = " at " + ", ".join("N={}".format(lay.n(int(r.nodes), int(r.gpus)))
+                                    for _, r in noise.iterrows()) if len(sig) else ""
             parts.append("within noise of fp32{} ({})".format(at, _noise(noise, "precision_gain", False)))
         notes = sorted({n for n in g.note if n})  # "bf16 on a CPU without bf16 instructions …"
         why = ". Note: {}".format("; ".join(notes)) if notes else ""
@@ -154,12 +165,14 @@ def _pipelines(rows: pd.DataFrame, df: pd.DataFrame, base, lay) -> List[str]:
     verdicts = data_table.pipeline_verdicts(df)
     out = []
     for _, r in rows.iterrows():
+        model = lay.model_column and r.model  # the network and the mode where the campaign has several
         pair = "{} ({}) vs {} ({})".format(
-            _name(r.framework), verdicts.get(data_table.cell_key(r), {}).get("pipeline"),
-            _name(base), verdicts.get(data_table.cell_key(r, base), {}).get("pipeline"))
-        figure = "{} ({} data, {}, batch {}, on {})".format(
+            _name(r.framework, model), verdicts.get(data_table.cell_key(r), {}).get("pipeline"),
+            _name(base, model), verdicts.get(data_table.cell_key(r, base), {}).get("pipeline"))
+        figure = "{} ({} data, {}{}, batch {}, on {})".format(
             intervals.pm(r.framework_ratio, r.framework_ratio_ci95, "{:.2f}×", "{:.2f}"),
-            "real" if r.data_mode == "real" else "data-only", r.precision, r.batch_size,
+            "real" if r.data_mode == "real" else "data-only",
+            r["mode"] + ", " if lay.mode_column else "", r.precision, _batch(r),
             lay.label(r.nodes, r.gpus))
         why = data_table.pipelines_compared(r, base, verdicts)
         if why:

@@ -14,7 +14,7 @@ from backends.contract import DEFAULT_MODEL
 
 from .. import frameworks, machine_record
 from ..errors import UserError
-from . import diff, intervals
+from . import accuracy, diff, intervals
 from .comparator import KEY, cells, rests_on
 from .intervals import pm, pm_ratio
 from .tables import Section, Table, Text, n_of
@@ -68,7 +68,7 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
         m = camp.machine
         facts = {"date": (camp.meta.get("created_at") or "")[:19].replace("T", " "),
                  "commit": _commit(m), "campaign": camp.root.name}
-        for _, r in cells(results).iterrows():
+        for _, r in cells(accuracy.split(results)[0]).iterrows():  # throughput cells, as reports
             key = tuple(r[c] for c in KEY)
             before = last.get(key)
             row = dict(zip(KEY, key), **facts, framework_version=r.framework_version, status=r.status,
@@ -94,9 +94,10 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
 def title(key) -> str:
     k = dict(zip(KEY, key))
     model = "" if k["model"] == DEFAULT_MODEL else " " + k["model"]  # ResNet-50 titles as before
-    return "{}{} {} b{} {}px ×{} ({})".format(frameworks.display(k["framework"]), model,
-                                             k["precision"], k["batch_size"], k["image_size"],
-                                             n_of(k["nodes"], k["gpus"]), k["device"])
+    data = {"synthetic": "", "real": ", real data"}.get(k["data_mode"], ", " + str(k["data_mode"]))
+    return "{}{} {} b{} {}px ×{}{} ({})".format(frameworks.display(k["framework"], k["mode"]), model,
+                                               k["precision"], k["batch_size"], k["image_size"],
+                                               n_of(k["nodes"], k["gpus"]), data, k["device"])
 
 
 def _state(r) -> str:

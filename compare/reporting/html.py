@@ -43,10 +43,25 @@ def document(title: str, body: List[str]) -> str:
                 html.escape(title), STYLE, "\n".join(body))
 
 
+def _trained(df: pd.DataFrame) -> str:
+    """'ResNet-50 v1.5 training throughput', 'ResNet-50 v1.5 and VGG-16 …': the networks of the
+    cells, as `compare list models` names them (a name it does not know, as it is)."""
+    from backends.contract.shared import networks
+    present = set(df.model) if "model" in df else set()
+    known = [n.name for n in networks.NETWORKS]
+    titles = [networks.get(m).title if m in known else str(m)
+              for m in sorted(present, key=lambda m: (known.index(m) if m in known else len(known),
+                                                      str(m)))]
+    if not titles:
+        return "Training throughput"
+    return "{} training throughput".format(" and ".join([", ".join(titles[:-1])] + titles[-1:])
+                                           if len(titles) > 1 else titles[0])
+
+
 def page(df: pd.DataFrame, report, more=()) -> str:
     """The campaign report (report.Report) with the charts of its cells and `more` charts (time
     to accuracy's), as one string."""
-    body = ["<h1>ResNet-50 training throughput — compare report</h1>",
+    body = ["<h1>{} — compare report</h1>".format(html.escape(_trained(df))),
             code(tables.to_html(report.summary))]
     if not df.empty or more:
         body += [figure(c) for c in (charts.all_charts(df) if not df.empty else []) + list(more)]

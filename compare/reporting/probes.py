@@ -2,7 +2,7 @@
 auto, the tuned mode), listed as probes (short runs that chose a batch), never as cells."""
 from typing import Optional, Sequence
 
-from backends.contract import RunResult
+from backends.contract import DEFAULT_MODEL, RunResult
 
 from .. import frameworks
 from .tables import Table, n_of
@@ -20,18 +20,19 @@ def table(probes: Sequence[RunResult], cells: Sequence[RunResult]) -> Optional[T
     if not probes:
         return None
     chosen = {_key(r.spec): r.spec.get("batch_size") for r in cells}  # cell key: the batch it ran
+    models = len({_model(p.spec) for p in probes}) > 1  # a model column where there are several
     rows = []
     for p in sorted(probes, key=_order):
         s = p.spec
         key = _key(s)
         mark = "chosen" if chosen and chosen.get(key) == s.get("batch_size") else ""
-        rows.append([frameworks.display(s.get("framework")), s.get("mode", "default"),
-                     s.get("precision"), n_of(s.get("nodes", 1), s.get("gpus")),
+        rows.append([frameworks.display(s.get("framework"))] + ([_model(s)] if models else []) +
+                    [s.get("mode", "default"), s.get("precision"), n_of(s.get("nodes", 1), s.get("gpus")),
                      str(s.get("batch_size")), p.status,
                      "{:.2f}".format(p.images_per_sec) if p.status == "ok" else
                      (p.reason or "").splitlines()[0][:120] if p.reason else "", mark])
-    return Table("Batch search (probes, not cells)", ["framework", "mode", "precision", "N", "batch",
-                                                      "status", "img/s or reason", ""], rows,
+    return Table("Batch search (probes, not cells)", ["framework"] + (["model"] if models else []) +
+                 ["mode", "precision", "N", "batch", "status", "img/s or reason", ""], rows,
                  [NOTE] + searches(cells), name="probes")
 
 
@@ -51,9 +52,14 @@ def searches(cells: Sequence[RunResult]) -> list:
     return out
 
 
+def _model(s: dict) -> str:
+    return s.get("model") or DEFAULT_MODEL
+
+
 def _key(s: dict) -> tuple:
-    return (s.get("framework"), s.get("mode", "default"), s.get("precision"), s.get("nodes", 1),
-            s.get("gpus"), s.get("image_size"), s.get("data", "synthetic"))
+    return (s.get("framework"), _model(s), s.get("mode", "default"), s.get("precision"),
+            s.get("nodes", 1), s.get("gpus"), s.get("image_size"), s.get("data", "synthetic"),
+            bool(s.get("data_only")))
 
 
 def _order(p: RunResult) -> tuple:

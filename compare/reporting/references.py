@@ -176,7 +176,8 @@ def _once(path: Path, df: pd.DataFrame) -> None:
 
 
 def describe(name: str, df: pd.DataFrame) -> str:
-    where = sorted(set(df.gpu)) if "gpu" in df.columns else ["?"]
+    where = sorted({g for g in df.gpu if isinstance(g, str)}) if "gpu" in df.columns else []
+    where = where or ["?"]  # an empty gpu cell names no GPU
     figures = [c for c in FIGURES if c in df.columns]
     models = ", ".join("{} {}".format(m, n) for m, n in df.model.value_counts(sort=False).items())
     return "{:<32} {:>4} rows ({})  gpu: {:<12} figures: {}".format(
@@ -186,7 +187,8 @@ def describe(name: str, df: pd.DataFrame) -> str:
 def _matches(ref: pd.DataFrame, cell: pd.Series) -> pd.DataFrame:
     m = (ref.precision == cell.precision) & (ref.gpus.astype(int) == int(cell.gpus))
     m &= ref.model == cell.model
-    m &= (ref.nodes.astype(int) == int(cell.nodes)) if "nodes" in ref.columns else int(cell.nodes) == 1
+    # an empty nodes cell matches no cell, as an empty batch or image size does (no astype(int))
+    m &= (ref.nodes == int(cell.nodes)) if "nodes" in ref.columns else int(cell.nodes) == 1
     for key in OPTIONAL_KEYS:
         if key in ref.columns:
             m &= ref[key] == cell[key]
@@ -197,6 +199,9 @@ def unmatched(cells: pd.DataFrame, ref: pd.DataFrame) -> str:
     """Which fields keep every cell from every reference row: 'N: the campaign has 1, 2, the
     reference 8'; the fields whose values the two share nowhere, or, where each field alone
     has a value in common, that no row has all of one cell's."""
+    if cells.empty:  # a time-to-accuracy campaign: its runs are not throughput cells
+        return "the campaign has no throughput cell (time-to-accuracy runs are not held against " \
+            "published images/sec)"
     keys = [("model", "network"), ("precision", "precision"), ("gpus", "N")]
     keys += [(k, "nodes") for k in ("nodes",) if k in ref.columns]
     keys += [(k, k.replace("_size", " size").replace("_", " ")) for k in OPTIONAL_KEYS if k in ref.columns]
@@ -232,7 +237,8 @@ def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
             pub_ips, pub_sp = _figure(p, "images_per_sec"), _figure(p, "speedup_published")
             r, r_hw = _versus(c.images_per_sec, c.images_per_sec_ci95, pub_ips)
             s, s_hw = _versus(c.speedup, c.speedup_ci95, pub_sp)
-            rows.append({"framework": c.framework, "model": c.model, "precision": c.precision,
+            rows.append({"framework": c.framework, "mode": c["mode"], "data_mode": c.data_mode,
+                         "model": c.model, "precision": c.precision,
                          "batch_size": c.batch_size, "image_size": c.image_size, "nodes": c.nodes,
                          "gpus": c.gpus, "status": c.status, "reason": c.reason,
                          "repeats": c.repeats, "runs": c.runs, "failed_runs": c.failed_runs,
@@ -251,8 +257,9 @@ def table(name: str, compared: pd.DataFrame) -> Table:
         return fmt.format(x) if x is not None else "—"
     gpu = sorted({str(g) for g in compared.reference_gpu if g is not None})
     models = compared.model.nunique() > 1  # a model column where the campaign has several
-    rows = [[frameworks.display(r.framework)] + ([r.model] if models else []) +
-            [r.precision, str(r.batch_size), str(r.gpus),
+    data = compared.data_mode.nunique() > 1  # a data column where it has several data modes
+    rows = [[frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) +
+            [r.precision, str(r.batch_size)] + ([r.data_mode] if data else []) + [str(r.gpus),
              num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
              num(r.published_images_per_sec, "{:.2f}"),
              pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"), num(r.speedup, "{:.3f}"),
@@ -263,8 +270,8 @@ def table(name: str, compared: pd.DataFrame) -> Table:
                       if r.published_images_per_sec is not None or r.published_speedup is not None))
     where = " ({})".format(", ".join(gpu)) if gpu else ""
     return Table("Measured versus published: {}{}".format(name, where),
-                 ["framework"] + (["model"] if models else []) +
-                 ["precision", "batch", "N", "img/s", "published", "ratio", "speedup",
+                 ["framework"] + (["model"] if models else []) + ["precision", "batch"] +
+                 (["data"] if data else []) + ["N", "img/s", "published", "ratio", "speedup",
                   "published speedup", "ratio"], rows,
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "

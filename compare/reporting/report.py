@@ -132,7 +132,8 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None, defaults: Optional[L
     from . import timeline
     rep = Report(Text("", ["No results yet."])) if df.empty else \
         Report(findings.summary(df, layout_of(df)), throughput_tables(df, machine, defaults))
-    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references]
+    rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references
+                   if not df.empty]  # no cell yet: nothing to set beside a published figure
     rep.tables += timeline.sections(results, machine) + list(more)
     return rep
 
@@ -262,8 +263,7 @@ def repeats(df: pd.DataFrame, lay: Layout) -> Table:
         return [str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
                 "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"),
                 num(r.cv, "{:.1%}"), num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"]
-    return _listing("Repeats (img/s of each cell over its runs)", df[df.repeats > 1],
-                    lay._replace(data_column=False),
+    return _listing("Repeats (img/s of each cell over its runs)", df[df.repeats > 1], lay,
                     ["runs", "median", "min–max", "spread", "CV", "MLPerf mean"], values,
                     ["spread = (max − min) ÷ median; CV = standard deviation ÷ mean; MLPerf mean = "
                      "mean after dropping the fastest and the slowest run (5 runs or more)."])

@@ -26,8 +26,16 @@ SPANS = (("launch", "cell_start", "launched"),  # env resolution, container or j
          ("warm-up", "first_step_done", "warmup_done"),
          ("timed", "timed_start", "timed_end"),
          ("teardown", "timed_end", "cell_end"))
-KEY = ("framework", "model", "precision", "batch_size", "image_size", "nodes", "gpus", "mode")
+KEY = ("framework", "model", "precision", "batch_size", "image_size", "nodes", "gpus", "mode",
+       "data_mode")
 DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec from before the field
+
+
+def _key(spec: Dict) -> tuple:
+    """A cell's KEY in its spec (synthetic, real or data-only, as the comparator says it)."""
+    mode = spec.get("data_mode") or ("synthetic" if spec.get("data", "synthetic") == "synthetic"
+                                     else "data-only" if spec.get("data_only") else "real")
+    return tuple(mode if k == "data_mode" else spec.get(k, DEFAULTS.get(k)) for k in KEY)
 
 
 def span(marks: Dict[str, float], start, end: str) -> Optional[float]:
@@ -56,8 +64,7 @@ def rows(results: Sequence[RunResult]) -> List[Dict]:
     groups: Dict[tuple, List[RunResult]] = {}
     for r in results:
         if r.status == "ok" and r.phases:
-            key = tuple(r.spec.get(k, DEFAULTS.get(k)) for k in KEY)
-            groups.setdefault(key, []).append(r)
+            groups.setdefault(_key(r.spec), []).append(r)
     out = []
     for key, rs in groups.items():
         # the network as "network": "model" is the span of building it
@@ -151,12 +158,14 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
         columns = [s[0] for s in SPANS if any(r[s[0]] is not None for r in table)] + \
             ["to first step", "cell"]
         models = len({r["network"] for r in table}) > 1  # a model column where there are several
+        data = len({r["data_mode"] for r in table}) > 1  # a data column where there are several
         out.append(Table("Where the time goes (seconds per cell, median over repeats)",
-                         ["framework"] + (["model"] if models else []) + ["precision", "batch", "N"]
-                         + columns,
+                         ["framework"] + (["model"] if models else []) + ["precision", "batch"]
+                         + (["data"] if data else []) + ["N"] + columns,
                          [[frameworks.display(r["framework"], r["mode"])] +
                           ([r["network"]] if models else []) +
-                          [r["precision"], str(r["batch_size"]), _n(r)] +
+                          [r["precision"], str(r["batch_size"])] + ([r["data_mode"]] if data else [])
+                          + [_n(r)] +
                           ["{:.1f}".format(r[c]) if r[c] is not None else "n/a" for c in columns]
                           for r in table],
                          name="phases"))

@@ -33,6 +33,13 @@ class View:
         return cls(campaign.root, campaign.meta, campaign.machine, results, warnings, campaign.probes())
 
     @property
+    def throughput(self) -> List[RunResult]:
+        """The throughput runs: a time-to-accuracy run is no throughput cell (its tables are
+        its own), in the report, `compare diff`, `compare check` and `compare history` alike."""
+        from ..reporting.accuracy import split
+        return split(self.results)[0]
+
+    @property
     def missing(self) -> List[str]:
         """Planned cells with no result yet (a half-done campaign), by run id."""
         have = {r.run_id for r in self.results}

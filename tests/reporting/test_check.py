@@ -200,3 +200,60 @@ def test_a_speedup_at_one_gpu_is_not_a_pass(tmp_path, capsys):
     assert "FAIL: no comparable cell to check. 0 pass, 0 fall short, 2 not comparable (of 2 figures" in out
     assert "| PyTorch (Caffe2) | fp16 | 256 | 1 | speedup | 1.000 | 1.000 | 1.00× ±0.00 | 5% | not comparable: " \
            "a speedup at N = 1 is 1 by definition: nothing measured to check |" in out
+
+
+def _as(r, **fields):
+    """Result r as the run of another cell: its spec with `fields` changed."""
+    from backends.protocol import RunSpec
+    spec = RunSpec.from_dict(r.spec)
+    for k, v in fields.items():
+        setattr(spec, k, v)
+    r.spec, r.run_id = spec.to_dict(), spec.run_id
+    return r
+
+
+def test_the_cells_of_each_mode_and_data_mode_are_told_apart_and_data_only_is_not_checked(tmp_path,
+                                                                                          capsys):
+    """Default and tuned, synthetic, real data and data-only, against one reference row of 1200:
+    each row says which cell it is; the data-only cell (the input pipeline alone, no training) is
+    not held against a training figure, so its 500 img/s does not fail the check."""
+    runs = [windowed("tf", "fp32", 1, [w * 1.3 for w in WINDOWS]),
+            _as(windowed("tf", "fp32", 1, [w * 1.5 for w in WINDOWS]), mode="tuned"),
+            _as(windowed("tf", "fp32", 1, [w * 1.25 for w in WINDOWS]), data="/d"),
+            _as(windowed("tf", "fp32", 1, [w * 0.5 for w in WINDOWS]), data="/d", data_only=True)]
+    c = save_campaign(tmp_path / "c", runs)
+    ref = _reference(tmp_path, HEAD + "H200,tf,fp32,1,1200\n")
+    code, out, _ = main_exit(["check", str(c), "--reference", ref], capsys)
+    assert "| framework | precision | batch | data | N | figure |" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | synthetic | 1 | img/s | 1300.78 | 1200.00 |" in out
+    assert "| TensorFlow (+Horovod), tuned | fp32 | 256 | synthetic | 1 | img/s | 1500.90 |" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | real | 1 | img/s | 1250.75 |" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | data-only | 1 | img/s | 500.30 | 1200.00 | 0.417× ±0.004 " \
+           "| 5% | not comparable: data-only: the input pipeline alone, no training, against a " \
+           "figure of training |" in out
+    assert code == 0 and "3 pass, 0 fall short, 1 not comparable" in out
+
+
+def test_a_reference_row_with_an_empty_nodes_cell_matches_no_cell(campaign, tmp_path, capsys):
+    """A `nodes` column with one cell left empty: that row matches no cell (as an empty batch or
+    image size does), the others are checked; it raised 'cannot convert float NaN to integer'."""
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,nodes,images_per_sec\n"
+                               "H200,tf,fp32,1,1,1000\nH200,tf,fp32,2,,2000\n")
+    code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 0, err
+    assert "1 pass, 0 fall short, 0 not comparable (of 1 figures" in out
+    code, out, err = main_exit(["report", str(campaign), "--reference", ref], capsys)
+    assert code == 0, err
+    assert "1 of 3 measured cells have a published figure" in out
+
+
+def test_a_speedup_without_its_one_gpu_figure_says_why_it_is_not_checked(tmp_path, capsys):
+    """The 1-GPU cell ran out of memory, the 3-GPU cell has a figure: its speedup has nothing to
+    be divided by, and the verdict says so (it said 'not comparable: ok')."""
+    c = save_campaign(tmp_path / "c", [result("tf", "fp32", 1, status="oom", reason="OOM",
+                                              device_name="NVIDIA H200"),
+                                       windowed("tf", "fp32", 3, [249.0, 250.0, 251.0])])
+    code, out, _ = main_exit(["check", str(c), "--reference", "r740_v100_resnet50_speedup"], capsys)
+    assert code == 1
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | 3 | speedup | n/a | 2.120 | — | 5% | not comparable: " \
+           "no speedup: the cell at N = 1, the same otherwise, has no figure |" in out

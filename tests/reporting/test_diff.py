@@ -4,7 +4,7 @@ import json
 import pytest
 
 from compare.cli import main
-from compare.reporting import comparator, diff
+from compare.reporting import comparator, diff, tables
 from tests.helpers import MACHINE, main_exit, result, save_campaign, scaled, windowed
 
 T4 = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"}])
@@ -130,3 +130,22 @@ def test_a_small_but_sure_change_is_printed_with_the_decimals_that_show_it(tmp_p
     code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
     assert code == 0
     assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 1000.00 | 998.00 | 0.9980× ±0.0001 | worse |" in out
+
+
+def test_the_synthetic_and_the_real_data_cell_of_a_setting_are_told_apart():
+    """--data synthetic,DIR on both sides: two rows of one setting, each saying its data mode."""
+    from backends.protocol import RunSpec
+
+    def real(r):
+        spec = RunSpec.from_dict(r.spec)
+        spec.data = "/d"
+        r.spec, r.run_id = spec.to_dict(), spec.run_id
+        return r
+    a = [result("caffe2", "fp32", 1, 100.0), real(result("caffe2", "fp32", 1, 50.0))]
+    b = [result("caffe2", "fp32", 1, 360.0), real(result("caffe2", "fp32", 1, 60.0))]
+    d = diff.diff(comparator.cells(a), comparator.cells(b))
+    text = tables.markdown(diff.sections(d, comparator.cells(a), comparator.cells(b), MACHINE,
+                                         MACHINE, "a", "b"))
+    assert "| framework | precision | batch | image | data | N | A img/s |" in text
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | synthetic | 1 | 100.00 | 360.00 |" in text
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | real | 1 | 50.00 | 60.00 |" in text

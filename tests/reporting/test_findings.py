@@ -91,3 +91,40 @@ def test_a_distribution_note_is_listed_but_does_not_mark_the_precision_gain():
     _, text = _summary(results)
     assert "| TensorFlow (+Horovod) | fp32 | 32 | 64 | 2 | {} |".format(one_process) in text
     assert "(note)" not in text
+
+
+def test_the_scaling_and_gain_of_each_batch_are_their_own_sentences():
+    """--batch-size 64,256: batch 64 scales 1.5× on 2 GPUs, batch 256 1.95×; fp16 gains 20 % at
+    batch 64, 80 % at 256. Each batch gets its own sentence, naming it; none is given for both."""
+    def runs(precision, batch, gpus, figure):
+        return [windowed("tf", precision, gpus, [figure - 1.0, figure, figure + 1.0], repeat=i,
+                         batch=batch) for i in range(3)]
+    results = []
+    for batch, scale, gain in ((64, 1.5, 1.2), (256, 1.95, 1.8)):
+        for gpus in (1, 2):
+            figure = 1000.0 * (scale if gpus == 2 else 1.0)
+            results += runs("fp32", batch, gpus, figure) + runs("fp16", batch, gpus, figure * gain)
+    lines, _ = _summary(results)
+    scaling = sorted(line for line in lines if "as fast as on one" in line)
+    assert [line.split(" is ")[0] for line in scaling] == [
+        "TensorFlow (+Horovod) (fp16, batch 256) on 2 GPUs", "TensorFlow (+Horovod) (fp16, batch 64) on 2 GPUs",
+        "TensorFlow (+Horovod) (fp32, batch 256) on 2 GPUs", "TensorFlow (+Horovod) (fp32, batch 64) on 2 GPUs"]
+    assert any(line.startswith("TensorFlow (+Horovod) (fp32, batch 64) on 2 GPUs is 1.50× as fast")
+               for line in scaling)
+    gains = sorted(line for line in lines if "than fp32" in line)
+    assert [line.split(" (±")[0] for line in gains] == [
+        "TensorFlow (+Horovod): fp16 at batch 256 is 80 % faster than fp32",
+        "TensorFlow (+Horovod): fp16 at batch 64 is 20 % faster than fp32"]
+
+
+def test_a_gain_within_noise_names_its_cells_by_nodes_and_gpus():
+    """--nodes 1,2 --gpus 1,2: fp16 gains 80 % on 1 node × 1 GPU and 1 × 2, none on 2 nodes × 1
+    GPU and 2 × 2; the cells within noise are named 2×1 and 2×2, not 'N=2, N=4' beside a 1×2."""
+    results = []
+    for nodes, gpus, gain in ((1, 1, 1.8), (1, 2, 1.8), (2, 1, 1.0), (2, 2, 1.0)):
+        for precision, figure in (("fp32", 1000.0 * nodes * gpus), ("fp16", 1000.0 * nodes * gpus * gain)):
+            results += [windowed("tf", precision, gpus, [figure - 1.0, figure, figure + 1.0], repeat=i,
+                                 nodes=nodes) for i in range(3)]
+    lines, _ = _summary(results)
+    gain = next(line for line in lines if "than fp32" in line)
+    assert "; within noise of fp32 at N=2×1, N=2×2 (±" in gain, gain

@@ -122,3 +122,56 @@ def test_a_small_regression_is_not_printed_as_1_00(tmp_path, capsys):
     assert "- Regression: PyTorch (Caffe2) fp32 b256 224px ×1 (cuda) at b (0123456789): 0.9970× ±0.0001 of the " \
            "previous figure." in out
     assert out.rstrip().endswith("| 0.9970× ±0.0001 | worse — regression |")
+
+
+def _variant(r, **fields):
+    """A copy of result r as the run of another cell: its spec with `fields` changed."""
+    import copy
+
+    from backends.protocol import RunSpec
+    out = copy.deepcopy(r)
+    spec = RunSpec.from_dict(r.spec)
+    for k, v in fields.items():
+        setattr(spec, k, v)
+    out.spec, out.run_id = spec.to_dict(), spec.run_id
+    return out
+
+
+def test_the_cells_of_a_data_mode_or_a_mode_are_named_apart_in_history(tmp_path, capsys):
+    """Synthetic and real data, default and tuned: three cells of otherwise equal settings, each
+    table titled as its own, and the regression of the real-data cell named as that cell's."""
+    def runs(real_factor):
+        base = windowed("caffe2", "fp32", 1, WINDOWS)
+        return [base, scaled(_variant(base, data="/d"), real_factor), _variant(base, mode="tuned")]
+    a = save_campaign(tmp_path / "a", runs(1.0), created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", runs(0.8), created_at="2026-12-02T09:00:00+00:00")
+    code, out, _ = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0
+    titles = [line for line in out.splitlines() if line.startswith("## PyTorch")]
+    assert titles == ["## PyTorch (Caffe2) fp32 b256 224px ×1 (cuda)",
+                      "## PyTorch (Caffe2) fp32 b256 224px ×1, real data (cuda)",
+                      "## PyTorch (Caffe2), tuned fp32 b256 224px ×1 (cuda)"]
+    assert "- Regression: PyTorch (Caffe2) fp32 b256 224px ×1, real data (cuda) at b " in out
+
+
+def test_a_time_to_accuracy_campaign_is_not_a_point_of_a_throughput_cells_history(tmp_path, capsys):
+    """A real-data throughput campaign, then a time-to-accuracy campaign of the same settings: the
+    accuracy run's images/sec (epochs with evaluations between) is not the throughput cell's next
+    figure, so no regression is flagged from it; the report of that campaign shows no throughput
+    cell either, and `compare diff` and `compare check` read the campaigns as the report does."""
+    timed = _variant(windowed("caffe2", "fp32", 1, WINDOWS), data="/d")
+    tta = _variant(scaled(windowed("caffe2", "fp32", 1, WINDOWS), 0.6), data="/d",
+                   target_accuracy=0.9)
+    a = save_campaign(tmp_path / "a", [timed], created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", [tta], created_at="2026-12-02T09:00:00+00:00")
+    code, out, _ = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0
+    assert "regression" not in out.replace("No regression", "")
+    assert "| b |" not in out
+    code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0 and "missing in B" in out and "0.60×" not in out
+    code, _, err = main_exit(["check", str(b), "--reference", "a6000_tf_cnn_benchmarks"], capsys)
+    assert code == 2 and err.rstrip().endswith(
+        "(matched on network, precision and N, and on framework, batch and image size where it has "
+        "them: the campaign has no throughput cell (time-to-accuracy runs are not held against "
+        "published images/sec)); nothing to check")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from compare.reporting import charts, comparator, html, report, write_files
-from tests.helpers import MACHINE, fixed_results, result
+from tests.helpers import MACHINE, fixed_results, result, windowed
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -102,6 +102,21 @@ def test_the_bars_carry_the_95_percent_interval_of_each_figure():
     assert errors[at] > 0
 
 
+def test_the_bars_of_one_and_of_two_nodes_are_two_bars():
+    """2 GPUs on one node and 2 GPUs per node on two: two bar groups, each its own figure, never
+    one '×2' group showing whichever cell came last."""
+    df = comparator.cells([windowed(fw, "fp32", 2, [w * f * nodes for w in (990, 1000, 1010)],
+                                    nodes=nodes)
+                           for fw, f in (("tf", 1.0), ("caffe2", 1.1)) for nodes in (1, 2)])
+    labels, series = charts._grouped(df, ["precision", "batch_size", "image_size", "gpus"],
+                                     "{} b{} {}px ×{}", "images_per_sec")
+    assert labels == ["fp32 b256 224px ×2", "fp32 b256 224px ×2×2"]
+    name, values, _ = series[0]
+    assert name == "TensorFlow (+Horovod)" and values == [
+        df[(df.framework == "tf") & (df.nodes == n)].images_per_sec.iloc[0] for n in (1, 2)]
+    assert values[0] != values[1]
+
+
 def test_report_as_html_prints_no_markdown(tmp_path, capsys):
     from tests.helpers import main_exit, save_campaign
     c = save_campaign(tmp_path / "c", fixed_results())
@@ -110,3 +125,19 @@ def test_report_as_html_prints_no_markdown(tmp_path, capsys):
     assert "wrote {}".format(c / "report" / "report.html") in err
     code, out, _ = main_exit(["report", str(c)], capsys)  # md, the default: printed
     assert code == 0 and out.startswith("## What the numbers say")
+
+
+def test_the_page_is_headed_by_the_networks_the_campaign_trained():
+    """A VGG-16 campaign's page is not headed 'ResNet-50 …'; a campaign of two names both."""
+    def cells(*models):
+        out = []
+        for model in models:
+            r = result("caffe2", "fp16", 1, 500.0)
+            r.spec["model"] = model
+            out.append(r)
+        return comparator.cells(out)
+    vgg = cells("vgg16")
+    assert "<h1>VGG-16 training throughput — compare report</h1>" in html.page(vgg, report.build(vgg))
+    two = cells("resnet50", "inception3")
+    assert "<h1>ResNet-50 v1.5 and Inception-v3 training throughput — compare report</h1>" in \
+        html.page(two, report.build(two))

@@ -79,3 +79,33 @@ def test_report_command_with_reference_and_html(tmp_path, capsys):
     assert (c.root / "report" / "report.html").read_text().count("data:image/png;base64,") == 4
     code, _, err = main_exit(["report", str(c.root), "--reference", "nope"], capsys)
     assert code == 2 and err.startswith("compare: error: unknown reference 'nope'; choose from")
+
+
+def test_a_reference_beside_a_campaign_without_results_yet_is_a_report_not_an_internal_error(
+        tmp_path, capsys):
+    """A campaign planned but not run yet (or whose results were all left out): `compare report
+    --reference` says no results yet and writes its files (it raised AttributeError: exit 70)."""
+    from backends.protocol import RunSpec
+    from compare.store import Campaign
+    from tests.helpers import MACHINE
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.plan([RunSpec.from_dict(result("caffe2", "fp32", 1, 100.0).spec)])
+    c.unlock()
+    code, out, err = main_exit(["report", str(c.root), "--reference", "a6000_tf_cnn_benchmarks",
+                                "--format", "md,csv,html"], capsys)
+    assert code == 0, err
+    assert "No results yet." in out and "Not run yet" in out
+    assert "Measured versus published" not in out
+
+
+def test_a_user_reference_with_a_gpu_cell_left_empty_is_listed(tmp_path, monkeypatch, capsys):
+    """One row names its GPU, the other leaves it empty (no GPU named): `compare list references`
+    lists the reference (sorting the names beside None raised TypeError: exit 70)."""
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path))
+    (tmp_path / "references").mkdir()
+    (tmp_path / "references" / "mixed.csv").write_text(
+        "gpu,precision,gpus,images_per_sec\nV100,fp16,1,1000\n,fp16,2,1900\n")
+    code, out, err = main_exit(["list", "references"], capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("mixed "))
+    assert "gpu: V100" in line
