@@ -223,12 +223,13 @@ class Campaign:
                       for k in changed]
             keep = "; --executor {} keeps the campaign's executor".format(fixed["executor"]) \
                 if "executor" in changed else ""
+            from .study import DECLARED, FREE  # not at the top: study imports what imports store
+            free = [s.flag for s in DECLARED.values() if s.resume == FREE]
             raise UserError("--resume {}: settings differ from the campaign's{}: {}; resume with the "
-                            "campaign's settings or start a new campaign (--frameworks, --gpus, "
-                            "--nodes, --precision, --batch-size, --repeats and --timeout may "
-                            "change){}".format(self.root, "" if whose == "campaign" else
-                                               " (it stored none: read from its results)",
-                                               "; ".join(differ), keep))
+                            "campaign's settings or start a new campaign ({} and {} may change){}"
+                            .format(self.root, "" if whose == "campaign" else
+                                    " (it stored none: read from its results)", "; ".join(differ),
+                                    ", ".join(free[:-1]), free[-1], keep))
         if not write:
             return
         meta["settings"] = dict(fixed, **settings)

@@ -327,5 +327,7 @@ def test_resuming_with_another_executor_names_the_flag_that_keeps_the_campaigns(
     assert str(caught.value) == (
         "--resume {}: settings differ from the campaign's: executor local (campaign) vs docker (now); "
         "resume with the campaign's settings or start a new campaign (--frameworks, --gpus, --nodes, "
-        "--precision, --batch-size, --repeats and --timeout may change); --executor local keeps the "
-        "campaign's executor".format(c.root))
+        "--precision, --batch-size, --mode, --repeats, --timeout, --data, --data-only, --model, "
+        "--concurrency and --gpu-hour-price may change); --executor local keeps the campaign's "
+        "executor".format(c.root))
+
