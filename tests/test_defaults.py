@@ -215,3 +215,29 @@ def test_the_plan_on_a_fresh_h200_takes_its_cells_from_the_h200_references(tmp_p
     assert "like cells measured on a machine of this kind (r), else 60 s" in out.stdout
     assert "cells marked r: like cells measured cold, on a fresh machine of this kind: one NVIDIA " \
         "H200 of 141 GiB" in out.stdout
+
+
+@pytest.mark.parametrize("added", [{"model": "vgg16,resnet50"}, {"batch_size": "1024,256"}],
+                         ids=["a-network", "a-batch"])
+def test_a_resume_adding_a_network_or_a_batch_keeps_the_steps_the_campaign_resolved(
+        added, tmp_path, monkeypatch):
+    # vgg16 fills an H200 at 1024: its campaign times 15 steps after 5; adding resnet50 (256) or
+    # --batch-size 1024,256 (both FREE) on --resume re-sized them to 50 and 10 and was refused as a
+    # change of held settings: the campaign's steps are kept, for every cell
+    from compare import study
+    from compare.stages import plan as planning
+    from compare.stages import prepare
+    from compare.store import Campaign
+    monkeypatch.setenv("PATH", _gpus(tmp_path, 1)["PATH"])
+    root = tmp_path / "c"
+    flags = dict(frameworks="caffe2", python=["caffe2=" + sys.executable], executor="local",
+                 model="vgg16", precision="fp16", gpus="1", results=str(root))
+    first = planning.make(study.build(flags))
+    assert [(s.run_id, s.steps, s.warmup_steps) for s in first.cells] == [
+        ("caffe2-vgg16-fp16-g1-b1024-s224-r0", 15, 5)]
+    prepare._campaign(first).unlock()
+    again = planning.make(study.build(dict(flags, resume=True, **added)))
+    prepare.check_resume(again, Campaign.open(root), write=False)  # refused nothing
+    assert {(s.steps, s.warmup_steps) for s in again.cells} == {(15, 5)} and len(again.cells) == 2
+    assert again.defaults["steps"] == ("15 timed steps after 5 warm-up: the campaign's, as they "
+                                       "resolved when it began (--resume holds them)")

@@ -19,7 +19,7 @@ from ..matrix import QUICK, Matrix, image_sizes
 from ..parsing import AUTO, options
 from ..scheduler import pool_for
 from ..settings import SPEC_HELD
-from ..study import Study, ran_with
+from ..study import Study, ran_with, stored
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
 OVERSUBSCRIBE = "COMPARE_OVERSUBSCRIBE"  # =1: allow more CPU workers than cores
@@ -75,7 +75,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
     if study.plan_gpus:  # what the study would take on a machine of that many GPUs
         sized, where = dict(machine, gpus=[{}] * study.plan_gpus), "the planned machine"
     kind = device_of(study.device, [1], sized, where)
-    given, batches, said = defaults.fill(sized, kind, study)
+    given, batches, said = defaults.fill(sized, kind, study, _resumed_steps(study))
     device = device_of(study.device, given["gpus"], sized, where)
     common = dict(COMMON, **(QUICK if study.quick else {}), windows=study.windows,
                   compile=study.compile)
@@ -122,6 +122,25 @@ def _resumed_executor(study: Study) -> Optional[str]:
     except UserError:
         return None
     return name if isinstance(name, str) else None
+
+
+def _resumed_steps(study: Study) -> Optional[Tuple[int, int]]:
+    """The (timed, warm-up) steps a resumed campaign resolved (campaign.json's settings), which
+    it keeps where its study left them to the machine; None otherwise (or where campaign.json
+    does not say: a campaign of an earlier compare stored no study, and its results hold it)."""
+    if not study.resume:
+        return None
+    from ..store import Campaign
+    try:
+        if stored(study.results, set()) is None:
+            return None
+        settings = Campaign.open(Path(study.results)).meta.get("settings")
+    except UserError:
+        return None
+    if not isinstance(settings, dict):
+        return None
+    steps, warmup = settings.get("steps"), settings.get("warmup_steps")
+    return (steps, warmup) if all(type(v) is int and v >= 0 for v in (steps, warmup)) else None
 
 
 def device_of(device: str, gpus: List[int], machine: Dict[str, Any], where: str) -> str:
