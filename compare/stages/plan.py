@@ -171,12 +171,15 @@ def _classes(study: Study) -> Dict[str, int]:
 
 
 def _check_size(study: Study, given: Dict[str, Any], fws) -> None:
-    """At most MAX_CELLS cells, counted before a single one is built."""
+    """At most MAX_CELLS cells, counted before a single one is built (a mode other than default
+    runs at one searched batch: Matrix.batches)."""
+    batches, plain = len(study.batch_size or ()) or 1, tuple(study.mode) == ("default",)
+    runs = sum(batches if mode == "default" else 1 for mode in study.mode)
     axes = [("framework", len(fws))] + [("model", len(study.model))] * (len(study.model) > 1) + [
-        ("precision", len(given["precision"])), ("batch size", len(study.batch_size or ()) or 1),
+        ("precision", len(given["precision"]))] + [("batch size", batches)] * plain + [
         ("node count", len(study.nodes)), ("GPU count", len(given["gpus"])),
-        ("data", len(study.data)), ("repeat", study.repeats)] + [("mode", len(study.mode))] * (
-        len(study.mode) > 1)
+        ("data", len(study.data)), ("repeat", study.repeats)] + [
+        ("(mode, batch) pair", runs)] * (not plain)
     cells = math.prod(n for _, n in axes)
     if cells > MAX_CELLS:
         raise UserError("the matrix has {} cells ({}); at most {} per campaign: give fewer values "
