@@ -108,8 +108,8 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
     from .executors.results import failure
     timeout, bounds, (inside, why) = plan.study.timeout, tuple(plan.matrix.search), where(cell)
     # the images a cell times where the plan set its steps for its search's start
-    images = cell.steps * cell.batch_size if (cell.model, cell.precision) in \
-        plan.matrix.search_steps else None
+    images = cell.steps * cell.batch_size if plan.matrix.start_steps(
+        cell.model, cell.precision, cell.mode) else None
     batch = searched.get(cell.spec_hash)
     if batch is not None:
         result = executor.run(replace(cell, **batchprobe.at_batch(cell, batch, images)), campaign,

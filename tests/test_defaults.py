@@ -140,6 +140,26 @@ def test_a_tuned_cell_starting_at_1024_times_12800_images_not_four_times_as_many
         assert given["search_steps"] == {} and "tuned cells" not in said.get("steps", "")
 
 
+def test_an_auto_cell_of_the_default_mode_starts_where_it_would_without_tuned_cells_beside_it():
+    # --batch-size 256,auto: the default mode's auto cell searches from the default batch at the
+    # default steps whether or not --mode also lists tuned (else adding tuned on --resume made it
+    # another cell: 'planned with other settings'); the tuned cell starts at the measured 1024
+    from compare import frameworks
+    from compare.matrix import Matrix
+    def cells(modes):
+        given, batches, _ = defaults.fill(machine(1), "cuda", _study(batch_size=(256, "auto"),
+                                                                     mode=tuple(modes)))
+        m = Matrix([frameworks.get("caffe2")], [1], ["fp16"], [256, "auto"], device="cuda",
+                   common={"steps": 50, "warmup_steps": 10}, modes=modes, search=(64, 1024),
+                   model_batches=batches, search_starts=given["search_starts"],
+                   search_steps=given["search_steps"])
+        return {s.run_id: (s.batch_size, s.steps, s.warmup_steps, s.spec_hash) for s in m.specs()}
+    both, alone = cells(["default", "tuned"]), cells(["default"])
+    assert both["caffe2-fp16-g1-bauto-s224-r0"] == alone["caffe2-fp16-g1-bauto-s224-r0"]
+    assert both["caffe2-fp16-g1-bauto-s224-r0"][:3] == (256, 50, 10)
+    assert both["caffe2-fp16-g1-bauto-s224-tuned-r0"][:3] == (1024, 15, 5)
+
+
 def test_a_search_ending_below_its_start_times_the_images_planned_for_the_start():
     from backends import batchprobe
     cell = RunSpec(framework="jax", backend="jax", batch_size=1024, steps=15, windows=5)

@@ -195,8 +195,8 @@ def test_separate_probes_ending_below_the_start_give_every_repeat_the_planned_ce
             return RunResult(spec.run_id, "ok" if ok else "oom", spec.to_dict(), spec_hash=spec.spec_hash,
                              images_per_sec=10.0 * spec.batch_size if ok else None)
     campaign = SimpleNamespace(attempt_nonce=lambda: "n", save_probe=lambda r: None)
-    plan = SimpleNamespace(study=SimpleNamespace(timeout=60.0), matrix=SimpleNamespace(
-        search=(8, 64), search_steps={("resnet50", "fp32"): (4, 1)}))
+    plan = SimpleNamespace(study=SimpleNamespace(timeout=60.0), matrix=Matrix(
+        [], [1], ["fp32"], [], search=(8, 64), search_steps={("resnet50", "fp32"): (4, 1)}))
     searched = {}
     for repeat in (0, 1):
         result = batchsearch.run_auto(replace(cell, repeat=repeat), campaign, Executor(), plan, None,
