@@ -263,12 +263,13 @@ def _machine(pool: Pool) -> str:
 
 def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
              machine: Dict[str, Any], executor: Optional[str] = None,
-             unbuilt: Sequence[str] = (), timeout: Optional[float] = None
-             ) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
+             unbuilt: Sequence[str] = (), timeout: Optional[float] = None,
+             known: Sequence[str] = ()) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
     """(the planned cells, each one's mark, where the estimates came from, notes). `executor`:
     the one that will run them (like cells ran on it); `unbuilt`: the frameworks whose
     environment the sweep builds first (to_build), each counted once, in its first cell;
-    `timeout`: --timeout, which a cell estimated from a run (not a guess) is held against."""
+    `timeout`: --timeout, which a cell estimated from a run (not a guess) is held against;
+    `known`: the spec hashes of auto cells whose batch an earlier session found."""
     results, campaigns = earlier_results(folder, machine)
     references, measured = reference_results(machine)
     estimates = Estimates(results, executor, references)
@@ -285,7 +286,7 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
             value += builds[spec.framework][0]
             marks[spec.run_id] += "+"
         return value
-    items = plan(specs, pool, concurrency, seconds)
+    items = plan(specs, pool, concurrency, seconds, known)
     source = "cell times from {} earlier run{} in {} campaign{} under {}".format(
         len(results), "" if len(results) == 1 else "s", campaigns, "" if campaigns == 1 else "s",
         folder) if results else "no earlier run on a machine like this under {}: {}".format(

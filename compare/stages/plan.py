@@ -209,16 +209,18 @@ def _needs(study: Study, device: str) -> Dict[str, str]:
     return out
 
 
-def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], float, List[str]]:
+def schedule(plan: Plan, todo, folder: Path, known=()) -> Tuple[str, Dict[str, float], float,
+                                                               List[str]]:
     """The schedule of the cells `todo`, estimated from the campaigns in `folder` (eta.py): (the
     text `--plan` prints and the sweep prints before its first cell, each cell's seconds, cells
-    at once on average, the frameworks whose environment is built first)."""
+    at once on average, the frameworks whose environment is built first). `known`: the spec
+    hashes of auto cells whose batch an earlier session found."""
     from .. import eta
     unbuilt = eta.to_build(plan.matrix.frameworks, plan.device, plan.study.overrides,
                            plan.executor.name)
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
                                                plan.machine, plan.executor.name, unbuilt,
-                                               plan.study.timeout)
+                                               plan.study.timeout, known)
     text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
         plan.study.concurrency or AUTO), notes)
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
@@ -226,18 +228,27 @@ def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], flo
         serial / wall if wall else 1.0, unbuilt
 
 
+def searched(done) -> Dict[str, int]:
+    """An auto cell's spec hash -> the batch its search chose, from the finished results `done`
+    (each repeat and session then runs at it: batchsearch.run_auto)."""
+    return {r.spec_hash: r.spec["batch_size"] for r in done
+            if r.spec.get("batch_auto") and r.status == "ok" and r.spec_hash}
+
+
 def show(plan: Plan) -> int:
     """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made."""
     from ..files import check_writable_dir
     from ..store import FINISHED, Campaign, check_new, default_root
     study = plan.study
-    done = {r.run_id for r in Campaign.open(Path(study.results)).results()[0]
-            if r.status in FINISHED} if study.resume else set()
+    done = [r for r in Campaign.open(Path(study.results)).results()[0]
+            if r.status in FINISHED] if study.resume else []
     if study.results and not study.resume:  # a folder the run would refuse is refused here
         check_writable_dir(Path(study.results), "--results")
         check_new(Path(study.results))
     # the campaigns beside this one, as the run's own plan reads them (run.sweep)
     source = Path(study.plan_from) if study.plan_from else Path(study.results).absolute().parent \
         if study.results else default_root().parent
-    sys.stdout.write(schedule(plan, [s for s in plan.cells if s.run_id not in done], source)[0])
+    ran = {r.run_id for r in done}
+    sys.stdout.write(schedule(plan, [s for s in plan.cells if s.run_id not in ran], source,
+                              searched(done))[0])
     return 0
