@@ -203,8 +203,8 @@ def in_process(spec: RunSpec, setup: Callable[[RunSpec], Any], measure: Callable
     if chosen is None:
         _release(live, spec)
         raise BatchSearchFailed(out.failure_reason())
-    spec.steps = steps_covering(spec, chosen, plan.get("images"))
-    spec.batch_size = chosen
+    for name, value in at_batch(spec, chosen, plan.get("images")).items():
+        setattr(spec, name, value)
     if live and live[0][0] == chosen and out.probes[-1]["status"] == "ok":
         LAST["reused"] = True  # the last probe's trainer goes on: built and compiled once
         return live.pop()[1]
@@ -220,6 +220,14 @@ def steps_covering(cell: RunSpec, batch: int, images: Optional[int]) -> int:
         return cell.steps
     n = -(-int(images) // batch)
     return max(cell.steps, cell.windows * -(-n // cell.windows))
+
+
+def at_batch(cell: RunSpec, batch: int, images: Optional[int]) -> Dict[str, int]:
+    """The fields of `cell` at the `batch` its search chose: the batch and, where it times more
+    steps than planned (steps_covering), those steps and the planned ones, which its hash keeps."""
+    steps = steps_covering(cell, batch, images)
+    return dict(batch_size=batch, **({"steps": steps, "planned_steps": cell.steps}
+                                     if steps != cell.steps else {}))
 
 
 def _forget_frames(exc: Optional[BaseException]) -> None:

@@ -108,11 +108,12 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
     from .executors.results import failure
     timeout, bounds, (inside, why) = plan.study.timeout, tuple(plan.matrix.search), where(cell)
     # the images a cell times where the plan set its steps for its search's start
-    images = cell.steps * cell.batch_size if (cell.model, cell.precision) in \
-        plan.matrix.search_steps else None
+    images = cell.steps * cell.batch_size if plan.matrix.start_steps(
+        cell.model, cell.precision, cell.mode) else None
     batch = searched.get(cell.spec_hash)
     if batch is not None:
-        result = executor.run(replace(cell, batch_size=batch), campaign, timeout, slot=slot)
+        result = executor.run(replace(cell, **batchprobe.at_batch(cell, batch, images)), campaign,
+                              timeout, slot=slot)
         result.settings["batch_search"] = {
             "chosen": batch, "stopped": "chosen by an earlier search of this cell (its first repeat)"}
         return result
@@ -139,8 +140,8 @@ def run_auto(cell: RunSpec, campaign, executor, plan, slot, log: Callable[[str],
         first = outcome.results[0]
         return failure(cell, first.status, outcome.failure_reason(), first.stderr_tail)
     searched[cell.spec_hash] = batch  # then the cell at the batch chosen
-    steps = batchprobe.steps_covering(cell, batch, images)
-    result = executor.run(replace(cell, batch_size=batch, steps=steps), campaign, timeout, slot=slot)
+    result = executor.run(replace(cell, **batchprobe.at_batch(cell, batch, images)), campaign,
+                          timeout, slot=slot)
     result.settings["batch_search"] = outcome.record("separate processes" + (": " + why if why else ""))
     return result
 

@@ -30,7 +30,9 @@ earlier figure timed (50 steps of 256): ceil(12,800 ÷ batch) rounded up to the 
 tuned cell whose search starts at a measured batch takes the steps of that batch by the same rule
 (at 1024: 15 and 5, not the 50 and 10 of the default cells at 256, which timed 4x the images the
 rule asks for: ~5 s of each tuned cell on an H200); should its search end below the start, the
-cell times as many images as planned (backends/batchprobe.py).
+cell times as many images as planned (backends/batchprobe.py). A resumed campaign keeps the steps
+it resolved when it began (its settings), whatever networks or batches a later session adds: its
+cells go on measuring what they measured, and --resume holds them.
 """
 import csv
 import math
@@ -220,12 +222,13 @@ def lines(said: Dict[str, str]) -> List[str]:
     return ["{}: {}".format(WORDS.get(k, k), v) for k, v in said.items()]
 
 
-def fill(machine: Dict[str, Any], device: str, study) -> Tuple[Dict[str, Any], Dict[str, int],
-                                                                 Dict[str, str]]:
+def fill(machine: Dict[str, Any], device: str, study, held: Optional[Tuple[int, int]] = None
+         ) -> Tuple[Dict[str, Any], Dict[str, int], Dict[str, str]]:
     """The study's gpus, precision, steps and warmup with each one not given (None) at its default
     here: (those four and `search_starts`, each network's default batch, {setting: why} for the
     defaults used). Explicit flags win; the batch of an auto cell starts at its network's default
-    batch, or at a measured tuned entry where --batch-search is not given."""
+    batch, or at a measured tuned entry where --batch-search is not given. `held`: the (timed,
+    warm-up) steps a resumed campaign resolved, which it keeps where they were not given."""
     out = {k: getattr(study, k) for k in ("gpus", "precision", "steps", "warmup")}
     said: Dict[str, str] = {}
     batches = {m: batch(m, machine, device, study.image_size, native_size(m)) for m in study.model}
@@ -242,6 +245,11 @@ def fill(machine: Dict[str, Any], device: str, study) -> Tuple[Dict[str, Any], D
             if (n, warm) != STEPS:
                 out["steps"], out["warmup"] = n, warm
                 said["steps"] = why
+    if held and study.steps is None and study.warmup is None and not study.quick and \
+            tuple(held) != (out["steps"] or STEPS[0], out["warmup"] or STEPS[1]):
+        out["steps"], out["warmup"] = held
+        said["steps"] = "{} timed steps after {} warm-up: the campaign's, as they resolved when it " \
+            "began (--resume holds them)".format(*held)
     out["search_starts"], out["search_steps"] = {}, {}
     if study.batch_search is None and "tuned" in study.mode:
         out["search_starts"], why = search_starts(study.model, machine, device, out["precision"])

@@ -8,9 +8,9 @@ on the same machine (machine_record.fingerprint: the same CPU, GPU models and dr
 of GPUs) in the campaigns under --plan-from (default `results/`, where campaigns go by default),
 from like cells only: the last three runs of the same cell (same settings: spec hash), marked
 `=`; else of cells of the same framework, model, precision, GPUs, nodes, device, executor, batch,
-mode and data mode, `~`; else of the framework's cells, or of any cell, `?` (a guess); a cell
-with nothing to go by counts DEFAULT_S. Each earlier run is scaled to the cell by one rule
-(Estimates, `scaled`):
+mode, data mode and target accuracy (none: throughput), `~`; else of the framework's cells, or of
+any cell, `?` (a guess); a cell with nothing to go by counts DEFAULT_S. Each earlier run is scaled
+to the cell by one rule (Estimates, `scaled`):
 
     time = fixed + per-step x (warm-up - 1 + timed steps) x (image side / its image side)^2
 
@@ -46,8 +46,8 @@ DEFAULT_S = 60.0  # a cell with no earlier result of any kind to go by
 ENV_BUILD_GUESS_S = 300.0  # an environment to build with none built before to go by
 RECENT = 3  # the last runs of a cell that make its estimate (caches warm up over time)
 LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cell (same framework, "
-          "model, precision, GPUs, nodes, device, executor, batch, mode, data); r a like cell "
-          "measured cold on a machine of this kind by compare's authors; ? the framework's or any "
+          "model, precision, GPUs, nodes, device, executor, batch, mode, data, target accuracy); r a "
+          "like cell measured cold on a machine of this kind by compare's authors; ? the framework's or any "
           "cell's: a guess. Each is scaled by the rule: fixed part + per-step part x steps x pixels "
           "ratio")
 REFERENCES = Path(__file__).parent / "references" / "cell_times"
@@ -153,7 +153,10 @@ def _batch(spec: Dict[str, Any]):
     return "auto" if spec.get("batch_auto") else spec.get("batch_size")
 
 
-LIKE = ("framework", "model", "precision", "gpus", "nodes", "device", "mode", "data_mode")
+# the target accuracy: a run to one (docs/accuracy.md) trains for epochs; a throughput cell (None)
+# times steps, on the same folder too
+LIKE = ("framework", "model", "precision", "gpus", "nodes", "device", "mode", "target_accuracy",
+        "data_mode")
 
 
 class Estimates:
@@ -260,12 +263,13 @@ def _machine(pool: Pool) -> str:
 
 def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
              machine: Dict[str, Any], executor: Optional[str] = None,
-             unbuilt: Sequence[str] = (), timeout: Optional[float] = None
-             ) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
+             unbuilt: Sequence[str] = (), timeout: Optional[float] = None,
+             known: Sequence[str] = ()) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
     """(the planned cells, each one's mark, where the estimates came from, notes). `executor`:
     the one that will run them (like cells ran on it); `unbuilt`: the frameworks whose
     environment the sweep builds first (to_build), each counted once, in its first cell;
-    `timeout`: --timeout, which a cell estimated from a run (not a guess) is held against."""
+    `timeout`: --timeout, which a cell estimated from a run (not a guess) is held against;
+    `known`: the spec hashes of auto cells whose batch an earlier session found."""
     results, campaigns = earlier_results(folder, machine)
     references, measured = reference_results(machine)
     estimates = Estimates(results, executor, references)
@@ -282,7 +286,7 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
             value += builds[spec.framework][0]
             marks[spec.run_id] += "+"
         return value
-    items = plan(specs, pool, concurrency, seconds)
+    items = plan(specs, pool, concurrency, seconds, known)
     source = "cell times from {} earlier run{} in {} campaign{} under {}".format(
         len(results), "" if len(results) == 1 else "s", campaigns, "" if campaigns == 1 else "s",
         folder) if results else "no earlier run on a machine like this under {}: {}".format(

@@ -47,9 +47,9 @@ class Matrix:
     # where an auto cell's search starts (within the bounds; without one: at the first bound)
     model_batches: Dict[str, int] = field(default_factory=dict)
     classes: Dict[str, int] = field(default_factory=dict)  # time to accuracy: folder -> its classes
-    # (model, precision) -> where its auto cells' search starts, where measured (compare/defaults.py)
+    # (model, precision) -> where its tuned cells' search starts, where measured (defaults.py)
     search_starts: Dict[Tuple[str, str], int] = field(default_factory=dict)
-    # (model, precision) -> (steps, warm-up) of its auto cells where their start sets them
+    # (model, precision) -> (steps, warm-up) of its tuned cells where their start sets them
     search_steps: Dict[Tuple[str, str], Tuple[int, int]] = field(default_factory=dict)
 
     def batches(self, mode: str, model: str) -> List[Union[int, str]]:
@@ -59,12 +59,19 @@ class Matrix:
             return [AUTO]
         return list(self.batch_sizes) or [self.model_batches[model]]
 
-    def start(self, model: str, precision: str) -> int:
-        """Where an auto cell's search starts, within the bounds: a measured start for its network
-        and precision, else its network's default batch."""
+    def start(self, model: str, precision: str, mode: str) -> int:
+        """Where an auto cell's search starts, within the bounds: for a tuned cell a measured
+        start for its network and precision, else its network's default batch (an auto cell of
+        the default mode starts there whatever other modes the study lists)."""
         low, high = self.search
-        first = self.search_starts.get((model, precision)) or self.model_batches.get(model, low)
+        first = (mode != "default" and self.search_starts.get((model, precision))) or \
+            self.model_batches.get(model, low)
         return min(max(first, low), high)
+
+    def start_steps(self, model: str, precision: str, mode: str) -> Optional[Tuple[int, int]]:
+        """(steps, warm-up) of an auto cell that its search's start sets (a tuned cell's measured
+        start: compare/defaults.py), None where the cell takes the study's."""
+        return self.search_steps.get((model, precision)) if mode != "default" else None
 
     def specs(self) -> List[RunSpec]:
         """Every cell, in sweep order: framework, model, mode, precision, batch, nodes, gpus, data,
@@ -84,11 +91,11 @@ class Matrix:
         common[COMPILE] = bool(common.get(COMPILE) or options.pop(COMPILE, False))
         options.update(self.options.get(fw.name, {}))
         auto = batch == AUTO
-        if auto and (model, precision) in self.search_steps:
-            common["steps"], common["warmup_steps"] = self.search_steps[model, precision]
+        if auto and self.start_steps(model, precision, mode):
+            common["steps"], common["warmup_steps"] = self.start_steps(model, precision, mode)
         return RunSpec(framework=fw.name, backend=fw.backend, nodes=nodes, gpus=gpus,
                        device=self.device, precision=precision, model=model,
-                       batch_size=self.start(model, precision) if auto else batch, batch_auto=auto, mode=mode,
-                       repeat=repeat, data=data, data_only=self.data_only and data != "synthetic",
-                       options=options, **common,
+                       batch_size=self.start(model, precision, mode) if auto else batch,
+                       batch_auto=auto, mode=mode, repeat=repeat, data=data,
+                       data_only=self.data_only and data != "synthetic", options=options, **common,
                        **({"num_classes": self.classes[data]} if data in self.classes else {}))

@@ -5,8 +5,9 @@ still to run in sweep order and start each one whose units (GPUs, or blocks of c
 resources.py) are free, while fewer than `concurrency` cells run. So a later cell may start before
 an earlier one that waits for more GPUs (a 1-GPU cell takes a free GPU while a 2-GPU cell waits
 for two): cells of many GPUs tend to run last, and none waits forever, as the list only shrinks.
-`plan()` applies the same rule to estimated durations, so `compare run --plan` shows the order
-the sweep will take.
+A repeat of an auto cell whose batch is not known yet waits while another repeat of it runs: that
+one searches the batch for all of them (batchsearch.run_auto), once. `plan()` applies the same
+rule to estimated durations, so `compare run --plan` shows the order the sweep will take.
 
 Each running cell has a thread and an executor of its own (a lane: an executor holds the process
 it runs), reused by the next cell. The calling thread alone writes the campaign and the progress,
@@ -18,7 +19,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Container, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from backends.contract import RunResult, RunSpec
 
@@ -45,18 +46,35 @@ class Placer:
         self.pool, self.concurrency = pool, max(1, concurrency)
         self.free = list(pool.units)
         self.running = 0
+        self.searching: Dict[str, int] = {}  # spec hash -> its auto cells running
+        self.hashes: Dict[int, str] = {}  # id of an auto cell's spec -> its hash, made once
 
-    def place(self, pending: Sequence[RunSpec]) -> List[Tuple[RunSpec, List[str]]]:
-        """The cells of `pending` (in sweep order) that start now, each with its units."""
+    def place(self, pending: Sequence[RunSpec],
+              known: Container[str] = ()) -> List[Tuple[RunSpec, List[str]]]:
+        """The cells of `pending` (in sweep order) that start now, each with its units; `known`:
+        the spec hashes of the auto cells whose batch is known (no repeat of theirs waits)."""
         out = []
         for spec in pending:
             if self.running >= self.concurrency:
                 break
+            if spec.batch_auto and self.searching and self._hash(spec) in self.searching and \
+                    self._hash(spec) not in known:
+                continue  # another repeat of it runs, and searches the batch it will take
             units = self._take(self.pool.need(spec.gpus))
             if units:
                 self.running += 1
+                if spec.batch_auto:
+                    self.searching[self._hash(spec)] = self.searching.get(self._hash(spec), 0) + 1
                 out.append((spec, units))
         return out
+
+    def _hash(self, spec: RunSpec) -> str:
+        """An auto cell's spec hash (a sha256 of its settings: made once per cell, not per walk
+        of the pending cells; the specs stay alive in the caller's list while it places them)."""
+        key = id(spec)
+        if key not in self.hashes:
+            self.hashes[key] = spec.spec_hash
+        return self.hashes[key]
 
     def _take(self, n: int) -> List[str]:
         """n free units, adjacent in pool order where possible (one NUMA node, one switch)."""
@@ -69,10 +87,14 @@ class Placer:
         self.free = [u for u in self.free if u not in taken]
         return taken
 
-    def release(self, units: Sequence[str]) -> None:
+    def release(self, spec: RunSpec, units: Sequence[str]) -> None:
         back = set(self.free) | set(units)
         self.free = [u for u in self.pool.units if u in back]
         self.running -= 1
+        if spec.batch_auto:
+            self.searching[self._hash(spec)] -= 1
+            if not self.searching[self._hash(spec)]:
+                del self.searching[self._hash(spec)]
 
 
 @dataclass
@@ -86,12 +108,13 @@ class Planned:
 
 
 def plan(specs: Sequence[RunSpec], pool: Pool, concurrency: int,
-         seconds: Callable[[RunSpec], float]) -> List[Planned]:
-    """The schedule the sweep would take if each cell lasted `seconds(spec)`, in start order."""
-    placer, pending = Placer(pool, concurrency), list(specs)
+         seconds: Callable[[RunSpec], float], known: Container[str] = ()) -> List[Planned]:
+    """The schedule the sweep would take if each cell lasted `seconds(spec)`, in start order;
+    `known`: the spec hashes of auto cells whose batch is known (a cell that ends finds it)."""
+    placer, pending, found = Placer(pool, concurrency), list(specs), set(known)
     now, running, out = 0.0, [], []
     while pending or running:
-        for spec, units in placer.place(pending):
+        for spec, units in placer.place(pending, found):
             pending.remove(spec)
             item = Planned(spec, pool.slot(units), now, now + seconds(spec))
             running.append((item, units))
@@ -99,7 +122,9 @@ def plan(specs: Sequence[RunSpec], pool: Pool, concurrency: int,
         item, units = min(running, key=lambda r: r[0].end)
         running.remove((item, units))
         now = item.end
-        placer.release(units)
+        placer.release(item.spec, units)
+        if item.spec.batch_auto:
+            found.add(placer._hash(item.spec))
     return out
 
 
@@ -143,13 +168,14 @@ class Lanes:
     def run(self, todo: Sequence[RunSpec],
             run_cell: Callable[[Any, RunSpec, Slot], RunResult],
             on_start: Callable[[RunSpec, Slot], None] = lambda spec, slot: None,
-            ) -> Iterator[Tuple[RunSpec, RunResult]]:
+            known: Container[str] = ()) -> Iterator[Tuple[RunSpec, RunResult]]:
         """Yield (spec, result) of each cell as it ends, its placement recorded in the result's
-        environment; an exception of run_cell is raised here."""
+        environment; an exception of run_cell is raised here. `known`: the spec hashes of auto
+        cells whose batch is known, as run_cell finds them."""
         placer, pending = Placer(self.pool, self.concurrency), list(todo)
         running: Dict[str, _Job] = {}
         while pending or running:
-            for spec, units in placer.place(pending):
+            for spec, units in placer.place(pending, known):
                 pending.remove(spec)
                 job = _Job(spec, units, self.pool.slot(units), self._lane())
                 for other in running.values():
@@ -160,7 +186,7 @@ class Lanes:
                 self._start(job, run_cell)
             kind, run_id, payload = self._next()
             job = running.pop(run_id)
-            placer.release(job.units)
+            placer.release(job.spec, job.units)
             self.idle.append(job.lane)
             if kind == "error":
                 raise payload

@@ -177,6 +177,11 @@ class Study:
         if self.data_only and set(self.data) == {"synthetic"}:
             raise UserError("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
                             "--data synthetic,DIR --data-only")
+        folders = [d for d in self.data if d != "synthetic"]
+        if len(folders) > 1:  # a run id names the data mode (-real), not the folder
+            raise UserError("--data {}: one folder per campaign (the cells of two folders would "
+                            "have the same run ids, -real); run each folder in a campaign of its "
+                            "own".format(",".join(folders)))
         object.__setattr__(self, "executor_flags", executors.check_flags(self.executor,
                                                                          self.executor_flags))
         if self.batch_search is not None and not self.resume and p.AUTO not in (

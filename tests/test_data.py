@@ -109,6 +109,18 @@ def test_data_only_needs_a_folder(tmp_path, capsys):
                               "(a folder), e.g. --data synthetic,DIR --data-only\n")
 
 
+def test_two_folders_in_one_study_are_refused_not_run_under_one_run_id(tmp_path, capsys):
+    # a cell of /a and the same cell of /b were both caffe2-fp32-w1-b32-s224-real-r0: one result
+    # file, one planned cell; the second folder's result replaced the first's
+    for name in ("a", "b"):
+        make(tmp_path / name, capsys=capsys)
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--plan",
+                              "--data", "synthetic,{0}/a,{0}/b".format(tmp_path)], capsys)
+    assert (code, err) == (2, "compare: error: --data {0}/a,{0}/b: one folder per campaign (the "
+                              "cells of two folders would have the same run ids, -real); run each "
+                              "folder in a campaign of its own\n".format(tmp_path))
+
+
 def _folder_with_corrupt_files(tmp_path, capsys):
     make(tmp_path / "d", capsys=capsys)
     good = next((tmp_path / "d" / "train").rglob("*.JPEG")).read_bytes()

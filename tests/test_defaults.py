@@ -140,6 +140,26 @@ def test_a_tuned_cell_starting_at_1024_times_12800_images_not_four_times_as_many
         assert given["search_steps"] == {} and "tuned cells" not in said.get("steps", "")
 
 
+def test_an_auto_cell_of_the_default_mode_starts_where_it_would_without_tuned_cells_beside_it():
+    # --batch-size 256,auto: the default mode's auto cell searches from the default batch at the
+    # default steps whether or not --mode also lists tuned (else adding tuned on --resume made it
+    # another cell: 'planned with other settings'); the tuned cell starts at the measured 1024
+    from compare import frameworks
+    from compare.matrix import Matrix
+    def cells(modes):
+        given, batches, _ = defaults.fill(machine(1), "cuda", _study(batch_size=(256, "auto"),
+                                                                     mode=tuple(modes)))
+        m = Matrix([frameworks.get("caffe2")], [1], ["fp16"], [256, "auto"], device="cuda",
+                   common={"steps": 50, "warmup_steps": 10}, modes=modes, search=(64, 1024),
+                   model_batches=batches, search_starts=given["search_starts"],
+                   search_steps=given["search_steps"])
+        return {s.run_id: (s.batch_size, s.steps, s.warmup_steps, s.spec_hash) for s in m.specs()}
+    both, alone = cells(["default", "tuned"]), cells(["default"])
+    assert both["caffe2-fp16-g1-bauto-s224-r0"] == alone["caffe2-fp16-g1-bauto-s224-r0"]
+    assert both["caffe2-fp16-g1-bauto-s224-r0"][:3] == (256, 50, 10)
+    assert both["caffe2-fp16-g1-bauto-s224-tuned-r0"][:3] == (1024, 15, 5)
+
+
 def test_a_search_ending_below_its_start_times_the_images_planned_for_the_start():
     from backends import batchprobe
     cell = RunSpec(framework="jax", backend="jax", batch_size=1024, steps=15, windows=5)
@@ -215,3 +235,29 @@ def test_the_plan_on_a_fresh_h200_takes_its_cells_from_the_h200_references(tmp_p
     assert "like cells measured on a machine of this kind (r), else 60 s" in out.stdout
     assert "cells marked r: like cells measured cold, on a fresh machine of this kind: one NVIDIA " \
         "H200 of 141 GiB" in out.stdout
+
+
+@pytest.mark.parametrize("added", [{"model": "vgg16,resnet50"}, {"batch_size": "1024,256"}],
+                         ids=["a-network", "a-batch"])
+def test_a_resume_adding_a_network_or_a_batch_keeps_the_steps_the_campaign_resolved(
+        added, tmp_path, monkeypatch):
+    # vgg16 fills an H200 at 1024: its campaign times 15 steps after 5; adding resnet50 (256) or
+    # --batch-size 1024,256 (both FREE) on --resume re-sized them to 50 and 10 and was refused as a
+    # change of held settings: the campaign's steps are kept, for every cell
+    from compare import study
+    from compare.stages import plan as planning
+    from compare.stages import prepare
+    from compare.store import Campaign
+    monkeypatch.setenv("PATH", _gpus(tmp_path, 1)["PATH"])
+    root = tmp_path / "c"
+    flags = dict(frameworks="caffe2", python=["caffe2=" + sys.executable], executor="local",
+                 model="vgg16", precision="fp16", gpus="1", results=str(root))
+    first = planning.make(study.build(flags))
+    assert [(s.run_id, s.steps, s.warmup_steps) for s in first.cells] == [
+        ("caffe2-vgg16-fp16-g1-b1024-s224-r0", 15, 5)]
+    prepare._campaign(first).unlock()
+    again = planning.make(study.build(dict(flags, resume=True, **added)))
+    prepare.check_resume(again, Campaign.open(root), write=False)  # refused nothing
+    assert {(s.steps, s.warmup_steps) for s in again.cells} == {(15, 5)} and len(again.cells) == 2
+    assert again.defaults["steps"] == ("15 timed steps after 5 warm-up: the campaign's, as they "
+                                       "resolved when it began (--resume holds them)")

@@ -179,6 +179,33 @@ def test_tensorflow_and_mxnet_search_in_separate_processes_and_say_why(monkeypat
     assert batchsearch.where(cell("caffe2")) == (False, "COMPARE_BATCH_SEARCH=process")
 
 
+def test_separate_probes_ending_below_the_start_give_every_repeat_the_planned_cells_hash(monkeypatch):
+    # the plan set 4 steps of 64 (256 images); 64 does not fit, 48 is chosen: each repeat times
+    # 6 steps at 48 and its result is still the planned cell (the store keeps a result whose
+    # re-hashed spec is the planned cell's), the second repeat at the first's batch and steps
+    from dataclasses import replace
+    from types import SimpleNamespace
+    monkeypatch.setenv("COMPARE_BATCH_SEARCH", "process")
+    cell = RunSpec("caffe2", "caffe2_torch", batch_size=64, batch_auto=True, steps=4, windows=2,
+                   mode="tuned")
+
+    class Executor:
+        def run(self, spec, campaign, timeout, slot=None):
+            ok = spec.batch_size <= 48
+            return RunResult(spec.run_id, "ok" if ok else "oom", spec.to_dict(), spec_hash=spec.spec_hash,
+                             images_per_sec=10.0 * spec.batch_size if ok else None)
+    campaign = SimpleNamespace(attempt_nonce=lambda: "n", save_probe=lambda r: None)
+    plan = SimpleNamespace(study=SimpleNamespace(timeout=60.0), matrix=Matrix(
+        [], [1], ["fp32"], [], search=(8, 64), search_steps={("resnet50", "fp32"): (4, 1)}))
+    searched = {}
+    for repeat in (0, 1):
+        result = batchsearch.run_auto(replace(cell, repeat=repeat), campaign, Executor(), plan, None,
+                                      lambda line: None, searched)
+        spec = RunSpec.from_dict(result.spec)
+        assert (result.status, spec.batch_size, spec.steps) == ("ok", 48, 6)
+        assert result.spec_hash == spec.spec_hash == cell.spec_hash
+
+
 def _tuned(result):
     spec = dict(result.spec, mode="tuned")
     return RunResult(**dict(result.to_dict(), spec=spec, run_id=RunSpec.from_dict(spec).run_id))

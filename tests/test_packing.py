@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from backends.protocol import RunSpec
+from backends.protocol import RunResult, RunSpec
 from compare import resources, scheduler
 from tests.helpers import compare, kill_leftovers, processes_of, start_compare, wait_for
 
@@ -119,6 +119,33 @@ def test_the_greedy_schedule_fills_free_gpus_in_sweep_order_and_two_gpu_cells_wa
     serial = scheduler.plan(specs, pool, 1, lambda s: seconds[s.precision] * s.gpus)
     assert [it.spec.run_id for it in serial] == [s.run_id for s in specs]
     assert serial[-1].end == 60 + 120 + 30 + 60
+
+
+def test_the_repeats_of_an_auto_cell_wait_for_the_first_to_find_their_batch():
+    # three repeats of a tuned cell on two free GPUs: r1 does not search a batch of its own beside
+    # r0 (the search is once for all repeats: batchsearch.run_auto); once r0 has ended, r1 and r2
+    # run side by side at its batch. A batch already found (an earlier session's) waits for none
+    from dataclasses import replace
+    auto = replace(_spec(1, "fp16"), batch_auto=True, mode="tuned")
+    specs = [replace(auto, repeat=r) for r in range(3)] + [_spec(1, "fp32")]
+    pool = resources.Pool(["0", "1"], {"0": [0, 1], "1": [2, 3]}, gpu=True, pin=True)
+    items = scheduler.plan(specs, pool, 2, lambda s: 60.0)
+    assert [(it.spec.run_id, it.start) for it in items] == [
+        ("caffe2-fp16-g1-bauto-s224-tuned-r0", 0.0), ("caffe2-fp32-g1-b256-s224-r0", 0.0),
+        ("caffe2-fp16-g1-bauto-s224-tuned-r1", 60.0), ("caffe2-fp16-g1-bauto-s224-tuned-r2", 60.0)]
+    known = scheduler.plan(specs, pool, 2, lambda s: 60.0, known={auto.spec_hash})
+    assert [it.start for it in known] == [0.0, 0.0, 60.0, 60.0]  # r0 and r1 at once
+    assert known[1].spec.run_id == "caffe2-fp16-g1-bauto-s224-tuned-r1"
+    started, searched = [], {}
+
+    def run_cell(executor, spec, slot):
+        started.append((spec.run_id, dict(searched)))
+        searched[spec.spec_hash] = 512 if spec.batch_auto else None
+        return RunResult(spec.run_id, "failed", spec.to_dict())
+    with scheduler.Lanes(lambda: type("E", (), {"close": lambda self: None})(), pool, 2) as lanes:
+        ran = [spec.run_id for spec, _ in lanes.run(specs[:3], run_cell, known=searched)]
+    assert started[0] == ("caffe2-fp16-g1-bauto-s224-tuned-r0", {})
+    assert all(found == {auto.spec_hash: 512} for _, found in started[1:]) and len(ran) == 3
 
 
 def test_the_sixteen_cell_study_on_eight_gpus_never_shares_a_gpu():

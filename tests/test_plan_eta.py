@@ -67,6 +67,20 @@ def test_the_rule_scales_the_per_step_part_by_steps_and_pixels_and_leaves_builds
     assert estimates.build("tf") == (30.0, "recorded")
 
 
+def test_a_time_to_accuracy_run_is_not_like_a_throughput_cell_on_the_same_folder():
+    # an hour of training to 0.5 top-1 says nothing of a throughput cell reading the same folder,
+    # nor a 40 s throughput cell of a run to a target accuracy
+    tta = RunSpec("tf", "tf_horovod", data="/d", target_accuracy=0.5)
+    cell = RunSpec("tf", "tf_horovod", data="/d")
+    ran = [RunResult(s.run_id, "ok", s.to_dict(), spec_hash=s.spec_hash,
+                     environment={"executor": "local"}, phases={"cell_start": 0.0, "cell_end": took})
+           for s, took in ((tta, 3600.0), (cell, 40.0))]
+    assert plan.Estimates(ran[:1], "local").of(cell)[1] == "?"
+    assert plan.Estimates(ran[1:], "local").of(tta)[1] == "?"
+    assert plan.Estimates(ran, "local").of(RunSpec("tf", "tf_horovod", data="/d", steps=10)) == (
+        40.0, "~")
+
+
 def test_a_cold_jax_compile_is_left_out_of_the_same_cells_next_run_only():
     spec = RunSpec("jax", "jax", device="cuda", steps=10, warmup_steps=2)
     cold = RunResult(spec.run_id, "ok", spec.to_dict(), spec_hash=spec.spec_hash,

@@ -110,6 +110,25 @@ def test_what_sizes_memory_or_time_is_bounded_before_anything_runs(args, message
     assert not (tmp_path / "c").exists()  # no campaign: nothing ran, nothing was planned
 
 
+def test_the_cell_count_takes_one_searched_batch_per_tuned_cell(tmp_path, capsys):
+    # tuned runs at one searched batch, whatever --batch-size lists: 60 batches in default and
+    # tuned make 61 cells per repeat, not 120 (6,100 cells: within the bound)
+    from compare.stages import plan as planning
+    batches = ",".join(str(b) for b in range(1, 61))
+    for modes, repeats, cells in (("default,tuned", "100", 6100), ("tuned", "100", 100)):
+        s = _study(batch_size=batches, mode=modes, repeats=repeats)
+        given = {"precision": ("fp32",), "gpus": (1,)}
+        planning._check_size(s, given, s.framework_list())  # within the bound: no error
+        assert len(planning.Matrix(s.framework_list(), [1], ["fp32"], list(s.batch_size),
+                                   repeats=s.repeats, modes=s.mode).specs()) == cells
+    code, _, err = main_exit(_cpu(tmp_path) + ["--batch-size", ",".join(str(b) for b in range(1, 101)),
+                                               "--mode", "default,tuned", "--repeats", "100"], capsys)
+    assert (code, err) == (2, "compare: error: the matrix has 10100 cells (1 framework × 1 precision "
+                              "× 1 node count × 1 GPU count × 1 data × 100 repeats × 101 (mode, batch) "
+                              "pairs); at most 10000 per campaign: give fewer values or split the "
+                              "study into campaigns\n")
+
+
 def test_python_must_name_an_interpreter_not_a_folder(tmp_path, capsys):
     text = tmp_path / "python.txt"
     text.write_text("")

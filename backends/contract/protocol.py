@@ -24,7 +24,7 @@ DEVICES = ("cpu", "cuda")
 # way (the switches each backend declares in MODES, the best batch); verdicts stay within a mode
 MODES = ("default", "tuned")
 # RunSpec fields that do not change the measured number (batch_auto: the batch it chose does)
-NOT_SETTINGS = ("repeat", "nonce", "batch_auto", "search")
+NOT_SETTINGS = ("repeat", "nonce", "batch_auto", "search", "planned_steps")
 DEFAULT_MODEL = "resnet50"  # backends/networks.py lists the others
 
 
@@ -76,6 +76,10 @@ class RunSpec:
     # [MIN, MAX], "budget_s": s[, "images": n]}; batch_size is where it starts, then the batch it
     # chose; `images`: what the cell's timed steps must cover should it choose a smaller batch
     search: Optional[Dict[str, Any]] = None
+    # an auto cell whose search ended below its start and so times more steps than planned, to
+    # time the images planned (backends/batchprobe.py: steps_covering): the steps of the cell as
+    # planned, which its hash keeps (one cell whichever batch, and so steps, its search chose)
+    planned_steps: Optional[int] = None
     # time to accuracy (docs/accuracy.md): train on data/train, evaluate top-1 on data/val every
     # eval_every epochs until target_accuracy (0 < t <= 1) or max_epochs; None: a throughput run
     target_accuracy: Optional[float] = None
@@ -125,8 +129,11 @@ class RunSpec:
         attempt's nonce. Results with different hashes are never one cell. Fields at their default
         are left out, so a field added later (at its default) changes no existing hash, and a
         campaign resumed with newer code still matches the backend code staged in it."""
-        settings = {f.name: getattr(self, f.name) for f in fields(self)
-                    if f.name not in NOT_SETTINGS and getattr(self, f.name) != _default(f)}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.planned_steps is not None and not self.probe:
+            values["steps"] = self.planned_steps
+        settings = {f.name: values[f.name] for f in fields(self)
+                    if f.name not in NOT_SETTINGS and values[f.name] != _default(f)}
         if self.batch_auto and not self.probe:  # one cell whichever batch its search chose
             settings["batch_size"] = "auto"
         text = json.dumps(settings, sort_keys=True, separators=(",", ":"))

@@ -19,7 +19,7 @@ from ..matrix import QUICK, Matrix, image_sizes
 from ..parsing import AUTO, options
 from ..scheduler import pool_for
 from ..settings import SPEC_HELD
-from ..study import Study, ran_with
+from ..study import Study, ran_with, stored
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
 OVERSUBSCRIBE = "COMPARE_OVERSUBSCRIBE"  # =1: allow more CPU workers than cores
@@ -75,7 +75,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
     if study.plan_gpus:  # what the study would take on a machine of that many GPUs
         sized, where = dict(machine, gpus=[{}] * study.plan_gpus), "the planned machine"
     kind = device_of(study.device, [1], sized, where)
-    given, batches, said = defaults.fill(sized, kind, study)
+    given, batches, said = defaults.fill(sized, kind, study, _resumed_steps(study))
     device = device_of(study.device, given["gpus"], sized, where)
     common = dict(COMMON, **(QUICK if study.quick else {}), windows=study.windows,
                   compile=study.compile)
@@ -124,6 +124,25 @@ def _resumed_executor(study: Study) -> Optional[str]:
     return name if isinstance(name, str) else None
 
 
+def _resumed_steps(study: Study) -> Optional[Tuple[int, int]]:
+    """The (timed, warm-up) steps a resumed campaign resolved (campaign.json's settings), which
+    it keeps where its study left them to the machine; None otherwise (or where campaign.json
+    does not say: a campaign of an earlier compare stored no study, and its results hold it)."""
+    if not study.resume:
+        return None
+    from ..store import Campaign
+    try:
+        if stored(study.results, set()) is None:
+            return None
+        settings = Campaign.open(Path(study.results)).meta.get("settings")
+    except UserError:
+        return None
+    if not isinstance(settings, dict):
+        return None
+    steps, warmup = settings.get("steps"), settings.get("warmup_steps")
+    return (steps, warmup) if all(type(v) is int and v >= 0 for v in (steps, warmup)) else None
+
+
 def device_of(device: str, gpus: List[int], machine: Dict[str, Any], where: str) -> str:
     """auto, cuda or cpu -> cuda or cpu, checked against the GPUs (or cores) of the machine."""
     found, cores = machine.get("gpus") or [], machine.get("cpu_count")
@@ -152,12 +171,15 @@ def _classes(study: Study) -> Dict[str, int]:
 
 
 def _check_size(study: Study, given: Dict[str, Any], fws) -> None:
-    """At most MAX_CELLS cells, counted before a single one is built."""
+    """At most MAX_CELLS cells, counted before a single one is built (a mode other than default
+    runs at one searched batch: Matrix.batches)."""
+    batches, plain = len(study.batch_size or ()) or 1, tuple(study.mode) == ("default",)
+    runs = sum(batches if mode == "default" else 1 for mode in study.mode)
     axes = [("framework", len(fws))] + [("model", len(study.model))] * (len(study.model) > 1) + [
-        ("precision", len(given["precision"])), ("batch size", len(study.batch_size or ()) or 1),
+        ("precision", len(given["precision"]))] + [("batch size", batches)] * plain + [
         ("node count", len(study.nodes)), ("GPU count", len(given["gpus"])),
-        ("data", len(study.data)), ("repeat", study.repeats)] + [("mode", len(study.mode))] * (
-        len(study.mode) > 1)
+        ("data", len(study.data)), ("repeat", study.repeats)] + [
+        ("(mode, batch) pair", runs)] * (not plain)
     cells = math.prod(n for _, n in axes)
     if cells > MAX_CELLS:
         raise UserError("the matrix has {} cells ({}); at most {} per campaign: give fewer values "
@@ -187,16 +209,18 @@ def _needs(study: Study, device: str) -> Dict[str, str]:
     return out
 
 
-def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], float, List[str]]:
+def schedule(plan: Plan, todo, folder: Path, known=()) -> Tuple[str, Dict[str, float], float,
+                                                               List[str]]:
     """The schedule of the cells `todo`, estimated from the campaigns in `folder` (eta.py): (the
     text `--plan` prints and the sweep prints before its first cell, each cell's seconds, cells
-    at once on average, the frameworks whose environment is built first)."""
+    at once on average, the frameworks whose environment is built first). `known`: the spec
+    hashes of auto cells whose batch an earlier session found."""
     from .. import eta
     unbuilt = eta.to_build(plan.matrix.frameworks, plan.device, plan.study.overrides,
                            plan.executor.name)
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
                                                plan.machine, plan.executor.name, unbuilt,
-                                               plan.study.timeout)
+                                               plan.study.timeout, known)
     text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
         plan.study.concurrency or AUTO), notes)
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
@@ -204,18 +228,27 @@ def schedule(plan: Plan, todo, folder: Path) -> Tuple[str, Dict[str, float], flo
         serial / wall if wall else 1.0, unbuilt
 
 
+def searched(done) -> Dict[str, int]:
+    """An auto cell's spec hash -> the batch its search chose, from the finished results `done`
+    (each repeat and session then runs at it: batchsearch.run_auto)."""
+    return {r.spec_hash: r.spec["batch_size"] for r in done
+            if r.spec.get("batch_auto") and r.status == "ok" and r.spec_hash}
+
+
 def show(plan: Plan) -> int:
     """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made."""
     from ..files import check_writable_dir
     from ..store import FINISHED, Campaign, check_new, default_root
     study = plan.study
-    done = {r.run_id for r in Campaign.open(Path(study.results)).results()[0]
-            if r.status in FINISHED} if study.resume else set()
+    done = [r for r in Campaign.open(Path(study.results)).results()[0]
+            if r.status in FINISHED] if study.resume else []
     if study.results and not study.resume:  # a folder the run would refuse is refused here
         check_writable_dir(Path(study.results), "--results")
         check_new(Path(study.results))
     # the campaigns beside this one, as the run's own plan reads them (run.sweep)
     source = Path(study.plan_from) if study.plan_from else Path(study.results).absolute().parent \
         if study.results else default_root().parent
-    sys.stdout.write(schedule(plan, [s for s in plan.cells if s.run_id not in done], source)[0])
+    ran = {r.run_id for r in done}
+    sys.stdout.write(schedule(plan, [s for s in plan.cells if s.run_id not in ran], source,
+                              searched(done))[0])
     return 0

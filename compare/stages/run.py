@@ -66,8 +66,11 @@ def sweep(prepared: Prepared, console) -> int:
         plan.pool.describe(plan.concurrency)))
     for note in plan.pool.notes:
         console.print("note: " + note)
+    # an auto cell's spec hash -> the batch its search chose (an earlier session's, or this one's)
+    searched = planning.searched(prepared.done.values())
     try:  # the plan with its ETA, before the first cell; the bar shows it, and each cell's phase
-        text, estimates, overlap, unbuilt = planning.schedule(plan, todo, campaign.root.parent)
+        text, estimates, overlap, unbuilt = planning.schedule(plan, todo, campaign.root.parent,
+                                                              searched)
         if todo:
             console.print(text.rstrip())
     except Exception as exc:  # an estimate must never stop the sweep it estimates
@@ -76,9 +79,6 @@ def sweep(prepared: Prepared, console) -> int:
     progress = SweepProgress(console, len(todo), campaign.root / "work", estimates, overlap,
                              lambda spec: spec.framework in unbuilt and not envs.existing(
                                  fws.get(spec.framework), spec.device))
-    # an auto cell's spec hash -> the batch its search chose (an earlier session's, or this one's)
-    searched = {r.spec_hash: r.spec["batch_size"] for r in prepared.done.values()
-                if r.spec.get("batch_auto") and r.status == "ok" and r.spec_hash}
 
     def run_cell(executor, spec, slot):
         spec = replace(spec, nonce=campaign.attempt_nonce())  # names the campaign
@@ -94,7 +94,8 @@ def sweep(prepared: Prepared, console) -> int:
         with _stop_on_signals(), progress, Lanes(lambda: plan.executor(plan.context), plan.pool,
                                                  plan.concurrency, console.print,
                                                  first=prepared.executor) as lanes:
-            for _, result in lanes.run(todo, run_cell, lambda spec, slot: progress.start(spec)):
+            for _, result in lanes.run(todo, run_cell, lambda spec, slot: progress.start(spec),
+                                       searched):
                 campaign.save_result(result)
                 recorded += 1
                 progress.done(result)

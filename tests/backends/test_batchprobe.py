@@ -86,3 +86,19 @@ def test_an_unsupported_cell_is_the_cells_answer_not_a_probes():
                    search={"bounds": [8, 128], "budget_s": 60})
     with pytest.raises(Unsupported, match="AVX-512"):
         batchprobe.in_process(spec, setup, harness.measure, harness._status)
+
+
+def test_a_cell_whose_search_ended_below_its_start_is_read_back_as_the_planned_cell(tmp_path):
+    # a tuned H200 cell planned at 15 steps of 1024 that chose 512 times 30 steps: its result is
+    # still the cell the campaign planned (same hash), not a spec "changed after the run"
+    from dataclasses import replace
+
+    from compare.loading import load_result
+    cell = RunSpec("caffe2", "caffe2_torch", batch_size=64, batch_auto=True, steps=4,
+                   warmup_steps=1, windows=2, mode="tuned")
+    spec = replace(cell, search={"bounds": [8, 64], "budget_s": 60, "images": 4 * 64})
+    phases._marks.clear()
+    harness.run(spec, str(tmp_path / "r.json"), lambda s: Toy(s, 50, lambda b: 0.01))
+    result = load_result(tmp_path / "r.json")  # validate.result: the spec re-hashed
+    assert (result.status, result.spec["batch_size"], result.spec["steps"]) == ("ok", 48, 6)
+    assert result.spec_hash == result.spec["spec_hash"] == cell.spec_hash
