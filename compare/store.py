@@ -316,6 +316,8 @@ class Campaign:
         """Every readable probe of the campaign's batch searches (none in older campaigns)."""
         out = []
         for path in sorted((self.root / "probes").glob("*.json")):
+            if path.name.startswith("."):
+                continue  # a probe being written (.tmp-*), or what a killed write left
             try:
                 out.append(load_result(path))
             except (SchemaError, OSError):

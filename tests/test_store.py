@@ -331,3 +331,13 @@ def test_resuming_with_another_executor_names_the_flag_that_keeps_the_campaigns(
         "--concurrency and --gpu-hour-price may change); --executor local keeps the campaign's "
         "executor".format(c.root))
 
+
+def test_a_probe_whose_write_was_cut_short_is_not_read_as_a_second_probe(tmp_path):
+    """A compare killed between writing a probe and renaming it into place leaves a whole
+    `.tmp-*` copy beside it: `compare report` listed that search's probe twice."""
+    c = _campaign(tmp_path)
+    probe = result("caffe2", "fp32", 1, 90.0)
+    c.save_probe(probe)
+    (c.root / "probes" / ".tmp-4242-0a1b2c3d.json").write_text(
+        (c.root / "probes" / (probe.run_id + ".json")).read_text())
+    assert [p.run_id for p in c.probes()] == [probe.run_id]
