@@ -34,6 +34,7 @@ RANGES = {"wall_time_s": (0, 1e9, "seconds of the timed steps", True),
 # multiplies or divides by an absurd one
 SPEC_RANGES = {"batch_size": (1, 2 ** 20, "images a worker and step"),
                "image_size": (32, 2 ** 14, "pixels a side"), "steps": (1, 1e9, "timed steps"),
+               "planned_steps": (1, 1e9, "timed steps planned"),
                "warmup_steps": (0, 1e9, "warm-up steps"), "windows": (1, 1e6, "timed windows"),
                "gpus": (1, 2 ** 20, "workers a node"), "nodes": (1, 2 ** 20, "machines"),
                "repeat": (0, 1e6, "the repeat's index"), "num_classes": (1, 1e7, "classes"),
