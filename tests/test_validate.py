@@ -196,6 +196,8 @@ IMPOSSIBLE = [
     (lambda d: d.update(timed_steps=-4), lambda d: "timed_steps is -4, not from 1 to 1e+09 (steps "
                                                    "timed)"),
     (lambda d: d["spec"].update(batch_size=-4), lambda d: "spec: batch_size must be >= 1, got -4"),
+    (lambda d: d["spec"].update(planned_steps=0),
+     lambda d: "spec.planned_steps is 0, not from 1 to 1e+09 (timed steps planned)"),
     (lambda d: d.update(global_batch=400),
      lambda d: "global_batch 400 is not the spec's batch_size × workers (4 × 1 = 4)"),
     (lambda d: d.update(timed_steps=400), lambda d: "timed_steps 400 is not the spec's steps (4)"),
@@ -218,6 +220,7 @@ IMPOSSIBLE = [
 # figures as the harness wrote them
 @pytest.mark.parametrize("change,why", IMPOSSIBLE, ids=[
     "ips-1e8", "wall-negative", "batch-negative", "steps-negative", "spec-batch-negative",
+    "spec-planned-steps-zero",
     "global-batch-not-the-spec's", "steps-not-the-spec's", "median-not-the-windows'",
     "windows-too-fast", "windows-too-slow", "window-count"])
 def test_a_figure_the_run_cannot_have_measured_is_skipped_with_the_reason(tmp_path, capsys, change,
