@@ -7,11 +7,15 @@ from typing import Any, Dict
 from backends.contract import RunSpec
 
 from .errors import UserError
-from .study import DECLARED, HELD, SPEC_NAMES
+from .study import DECLARED, FREE, HELD, SPEC_NAMES
 
 # the HELD settings (study.py) every cell's RunSpec carries, by their RunSpec names
 SPEC_HELD = tuple(SPEC_NAMES.get(n, n) for n, s in DECLARED.items() if s.resume == HELD and
                   SPEC_NAMES.get(n, n) in {f.name for f in fields(RunSpec)})
+
+
+# what a resume may change (FREE), as the resume's message lists them
+FREE_FLAGS = tuple(s.flag for s in DECLARED.values() if s.resume == FREE)
 
 
 def settings_of_results(results) -> Dict[str, Any]:

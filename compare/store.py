@@ -23,7 +23,7 @@ import os
 import re
 import secrets
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from backends.contract import RunResult, RunSpec, SchemaError, utc_now
 
@@ -202,12 +202,12 @@ class Campaign:
 
     def resume(self, config: Dict[str, Any], settings: Dict[str, Any],
                reconstruct: Callable[[List[RunResult]], Dict[str, Any]] = lambda rs: {},
-               write: bool = True) -> None:
+               write: bool = True, free: Sequence[str] = ()) -> None:
         """Continue the campaign with `config`: its settings must be the campaign's (new keys, e.g.
         a framework's options when a framework is added, are recorded); else one UserError line.
         A campaign of an earlier compare stored none: `reconstruct` reads them from its results
         (a UserError when they disagree), and they are held to just the same. `write` False:
-        the check alone (`--resume --plan`)."""
+        the check alone (`--resume --plan`); `free`: the flags a resume may change, for the message."""
         meta = self.meta
         if "settings" in meta:  # a campaign always holds some (the device, the executor)
             fixed, whose = meta.get("settings"), "campaign"
@@ -223,13 +223,12 @@ class Campaign:
                       for k in changed]
             keep = "; --executor {} keeps the campaign's executor".format(fixed["executor"]) \
                 if "executor" in changed else ""
-            from .study import DECLARED, FREE  # not at the top: study imports what imports store
-            free = [s.flag for s in DECLARED.values() if s.resume == FREE]
             raise UserError("--resume {}: settings differ from the campaign's{}: {}; resume with the "
-                            "campaign's settings or start a new campaign ({} and {} may change){}"
-                            .format(self.root, "" if whose == "campaign" else
-                                    " (it stored none: read from its results)", "; ".join(differ),
-                                    ", ".join(free[:-1]), free[-1], keep))
+                            "campaign's settings or start a new campaign{}{}".format(
+                                self.root, "" if whose == "campaign" else
+                                " (it stored none: read from its results)", "; ".join(differ),
+                                " ({} and {} may change)".format(", ".join(free[:-1]), free[-1])
+                                if free else "", keep))
         if not write:
             return
         meta["settings"] = dict(fixed, **settings)

@@ -266,8 +266,9 @@ def test_a_campaign_that_stored_no_settings_is_held_to_those_of_its_results(tmp_
     assert (other.returncode, other.stderr) == (2, (
         "compare: error: --resume {}: settings differ from the campaign's (it stored none: read from "
         "its results): steps 3 (its results) vs 11 (now); resume with the campaign's settings or "
-        "start a new campaign (--frameworks, --gpus, --nodes, --precision, --batch-size, --repeats and "
-        "--timeout may change)\n").format(campaign))
+        "start a new campaign (--frameworks, --gpus, --nodes, --precision, --batch-size, --mode, "
+        "--repeats, --timeout, --data, --data-only, --model, --concurrency and --gpu-hour-price may "
+        "change)\n").format(campaign))
     assert (campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text() == result  # kept
     same = run(args + ["--resume", "--precision", "fp32,bf16"])
     assert same.returncode == 0, same.stderr

@@ -11,6 +11,7 @@ import pytest
 
 from compare.errors import UserError
 from compare.loading import clean_text
+from compare.settings import FREE_FLAGS
 from compare.store import Campaign
 from tests.helpers import MACHINE, main_exit, result
 
@@ -323,7 +324,7 @@ def test_resuming_with_another_executor_names_the_flag_that_keeps_the_campaigns(
     c = Campaign.create(tmp_path / "c", {}, MACHINE, settings={"executor": "local", "steps": 2})
     c.unlock()
     with pytest.raises(UserError) as caught:
-        Campaign.open(c.root).resume({}, {"executor": "docker", "steps": 2})
+        Campaign.open(c.root).resume({}, {"executor": "docker", "steps": 2}, free=FREE_FLAGS)
     assert str(caught.value) == (
         "--resume {}: settings differ from the campaign's: executor local (campaign) vs docker (now); "
         "resume with the campaign's settings or start a new campaign (--frameworks, --gpus, --nodes, "

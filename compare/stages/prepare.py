@@ -14,7 +14,7 @@ from backends.contract import RunResult
 from .. import datasets, machine_record
 from ..errors import UserError
 from ..executors import Executor
-from ..settings import settings_of_results
+from ..settings import FREE_FLAGS, settings_of_results
 from ..store import FINISHED, Campaign, default_root
 from .plan import Plan
 
@@ -80,7 +80,7 @@ def check_resume(plan: Plan, campaign: Campaign, write: bool = True) -> None:
         raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
                         "start a new campaign and use `compare diff`".format(
                             campaign.root, "; ".join(differ)))
-    campaign.resume(_asked(plan), plan.held(), settings_of_results, write=write)
+    campaign.resume(_asked(plan), plan.held(), settings_of_results, write=write, free=FREE_FLAGS)
     campaign.plan(plan.cells, write=write)  # a cell planned before must be the same cell
 
 
