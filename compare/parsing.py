@@ -62,9 +62,17 @@ def listed(text: str, label: str, hint: str) -> List[str]:
     return items
 
 
+def once(values: Tuple, text: str, label: str) -> Tuple:
+    """values, parsed from text; one line where two are one number (1 and 01)."""
+    twice = [v for i, v in enumerate(values) if v in values[:i]]
+    if twice:
+        raise UserError("{} {}: {} is given twice; give each value once".format(label, text, twice[0]))
+    return values
+
+
 def ints(text: str, label: str, s: Setting) -> Tuple[int, ...]:
     hint = "give one or more integers >= {}, e.g. 1,2".format(plain(s.low))
-    return tuple(whole(x, label, s) for x in listed(text, label, hint))
+    return once(tuple(whole(x, label, s) for x in listed(text, label, hint)), text, label)
 
 
 def choice(valid: Callable[[], List[str]], what: str, hint: str = "") -> Callable:
@@ -91,7 +99,7 @@ def batches(text: str, label: str, s: Setting) -> Tuple:
     if bad:
         raise UserError("{} {!r}: not an integer or auto; give per-GPU batch sizes >= 1 and/or "
                         "auto, e.g. 256,auto".format(label, bad[0]))
-    return tuple(bounded(int(x), label, s) for x in items if x != AUTO) + (
+    return once(tuple(bounded(int(x), label, s) for x in items if x != AUTO), text, label) + (
         (AUTO,) if AUTO in items else ())
 
 

@@ -87,6 +87,8 @@ def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp
                                              "planned machine)"),
     (["--batch-size", "auto,auto"], "--batch-size auto,auto: auto is given twice; give each value once"),
     (["--gpus", "1,2,1"], "--gpus 1,2,1: 1 is given twice; give each value once"),
+    (["--gpus", "1,01"], "--gpus 1,01: 1 is given twice; give each value once"),
+    (["--batch-size", "32,032,auto"], "--batch-size 32,032,auto: 32 is given twice; give each value once"),
     (["--option", "channels_last=true", "--option", "channels_last=false"],
      "--option channels_last=false: channels_last is given twice for caffe2; give each key once"),
     (["--steps", "4", "--windows", "5"], "--windows 5: more windows than the 4 timed steps; give "
@@ -97,7 +99,8 @@ def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp
     (["--option", "loader_workers=1_0"], "--option loader_workers=1_0: not an integer"),
     (["--option", "loader_workers=١٠"], "--option loader_workers=\\u0661\\u0660: not an integer"),
     (["--plan-gpus", "2"], "--plan-gpus belongs to --plan (print the schedule and exit); add --plan"),
-], ids=["plan-gpus", "auto-twice", "gpus-twice", "option-twice", "windows", "underscore",
+], ids=["plan-gpus", "auto-twice", "gpus-twice", "gpus-leading-zero", "batch-leading-zero",
+        "option-twice", "windows", "underscore",
         "arabic", "float", "option-underscore", "option-arabic", "plan-gpus-alone"])
 def test_bad_input_of_issue_37_is_one_line(args, message, tmp_path, capsys):
     code, _, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor", "local",
