@@ -361,9 +361,9 @@ def test_a_real_cell_without_a_synthetic_twin_is_not_taken_for_a_framework_verdi
     assert line.endswith("not known to be within 5% of synthetic: JAX (Flax) ran no synthetic twin.")
 
 
-def test_each_network_of_a_real_data_study_gets_its_own_pipeline_verdict():
-    """Two networks, otherwise the same cells: JAX's ResNet-50 is input-bound, its ResNet-152 (a
-    slower step the same pipeline keeps up with) is not; each ratio row says its own."""
+def _two_networks():
+    """Runs of ResNet-50 and ResNet-152, otherwise the same cells: JAX's ResNet-50 is input-bound,
+    its ResNet-152 (a slower step the same pipeline keeps up with) is not."""
     results = []
     for model, jax_real in (("resnet50", 700.0), ("resnet152", 2950.0)):
         runs = (_cell("caffe2", "synthetic", 6000.0, None, None)
@@ -373,7 +373,13 @@ def test_each_network_of_a_real_data_study_gets_its_own_pipeline_verdict():
         for r in runs:
             r.spec = dict(r.spec, model=model)
         results += runs
-    cells = comparator_cells(results)
+    return results
+
+
+def test_each_network_of_a_real_data_study_gets_its_own_pipeline_verdict():
+    """Two networks, otherwise the same cells: JAX's ResNet-50 is input-bound, its ResNet-152 (a
+    slower step the same pipeline keeps up with) is not; each ratio row says its own."""
+    cells = comparator_cells(_two_networks())
     verdicts = data_table.pipeline_verdicts(cells)
     jax = cells[(cells.framework == "jax") & (cells.data_mode == "real")]
     assert {r.model: verdicts[data_table.cell_key(r)]["input_bound"] for _, r in jax.iterrows()} == \
@@ -493,15 +499,7 @@ def test_the_repeats_of_a_synthetic_and_a_real_data_cell_are_told_apart():
 
 def test_the_pipeline_findings_of_two_networks_name_each_network():
     """Two networks through the same pipelines: each 'real data' sentence names its network."""
-    results = []
-    for model, jax_real in (("resnet50", 700.0), ("resnet152", 2950.0)):
-        runs = (_cell("caffe2", "synthetic", 6000.0, None, None)
-                + _cell("caffe2", "real", 5900.0, "hw", "torch DataLoader (file bytes) -> x")
-                + _cell("jax", "synthetic", 3000.0 if model == "resnet152" else 7000.0, None, None)
-                + _cell("jax", "real", jax_real, "cpu", "Grain worker processes (Pillow) -> x"))
-        for r in runs:
-            r.spec = dict(r.spec, model=model)
-        results += runs
+    results = _two_networks()
     lines = report.build(comparator_cells(results)).summary.lines
     said = [x for x in lines if "real data" in x]
     assert len(said) == 2
