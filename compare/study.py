@@ -357,14 +357,21 @@ def show(value: Any) -> str:
     return "not given" if value is None else str(value)
 
 
+def asked_study(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """What a campaign's latest session asked (campaign.json: its study, the settings' sources),
+    where it stored a study; None for a campaign of an earlier compare."""
+    sessions = meta.get("sessions") or [{}]
+    asked = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
+    return asked if isinstance(asked, dict) and isinstance(asked.get("study"), dict) else None
+
+
 def stored(results: str, given) -> Optional[Tuple[Dict[str, Any], Dict[str, str]]]:
     """(the settings a campaign stored: its latest session's study, typed; where each came from);
     the FREE ones given again left out. None for a campaign of an earlier compare, which stored
     no study (its stored settings hold it: settings.py)."""
     from .store import Campaign
-    sessions = Campaign.open(Path(results)).meta.get("sessions") or [{}]
-    asked = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
-    if not isinstance(asked, dict) or not isinstance(asked.get("study"), dict):
+    asked = asked_study(Campaign.open(Path(results)).meta)
+    if asked is None:
         return None
     known = {s.name: s for s in declared()}
     values: Dict[str, Any] = {}

@@ -19,7 +19,7 @@ from ..matrix import QUICK, Matrix, image_sizes
 from ..parsing import AUTO, options
 from ..scheduler import pool_for
 from ..settings import SPEC_HELD
-from ..study import Study, ran_with, stored
+from ..study import Study, asked_study, ran_with
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
 OVERSUBSCRIBE = "COMPARE_OVERSUBSCRIBE"  # =1: allow more CPU workers than cores
@@ -132,12 +132,11 @@ def _resumed_steps(study: Study) -> Optional[Tuple[int, int]]:
         return None
     from ..store import Campaign
     try:
-        if stored(study.results, set()) is None:
-            return None
-        settings = Campaign.open(Path(study.results)).meta.get("settings")
+        meta = Campaign.open(Path(study.results)).meta
     except UserError:
         return None
-    if not isinstance(settings, dict):
+    settings = meta.get("settings")
+    if asked_study(meta) is None or not isinstance(settings, dict):
         return None
     steps, warmup = settings.get("steps"), settings.get("warmup_steps")
     return (steps, warmup) if all(type(v) is int and v >= 0 for v in (steps, warmup)) else None
