@@ -33,6 +33,9 @@
 #   candidates tuned fp16/bf16 at b1024 with one switch each, toward >= 8,500 img/s: PyTorch
 #              cudnn_benchmark_limit=0 (every cuDNN algorithm timed), JAX fp16 with a static loss
 #              scale (MLPerf's ResNet-50 entries use one)                             (~3 min)
+#   push       toward >= 8,500 img/s: PyTorch tuned bf16 then fp16 at b1024 with
+#              --option inductor_tuning=coordinate (inductor times the block sizes of its fused
+#              BN/ReLU/add Triton kernels, 60 % of a compiled step: BENCHMARKS.md), cold (~4-8 min)
 #   setup      where a PyTorch cell's 5-6 s from devices_ready to model_built go (bench/torch_setup.py,
 #              cProfile of the backend's own trainer), fp16 and bf16 at b256         (~30 s)
 #   compile    what a tuned cell's compile costs and buys: JAX fp16 at b1024 with XLA's autotuning
@@ -111,6 +114,11 @@ for stage in $stages; do case $stage in
           --frameworks caffe2 --batch-search 512-512 --option cudnn_benchmark=$1; }
       cost_jax 0; cost_torch false; cost_jax 1; cost_jax 4; cost_torch true  # the switches first, the defaults after
       python3 bench/tuned_summary.py $camp --compile; } ;;
+  push) fits 200 push && {
+      run_for $(( $(left) * 6 / 10 )) push-torch-bf16 --frameworks caffe2 --gpus 1 \
+          --precision bf16 --mode tuned --batch-search 1024-1024 --option inductor_tuning=coordinate
+      run push-torch-fp16 --frameworks caffe2 --gpus 1 --precision fp16 --mode tuned \
+          --batch-search 1024-1024 --option inductor_tuning=coordinate; } ;;
   setup) fits 40 setup && for p in fp16 bf16; do  # where a PyTorch cell's set-up goes
       timeout 60 python3 bench/torch_setup.py --precision $p --top 30 > $out/torch-setup-$p.txt 2>&1
       head -45 $out/torch-setup-$p.txt; done ;;

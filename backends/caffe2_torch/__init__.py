@@ -29,6 +29,10 @@ OPTIONS = (
            choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")),
     Option("cuda_graphs", "bool", "capture the whole step as one CUDA graph (cuda, 1 GPU)",
            default=False),
+    Option("inductor_tuning", "str", "with --compile: time block sizes for inductor's own "
+           "Triton kernels (the fused batch-norm/ReLU/add passes), not the convolutions: "
+           "coordinate descent, max_autotune_pointwise, both, or off",
+           default="off", choices=("off", "coordinate", "pointwise", "both")),
     Option("cudnn_benchmark", "bool", "cuDNN times candidate algorithms for each convolution in "
            "the first step and keeps the fastest (else its heuristics choose)", default=True),
     Option("cudnn_benchmark_limit", "int", "with cudnn_benchmark: how many candidates to time per "

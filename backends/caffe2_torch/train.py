@@ -53,6 +53,9 @@ class TorchTrainer(RuntimeTrainer):
                 model, device_ids=[local_rank] if spec.device == "cuda" else None,
                 broadcast_buffers=False, gradient_as_bucket_view=True)
         self.compile_mode = opt("compile_mode")
+        self.inductor_tuning = opt("inductor_tuning") if spec.compile else None
+        if self.inductor_tuning:
+            _tune_inductor(self.inductor_tuning)
         self.model = torch.compile(model, mode=self.compile_mode) if spec.compile else model
         self.optimizer_impl = opt("optimizer") or ("fused" if spec.device == "cuda" else "foreach")
         self.optimizer = torch.optim.SGD(
@@ -139,6 +142,7 @@ class TorchTrainer(RuntimeTrainer):
             tf32=torch.backends.cuda.matmul.allow_tf32 or torch.backends.cudnn.allow_tf32,
             layout="NHWC" if nhwc else "NCHW",
             compiler="torch.compile " + self.compile_mode if self.spec.compile else None,
+            inductor_tuning=self.inductor_tuning,
             threads=torch.get_num_threads(),
             channels_last=nhwc,
             cuda_graphs=self.graph is not None,
@@ -159,6 +163,15 @@ class TorchTrainer(RuntimeTrainer):
         if self.spec.compile:
             _count_compile_cache()
         return self.record(settings)
+
+
+def _tune_inductor(how: str) -> None:
+    """inductor_tuning: inductor times candidate block sizes of its generated Triton kernels when
+    it compiles them (part of the compile settings, so of its cache key); cuDNN's convolutions
+    are left to cudnn_benchmark. No effect on a CPU, where inductor writes C++ instead."""
+    import torch._inductor.config as inductor
+    inductor.coordinate_descent_tuning = how in ("coordinate", "both")
+    inductor.max_autotune_pointwise = how in ("pointwise", "both")
 
 
 def _count_compile_cache() -> None:

@@ -75,6 +75,24 @@ def test_compile_and_channels_last_switches_run_on_cpu(tmp_path):
     assert r["settings"]["autocast_dtype"] == "bfloat16"
 
 
+def test_inductor_tuning_sets_inductors_own_switches_and_is_recorded():
+    out = run_in_backend("caffe2", """
+import torch._inductor.config as c
+from backends.protocol import RunSpec
+from backends.caffe2_torch.train import setup
+for how in ('coordinate', 'both', 'off'):
+    t = setup(RunSpec(framework='caffe2', backend='caffe2_torch', batch_size=2, image_size=32,
+                      num_classes=10, compile=True, options={'inductor_tuning': how}))
+    print(how, c.coordinate_descent_tuning, c.max_autotune_pointwise,
+          t.describe()['settings']['inductor_tuning'])
+t = setup(RunSpec(framework='caffe2', backend='caffe2_torch', batch_size=2, image_size=32,
+                  num_classes=10, options={'inductor_tuning': 'both'}))
+print('eager', t.describe()['settings']['inductor_tuning'])
+""")
+    assert out.splitlines() == ["coordinate True False coordinate", "both True True both",
+                                "off False False off", "eager None"]
+
+
 @pytest.mark.parametrize("given,expected", [("false", False), ("yes", True)])
 def test_channels_last_option_is_recorded_typed_and_really_switches_the_layout(tmp_path, given, expected):
     campaign = tmp_path / "c"

@@ -9,7 +9,7 @@ from tests.helpers import main_exit
 
 CAFFE2_KEYS = ("channels_last, compile_mode, cpu_decoders, cpu_draft, cpu_share, cuda_graphs, "
                "cudnn_benchmark, cudnn_benchmark_limit, decode, "
-               "fail_at, fail_rank, feeder_priority, loader_workers, memory_limit_mb, nvimgcodec_api, "
+               "fail_at, fail_rank, feeder_priority, inductor_tuning, loader_workers, memory_limit_mb, nvimgcodec_api, "
                "optimizer, pipeline, switch_interval_ms")
 
 
