@@ -47,7 +47,9 @@ class Placer:
         self.free = list(pool.units)
         self.running = 0
         self.searching: Dict[str, int] = {}  # spec hash -> its auto cells running
-        self.hashes: Dict[int, str] = {}  # id of an auto cell's spec -> its hash, made once
+        # id of an auto cell's spec -> (the spec, its hash), made once; holding the spec keeps
+        # its id from being reused by a later spec while the entry lives
+        self.hashes: Dict[int, Tuple[RunSpec, str]] = {}
 
     def place(self, pending: Sequence[RunSpec],
               known: Container[str] = ()) -> List[Tuple[RunSpec, List[str]]]:
@@ -70,11 +72,11 @@ class Placer:
 
     def _hash(self, spec: RunSpec) -> str:
         """An auto cell's spec hash (a sha256 of its settings: made once per cell, not per walk
-        of the pending cells; the specs stay alive in the caller's list while it places them)."""
-        key = id(spec)
-        if key not in self.hashes:
-            self.hashes[key] = spec.spec_hash
-        return self.hashes[key]
+        of the pending cells)."""
+        held = self.hashes.get(id(spec))
+        if held is None or held[0] is not spec:
+            held = self.hashes[id(spec)] = (spec, spec.spec_hash)
+        return held[1]
 
     def _take(self, n: int) -> List[str]:
         """n free units, adjacent in pool order where possible (one NUMA node, one switch)."""

@@ -148,6 +148,18 @@ def test_the_repeats_of_an_auto_cell_wait_for_the_first_to_find_their_batch():
     assert all(found == {auto.spec_hash: 512} for _, found in started[1:]) and len(ran) == 3
 
 
+def test_a_spec_that_takes_a_freed_specs_id_gets_its_own_hash():
+    # the placer caches each auto cell's hash by id(spec); CPython reuses the id of a freed
+    # object, so an entry must be checked to be the very spec asked about
+    from dataclasses import replace
+    fp16 = replace(_spec(1, "fp16"), batch_auto=True, mode="tuned")
+    bf16 = replace(fp16, precision="bf16")
+    placer = scheduler.Placer(resources.Pool(["0"], {"0": [0]}, gpu=True, pin=True), 1)
+    assert placer._hash(fp16) == fp16.spec_hash
+    placer.hashes[id(bf16)] = placer.hashes.pop(id(fp16))  # as if bf16 lived where fp16 did
+    assert placer._hash(bf16) == bf16.spec_hash != fp16.spec_hash
+
+
 def test_the_sixteen_cell_study_on_eight_gpus_never_shares_a_gpu():
     specs = [_spec(g, p, fw) for fw in ("caffe2", "jax") for p in ("fp32", "tf32", "fp16", "bf16")
              for g in (1, 2)]
