@@ -13,8 +13,9 @@ still passes). Matching ignores the other columns the reference does not have.
 """
 import io
 import math
+import re
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import pandas as pd
 
@@ -172,6 +173,22 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
     return path.stem, df.reset_index(drop=True).astype(object)
 
 
+def distinct(loaded: Sequence[Tuple[Path, pd.DataFrame]]) -> List[Tuple[str, pd.DataFrame]]:
+    """(name, rows) of each of several references (distinct files): its file's stem, or where
+    two share one, the stem after as many of its folders as tell them apart ('monday/ref' and
+    'tuesday/ref'): each table has its own title and file."""
+    def name(path: Path, depth: int) -> str:
+        return "/".join(path.parts[max(0, len(path.parts) - 1 - depth):-1] + (path.stem,))
+    out = []
+    for path, df in loaded:
+        depth = 0
+        while depth < len(path.parts) and sum(name(p, depth) == name(path, depth)
+                                              for p, _ in loaded) > 1:
+            depth += 1
+        out.append((name(path, depth), df))
+    return out
+
+
 def _once(path: Path, df: pd.DataFrame) -> None:
     """One line naming the first two rows that give the same cell (network, precision, count,
     and the optional keys, GPU model and system where given): a cell would pass against one and
@@ -290,4 +307,5 @@ def table(name: str, compared: pd.DataFrame) -> Table:
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "
                   "network, precision and N, and on framework, batch and image size where the reference has "
-                  "them).".format(matched, len(compared))], name="reference_" + name)
+                  "them).".format(matched, len(compared))],
+                 name="reference_" + re.sub(r"[^A-Za-z0-9_.-]", "_", name))  # monday/ref: a file
