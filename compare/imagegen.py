@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, List, Tuple
 
+from . import files
 from .errors import UserError
 
 SPECTRUM_SLOPE = 1.03  # amplitude ~ 1/f^slope; tuned with QUALITY for ~110 KB at 500x375
@@ -125,7 +126,8 @@ def check_destination(dest: Path, spec) -> bool:
 
 def make(dest: Path, spec, workers: int, advance: Callable[[int, int], None]) -> int:
     """Write the folder with `workers` processes; advance(images, bytes) after each chunk.
-    Returns the bytes written. make.json is written last: a half-made folder is not 'made'."""
+    Returns the bytes written. make.json is written last, to a temp name and renamed
+    (files.write_text): a half-made folder is not 'made', nor is a manifest ever half written."""
     root = str(dest.absolute())
     for folder in spec.folders():
         os.makedirs(os.path.join(root, folder), exist_ok=True)
@@ -140,5 +142,5 @@ def make(dest: Path, spec, workers: int, advance: Callable[[int, int], None]) ->
         for job, nbytes in zip(jobs, done):
             total += nbytes
             advance(job[3] - job[2], nbytes)
-    (dest / MAKE_FILE).write_text(json.dumps(asdict(spec), indent=2) + "\n")
+    files.write_text(dest / MAKE_FILE, json.dumps(asdict(spec), indent=2) + "\n")
     return total

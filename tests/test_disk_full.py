@@ -116,3 +116,26 @@ def test_a_read_only_campaign_is_one_line_and_its_files_stay(tmp_path, tmpfs):
     finally:
         subprocess.run(["mount", "-o", "remount,rw", str(tmpfs)], check=True)
     assert {str(p): p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+def test_a_full_disk_as_data_make_writes_its_manifest_leaves_none_half_written(tmp_path, tmpfs):
+    """The disk fills after the last image, as make.json is written: one line naming it, and no
+    make.json cut short (a later `compare data make` would read it as other settings) nor a
+    temp file left; with space again the same command makes the folder."""
+    from compare import imagegen
+    from compare.errors import UserError
+    _resize(tmpfs, "20m")
+    dest, spec, chunks = tmpfs / "d", imagegen.MakeSpec(images=4, classes=2, width=32, height=32), []
+
+    def advance(images, nbytes):  # after each image: the last one fills the disk
+        chunks.append(images)
+        if sum(chunks) == spec.images:
+            chunks.append(_fill(tmpfs))
+    with pytest.raises(UserError) as raised:
+        imagegen.make(dest, spec, 1, advance)
+    assert str(raised.value).startswith("cannot write {} (No space left on device); free space, "
+                                        "then run again".format(dest / "make.json"))
+    assert sorted(os.listdir(str(dest))) == ["train"]
+    chunks[-1].unlink()
+    imagegen.make(dest, spec, 1, lambda n, b: None)
+    assert imagegen.check_destination(dest, spec) is True

@@ -106,7 +106,7 @@ def _installed_build() -> Tuple[Optional[Dict[str, bool]], str]:
 def _horovodrun(spec: RunSpec, cmd: Sequence[str]) -> int:
     """Run horovodrun to its end; a failed result when it ends before rank 0 wrote one."""
     started = time.time()
-    code = launcher.start(cmd).wait()
+    code = launcher.run(cmd)
     result_path = launcher.files(cmd)[1]
     if not launcher.wrote_result(result_path, started):
         return launcher.record(spec, result_path, RuntimeError(
@@ -121,14 +121,14 @@ def main(rank: Sequence[str]) -> int:
     choice = options.value(launcher.declared(spec), spec.options, "distribution") if spec else None
     if spec is None or spec.gpus == 1 or choice not in ("auto", "horovod"):
         # mirrored; or a spec or choice the harness rejects, naming the valid ones
-        return launcher.start(rank).wait()
+        return launcher.run(rank)
     build, not_built = _installed_build()
     try:
         controller, why = choose(spec, choice, build, not_built)
     except Unsupported as exc:
         return launcher.record(spec, launcher.files(rank)[1], exc)
     if controller is None:
-        return launcher.start(rank, dict(os.environ, **{FALLBACK_ENV: why})).wait()
+        return launcher.run(rank, dict(os.environ, **{FALLBACK_ENV: why}))
     cmd = horovod_command(spec, rank, controller)
     launcher.say(cmd)
     return _horovodrun(spec, cmd)

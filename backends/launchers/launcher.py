@@ -65,6 +65,14 @@ def start(cmd: Sequence[str], env: Optional[Dict[str, str]] = None) -> subproces
     return subprocess.Popen(list(cmd), env=env, preexec_fn=lifeline.die_with_parent)
 
 
+def run(cmd: Sequence[str], env: Optional[Dict[str, str]] = None) -> int:
+    """Start a child (start()) and wait for it: its exit code, a signal that killed it as a shell
+    says it (128 + N; sys.exit(-9) would exit 247, which names no signal), so the host reads the
+    signal (a SIGKILL: the kernel's OOM killer, where its evidence says so)."""
+    code = start(cmd, env).wait()
+    return 128 - code if code < 0 else code
+
+
 def wrote_result(result_path: str, started: float) -> bool:
     """Whether a result was written since `started` (one of an earlier attempt does not count)."""
     return os.path.exists(result_path) and os.path.getmtime(result_path) >= started - 1

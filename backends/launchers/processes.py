@@ -7,13 +7,15 @@ N is the backend's option `processes`, at most one process per device of the run
 finds the others through COMPARE_COORDINATOR, COMPARE_NUM_PROCESSES, COMPARE_PROCESS_ID and
 COMPARE_LOCAL_RANK (backends/world.py). Once one process fails the others get KILL_GRACE_S to
 notice it themselves, then they are killed; if process 0 wrote no result, this launcher writes
-a `failed` one.
+a `failed` one, naming a process killed by SIGKILL that it did not kill itself (the kernel's OOM
+killer's signal: the host looks for its evidence, compare/executors/results.py).
 """
 import os
+import signal
 import socket
 import sys
 import time
-from typing import List, Optional, Sequence
+from typing import List, Optional, Sequence, Set, Tuple
 
 from .. import harness, lifeline, options
 from ..protocol import RunSpec
@@ -46,20 +48,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait(procs) -> List[Optional[int]]:
-    """Wait for every process; once one fails, give the rest KILL_GRACE_S, then kill them."""
-    failed_at = None
+def _wait(procs) -> Tuple[List[Optional[int]], Set[int]]:
+    """Wait for every process; once one fails, give the rest KILL_GRACE_S, then kill them.
+    Returns their exit codes and which of them this launcher killed."""
+    failed_at, killed = None, set()  # type: Optional[float], Set[int]
     while True:
         codes = [p.poll() for p in procs]
         if all(c is not None for c in codes):
-            return codes
+            return codes, killed
         if failed_at is None and any(c not in (None, 0) for c in codes):
             failed_at = time.time()
         if failed_at is not None and time.time() - failed_at > KILL_GRACE_S:
-            for p in procs:
+            for i, p in enumerate(procs):
                 if p.poll() is None:
                     p.kill()
+                    killed.add(i)
         time.sleep(0.2)
+
+
+def killed_by_signal(procs, codes: Sequence[Optional[int]], killed: Set[int]) -> str:
+    """": process I (pid P) was killed by SIGKILL" for each process something other than this
+    launcher killed so (the kernel's OOM killer does), else ""."""
+    return "".join(": process {} (pid {}) was killed by SIGKILL".format(i, p.pid)
+                   for i, (p, code) in enumerate(zip(procs, codes))
+                   if code == -signal.SIGKILL and i not in killed)
 
 
 def main(rank: Sequence[str]) -> int:
@@ -68,7 +80,7 @@ def main(rank: Sequence[str]) -> int:
     spec = launcher.read(rank)
     n = count(spec) if spec is not None else None
     if n is None or n == 1:
-        return launcher.start(rank).wait()
+        return launcher.run(rank)
     result_path = launcher.files(rank)[1]
     if spec.world_size % n:
         return launcher.record(spec, result_path, ValueError(
@@ -79,11 +91,11 @@ def main(rank: Sequence[str]) -> int:
                                    COMPARE_NUM_PROCESSES=str(n), COMPARE_PROCESS_ID=str(i),
                                    COMPARE_LOCAL_RANK=str(i)))
              for i in range(n)]
-    codes = _wait(procs)
+    codes, killed = _wait(procs)
     if not launcher.wrote_result(result_path, started):
         return launcher.record(spec, result_path, RuntimeError(
-            "the {} {} processes exited with codes {} before process 0 wrote a result".format(
-                n, spec.framework, codes)))
+            "the {} {} processes exited with codes {} before process 0 wrote a result{}".format(
+                n, spec.framework, codes, killed_by_signal(procs, codes, killed))))
     return max(abs(c) for c in codes)
 
 

@@ -51,13 +51,14 @@ def report(
     from ..stages import report as stage
     from ..store import Campaign
     formats = parse_formats(format)
-    refs, seen = [], set()
+    loaded, seen = [], set()
     for r in reference:  # each reference once, as history counts a campaign named twice once
         if references.resolve(r).resolve() in seen:
             _err("warning: --reference {}: named twice; shown once".format(r))
             continue
         seen.add(references.resolve(r).resolve())
-        refs.append(references.load(r))
+        loaded.append((references.resolve(r).resolve(), references.load(r)[1]))
+    refs = references.distinct(loaded)  # two files named ref.csv: two tables, told apart
     base = fws.get(baseline).name if baseline else None
     price = None if gpu_hour_price is None else DECLARED["gpu_hour_price"].parse(
         gpu_hour_price, "--gpu-hour-price", DECLARED["gpu_hour_price"])

@@ -16,7 +16,7 @@ from backends.contract import LAUNCHED_ENV, RunSpec
 from backends.contract.shared import ATTEMPT_ENV, HOST_PID_ENV, die_with_parent, lifeline
 
 from .base import Attempt, Handle, Refused
-from .results import Outcome
+from .results import Outcome, cgroup_oom_kills
 
 # every process a run starts inherits CAMPAIGN_ENV=<folder> and lifeline.ATTEMPT_ENV=<nonce>, so
 # it can be found after its parent died (a torchrun worker runs in a session of its own; an
@@ -100,15 +100,22 @@ class Process(Handle):
     """A run's launcher on this host: waited for up to the run's timeout; stop() ends it, its
     process group and every process tagged with its attempt, and removes its temp folder."""
 
-    def __init__(self, proc: subprocess.Popen, nonce: str, temp: Optional[Path] = None):
+    def __init__(self, proc: subprocess.Popen, nonce: str, temp: Optional[Path] = None,
+                 oom_kills: Optional[int] = None):
         self.proc, self.nonce, self.temp = proc, nonce, temp
         self.stopped = False
+        self.oom_kills = oom_kills  # the memory cgroup's OOM kills when the run started
 
     def wait(self, timeout: float) -> Outcome:
         try:
-            return Outcome(exit_code=self.proc.wait(timeout=timeout))
+            code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             return Outcome(timed_out=True)
+        # the run's processes share compare's memory cgroup: an OOM kill it counted meanwhile is
+        # evidence that memory killed a worker of this run (the launcher shows only the signal)
+        now = cgroup_oom_kills()
+        kills = None if now is None or self.oom_kills is None else now - self.oom_kills
+        return Outcome(exit_code=code, cgroup_oom_kills=kills)
 
     def stop(self) -> None:
         if not self.stopped:
@@ -127,6 +134,7 @@ def start(attempt: Attempt, cmd: Sequence[str], env: Dict[str, str], cores: Sequ
     env = dict(env, **{ATTEMPT_ENV: spec.nonce, CAMPAIGN_ENV: str(campaign.root),
                        HOST_PID_ENV: str(os.getpid())})
     lifeline.prepare()
+    oom_kills = cgroup_oom_kills()
     try:
         with campaign.log_files(spec.run_id) as (out, err):  # new files, never through a link
             env[LAUNCHED_ENV] = repr(time.time())  # the launch span ends when the backend starts
@@ -137,4 +145,4 @@ def start(attempt: Attempt, cmd: Sequence[str], env: Dict[str, str], cores: Sequ
         if temp is not None:
             shutil.rmtree(str(temp), ignore_errors=True)
         raise Refused("failed", "could not start {}: {}".format(cmd[0], exc)) from None
-    return Process(proc, spec.nonce, temp)
+    return Process(proc, spec.nonce, temp, oom_kills)

@@ -1,6 +1,7 @@
 """How a run ended (Outcome, what every executor's wait() hands to collect()) and the result it
 makes: the backend's own result file read back, or a failure saying why there is none; the words
-frameworks print when memory runs out, and the kernel's own when it killed for memory."""
+frameworks print when memory runs out, and the kernel's own when it killed for memory (its log,
+or the OOM kills a memory cgroup counted while the run ran)."""
 import datetime
 import os
 import re
@@ -18,6 +19,13 @@ TAIL_CHARS = 4000
 OOM_SCAN_CHARS = 1_000_000  # how much of a run's stderr (all ranks) is searched for an OOM
 KERNEL_LOG = "/dev/kmsg"  # the kernel's ring buffer: one record "prio,seq,usec,flags;text" a read
 KERNEL_OOM = re.compile(r"Out of memory: Killed process|oom-kill:|Memory cgroup out of memory")
+# how a launcher reports a worker killed by SIGKILL (the OOM killer's signal, which leaves nothing
+# in the log) before it exits with a code of its own: torchrun's error summary, Open MPI's mpirun,
+# compare's processes launcher (backends/launchers/processes.py)
+KILLED_WORKER = re.compile(r"Signal 9 \(SIGKILL\) received by PID \d+|process rank \d+ with PID \d+ "
+                           r"on node \S+ exited on signal 9 \(Killed\)|process \d+ \(pid \d+\) was "
+                           r"killed by SIGKILL")
+CGROUP_ROOT = "/sys/fs/cgroup"
 
 
 @dataclass(frozen=True)
@@ -32,6 +40,9 @@ class Outcome:
     # (status, reason) where the executor knows how the run ended without its result file (a
     # Slurm job stopped at its time limit): recorded so, the file is not read
     ended: Optional[Tuple[str, str]] = None
+    # OOM kills this host's memory cgroup of the run counted while it ran (processes.Process);
+    # None: not read. With a worker killed by SIGKILL, the evidence that memory killed it
+    cgroup_oom_kills: Optional[int] = None
 
     @property
     def signal(self) -> Optional[int]:
@@ -78,7 +89,8 @@ def collect(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Pat
 def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
           stderr_tail: str, started_at: str, timeout: float) -> RunResult:
     # only rank 0 writes the result: another rank's out-of-memory shows in the shared stderr
-    oom = oom_line(tail(stderr_file, OOM_SCAN_CHARS))
+    text = tail(stderr_file, OOM_SCAN_CHARS)
+    oom = oom_line(text)
     if outcome.timed_out:
         first = "; a worker ran out of memory first: " + oom if oom else ""
         return failure(spec, "oom" if oom else "timeout", "killed after the {:g} s timeout{}".format(
@@ -95,6 +107,10 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                 result.status = "oom"
                 result.reason = "a worker ran out of memory: {} (rank 0 recorded: {})".format(
                     oom, result.reason)
+            elif result.status == "failed" and killed_worker(text):
+                for_memory, result.reason = _worker_killed(killed_worker(text), result.reason,
+                                                           outcome, started_at)
+                result.status = "oom" if for_memory else result.status
             if result.status != "ok":
                 result.stderr_tail = stderr_tail or None
             return result
@@ -102,14 +118,49 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                "{}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
     how, kernel, signum = "exited with code {}".format(outcome.exit_code), None, outcome.signal
+    said = (": " + last[-1][-300:]) if last else ""
     if signum:  # failed, with the signal; out of memory only where the kernel's log says so
         how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
-        kernel = None if oom else kernel_oom_since(started_at)
+        kernel = None if oom else memory_evidence(outcome, started_at)[0]
         oom = oom or kernel
+    elif not oom and killed_worker(text):  # the launcher outlived a worker killed by SIGKILL
+        oom, said = _worker_killed(killed_worker(text), None, outcome, started_at)
+        said = ": " + said
     reason = "{} and wrote no result{}{}{}".format(
-        how, note, (": " + last[-1][-300:]) if last else "",
-        " (the kernel's OOM killer: {})".format(kernel) if kernel else "")
+        how, note, said, " (the kernel's OOM killer: {})".format(kernel) if kernel else "")
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
+
+
+def killed_worker(text: str) -> Optional[str]:
+    """A launcher's report (in the run's stderr) of a worker killed by SIGKILL, or None."""
+    found = KILLED_WORKER.findall(text)
+    return found[-1] if found else None  # torchrun prints its first observed failure last
+
+
+def _worker_killed(worker: str, recorded: Optional[str], outcome: Outcome,
+                   started_at: str) -> Tuple[bool, str]:
+    """A failed run whose launcher reported `worker` killed by SIGKILL (rank 0 `recorded` a
+    reason, or None): (killed for memory, the reason). Memory where the kernel's log or the
+    memory cgroup says so; else the reason says what is not known and why: the launcher shows
+    only the worker's signal."""
+    evidence, unknown = memory_evidence(outcome, started_at)
+    if evidence:
+        return True, "a worker was killed by the kernel's OOM killer: {} ({}){}".format(
+            worker, evidence, " (rank 0 recorded: {})".format(recorded) if recorded else "")
+    return False, "{}a worker was killed: {}; whether by the kernel's OOM killer is not known: " \
+                  "{}".format(recorded + "; " if recorded else "", worker, unknown)
+
+
+def memory_evidence(outcome: Outcome, started_at: str) -> Tuple[Optional[str], str]:
+    """(what says the kernel killed for memory while the run ran: its log's line, or the count
+    of the run's memory cgroup; else None, and why that is not known)."""
+    readable, line = _kernel_oom(started_at)
+    kills = outcome.cgroup_oom_kills
+    if line or kills:
+        return line or "its memory cgroup counted {} OOM kill{} while the run ran".format(
+            kills, "" if kills == 1 else "s"), ""
+    return None, "the kernel's log {} and no memory cgroup counted an OOM kill while the run " \
+                 "ran".format("records none since the run started" if readable else "is not readable here")
 
 
 def _signal_name(signum: int) -> str:
@@ -119,15 +170,15 @@ def _signal_name(signum: int) -> str:
         return "signal {}".format(signum)
 
 
-def kernel_oom_since(started_at: str) -> Optional[str]:
-    """The kernel's last OOM-killer line logged since `started_at` (ISO time), or None (none, or a
-    log this user may not read)."""
+def _kernel_oom(started_at: str) -> Tuple[bool, Optional[str]]:
+    """(whether this user may read the kernel's log, its last OOM-killer line logged since
+    `started_at` (ISO time) or None)."""
     try:
         start = datetime.datetime.fromisoformat(started_at).timestamp() - 1.0
         boot = time.time() - time.monotonic()  # the log counts microseconds since boot
         fd = os.open(KERNEL_LOG, os.O_RDONLY | os.O_NONBLOCK)
     except (OSError, ValueError, TypeError):
-        return None
+        return False, None
     found, chunks = None, []
     try:
         for _ in range(200000):  # the ring buffer holds far fewer records
@@ -148,4 +199,28 @@ def kernel_oom_since(started_at: str) -> Optional[str]:
         if len(fields) >= 3 and fields[2].isdigit() and KERNEL_OOM.search(text) and \
                 boot + int(fields[2]) / 1e6 >= start:
             found = text.strip()[:300]
-    return found
+    return True, found
+
+
+def cgroup_oom_kills(proc_cgroup: str = "/proc/self/cgroup", root: str = CGROUP_ROOT) -> Optional[int]:
+    """How many processes the OOM killer killed in this process's memory cgroup and below
+    (cgroup v2's memory.events, v1's memory.oom_control), or None where neither reads. In a
+    cgroup namespace (a container) the path /proc names is not under the mount: its root is."""
+    try:
+        lines = Path(proc_cgroup).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        v1 = "memory" in controllers.split(",")
+        if controllers and not v1:
+            continue
+        name, mount = ("memory.oom_control", Path(root) / controllers) if v1 else \
+            ("memory.events", Path(root))
+        for folder in (mount / path.lstrip("/"), mount):
+            try:
+                fields = dict(row.split() for row in (folder / name).read_text().splitlines())
+                return int(fields["oom_kill"])
+            except (OSError, ValueError, KeyError):
+                continue
+    return None

@@ -12,8 +12,11 @@ Images/sec are held only against a reference row of the same GPU model (its `gpu
 word for word within the device name the runs recorded, e.g. `V100-PCIe` in `Tesla V100-PCIE-16GB`;
 a row of another framework never matches): any other row is not comparable, with the reason. A
 speedup is a ratio on one machine, so it may cross hardware, and the verdict says so; at N = 1 it
-is 1 by definition, not comparable (a cell without a figure there still falls short). A campaign
-with planned cells still to run fails: a half-done study does not pass.
+is 1 by definition, not comparable (a cell without a figure there still falls short). A cell is
+held only against figures of its own data mode (the reference's `data` column; without one its
+figures are synthetic): real data includes an input pipeline that synthetic data does not, so a
+cell of the other is not comparable, and says so. A campaign with planned cells still to run
+fails: a half-done study does not pass.
 """
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -68,6 +71,10 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
     if r.data_mode == "data-only":  # no training: its figure is an input pipeline's ceiling
         return NOT_COMPARABLE, "data-only: the input pipeline alone, no training, against a " \
             "figure of training"
+    if r.reference_data is not None and r.data_mode != r.reference_data:
+        return NOT_COMPARABLE, "{} data here, {} in the reference: figures are held only against " \
+            "figures of the same data (a reference without a data column is synthetic)".format(
+                r.data_mode, r.reference_data)
     if figure == "img/s" and not same_gpu(gpu, device):
         return NOT_COMPARABLE, "measured on {}, the reference on {}: images/sec are held only against " \
             "the same GPU model".format(device, gpu if gpu is not None else "a GPU it does not name")

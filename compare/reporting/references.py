@@ -5,14 +5,17 @@ $COMPARE_CACHE/references/ (default ~/.cache/compare/references/). Columns: `pre
 (required), `images_per_sec` and/or `speedup_published` (at least one), and optionally `framework`
 (a name or alias; absent = any framework), `batch_size`, `image_size`, `nodes` (absent = one node;
 `gpus` is per node), `model` (a network of `compare list models`, e.g. vgg16 or VGG-16; absent =
-every row is ResNet-50's; rows match cells of the same network), `gpu`/`system` (shown), and
-`tolerance` (`5%` or `0.05`: how far below the figure `compare check` still passes). Matching
-ignores the other columns the reference does not have.
+every row is ResNet-50's; rows match cells of the same network), `data` (`synthetic` or `real`:
+what the figure was measured on; absent = synthetic, as tf_cnn_benchmarks runs by default and the
+seed studies report; `compare check` holds a cell only against figures of its own data mode),
+`gpu`/`system` (shown), and `tolerance` (`5%` or `0.05`: how far below the figure `compare check`
+still passes). Matching ignores the other columns the reference does not have.
 """
 import io
 import math
+import re
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import pandas as pd
 
@@ -27,6 +30,7 @@ BUILTIN = Path(__file__).resolve().parent.parent / "references"
 REQUIRED = ("precision", "gpus")
 FIGURES = ("images_per_sec", "speedup_published")
 OPTIONAL_KEYS = ("framework", "batch_size", "image_size")
+DATA_MODES = ("synthetic", "real")  # a reference's `data`: a figure of training, never data-only
 MAX_REFERENCE_BYTES = 16 * 2 ** 20  # a reference is a table of published figures: a few KB
 FIGURE_RANGE = (validate.FIGURES[0], validate.FIGURES[1])  # images/sec or a speedup, as results'
 
@@ -108,6 +112,12 @@ def _positive(text: str) -> float:
     return value
 
 
+def _data_mode(text: str) -> str:
+    if text.lower() not in DATA_MODES:
+        raise ValueError(text)
+    return text.lower()
+
+
 def _framework(path: Path, df: pd.DataFrame) -> List[str]:
     out = []
     for i, text in enumerate(df.framework):
@@ -149,6 +159,9 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
                    if "model" in df.columns else DEFAULT_MODEL)
     if "framework" in df.columns:
         df = df.assign(framework=_framework(path, df))
+    if "data" in df.columns:
+        df["data"] = _column(df, "data", _data_mode, "is not a data mode; give {}".format(
+            " or ".join(DATA_MODES)), path, required=True)
     if "tolerance" in df.columns:
         df = df.assign(tolerance=[None if not t.strip() else parse_tolerance(
             t, "reference {}: tolerance".format(path.name)) for t in df.tolerance])
@@ -156,15 +169,32 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
         if name in df.columns:
             df[name] = [t.strip() or None for t in df[name]]
     _once(path, df)
+    df = df if "data" in df.columns else df.assign(data="synthetic")
     return path.stem, df.reset_index(drop=True).astype(object)
+
+
+def distinct(loaded: Sequence[Tuple[Path, pd.DataFrame]]) -> List[Tuple[str, pd.DataFrame]]:
+    """(name, rows) of each of several references (distinct files): its file's stem, or where
+    two share one, the stem after as many of its folders as tell them apart ('monday/ref' and
+    'tuesday/ref'): each table has its own title and file."""
+    def name(path: Path, depth: int) -> str:
+        return "/".join(path.parts[max(0, len(path.parts) - 1 - depth):-1] + (path.stem,))
+    out = []
+    for path, df in loaded:
+        depth = 0
+        while depth < len(path.parts) and sum(name(p, depth) == name(path, depth)
+                                              for p, _ in loaded) > 1:
+            depth += 1
+        out.append((name(path, depth), df))
+    return out
 
 
 def _once(path: Path, df: pd.DataFrame) -> None:
     """One line naming the first two rows that give the same cell (network, precision, count,
     and the optional keys, GPU model and system where given): a cell would pass against one and
     fall short against the other."""
-    keys = [k for k in ("model", "precision", "gpus", "nodes") + OPTIONAL_KEYS + ("gpu", "system")
-            if k in df.columns]
+    keys = [k for k in ("model", "precision", "gpus", "nodes", "data") + OPTIONAL_KEYS +
+            ("gpu", "system") if k in df.columns]
     seen: Dict[tuple, int] = {}
     for line, row in enumerate(df[keys].itertuples(index=False), start=2):  # line 1: the header
         cell = tuple(None if pd.isna(v) else v for v in row)
@@ -247,6 +277,7 @@ def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
                          "speedup": c.speedup, "published_speedup": pub_sp,
                          "speedup_ratio": s, "speedup_ratio_ci95": s_hw,
                          "tolerance": _figure(p, "tolerance"),
+                         "reference_data": None if p is None else p.get("data"),
                          "reference_gpu": None if p is None or pd.isna(p.get("gpu")) else p.get("gpu")})
     return pd.DataFrame(rows).astype(object).where(lambda d: d.notna(), None)
 
@@ -276,4 +307,5 @@ def table(name: str, compared: pd.DataFrame) -> Table:
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "
                   "network, precision and N, and on framework, batch and image size where the reference has "
-                  "them).".format(matched, len(compared))], name="reference_" + name)
+                  "them).".format(matched, len(compared))],
+                 name="reference_" + re.sub(r"[^A-Za-z0-9_.-]", "_", name))  # monday/ref: a file

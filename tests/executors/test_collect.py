@@ -143,3 +143,95 @@ def test_a_container_killed_for_memory_is_an_oom_unless_its_run_ended_well(tmp_p
     write_result(str(result_file), RunResult(run_id=SPEC.run_id, status="ok", spec=SPEC.to_dict(),
                                              images_per_sec=1000.0))
     assert collect(SPEC, killed, result_file, err, "2026-11-30T05:40:00+00:00", 600).status == "ok"
+
+
+# what torchrun prints when one of its workers is killed (here by the kernel's OOM killer, which
+# prints nothing into the run's log): torchrun itself then exits 1, not with the signal
+TORCHRUN_RANK1_KILLED = (
+    "W1130 05:40:09.1 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 4241 "
+    "closing signal SIGTERM\n"
+    "E1130 05:40:09.2 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+    "local_rank: 1 (pid: 4242) of binary: /usr/bin/python\n"
+    "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    "============================================================\n"
+    "backends.caffe2_torch FAILED\n"
+    "------------------------------------------------------------\n"
+    "Root Cause (first observed failure):\n"
+    "[0]:\n"
+    "  time      : 2026-11-30_05:40:09\n"
+    "  host      : gpu-node\n"
+    "  rank      : 1 (local_rank: 1)\n"
+    "  exitcode  : -9 (pid: 4242)\n"
+    "  error_file: <N/A>\n"
+    "  traceback : Signal 9 (SIGKILL) received by PID 4242\n"
+    "============================================================\n")
+KERNEL_KILLED_4242 = "Out of memory: Killed process 4242 (python) total-vm:91234567kB, anon-rss:812345kB"
+TORCH_SPEC = RunSpec("torch", "caffe2_torch", gpus=2, device="cuda", precision="fp32", batch_size=256)
+
+
+def _kernel_log(tmp_path, monkeypatch, started, *lines):
+    boot = time.time() - time.monotonic()
+    log = tmp_path / "kmsg"
+    log.write_text("".join("3,{},{},-;{}\n".format(101 + i, int((started + 2 - boot) * 1e6), line)
+                           for i, line in enumerate(lines)))
+    monkeypatch.setattr(results, "KERNEL_LOG", str(log))
+
+
+def test_a_worker_of_a_launcher_killed_by_the_oom_killer_is_an_oom(tmp_path, monkeypatch):
+    started = time.time() - 5
+    _kernel_log(tmp_path, monkeypatch, started, KERNEL_KILLED_4242)
+    err = tmp_path / "stderr.log"
+    err.write_text(TORCHRUN_RANK1_KILLED)
+    result = collect(TORCH_SPEC, Outcome(1), tmp_path / "none.json", err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "oom", "exited with code 1 and wrote no result: a worker was killed by the kernel's OOM "
+               "killer: Signal 9 (SIGKILL) received by PID 4242 ({})".format(KERNEL_KILLED_4242))
+    # rank 0 saw its peer vanish and wrote a failure of its own first: still an oom
+    result_file = tmp_path / "result.json"
+    write_result(str(result_file), RunResult(run_id=TORCH_SPEC.run_id, status="failed",
+                                             spec=TORCH_SPEC.to_dict(), nonce=TORCH_SPEC.nonce,
+                                             reason="RuntimeError: Connection closed by peer"))
+    result = collect(TORCH_SPEC, Outcome(1), result_file, err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "oom", "a worker was killed by the kernel's OOM killer: Signal 9 (SIGKILL) received by PID "
+               "4242 ({}) (rank 0 recorded: RuntimeError: Connection closed by peer)".format(
+                   KERNEL_KILLED_4242))
+
+
+def test_a_killed_worker_without_memory_evidence_stays_failed_and_says_why(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
+    err = tmp_path / "stderr.log"
+    err.write_text(TORCHRUN_RANK1_KILLED)
+    result = collect(TORCH_SPEC, Outcome(1), tmp_path / "none.json", err, _iso(time.time()), 600)
+    assert (result.status, result.reason) == (
+        "failed", "exited with code 1 and wrote no result: a worker was killed: Signal 9 (SIGKILL) "
+                  "received by PID 4242; whether by the kernel's OOM killer is not known: the "
+                  "kernel's log is not readable here and no memory cgroup counted an OOM kill "
+                  "while the run ran")
+
+
+def test_an_oom_kill_the_runs_memory_cgroup_counted_makes_a_killed_worker_an_oom(tmp_path, monkeypatch):
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
+    err = tmp_path / "stderr.log"
+    err.write_text(TORCHRUN_RANK1_KILLED)
+    result = collect(TORCH_SPEC, Outcome(1, cgroup_oom_kills=1), tmp_path / "none.json", err,
+                     _iso(time.time()), 600)
+    assert (result.status, result.reason) == (
+        "oom", "exited with code 1 and wrote no result: a worker was killed by the kernel's OOM "
+               "killer: Signal 9 (SIGKILL) received by PID 4242 (its memory cgroup counted 1 OOM "
+               "kill while the run ran)")
+
+
+def test_the_memory_cgroups_oom_kills_are_read_from_either_cgroup_version(tmp_path):
+    v2, v1 = tmp_path / "v2", tmp_path / "v1"
+    (v2 / "user.slice" / "run").mkdir(parents=True)
+    (v2 / "user.slice" / "run" / "memory.events").write_text(
+        "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\noom_group_kill 0\n")
+    (v1 / "memory").mkdir(parents=True)  # a cgroup namespace: its root is this process's cgroup
+    (v1 / "memory" / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/user.slice/run\n")
+    assert results.cgroup_oom_kills(str(proc), str(v2)) == 2
+    proc.write_text("4:memory:/process_api/7a3a\n0::/\n")
+    assert results.cgroup_oom_kills(str(proc), str(v1)) == 3
+    assert results.cgroup_oom_kills(str(tmp_path / "no-such"), str(v1)) is None

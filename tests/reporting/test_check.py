@@ -216,7 +216,8 @@ def test_the_cells_of_each_mode_and_data_mode_are_told_apart_and_data_only_is_no
                                                                                           capsys):
     """Default and tuned, synthetic, real data and data-only, against one reference row of 1200:
     each row says which cell it is; the data-only cell (the input pipeline alone, no training) is
-    not held against a training figure, so its 500 img/s does not fail the check."""
+    not held against a training figure, so its 500 img/s does not fail the check, nor is the
+    real-data cell held against a figure of synthetic data."""
     runs = [windowed("tf", "fp32", 1, [w * 1.3 for w in WINDOWS]),
             _as(windowed("tf", "fp32", 1, [w * 1.5 for w in WINDOWS]), mode="tuned"),
             _as(windowed("tf", "fp32", 1, [w * 1.25 for w in WINDOWS]), data="/d"),
@@ -227,11 +228,12 @@ def test_the_cells_of_each_mode_and_data_mode_are_told_apart_and_data_only_is_no
     assert "| framework | precision | batch | data | N | figure |" in out
     assert "| TensorFlow (+Horovod) | fp32 | 256 | synthetic | 1 | img/s | 1300.78 | 1200.00 |" in out
     assert "| TensorFlow (+Horovod), tuned | fp32 | 256 | synthetic | 1 | img/s | 1500.90 |" in out
-    assert "| TensorFlow (+Horovod) | fp32 | 256 | real | 1 | img/s | 1250.75 |" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | real | 1 | img/s | 1250.75 | 1200.00 | 1.04× ±0.01 " \
+           "| 5% | not comparable: real data here, synthetic in the reference:" in out
     assert "| TensorFlow (+Horovod) | fp32 | 256 | data-only | 1 | img/s | 500.30 | 1200.00 | 0.417× ±0.004 " \
            "| 5% | not comparable: data-only: the input pipeline alone, no training, against a " \
            "figure of training |" in out
-    assert code == 0 and "3 pass, 0 fall short, 1 not comparable" in out
+    assert code == 0 and "2 pass, 0 fall short, 2 not comparable" in out
 
 
 def test_a_reference_row_with_an_empty_nodes_cell_matches_no_cell(campaign, tmp_path, capsys):
@@ -257,3 +259,34 @@ def test_a_speedup_without_its_one_gpu_figure_says_why_it_is_not_checked(tmp_pat
     assert code == 1
     assert "| TensorFlow (+Horovod) | fp32 | 256 | 3 | speedup | n/a | 2.120 | — | 5% | not comparable: " \
            "no speedup: the cell at N = 1, the same otherwise, has no figure |" in out
+
+
+def test_a_cell_is_held_only_against_reference_figures_of_its_own_data_mode(tmp_path, capsys):
+    """A real-data cell (--data DIR: its figure includes the input pipeline) against a reference
+    of synthetic data (tf_cnn_benchmarks' default, and any reference without a `data` column) is
+    not comparable, and says why; a reference row of real data holds it."""
+    runs = [windowed("tf", "fp32", 1, WINDOWS), windowed("tf", "fp32", 2, [1.5 * w for w in WINDOWS]),
+            _as(windowed("tf", "fp32", 1, [w * 0.5 for w in WINDOWS]), data="/d"),
+            _as(windowed("tf", "fp32", 2, [w * 0.9 for w in WINDOWS]), data="/d")]
+    c = save_campaign(tmp_path / "c", runs)
+    synthetic = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec,speedup_published\n"
+                                     "H200,tf,fp32,1,1000,1\nH200,tf,fp32,2,1500,1.5\n")
+    code, out, _ = main_exit(["check", str(c), "--reference", synthetic], capsys)
+    assert code == 0 and "3 pass, 0 fall short, 5 not comparable (of 8 figures" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | real | 1 | img/s | 500.30 | 1000.00 | 0.50× ±0.01 | 5% | " \
+           "not comparable: real data here, synthetic in the reference: figures are held only " \
+           "against figures of the same data (a reference without a data column is synthetic) |" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | real | 2 | speedup | 1.800 | 1.500 | 1.20× ±0.01 | 5% | " \
+           "not comparable: real data here, synthetic in the reference:" in out
+    both = _reference(tmp_path, "gpu,framework,precision,gpus,data,images_per_sec\n"
+                                "H200,tf,fp32,1,synthetic,1000\nH200,tf,fp32,1,real,600\n")
+    code, out, _ = main_exit(["check", str(c), "--reference", both], capsys)
+    assert code == 1 and "1 pass, 1 falls short, 2 not comparable (of 4 figures" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | real | 1 | img/s | 500.30 | 600.00 | 0.83× ±0.01 | 5% | " \
+           "falls short: below 570.00 |" in out
+    assert "| TensorFlow (+Horovod) | fp32 | 256 | synthetic | 1 | img/s | 1000.60 | 600.00 | 1.67× ±0.02 | " \
+           "5% | not comparable: synthetic data here, real in the reference:" in out
+    bad = _reference(tmp_path, "precision,gpus,data,images_per_sec\nfp32,1,imagenet,600\n")
+    code, _, err = main_exit(["check", str(c), "--reference", bad], capsys)
+    assert code == 2 and err == "compare: error: reference {}: data 'imagenet' on line 2 is not a " \
+                                "data mode; give synthetic or real\n".format(bad)

@@ -109,3 +109,30 @@ def test_a_user_reference_with_a_gpu_cell_left_empty_is_listed(tmp_path, monkeyp
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("mixed "))
     assert "gpu: V100" in line
+
+
+def test_two_references_of_one_file_name_write_two_tables_each_named_by_its_folder(tmp_path, capsys):
+    """monday/ref.csv and tuesday/ref.csv: each has its own table file and its own title (both
+    were `reference_ref`: the second overwrote the first's CSV, and the titles were the same)."""
+    from compare.store import Campaign
+    from tests.helpers import MACHINE
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    for r in fixed_results():
+        c.save_result(r)
+    c.unlock()
+    for day, figure in (("monday", 500), ("tuesday", 700)):
+        (tmp_path / day).mkdir()
+        (tmp_path / day / "ref.csv").write_text(
+            "gpu,framework,precision,gpus,images_per_sec\nA6000,caffe2,fp32,1,{}\n".format(figure))
+    code, out, err = main_exit(["report", str(c.root), "--format", "md,csv",
+                                "--reference", str(tmp_path / "monday" / "ref.csv"),
+                                "--reference", str(tmp_path / "tuesday" / "ref.csv")], capsys)
+    assert code == 0, err
+    assert "## Measured versus published: monday/ref (A6000)" in out
+    assert "## Measured versus published: tuesday/ref (A6000)" in out
+    tables_dir = c.root / "report" / "tables"
+    assert sorted(p.name for p in tables_dir.glob("reference_*")) == ["reference_monday_ref.csv",
+                                                                     "reference_tuesday_ref.csv"]
+    for day, figure in (("monday", "500.00"), ("tuesday", "700.00")):
+        text = (tables_dir / "reference_{}_ref.csv".format(day)).read_text()
+        assert "PyTorch (Caffe2),fp32,256,1,560.00,{},".format(figure) in text
