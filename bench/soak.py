@@ -8,12 +8,14 @@ most one valid result, no finished result rewritten or lost (checksums), no inte
 unexpected exit code. At the end: exactly one valid result per planned cell, all `ok`, and the
 cells (run ids, spec hashes) equal to a clean run's (--reference clean) or the plan's.
 
-    python bench/soak.py --faults 20                         # CI's size: tests/test_soak.py
+    python bench/soak.py --faults 12                         # CI's size: tests/test_soak.py
     python bench/soak.py --faults 200 --reference clean --out /tmp/soak   # docs/reliability.md
 
-When the faults run out before the campaign is done, it finishes without faults; with faults
-left, a new campaign (round) starts. Prints the faults injected by kind, sessions, resumes,
-cells, lost, rewritten, orphans, errors; exit 0 only when those four are 0 and the cells match.
+The kinds not hit yet are drawn first (by weight among them), then every kind by weight: the
+first 8 faults are the 8 kinds (7 without a tmpfs), one each. When the faults run out before the
+campaign is done, it finishes without faults; with faults left, a new campaign (round) starts.
+Prints the faults injected by kind (and any kind not hit), sessions, resumes, cells, lost,
+rewritten, orphans, errors; exit 0 only when those four are 0 and the cells match.
 """
 import argparse
 import collections
@@ -120,7 +122,7 @@ def run_session(a, s: Session, stats: Stats, rng, delay_max: float) -> int:
     due = time.monotonic() + rng.uniform(0.2, delay_max)
     while s.proc.poll() is None:
         if sum(stats.faults.values()) < a.faults and time.monotonic() >= due:
-            hit = faults.inject(s, rng)
+            hit = faults.inject(s, rng, stats.faults)
             if hit:
                 stats.faults[hit] += 1
                 s.hits.append(hit)
@@ -272,10 +274,12 @@ def main(argv=None) -> int:
 
 def summary(a, stats: Stats, mismatched: int, wall: float, tmpfs: bool) -> str:
     kinds = ", ".join("{} {}".format(n, k) for k, n in sorted(stats.faults.items()))
-    return ("soak: {} faults injected ({}); {} sessions, {} resumes; {} cells in {} round(s); "
+    missed = [k for k in faults.kinds(tmpfs) if not stats.faults[k]]
+    return ("soak: {} faults injected ({}); {}; {} sessions, {} resumes; {} cells in {} round(s); "
             "lost {}, rewritten {}, orphans {}, errors {}, lock blocked {}; final cells {} the "
             "{} reference; disk-full faults {}; {:.0f} s (seed {})".format(
-                sum(stats.faults.values()), kinds or "none", stats.sessions,
+                sum(stats.faults.values()), kinds or "none",
+                "kinds not hit: " + ", ".join(missed) if missed else "every kind hit", stats.sessions,
                 stats.sessions - stats.rounds, stats.cells, stats.rounds, stats.lost,
                 stats.rewritten, stats.orphans, stats.errors, stats.blocked,
                 "equal to" if not mismatched else "DIFFERENT from", a.reference,

@@ -84,28 +84,39 @@ def _signal(pids: List[int], sig: int, rng) -> Optional[int]:
     return pid
 
 
+def _label(label: str, fault: Callable) -> Callable:
+    fault.label = label  # what the fault returns when it hits: the kinds the soak counts
+    return fault
+
+
 def compare_signal(sig: int) -> Callable:
+    label = "{} compare".format(signal.Signals(sig).name)
+
     def fault(session, rng) -> Optional[str]:
         if session.proc.poll() is not None:
             return None
         os.kill(session.proc.pid, sig)
-        return "{} compare".format(signal.Signals(sig).name)
-    return fault
+        return label
+    return _label(label, fault)
 
 
 def worker_signal(sig: int) -> Callable:
+    label = "{} worker".format(signal.Signals(sig).name)
+
     def fault(session, rng) -> Optional[str]:
         hit = _signal([p.pid for p in processes(session.root) if _is_worker(p)], sig, rng)
-        return "{} worker".format(signal.Signals(sig).name) if hit else None
-    return fault
+        return label if hit else None
+    return _label(label, fault)
 
 
 def launcher_signal(sig: int) -> Callable:
+    label = "{} launcher".format(signal.Signals(sig).name)
+
     def fault(session, rng) -> Optional[str]:
         hit = _signal([p.pid for p in processes(session.root)
                        if _is_launcher(p, session.proc.pid)], sig, rng)
-        return "{} launcher".format(signal.Signals(sig).name) if hit else None
-    return fault
+        return label if hit else None
+    return _label(label, fault)
 
 
 def kill_pip(session, rng) -> Optional[str]:
@@ -134,6 +145,9 @@ def disk_full(session, rng) -> Optional[str]:
     return "disk full"
 
 
+disk_full.label = "disk full"
+
+
 def truncate_result(session, rng) -> Optional[str]:
     """Cut a finished result in half (a torn copy, a bad disk): compare must skip it and run the
     cell again; the soak counts that cell as destroyed on purpose, not as lost."""
@@ -152,6 +166,9 @@ def truncate_result(session, rng) -> Optional[str]:
     return "truncated result"
 
 
+truncate_result.label = "truncated result"
+
+
 # what the soak draws from, with weights: killing compare most of all
 FAULTS: Dict[Callable, int] = {
     compare_signal(signal.SIGKILL): 4, compare_signal(signal.SIGTERM): 2,
@@ -161,17 +178,25 @@ FAULTS: Dict[Callable, int] = {
 }
 
 
-def inject(session, rng) -> Optional[str]:
-    """One fault: pip if an environment build runs; else the kind drawn by weight, tried until
+def kinds(tmpfs: bool) -> List[str]:
+    """The labels of the kinds the soak draws from (disk full only with a tmpfs to fill)."""
+    return [k.label for k in FAULTS if tmpfs or k is not disk_full]
+
+
+def inject(session, rng, done=()) -> Optional[str]:
+    """One fault: pip if an environment build runs; else a kind drawn by weight, tried until
     it finds something to hit (a worker appears when a cell starts) for up to 5 s, then another
-    kind is drawn. None while nothing was hit (the caller asks again shortly)."""
+    kind is drawn. Kinds not in `done` (the labels hit so far) are drawn first, so that a short
+    soak hits every kind once before any twice. None while nothing was hit (the caller asks
+    again shortly)."""
     hit = kill_pip(session, rng)
     if hit:
         return hit
     now = time.monotonic()
     if session.pending is None or now > session.pending[1]:
-        kinds = list(FAULTS)
-        session.pending = (rng.choices(kinds, weights=[FAULTS[k] for k in kinds])[0], now + 5.0)
+        possible = set(kinds(session.tmpfs is not None))
+        draw = [k for k in FAULTS if k.label in possible and k.label not in done] or list(FAULTS)
+        session.pending = (rng.choices(draw, weights=[FAULTS[k] for k in draw])[0], now + 5.0)
     hit = session.pending[0](session, rng)
     if hit:
         session.pending = None

@@ -26,6 +26,34 @@ def run_backend(tmp_path, timeout=600, **fields):
     return helpers.run_backend("tf", tmp_path, timeout, **fields)
 
 
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """The host CLI end to end, once for the module (a TensorFlow cell costs 10-30 s on 2 cores):
+    1 and 2 workers x fp32, bf16 in the managed environment, then its JSON report. The tests of
+    one worker in fp32 and of two under Horovod read its cells."""
+    campaign = tmp_path_factory.mktemp("sweep") / "campaign"
+    run_compare(["run", "--frameworks", "tf", "--gpus", "1,2", "--precision", "fp32,bf16",
+                 "--quick", "--executor", "local", "--results", str(campaign)] + TINY_RUN)
+    run_compare(["report", str(campaign), "--format", "json"], timeout=300)
+    return campaign
+
+
+def _cell(campaign, run_id):
+    """A cell's RunResult and its stderr (the launcher's and the workers')."""
+    return (read_result(str(campaign / "results" / (run_id + ".json"))),
+            (campaign / "logs" / (run_id + ".stderr")).read_text())
+
+
+@pytest.fixture(scope="module")
+def mirrored(tmp_path_factory):
+    """`compare run --option distribution=mirrored` on two workers: its one cell."""
+    campaign = tmp_path_factory.mktemp("mirrored") / "campaign"
+    run_compare(["run", "--frameworks", "tf", "--gpus", "2", "--precision", "fp32", "--quick",
+                 "--option", "distribution=mirrored", "--executor", "local", "--results",
+                 str(campaign)] + TINY_RUN, timeout=900)
+    return [read_result(str(p)) for p in (campaign / "results").glob("*.json")]
+
+
 def test_trainable_parameters_equal_the_pytorch_model():
     out = run_in_backend("tf", (
         "from backends.tf_horovod.resnet import resnet50\n"
@@ -63,8 +91,8 @@ def test_loss_falls_on_one_fixed_batch():
     assert float(last) < 0.5 * float(first), (first, last)
 
 
-def test_fp32_runs_with_tf32_off(tmp_path):
-    result, _ = run_backend(tmp_path, precision="fp32")
+def test_fp32_runs_with_tf32_off(sweep):
+    result, _ = _cell(sweep, "tf-fp32-w1-b4-s32-r0")
     assert result.status == "ok", result.reason
     assert result.settings["tensor_float_32_execution"] is False
     # the common layout rule: NCHW on a CPU unless asked, read back from the built model
@@ -109,8 +137,8 @@ def test_fp16_in_nchw_on_the_cpu_is_unsupported_with_tensorflows_reason(tmp_path
     assert proc.returncode == 0
 
 
-def test_two_workers_run_under_horovod(tmp_path):
-    result, proc = run_backend(tmp_path, gpus=2)
+def test_two_workers_run_under_horovod(sweep):
+    result, stderr = _cell(sweep, "tf-fp32-w2-b4-s32-r0")
     assert result.status == "ok", result.reason
     assert result.distribution == "horovod"
     assert result.world_size == 2 and result.global_batch == 8
@@ -122,11 +150,11 @@ def test_two_workers_run_under_horovod(tmp_path):
     assert result.settings["allreduce"] == "horovod DistributedGradientTape"
     # each of the two worker processes gets its share of the cores
     assert result.settings["intra_op_threads"] == max(1, (os.cpu_count() or 1) // 2)
-    assert "horovod.runner.launch" in proc.stderr
+    assert "horovod.runner.launch" in stderr
 
 
-def test_two_logical_cpu_devices_under_mirrored_strategy(tmp_path):
-    result, _ = run_backend(tmp_path, gpus=2, options={"distribution": "mirrored"})
+def test_two_logical_cpu_devices_under_mirrored_strategy(mirrored):
+    result = mirrored[0]
     assert result.status == "ok", result.reason
     assert result.distribution == "mirrored"
     assert result.settings["replicas"] == 2
@@ -247,12 +275,9 @@ def test_tensorflow_out_of_memory_is_classified_as_oom():
     assert out.split()[-2:] == ["True", "False"]
 
 
-def test_compare_run_sweeps_workers_and_precisions_and_reports(tmp_path):
+def test_compare_run_sweeps_workers_and_precisions_and_reports(sweep):
     """The host CLI end to end: 1 and 2 workers x fp32, bf16; 2 workers run under Horovod."""
-    campaign = tmp_path / "campaign"
-    run_compare(["run", "--frameworks", "tf", "--gpus", "1,2", "--precision", "fp32,bf16",
-                 "--quick", "--results", str(campaign)] + TINY_RUN)
-    run_compare(["report", str(campaign), "--format", "json"], timeout=300)
+    campaign = sweep
     rows = json.loads((campaign / "report" / "report.json").read_text())
     cells = {(r["precision"], r["gpus"]): r for r in rows}
     assert set(cells) == {(p, n) for p in ("fp32", "bf16") for n in (1, 2)}
@@ -270,12 +295,8 @@ def test_compare_run_sweeps_workers_and_precisions_and_reports(tmp_path):
             helpers.assert_phases(result)
 
 
-def test_compare_run_can_force_mirrored_strategy(tmp_path):
-    campaign = tmp_path / "campaign"
-    run_compare(["run", "--frameworks", "tf", "--gpus", "2", "--precision", "fp32", "--quick",
-                 "--option", "distribution=mirrored", "--results", str(campaign)] + TINY_RUN,
-                timeout=900)
-    results = [read_result(str(p)) for p in (campaign / "results").glob("*.json")]
+def test_compare_run_can_force_mirrored_strategy(mirrored):
+    results = mirrored
     assert len(results) == 1
     assert results[0].status == "ok", results[0].reason
     assert results[0].distribution == "mirrored"
