@@ -12,10 +12,11 @@ Images/sec are held only against a reference row of the same GPU model (its `gpu
 word for word within the device name the runs recorded, e.g. `V100-PCIe` in `Tesla V100-PCIE-16GB`;
 a row of another framework never matches): any other row is not comparable, with the reason. A
 speedup is a ratio on one machine, so it may cross hardware, and the verdict says so; at N = 1 it
-is 1 by definition, not comparable (a cell without a figure there still falls short). A cell is
-held only against figures of its own data mode (the reference's `data` column; without one its
-figures are synthetic): real data includes an input pipeline that synthetic data does not, so a
-cell of the other is not comparable, and says so. A campaign with planned cells still to run
+is 1 by definition, not comparable (a cell without a figure there still falls short). Images/sec
+are held only against figures of the cell's own data mode (the reference's `data` column; without
+one its figures are synthetic): real data includes an input pipeline that synthetic data does not,
+so a cell of the other is not comparable, and says so; a speedup may cross data modes as it
+crosses hardware, and the verdict says so. A campaign with planned cells still to run
 fails: a half-done study does not pass.
 """
 import re
@@ -71,10 +72,11 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
     if r.data_mode == "data-only":  # no training: its figure is an input pipeline's ceiling
         return NOT_COMPARABLE, "data-only: the input pipeline alone, no training, against a " \
             "figure of training"
-    if r.reference_data is not None and r.data_mode != r.reference_data:
-        return NOT_COMPARABLE, "{} data here, {} in the reference: figures are held only against " \
-            "figures of the same data (a reference without a data column is synthetic)".format(
-                r.data_mode, r.reference_data)
+    crossed = r.reference_data is not None and r.data_mode != r.reference_data
+    if crossed and figure == "img/s":
+        return NOT_COMPARABLE, "{} data here, {} in the reference: images/sec are held only " \
+            "against figures of the same data (a reference without a data column is " \
+            "synthetic)".format(r.data_mode, r.reference_data)
     if figure == "img/s" and not same_gpu(gpu, device):
         return NOT_COMPARABLE, "measured on {}, the reference on {}: images/sec are held only against " \
             "the same GPU model".format(device, gpu if gpu is not None else "a GPU it does not name")
@@ -96,6 +98,9 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
         return NOT_COMPARABLE, "{}{}".format(r.status, _reason(r))
     if figure == "speedup" and not same_gpu(gpu, device):  # a ratio on one machine may cross
         across = "across hardware: {} here, {} in the reference".format(device, gpu or "unnamed")
+        why = across if why is None else "{}; {}".format(why, across)
+    if crossed:  # a ratio may cross data modes too, said as plainly
+        across = "across data: {} here, {} in the reference".format(r.data_mode, r.reference_data)
         why = across if why is None else "{}; {}".format(why, across)
     return verdict, why
 

@@ -1,6 +1,7 @@
 """Published references: listing, measured beside published with the ratio, the user's own CSVs."""
 import pytest
 
+from backends.protocol import RunSpec
 from compare.errors import UserError
 from compare.reporting import comparator, references, tables
 from tests.helpers import fixed_results, main_exit, result
@@ -39,6 +40,28 @@ def test_speedup_only_reference_matches_on_framework():
     assert three["caffe2"].speedup_ratio == pytest.approx(1.0)
     assert three["tf"].speedup_ratio == pytest.approx(2.5 / 2.12)
     assert table[table.gpus == 1].published_speedup.tolist() == [None, None]
+
+
+def test_figures_of_other_data_are_named_and_their_images_per_sec_not_held_against():
+    # the R740 study trained on its blog series' data set (ImageNet): its speedups are shown beside
+    # synthetic cells, with a note; the A6000's synthetic images/sec are not set against real data
+    _, r740 = references.load("r740_v100_resnet50_speedup")
+    assert set(r740.data) == {"real"}
+    runs = [result("caffe2", "fp32", 1, 100.0), result("caffe2", "fp32", 3, 261.0)]
+    text = tables.markdown([references.table("r740", references.compare(comparator.cells(runs), r740))])
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 3 | 261.00 | — | — | 2.610 | 2.610 | 1.00× ±0.01 |" in text
+    assert "The reference's figures are of real data, these cells' of synthetic: images/sec are " \
+           "not held against figures of other data" in text
+    _, a6000 = references.load("a6000_tf_cnn_benchmarks")
+    real = [r for r in fixed_results() if r.spec["framework"] == "tf" and r.spec["precision"] == "fp16"]
+    for r in real:
+        spec = RunSpec.from_dict(r.spec)
+        spec.data = "/imagenet"
+        r.spec = spec.to_dict()
+    table = references.compare(comparator.cells(real), a6000)
+    text = tables.markdown([references.table("a6000", table)])
+    assert "| TensorFlow (+Horovod) | fp16 | 256 | 8 | 8816.47 | 8816.47 | other data | 7.222 | " \
+           "7.222 | 1.00× ±0.00 |" in text
 
 
 def test_user_reference_csv(tmp_path, monkeypatch):
