@@ -36,7 +36,7 @@ import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from backends.contract import RunResult, RunSpec
+from backends.contract import RunResult, RunSpec, data_mode
 
 from .reporting.timeline import DEFAULTS, clock, env_build_s
 from .resources import Pool, cpuset
@@ -191,10 +191,8 @@ class Estimates:
 
     @staticmethod
     def _like(spec: Dict[str, Any], executor: Optional[str]) -> Tuple:
-        data = spec.get("data_mode") or ("synthetic" if spec.get("data", "synthetic") == "synthetic"
-                                         else "real")
-        return tuple(spec.get(k, DEFAULTS.get(k)) for k in LIKE[:-1]) + (data, _batch(spec),
-                                                                            executor)
+        return tuple(spec.get(k, DEFAULTS.get(k)) for k in LIKE[:-1]) + (
+            data_mode(spec), _batch(spec), executor)
 
     def of(self, spec: RunSpec) -> Tuple[float, str]:
         """The cell's own time (no environment build) and its mark."""

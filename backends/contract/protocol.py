@@ -44,6 +44,16 @@ class Unsupported(Exception):
     """
 
 
+def data_mode(spec: Dict[str, Any]) -> str:
+    """A stored spec's data mode (RunSpec.data_mode): the field where the spec has it, else made
+    from `data` and `data_only` as RunSpec makes it (a spec written before the field)."""
+    if spec.get("data_mode"):
+        return spec["data_mode"]
+    if spec.get("data", "synthetic") == "synthetic":
+        return "synthetic"
+    return "data-only" if spec.get("data_only") else "real"
+
+
 @dataclass
 class RunSpec:
     """One cell of the benchmark matrix: what a backend must train and measure."""
@@ -119,9 +129,7 @@ class RunSpec:
     def data_mode(self) -> str:
         """synthetic (on-device random tensors), real (a folder through the framework's own
         pipeline) or data-only (that pipeline alone, no training: its ceiling)."""
-        if self.data == "synthetic":
-            return "synthetic"
-        return "data-only" if self.data_only else "real"
+        return data_mode({"data": self.data, "data_only": self.data_only})
 
     @property
     def spec_hash(self) -> str:

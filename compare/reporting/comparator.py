@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 
-from backends.contract import DEFAULT_MODEL, RunResult
+from backends.contract import DEFAULT_MODEL, RunResult, data_mode
 
 from .. import frameworks
 from . import intervals, metrics
@@ -76,8 +76,7 @@ def run_record(r: RunResult) -> Dict:
            "data": s.get("data"), "compile": s.get("compile"),
            "options": json.dumps(s.get("options") or {}, sort_keys=True),
            "telemetry_samples": tel.get("samples"), "started_at": r.started_at,
-           "data_mode": s.get("data_mode") or ("synthetic" if s.get("data", "synthetic") ==
-                                               "synthetic" else "real")}
+           "data_mode": data_mode(s)}
     row.update({k: tel.get(k) if ok else None for k in TELEMETRY})
     row.update({k: settings.get(k) for k in DATA_SETTINGS + NOTES})
     return row

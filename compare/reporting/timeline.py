@@ -9,7 +9,7 @@ measuring.
 """
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from backends.contract import DEFAULT_MODEL, RunResult
+from backends.contract import DEFAULT_MODEL, RunResult, data_mode
 
 from .. import frameworks
 from .metrics import median
@@ -33,8 +33,7 @@ DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec 
 
 def _key(spec: Dict) -> tuple:
     """A cell's KEY in its spec (synthetic, real or data-only, as the comparator says it)."""
-    mode = spec.get("data_mode") or ("synthetic" if spec.get("data", "synthetic") == "synthetic"
-                                     else "data-only" if spec.get("data_only") else "real")
+    mode = data_mode(spec)
     return tuple(mode if k == "data_mode" else spec.get(k, DEFAULTS.get(k)) for k in KEY)
 
 
