@@ -99,7 +99,8 @@ def test_unknown_or_unmatched_reference_is_one_line_and_exit_2(campaign, tmp_pat
                           "has 1, 2, the reference 8); nothing to check"
     bad = _reference(tmp_path, "precision,gpus,images_per_sec,tolerance\nfp32,1,900,lots\n")
     code, _, err = main_exit(["check", str(campaign), "--reference", bad], capsys)
-    assert code == 2 and err.startswith("compare: error: reference ref.csv: tolerance 'lots': give a percentage")
+    assert code == 2 and err.startswith("compare: error: reference {}: tolerance 'lots' on line 2: give a "
+                                     "percentage".format(bad))
 
 
 def test_a_campaign_with_planned_cells_still_to_run_fails(campaign, tmp_path, capsys):
@@ -167,6 +168,16 @@ def test_a_reference_row_that_is_not_a_figure_is_one_line_naming_file_and_line(c
     assert (code, out, err) == (2, "", "compare: error: reference {}: {}\n".format(ref, why))
     code, _, err = main_exit(["report", str(campaign), "--reference", ref], capsys)
     assert (code, err) == (2, "compare: error: reference {}: {}\n".format(ref, why))
+
+
+def test_a_bad_tolerance_in_a_reference_names_the_file_and_line(campaign, tmp_path, capsys):
+    # as every other bad value of a reference: the file as given and the line, so it can be found
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec,tolerance\n"
+                               "H200,tf,fp32,1,900,3%\nH200,tf,fp32,2,1900,150%\n")
+    code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert (code, out, err) == (2, "", "compare: error: reference {}: tolerance '150%' on line 3: give a "
+                                       "percentage from 0% to under 100% (e.g. 5%) or a fraction (e.g. "
+                                       "0.05)\n".format(ref))
 
 
 def test_a_reference_giving_one_cell_twice_is_one_line_naming_both_lines(campaign, tmp_path, capsys):
