@@ -110,7 +110,7 @@ def test_a_campaign_with_planned_cells_still_to_run_fails(campaign, tmp_path, ca
                                "H200,tf,fp32,2,2100\n")
     code, out, _ = main_exit(["check", str(campaign), "--reference", ref], capsys)
     assert code == 1
-    assert "FAIL: 1 pass, 0 fall short, 0 not comparable (of 1 figures the reference has for this " \
+    assert "FAIL: 1 pass, 0 fall short, 0 not comparable (of 1 figure the reference has for this " \
            "campaign).\n\n1 planned cell of the campaign has no result yet: tf-fp32-g2-b256-s224-r0. A " \
            "half-done campaign does not pass; `compare run … --resume` runs it." in out
 
@@ -168,6 +168,15 @@ def test_a_reference_row_that_is_not_a_figure_is_one_line_naming_file_and_line(c
     assert (code, out, err) == (2, "", "compare: error: reference {}: {}\n".format(ref, why))
     code, _, err = main_exit(["report", str(campaign), "--reference", ref], capsys)
     assert (code, err) == (2, "compare: error: reference {}: {}\n".format(ref, why))
+
+
+def test_the_count_of_figures_is_singular_for_one(campaign, tmp_path, capsys):
+    # "of 1 figures" read wrong; 2 and more keep the plural
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec\nH200,tf,fp32,1,1000\n")
+    code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 0, err
+    assert "PASS: every comparable cell is at or above the reference less its tolerance. 1 pass, 0 fall " \
+           "short, 0 not comparable (of 1 figure the reference has for this campaign).\n" in out
 
 
 def test_a_bad_tolerance_in_a_reference_names_the_file_and_line(campaign, tmp_path, capsys):
@@ -255,7 +264,7 @@ def test_a_reference_row_with_an_empty_nodes_cell_matches_no_cell(campaign, tmp_
                                "H200,tf,fp32,1,1,1000\nH200,tf,fp32,2,,2000\n")
     code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
     assert code == 0, err
-    assert "1 pass, 0 fall short, 0 not comparable (of 1 figures" in out
+    assert "1 pass, 0 fall short, 0 not comparable (of 1 figure the" in out
     code, out, err = main_exit(["report", str(campaign), "--reference", ref], capsys)
     assert code == 0, err
     assert "1 of 3 measured cells have a published figure" in out
