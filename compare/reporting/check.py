@@ -163,8 +163,9 @@ def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = ()) -> Tuple[L
                          len(missing), "s" if len(missing) != 1 else "",
                          "have" if len(missing) != 1 else "has", ", ".join(missing),
                          "them" if len(missing) != 1 else "it"))
-    out: List[Section] = [Text("Check against {}".format(name), lines),
-                          Table("", head, [_row(r, models, data) for _, r in c.iterrows()], name="check")]
+    out: List[Section] = [Text("Check against {}".format(name), lines)]
+    if len(c):  # none where no cell has a result yet: the lines above say so, no empty table
+        out.append(Table("", head, [_row(r, models, data) for _, r in c.iterrows()], name="check"))
     if len(short):
         out.append(Table("Cells that fall short", head,
                          [_row(r, models, data) for _, r in short.iterrows()], name="falls_short"))

@@ -115,6 +115,19 @@ def test_a_campaign_with_planned_cells_still_to_run_fails(campaign, tmp_path, ca
            "half-done campaign does not pass; `compare run … --resume` runs it." in out
 
 
+def test_a_campaign_with_no_result_yet_fails_without_an_empty_table(campaign, tmp_path, capsys):
+    # nothing measured yet: the verdict and the cells to run, not a table header with no row under it
+    for p in (campaign / "results").glob("*.json"):
+        p.unlink()
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec\nH200,tf,fp32,1,1000\n")
+    code, out, _ = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 1
+    assert "| framework |" not in out and "|---|" not in out
+    assert out.startswith("## Check against ref\n\nFAIL: 0 pass, 0 fall short, 0 not comparable (of 0 figures "
+                          "the reference has for this campaign).\n\n3 planned cells of the campaign have no "
+                          "result yet: ")
+
+
 def test_images_per_sec_are_held_only_against_the_same_gpu_model(tmp_path, capsys):
     # an H200 PyTorch campaign against tf_cnn_benchmarks on A6000s: img/s not comparable, the
     # speedups compared across hardware and saying so
