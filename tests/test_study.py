@@ -64,6 +64,8 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('precision = ["fp8"]\n', "{f}: precision: unknown precision 'fp8'; choose from fp32, tf32, fp16, bf16"),
     ('quick = "yes"\n', "{f}: quick = 'yes': give true or false"),
     ('steps = [1, 2]\n', "{f}: steps = [1, 2]: give one value, not a list"),
+    ('steps = true\n', "{f}: steps 'true': not an integer; give an integer >= 1"),
+    ('gpus = [1, false]\n', "{f}: gpus 'false': not an integer; give integers >= 1, e.g. 1,2"),
     ('steps = 0\n', "{f}: steps 0: must be >= 1"),
     ('target_accuracy = 1.5\n', "{f}: target_accuracy 1.5: must be a top-1 accuracy in (0, 1]"),
     ('[executor]\nname = "local"\n', "{f}: executor is a table; give it a value, as the flag "
@@ -73,7 +75,7 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
                                          "give it once"),
     ('frameworks = "caffe2"\noption = ["nope=1"]\n', "{f}: option: --option nope=1: unknown key 'nope' for "
                                                    "caffe2; valid keys: caffe2: channels_last, "),
-], ids=["key", "int", "choice", "bool", "list", "bound", "target", "table", "toml", "twice", "option"])
+], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table", "toml", "twice", "option"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys):
     path = tmp_path / "study.toml"
     path.write_text(text)
