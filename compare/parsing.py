@@ -185,6 +185,6 @@ def options(items, frameworks: List[fws.Framework]) -> Dict[str, Dict[str, Any]]
             declared = {o.key: o for o in fw.options()}
             try:
                 out[fw.name][key] = declared[key].parse(value)
-            except OptionError as exc:
-                raise UserError("--option {}".format(exc)) from None
+            except OptionError as exc:  # named as given: FRAMEWORK.KEY where it was scoped
+                raise UserError("--option {}{}".format(scope + "." if dot else "", exc)) from None
     return out

@@ -251,7 +251,7 @@ def test_the_matrix_runs_each_cell_in_every_data_mode(tmp_path, capsys):
 @pytest.mark.parametrize("option,message", [
     ("tf.decode=gpu", "--option tf.decode=gpu: unknown key 'decode' for tf; valid keys: tf: "),
     ("loader_workers=0", "--option loader_workers=0: must be >= 1"),
-    ("caffe2.decode=nvjpeg", "--option decode=nvjpeg: not a valid value; choose from auto, hw, cpu, "
+    ("caffe2.decode=nvjpeg", "--option caffe2.decode=nvjpeg: not a valid value; choose from auto, hw, cpu, "
                              "gpu")])
 def test_data_options_are_checked(capsys, option, message):
     code, _, err = main_exit(["run", "--frameworks", "tf,caffe2", "--option", option], capsys)

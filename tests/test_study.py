@@ -101,9 +101,11 @@ def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp
     (["--option", "loader_workers=1_0"], "--option loader_workers=1_0: not an integer"),
     (["--option", "loader_workers=١٠"], "--option loader_workers=\\u0661\\u0660: not an integer"),
     (["--plan-gpus", "2"], "--plan-gpus belongs to --plan (print the schedule and exit); add --plan"),
+    (["--option", "caffe2.channels_last=maybe"], "--option caffe2.channels_last=maybe: not a boolean; "
+                                                 "give true or false (also 1/0, yes/no, on/off)"),
 ], ids=["plan-gpus", "auto-twice", "gpus-twice", "gpus-leading-zero", "batch-leading-zero",
         "option-twice", "windows", "underscore",
-        "arabic", "float", "option-underscore", "option-arabic", "plan-gpus-alone"])
+        "arabic", "float", "option-underscore", "option-arabic", "plan-gpus-alone", "option-scoped-value"])
 def test_bad_input_of_issue_37_is_one_line(args, message, tmp_path, capsys):
     code, _, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor", "local",
                               "--results", str(tmp_path / "c")] + args, capsys)
