@@ -412,7 +412,9 @@ def test_a_folder_missing_where_the_run_executes_says_where_to_look(tmp_path):
                                       "(ImageNet's largest), e.g. 500x375"),
     (["--images", "1000000000"], "--images 1000000000: must be <= 10000000"),
     (["--classes", "1000000000"], "--classes 1000000000: must be <= 100000"),
-], ids=["workers-0", "workers-1e5", "size", "images", "classes"])
+    (["--images", "abc"], "--images 'abc': not an integer; give a whole number"),
+    (["--quality", "9.5"], "--quality '9.5': not an integer; give a whole number"),
+], ids=["workers-0", "workers-1e5", "size", "images", "classes", "images-text", "quality-float"])
 def test_make_bounds_what_sizes_memory_and_time(tmp_path, capsys, args, message):
     code, _, err = main_exit(["data", "make", str(tmp_path / "d")] + args, capsys)
     assert (code, err) == (2, "compare: error: {}\n".format(message))
