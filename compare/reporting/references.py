@@ -212,8 +212,9 @@ def describe(name: str, df: pd.DataFrame) -> str:
     where = where or ["?"]  # an empty gpu cell names no GPU
     figures = [c for c in FIGURES if c in df.columns]
     models = ", ".join("{} {}".format(m, n) for m, n in df.model.value_counts(sort=False).items())
-    return "{:<32} {:>4} rows ({})  gpu: {:<12} figures: {}".format(
-        name, len(df), models, ", ".join(map(str, where)), ", ".join(figures))
+    return "{:<32} {:>4} {:<4} ({})  gpu: {:<12} figures: {}".format(
+        name, len(df), "row" if len(df) == 1 else "rows", models, ", ".join(map(str, where)),
+        ", ".join(figures))
 
 
 def _matches(ref: pd.DataFrame, cell: pd.Series) -> pd.DataFrame:
