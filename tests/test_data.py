@@ -514,3 +514,12 @@ def test_the_pipeline_findings_of_two_networks_name_each_network():
         r.spec = dict(r.spec, mode="tuned")
     line = next(x for x in report.build(comparator_cells(tuned)).summary.lines if "real data" in x)
     assert "(real data, tuned, fp16, batch 256, on 1 GPU)" in line, line
+
+
+def test_one_image_of_one_class_is_said_in_the_singular(tmp_path, capsys):
+    # "1 JPEGs in 1 classes" read wrong, in make's summary and in info's
+    out = make(tmp_path / "a", images=1, classes=1, capsys=capsys)
+    assert out.startswith("{}: 1 JPEG of 64x48 in 1 class, ".format(tmp_path / "a"))
+    code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
+    assert (code, out) == (0, "{}: 1 file in 1 class; not checked yet (compare data prepare {})\n".format(
+        tmp_path / "a", tmp_path / "a")), err
