@@ -64,10 +64,11 @@ def make(
         return
     total = _write(dest, spec, workers or os.cpu_count() or 1, images, console)
     if learnable is not None:
-        print("{}: {} training and {} validation JPEGs in {} classes, {:.1f} MB; use: compare run "
+        from ..datasets import counted
+        print("{}: {} training and {} validation JPEGs in {}, {:.1f} MB; use: compare run "
               "--data {} --target-accuracy 0.9".format(
                   dest, spec.classes * spec.train_per_class, spec.classes * spec.val_per_class,
-                  spec.classes, total / 1e6, dest))
+                  counted(spec.classes, "class", "classes"), total / 1e6, dest))
         return
     from ..datasets import counted
     print("{}: {} of {}x{} in {}, {:.1f} MB ({:.0f} KB each); use: compare run --data {}".format(
