@@ -221,10 +221,29 @@ def main(argv: Optional[List[str]] = None) -> None:
     sys.exit(code)
 
 
+def _not_an_integer(exc: UsageError) -> Optional[str]:
+    """An integer option given text ('--images abc'): its flag and the value as typed, as the
+    settings' own parsers say it, in place of typer's 'Invalid value for ...: Input should be a
+    valid integer, unable to parse string as an integer' (which names neither)."""
+    param, cause = getattr(exc, "param", None), exc.__cause__
+    try:
+        first = cause.errors()[0] if hasattr(cause, "errors") else {}
+    except Exception:  # noqa: BLE001 - another validator's exception: click's line as it is
+        return None
+    opts = getattr(param, "opts", None)
+    if not opts or not str(first.get("type", "")).startswith("int_"):
+        return None
+    return "{} {!r}: not an integer; give a whole number".format(
+        max(opts, key=len), str(first.get("input")))
+
+
 def _usage_line(exc: UsageError) -> str:
     """click's message in one line; where a command group wants a command (none given, or one it
     does not have), with the commands it has, as every other bad value names the valid ones."""
     line = exc.format_message().splitlines()[0]
+    bad = _not_an_integer(exc)
+    if bad:
+        return bad
     ctx = exc.ctx
     group = ctx.command if ctx is not None else None
     wanted = line.startswith(("Usage:", "Missing command", "No such command"))

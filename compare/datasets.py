@@ -177,11 +177,17 @@ def _write_manifest(where: str, folder: Folder, reasons: Dict[str, Optional[str]
     return dataset.Prepared(where)
 
 
+def counted(n: int, one: str, many: str = "") -> str:
+    """3, 'JPEG' -> '3 JPEGs'; 1, 'class', 'classes' -> '1 class'."""
+    return "{} {}".format(n, one if n == 1 else many or one + "s")
+
+
 def summary(prepared: dataset.Prepared) -> str:
     m = prepared.manifest
     corrupt = m.get("corrupt", [])
-    text = "{}: {} JPEGs in {} classes, {:.1f} MB; {} corrupt (skipped)".format(
-        m["root"], m["images"], m["classes"], m["bytes"] / 1e6, len(corrupt))
+    text = "{}: {} in {}, {:.1f} MB; {} corrupt (skipped)".format(
+        m["root"], counted(m["images"], "JPEG"), counted(m["classes"], "class", "classes"),
+        m["bytes"] / 1e6, len(corrupt))
     if corrupt:  # a line break in a file's name is shown, not made: this is one line
         text += ": " + "; ".join("{} ({})".format(one_line(c["path"]), one_line(c["reason"]))
                                  for c in corrupt[:5])

@@ -47,7 +47,7 @@ def number(text: str, label: str, s: Setting) -> float:
     if v is None:
         raise UserError("{} {!r}: not a number; give {}".format(label, t, s.rule))
     if not math.isfinite(v) or v <= s.low or (s.high is not None and v > s.high and not s.why):
-        raise UserError("{} {}: must be {}".format(label, v, s.rule))
+        raise UserError("{} {}: must be {}".format(label, t, s.rule))  # as typed: 0, not 0.0
     return bounded(v, label, replace(s, low=None))
 
 
@@ -185,6 +185,6 @@ def options(items, frameworks: List[fws.Framework]) -> Dict[str, Dict[str, Any]]
             declared = {o.key: o for o in fw.options()}
             try:
                 out[fw.name][key] = declared[key].parse(value)
-            except OptionError as exc:
-                raise UserError("--option {}".format(exc)) from None
+            except OptionError as exc:  # named as given: FRAMEWORK.KEY where it was scoped
+                raise UserError("--option {}{}".format(scope + "." if dot else "", exc)) from None
     return out

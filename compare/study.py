@@ -246,6 +246,11 @@ def declared() -> List[Setting]:
     return own[:at] + extra + own[at:]
 
 
+def _text(value: Any) -> str:
+    """A file's value as its text: a TOML boolean as the file writes it (true, not Python's True)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
 def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
     """A value as given (text from a flag; text, number, list or boolean from a file `where`)
     -> typed; a message about a file's value names the file and the key."""
@@ -256,13 +261,13 @@ def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
                 raise UserError("{} = {!r}: give true or false".format(label, value))
             return value
         if s.repeat:
-            return tuple(s.parse(str(v), label, s) for v in (
+            return tuple(s.parse(_text(v), label, s) for v in (
                 value if isinstance(value, (list, tuple)) else [value]))
         if isinstance(value, (list, tuple)):
             if not s.axis and s.sep == ",":
                 raise UserError("{} = {!r}: give one value, not a list".format(label, value))
-            value = s.sep.join(str(v) for v in value)
-        return s.parse(str(value), label, s)
+            value = s.sep.join(_text(v) for v in value)
+        return s.parse(_text(value), label, s)
     except UserError as exc:
         if where and not str(exc).startswith(label):
             raise UserError("{}: {}".format(label, exc)) from None

@@ -251,7 +251,7 @@ def test_the_matrix_runs_each_cell_in_every_data_mode(tmp_path, capsys):
 @pytest.mark.parametrize("option,message", [
     ("tf.decode=gpu", "--option tf.decode=gpu: unknown key 'decode' for tf; valid keys: tf: "),
     ("loader_workers=0", "--option loader_workers=0: must be >= 1"),
-    ("caffe2.decode=nvjpeg", "--option decode=nvjpeg: not a valid value; choose from auto, hw, cpu, "
+    ("caffe2.decode=nvjpeg", "--option caffe2.decode=nvjpeg: not a valid value; choose from auto, hw, cpu, "
                              "gpu")])
 def test_data_options_are_checked(capsys, option, message):
     code, _, err = main_exit(["run", "--frameworks", "tf,caffe2", "--option", option], capsys)
@@ -412,7 +412,9 @@ def test_a_folder_missing_where_the_run_executes_says_where_to_look(tmp_path):
                                       "(ImageNet's largest), e.g. 500x375"),
     (["--images", "1000000000"], "--images 1000000000: must be <= 10000000"),
     (["--classes", "1000000000"], "--classes 1000000000: must be <= 100000"),
-], ids=["workers-0", "workers-1e5", "size", "images", "classes"])
+    (["--images", "abc"], "--images 'abc': not an integer; give a whole number"),
+    (["--quality", "9.5"], "--quality '9.5': not an integer; give a whole number"),
+], ids=["workers-0", "workers-1e5", "size", "images", "classes", "images-text", "quality-float"])
 def test_make_bounds_what_sizes_memory_and_time(tmp_path, capsys, args, message):
     code, _, err = main_exit(["data", "make", str(tmp_path / "d")] + args, capsys)
     assert (code, err) == (2, "compare: error: {}\n".format(message))
@@ -512,3 +514,12 @@ def test_the_pipeline_findings_of_two_networks_name_each_network():
         r.spec = dict(r.spec, mode="tuned")
     line = next(x for x in report.build(comparator_cells(tuned)).summary.lines if "real data" in x)
     assert "(real data, tuned, fp16, batch 256, on 1 GPU)" in line, line
+
+
+def test_one_image_of_one_class_is_said_in_the_singular(tmp_path, capsys):
+    # "1 JPEGs in 1 classes" read wrong, in make's summary and in info's
+    out = make(tmp_path / "a", images=1, classes=1, capsys=capsys)
+    assert out.startswith("{}: 1 JPEG of 64x48 in 1 class, ".format(tmp_path / "a"))
+    code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
+    assert (code, out) == (0, "{}: 1 file in 1 class; not checked yet (compare data prepare {})\n".format(
+        tmp_path / "a", tmp_path / "a")), err

@@ -59,3 +59,8 @@ def test_an_image_size_with_learnable_is_refused(tmp_path, capsys):
     assert (code, err.strip()) == (2, "compare: error: --image-size '64x64': --learnable images "
                                       "are 80x80 (the crops of training are image_size of the "
                                       "run); leave it out")
+
+
+def test_a_learnable_folder_of_one_class_is_said_in_the_singular(tmp_path, capsys):
+    out = _make(tmp_path / "a", capsys, "--classes", "1", "--images", "2")
+    assert out.startswith("{}: 2 training and 1 validation JPEGs in 1 class, ".format(tmp_path / "a"))

@@ -64,6 +64,8 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('precision = ["fp8"]\n', "{f}: precision: unknown precision 'fp8'; choose from fp32, tf32, fp16, bf16"),
     ('quick = "yes"\n', "{f}: quick = 'yes': give true or false"),
     ('steps = [1, 2]\n', "{f}: steps = [1, 2]: give one value, not a list"),
+    ('steps = true\n', "{f}: steps 'true': not an integer; give an integer >= 1"),
+    ('gpus = [1, false]\n', "{f}: gpus 'false': not an integer; give integers >= 1, e.g. 1,2"),
     ('steps = 0\n', "{f}: steps 0: must be >= 1"),
     ('target_accuracy = 1.5\n', "{f}: target_accuracy 1.5: must be a top-1 accuracy in (0, 1]"),
     ('[executor]\nname = "local"\n', "{f}: executor is a table; give it a value, as the flag "
@@ -73,7 +75,7 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
                                          "give it once"),
     ('frameworks = "caffe2"\noption = ["nope=1"]\n', "{f}: option: --option nope=1: unknown key 'nope' for "
                                                    "caffe2; valid keys: caffe2: channels_last, "),
-], ids=["key", "int", "choice", "bool", "list", "bound", "target", "table", "toml", "twice", "option"])
+], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table", "toml", "twice", "option"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys):
     path = tmp_path / "study.toml"
     path.write_text(text)
@@ -99,9 +101,13 @@ def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp
     (["--option", "loader_workers=1_0"], "--option loader_workers=1_0: not an integer"),
     (["--option", "loader_workers=١٠"], "--option loader_workers=\\u0661\\u0660: not an integer"),
     (["--plan-gpus", "2"], "--plan-gpus belongs to --plan (print the schedule and exit); add --plan"),
+    (["--timeout", "1e400"], "--timeout 1e400: must be a finite number of seconds > 0"),
+    (["--option", "caffe2.channels_last=maybe"], "--option caffe2.channels_last=maybe: not a boolean; "
+                                                 "give true or false (also 1/0, yes/no, on/off)"),
 ], ids=["plan-gpus", "auto-twice", "gpus-twice", "gpus-leading-zero", "batch-leading-zero",
         "option-twice", "windows", "underscore",
-        "arabic", "float", "option-underscore", "option-arabic", "plan-gpus-alone"])
+        "arabic", "float", "option-underscore", "option-arabic", "plan-gpus-alone", "timeout-as-typed",
+        "option-scoped-value"])
 def test_bad_input_of_issue_37_is_one_line(args, message, tmp_path, capsys):
     code, _, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor", "local",
                               "--results", str(tmp_path / "c")] + args, capsys)
@@ -122,7 +128,7 @@ def test_time_to_accuracy_settings_go_into_every_cell(folder):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--target-accuracy", "0"], "--target-accuracy 0.0: must be a top-1 accuracy in (0, 1], e.g. "
+    (["--target-accuracy", "0"], "--target-accuracy 0: must be a top-1 accuracy in (0, 1], e.g. "
                                  "0.759 (MLPerf's ResNet-50 target)"),
     (["--target-accuracy", "1.01"], "--target-accuracy 1.01: must be a top-1 accuracy in (0, 1], e.g. "
                                     "0.759 (MLPerf's ResNet-50 target)"),
@@ -132,7 +138,7 @@ def test_time_to_accuracy_settings_go_into_every_cell(folder):
     (["--max-epochs", "0"], "--max-epochs 0: must be >= 1"),
     (["--max-epochs", "3"], "--max-epochs belongs to --target-accuracy (time to accuracy); add "
                             "--target-accuracy"),
-    (["--gpu-hour-price", "0"], "--gpu-hour-price 0.0: must be a finite number of dollars > 0, e.g. 2.50"),
+    (["--gpu-hour-price", "0"], "--gpu-hour-price 0: must be a finite number of dollars > 0, e.g. 2.50"),
     (["--gpu-hour-price", "-2.5"], "--gpu-hour-price -2.5: must be a finite number of dollars > 0, "
                                    "e.g. 2.50"),
     (["--target-accuracy", "0.9", "--data", "{train}"], "--data {train}: no held-out part: time to "

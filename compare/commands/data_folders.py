@@ -64,15 +64,16 @@ def make(
         return
     total = _write(dest, spec, workers or os.cpu_count() or 1, images, console)
     if learnable is not None:
-        print("{}: {} training and {} validation JPEGs in {} classes, {:.1f} MB; use: compare run "
+        from ..datasets import counted
+        print("{}: {} training and {} validation JPEGs in {}, {:.1f} MB; use: compare run "
               "--data {} --target-accuracy 0.9".format(
                   dest, spec.classes * spec.train_per_class, spec.classes * spec.val_per_class,
-                  spec.classes, total / 1e6, dest))
+                  counted(spec.classes, "class", "classes"), total / 1e6, dest))
         return
-    print("{}: {} JPEGs of {}x{} in {} classes, {:.1f} MB ({:.0f} KB each); "
-          "use: compare run --data {}".format(dest, images, spec.width, spec.height,
-                                              min(spec.classes, images), total / 1e6,
-                                              total / 1e3 / images, dest))
+    from ..datasets import counted
+    print("{}: {} of {}x{} in {}, {:.1f} MB ({:.0f} KB each); use: compare run --data {}".format(
+        dest, counted(images, "JPEG"), spec.width, spec.height,
+        counted(min(spec.classes, images), "class", "classes"), total / 1e6, total / 1e3 / images, dest))
 
 
 def _bounded(name: str, value: int, high: int) -> None:
@@ -174,8 +175,9 @@ def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
     try:
         prepared = dataset.Prepared.find(found.root)
     except dataset.DataError:
-        print("{}: {} files in {} classes; not checked yet (compare data prepare {})".format(
-            found.root, len(found.entries), len(found.classes), folder))
+        print("{}: {} in {}; not checked yet (compare data prepare {})".format(
+            found.root, datasets.counted(len(found.entries), "file"),
+            datasets.counted(len(found.classes), "class", "classes"), folder))
         return
     stale = prepared.fingerprint != found.fingerprint
     print(datasets.summary(prepared) + (" (stale: the folder changed since)" if stale else ""))

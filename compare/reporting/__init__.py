@@ -49,10 +49,11 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
             if results:
                 files.write_text(out_dir / "runs.csv", runs(results).to_csv(index=False), base)
                 written.append(out_dir / "runs.csv")
-            for t in rep.tables:
-                if isinstance(t, tables.Table):
-                    files.write_text(out_dir / "tables" / (t.csv_name() + ".csv"), tables.to_csv(t), base)
-            written.append(out_dir / "tables")
+            shown = [t for t in rep.tables if isinstance(t, tables.Table)]
+            for t in shown:
+                files.write_text(out_dir / "tables" / (t.csv_name() + ".csv"), tables.to_csv(t), base)
+            if shown:  # none without results: no folder made, none announced
+                written.append(out_dir / "tables")
         elif fmt == "html":
             files.write_text(path, html.page(df, rep, more=charts), base)
         else:

@@ -150,9 +150,9 @@ def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = ()) -> Tuple[L
         ["data"] if data else []) + ["N", "figure", "measured", "reference", "measured ÷ reference",
         "tolerance", "verdict"]
     short, passed = c[c.verdict == SHORT], c[c.verdict == PASS]
-    counts = "{} pass, {} fall{} short, {} not comparable (of {} figures the reference has for this " \
+    counts = "{} pass, {} fall{} short, {} not comparable (of {} figure{} the reference has for this " \
              "campaign).".format(len(passed), len(short), "s" if len(short) == 1 else "",
-                                 int((c.verdict == NOT_COMPARABLE).sum()), len(c))
+                                 int((c.verdict == NOT_COMPARABLE).sum()), len(c), "" if len(c) == 1 else "s")
     ok = len(short) == 0 and len(passed) > 0 and not missing
     verdict = ("PASS: every comparable cell is at or above the reference less its tolerance. "
                if ok else "FAIL: " if len(short) or missing else "FAIL: no comparable cell to check. ")
@@ -163,8 +163,9 @@ def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = ()) -> Tuple[L
                          len(missing), "s" if len(missing) != 1 else "",
                          "have" if len(missing) != 1 else "has", ", ".join(missing),
                          "them" if len(missing) != 1 else "it"))
-    out: List[Section] = [Text("Check against {}".format(name), lines),
-                          Table("", head, [_row(r, models, data) for _, r in c.iterrows()], name="check")]
+    out: List[Section] = [Text("Check against {}".format(name), lines)]
+    if len(c):  # none where no cell has a result yet: the lines above say so, no empty table
+        out.append(Table("", head, [_row(r, models, data) for _, r in c.iterrows()], name="check"))
     if len(short):
         out.append(Table("Cells that fall short", head,
                          [_row(r, models, data) for _, r in short.iterrows()], name="falls_short"))

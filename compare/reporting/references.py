@@ -35,16 +35,17 @@ MAX_REFERENCE_BYTES = 16 * 2 ** 20  # a reference is a table of published figure
 FIGURE_RANGE = (validate.FIGURES[0], validate.FIGURES[1])  # images/sec or a speedup, as results'
 
 
-def parse_tolerance(text, where: str = "--tolerance") -> float:
-    """'5%' or '0.05' -> 0.05; anything else (or 100 % and more) is a UserError."""
+def parse_tolerance(text, where: str = "--tolerance", on: str = "") -> float:
+    """'5%' or '0.05' -> 0.05; anything else (or 100 % and more) is a UserError (`on`: where in
+    a file, e.g. ' on line 3', said after the value as for the reference's other columns)."""
     raw = str(text).strip()
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
         value = None
     if value is None or not 0 <= value < 1:  # nan fails it too
-        raise UserError("{} {!r}: give a percentage from 0% to under 100% (e.g. 5%) or a fraction "
-                        "(e.g. 0.05)".format(where, raw))
+        raise UserError("{} {!r}{}: give a percentage from 0% to under 100% (e.g. 5%) or a fraction "
+                        "(e.g. 0.05)".format(where, raw, on))
     return value
 
 
@@ -164,7 +165,8 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
             " or ".join(DATA_MODES)), path, required=True)
     if "tolerance" in df.columns:
         df = df.assign(tolerance=[None if not t.strip() else parse_tolerance(
-            t, "reference {}: tolerance".format(path.name)) for t in df.tolerance])
+            t, "reference {}: tolerance".format(path), " on line {}".format(i + 2))
+            for i, t in enumerate(df.tolerance)])
     for name in ("gpu", "system"):  # shown: an empty cell names nothing
         if name in df.columns:
             df[name] = [t.strip() or None for t in df[name]]
@@ -210,8 +212,9 @@ def describe(name: str, df: pd.DataFrame) -> str:
     where = where or ["?"]  # an empty gpu cell names no GPU
     figures = [c for c in FIGURES if c in df.columns]
     models = ", ".join("{} {}".format(m, n) for m, n in df.model.value_counts(sort=False).items())
-    return "{:<32} {:>4} rows ({})  gpu: {:<12} figures: {}".format(
-        name, len(df), models, ", ".join(map(str, where)), ", ".join(figures))
+    return "{:<32} {:>4} {:<4} ({})  gpu: {:<12} figures: {}".format(
+        name, len(df), "row" if len(df) == 1 else "rows", models, ", ".join(map(str, where)),
+        ", ".join(figures))
 
 
 def _matches(ref: pd.DataFrame, cell: pd.Series) -> pd.DataFrame:

@@ -94,12 +94,12 @@ def test_every_declared_number_has_a_range():
 
 
 @pytest.mark.parametrize("framework,item,message", [
-    ("jax", "jax.autotune_level=99", "--option autotune_level=99: must be <= 4"),
-    ("caffe2", "caffe2.loader_workers=99999999999", "--option loader_workers=99999999999: must be <= 256"),
-    ("jax", "jax.loss_scale=nan", "--option loss_scale=nan: not a finite number; give a number such as 1024"),
-    ("jax", "jax.loss_scale=inf", "--option loss_scale=inf: not a finite number; give a number such as 1024"),
-    ("jax", "jax.loss_scale=1e400", "--option loss_scale=1e400: not a finite number; give a number such as 1024"),
-    ("jax", "jax.loss_scale=-inf", "--option loss_scale=-inf: not a finite number; give a number such as 1024"),
+    ("jax", "jax.autotune_level=99", "--option jax.autotune_level=99: must be <= 4"),
+    ("caffe2", "caffe2.loader_workers=99999999999", "--option caffe2.loader_workers=99999999999: must be <= 256"),
+    ("jax", "jax.loss_scale=nan", "--option jax.loss_scale=nan: not a finite number; give a number such as 1024"),
+    ("jax", "jax.loss_scale=inf", "--option jax.loss_scale=inf: not a finite number; give a number such as 1024"),
+    ("jax", "jax.loss_scale=1e400", "--option jax.loss_scale=1e400: not a finite number; give a number such as 1024"),
+    ("jax", "jax.loss_scale=-inf", "--option jax.loss_scale=-inf: not a finite number; give a number such as 1024"),
 ], ids=["autotune_level", "loader_workers", "nan", "inf", "1e400", "-inf"])
 def test_numbers_are_finite_and_within_the_declared_range(framework, item, message):
     with pytest.raises(UserError) as exc:
@@ -110,7 +110,7 @@ def test_numbers_are_finite_and_within_the_declared_range(framework, item, messa
 def test_a_nan_option_is_refused_before_anything_runs(tmp_path, capsys):
     code, _, err = main_exit(["run", "--frameworks", "jax", "--device", "cpu", "--executor", "local",
                               "--results", str(tmp_path / "c"), "--option", "jax.loss_scale=nan"], capsys)
-    assert (code, err) == (2, "compare: error: --option loss_scale=nan: not a finite number; give a "
+    assert (code, err) == (2, "compare: error: --option jax.loss_scale=nan: not a finite number; give a "
                               "number such as 1024\n")
     assert not (tmp_path / "c").exists()
 

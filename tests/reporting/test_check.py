@@ -99,7 +99,8 @@ def test_unknown_or_unmatched_reference_is_one_line_and_exit_2(campaign, tmp_pat
                           "has 1, 2, the reference 8); nothing to check"
     bad = _reference(tmp_path, "precision,gpus,images_per_sec,tolerance\nfp32,1,900,lots\n")
     code, _, err = main_exit(["check", str(campaign), "--reference", bad], capsys)
-    assert code == 2 and err.startswith("compare: error: reference ref.csv: tolerance 'lots': give a percentage")
+    assert code == 2 and err.startswith("compare: error: reference {}: tolerance 'lots' on line 2: give a "
+                                     "percentage".format(bad))
 
 
 def test_a_campaign_with_planned_cells_still_to_run_fails(campaign, tmp_path, capsys):
@@ -109,9 +110,22 @@ def test_a_campaign_with_planned_cells_still_to_run_fails(campaign, tmp_path, ca
                                "H200,tf,fp32,2,2100\n")
     code, out, _ = main_exit(["check", str(campaign), "--reference", ref], capsys)
     assert code == 1
-    assert "FAIL: 1 pass, 0 fall short, 0 not comparable (of 1 figures the reference has for this " \
+    assert "FAIL: 1 pass, 0 fall short, 0 not comparable (of 1 figure the reference has for this " \
            "campaign).\n\n1 planned cell of the campaign has no result yet: tf-fp32-g2-b256-s224-r0. A " \
            "half-done campaign does not pass; `compare run … --resume` runs it." in out
+
+
+def test_a_campaign_with_no_result_yet_fails_without_an_empty_table(campaign, tmp_path, capsys):
+    # nothing measured yet: the verdict and the cells to run, not a table header with no row under it
+    for p in (campaign / "results").glob("*.json"):
+        p.unlink()
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec\nH200,tf,fp32,1,1000\n")
+    code, out, _ = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 1
+    assert "| framework |" not in out and "|---|" not in out
+    assert out.startswith("## Check against ref\n\nFAIL: 0 pass, 0 fall short, 0 not comparable (of 0 figures "
+                          "the reference has for this campaign).\n\n3 planned cells of the campaign have no "
+                          "result yet: ")
 
 
 def test_images_per_sec_are_held_only_against_the_same_gpu_model(tmp_path, capsys):
@@ -167,6 +181,25 @@ def test_a_reference_row_that_is_not_a_figure_is_one_line_naming_file_and_line(c
     assert (code, out, err) == (2, "", "compare: error: reference {}: {}\n".format(ref, why))
     code, _, err = main_exit(["report", str(campaign), "--reference", ref], capsys)
     assert (code, err) == (2, "compare: error: reference {}: {}\n".format(ref, why))
+
+
+def test_the_count_of_figures_is_singular_for_one(campaign, tmp_path, capsys):
+    # "of 1 figures" read wrong; 2 and more keep the plural
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec\nH200,tf,fp32,1,1000\n")
+    code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 0, err
+    assert "PASS: every comparable cell is at or above the reference less its tolerance. 1 pass, 0 fall " \
+           "short, 0 not comparable (of 1 figure the reference has for this campaign).\n" in out
+
+
+def test_a_bad_tolerance_in_a_reference_names_the_file_and_line(campaign, tmp_path, capsys):
+    # as every other bad value of a reference: the file as given and the line, so it can be found
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec,tolerance\n"
+                               "H200,tf,fp32,1,900,3%\nH200,tf,fp32,2,1900,150%\n")
+    code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert (code, out, err) == (2, "", "compare: error: reference {}: tolerance '150%' on line 3: give a "
+                                       "percentage from 0% to under 100% (e.g. 5%) or a fraction (e.g. "
+                                       "0.05)\n".format(ref))
 
 
 def test_a_reference_giving_one_cell_twice_is_one_line_naming_both_lines(campaign, tmp_path, capsys):
@@ -244,7 +277,7 @@ def test_a_reference_row_with_an_empty_nodes_cell_matches_no_cell(campaign, tmp_
                                "H200,tf,fp32,1,1,1000\nH200,tf,fp32,2,,2000\n")
     code, out, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
     assert code == 0, err
-    assert "1 pass, 0 fall short, 0 not comparable (of 1 figures" in out
+    assert "1 pass, 0 fall short, 0 not comparable (of 1 figure the" in out
     code, out, err = main_exit(["report", str(campaign), "--reference", ref], capsys)
     assert code == 0, err
     assert "1 of 3 measured cells have a published figure" in out

@@ -159,3 +159,14 @@ def test_two_references_of_one_file_name_write_two_tables_each_named_by_its_fold
     for day, figure in (("monday", "500.00"), ("tuesday", "700.00")):
         text = (tables_dir / "reference_{}_ref.csv".format(day)).read_text()
         assert "PyTorch (Caffe2),fp32,256,1,560.00,{},".format(figure) in text
+
+
+def test_a_one_row_reference_is_listed_in_the_singular(tmp_path, monkeypatch, capsys):
+    # "1 rows" read wrong; the column keeps its width
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path))
+    (tmp_path / "references").mkdir()
+    (tmp_path / "references" / "one.csv").write_text("gpu,precision,gpus,images_per_sec\nV100,fp16,1,1000\n")
+    code, out, err = main_exit(["list", "references"], capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("one "))
+    assert line == "one                                 1 row  (resnet50 1)  gpu: V100         figures: images_per_sec"

@@ -161,3 +161,17 @@ def test_a_baseline_the_campaign_never_ran_is_one_line_and_exit_2(tmp_path, caps
                                        "it; choose from tf, caffe2\n")
     code, out, _ = main_exit(["report", str(root), "--baseline", "pytorch"], capsys)
     assert code == 0 and "Framework vs framework (img/s ÷ img/s of PyTorch (Caffe2)" in out
+
+
+def test_a_report_of_no_results_names_only_the_files_it_wrote(tmp_path, capsys):
+    # a campaign whose cells have not run: no table to write, so no tables/ folder to announce
+    import shutil
+
+    from tests.helpers import main_exit
+    from tests.reporting.test_golden_campaign import FIXTURE
+    root = tmp_path / "c"
+    shutil.copytree(FIXTURE / "campaign", root)
+    for p in (root / "results").glob("*.json"):
+        p.unlink()
+    code, _, err = main_exit(["report", str(root), "--format", "csv", "--out", str(tmp_path / "o")], capsys)
+    assert (code, err) == (0, "compare: wrote {}\n".format(tmp_path / "o" / "report.csv"))
