@@ -107,9 +107,9 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                 result.status = "oom"
                 result.reason = "a worker ran out of memory: {} (rank 0 recorded: {})".format(
                     oom, result.reason)
-            elif result.status == "failed" and killed_worker(text):
-                for_memory, result.reason = _worker_killed(killed_worker(text), result.reason,
-                                                           outcome, started_at)
+            elif result.status == "failed" and (worker := killed_worker(text)):
+                for_memory, result.reason = _worker_killed(worker, result.reason, outcome,
+                                                           started_at)
                 result.status = "oom" if for_memory else result.status
             if result.status != "ok":
                 result.stderr_tail = stderr_tail or None
@@ -123,8 +123,8 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
         how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
         kernel = None if oom else memory_evidence(outcome, started_at)[0]
         oom = oom or kernel
-    elif not oom and killed_worker(text):  # the launcher outlived a worker killed by SIGKILL
-        oom, said = _worker_killed(killed_worker(text), None, outcome, started_at)
+    elif not oom and (worker := killed_worker(text)):  # the launcher outlived a killed worker
+        oom, said = _worker_killed(worker, None, outcome, started_at)
         said = ": " + said
     reason = "{} and wrote no result{}{}{}".format(
         how, note, said, " (the kernel's OOM killer: {})".format(kernel) if kernel else "")

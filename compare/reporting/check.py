@@ -72,7 +72,7 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
     if r.data_mode == "data-only":  # no training: its figure is an input pipeline's ceiling
         return NOT_COMPARABLE, "data-only: the input pipeline alone, no training, against a " \
             "figure of training"
-    crossed = r.reference_data is not None and r.data_mode != r.reference_data
+    crossed = references.crossed_data(r)
     if crossed and figure == "img/s":
         return NOT_COMPARABLE, "{} data here, {} in the reference: images/sec are held only " \
             "against figures of the same data (a reference without a data column is " \

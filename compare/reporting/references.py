@@ -285,9 +285,15 @@ def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows).astype(object).where(lambda d: d.notna(), None)
 
 
-def _across_data(compared: pd.DataFrame, crossed) -> List[str]:
+def crossed_data(r) -> bool:
+    """Whether a compared row's reference figure is of other data than its cell's (check: its
+    images/sec are not comparable; a speedup is shown across data, and says so)."""
+    return r.reference_data is not None and r.data_mode != r.reference_data
+
+
+def _across_data(compared: pd.DataFrame) -> List[str]:
     """The note under the table where some reference figures are of other data than the cells'."""
-    if not any(crossed(r) for _, r in compared.iterrows()):
+    if not any(crossed_data(r) for _, r in compared.iterrows()):
         return []
     theirs = sorted({d for d in compared.reference_data if d is not None})
     ours = sorted(set(compared.data_mode))
@@ -303,13 +309,11 @@ def table(name: str, compared: pd.DataFrame) -> Table:
     gpu = sorted({str(g) for g in compared.reference_gpu if g is not None})
     models = compared.model.nunique() > 1  # a model column where the campaign has several
     data = compared.data_mode.nunique() > 1  # a data column where it has several data modes
-    def crossed(r):  # a figure of other data than the cell's (check: images/sec not comparable)
-        return r.reference_data is not None and r.data_mode != r.reference_data
     rows = [[frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) +
             [r.precision, str(r.batch_size)] + ([r.data_mode] if data else []) + [str(r.gpus),
              num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
              num(r.published_images_per_sec, "{:.2f}"),
-             "other data" if crossed(r) and r.published_images_per_sec is not None else
+             "other data" if crossed_data(r) and r.published_images_per_sec is not None else
              pm(r.ratio, r.ratio_ci95, "{:.2f}×", "{:.2f}", missing="—"), num(r.speedup, "{:.3f}"),
              num(r.published_speedup, "{:.3f}"),
              pm(r.speedup_ratio, r.speedup_ratio_ci95, "{:.2f}×", "{:.2f}", missing="—")]
@@ -324,5 +328,5 @@ def table(name: str, compared: pd.DataFrame) -> Table:
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "
                   "network, precision and N, and on framework, batch and image size where the reference has "
-                  "them).".format(matched, len(compared))] + _across_data(compared, crossed),
+                  "them).".format(matched, len(compared))] + _across_data(compared),
                  name="reference_" + re.sub(r"[^A-Za-z0-9_.-]", "_", name))  # monday/ref: a file
