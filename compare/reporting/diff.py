@@ -22,9 +22,11 @@ from .tables import Section, Table, Text, n_of
 MATCH = ["framework", "model", "precision", "batch_size", "image_size", "data_mode", "mode", "nodes",
          "gpus"]
 SETTINGS = ["data", "compile", "options"]
-COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "runs_a", "runs_b",
-                   "ratio",
-                   "ratio_ci95", "state", "comparable", "why"]
+# runs_X: the runs a side's cell ran; repeats_X: the ok ones its figure rests on (counts, for a
+# machine reading diff.csv; the Markdown says "(2 of 3 runs)" where they differ)
+COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "runs_a",
+                   "repeats_a", "runs_b", "repeats_b", "ratio", "ratio_ci95", "state", "comparable",
+                   "why"]
 
 
 def why_not(a: Optional[pd.Series], b: Optional[pd.Series], names=("A", "B")) -> Optional[str]:
@@ -67,11 +69,18 @@ def diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
                          device_b=None if rb is None else rb["device"],
                          images_per_sec_a=None if ra is None else ra["images_per_sec"],
                          images_per_sec_b=None if rb is None else rb["images_per_sec"],
-                         runs_a=None if ra is None else rests_on(ra),
-                         runs_b=None if rb is None else rests_on(rb),
+                         runs_a=None if ra is None else int(ra["runs"]),
+                         repeats_a=None if ra is None else int(ra["repeats"]),
+                         runs_b=None if rb is None else int(rb["runs"]),
+                         repeats_b=None if rb is None else int(rb["repeats"]),
                          **versus(ra, rb)))
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
     return d.where(d.notna(), None)
+
+
+def _rests_on(r, side: str) -> str:
+    """' (2 of 3 runs)' where a compared side's figure rests on fewer runs than it ran."""
+    return rests_on({"status": "ok", "repeats": r["repeats_" + side], "runs": r["runs_" + side]})
 
 
 def _gpu_label(m: Dict) -> str:
@@ -124,8 +133,8 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
         (["data"] if data else []) + ["N"]
     if len(ok):
         out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],
-                         [who(r) + ["{:.2f}".format(r.images_per_sec_a) + r.runs_a,
-                           "{:.2f}".format(r.images_per_sec_b) + r.runs_b,
+                         [who(r) + ["{:.2f}".format(r.images_per_sec_a) + _rests_on(r, "a"),
+                           "{:.2f}".format(r.images_per_sec_b) + _rests_on(r, "b"),
                            pm_ratio(r.ratio, r.ratio_ci95), r.state]
                           for _, r in ok.iterrows()], name="diff"))
     bad = d[~d.comparable.astype(bool)]

@@ -149,3 +149,21 @@ def test_the_synthetic_and_the_real_data_cell_of_a_setting_are_told_apart():
     assert "| framework | precision | batch | image | data | N | A img/s |" in text
     assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | synthetic | 1 | 100.00 | 360.00 |" in text
     assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | real | 1 | 50.00 | 60.00 |" in text
+
+
+def test_diff_csv_counts_runs_as_numbers_and_the_markdown_says_them_in_words(tmp_path, capsys):
+    """diff.csv is for machines: how many runs a side ran, and how many its figure rests on, as
+    whole numbers (not ' (2 of 3 runs)'); the Markdown table keeps the words."""
+    import csv
+    a = [windowed("caffe2", "fp32", 1, WINDOWS, repeat=i) for i in range(2)] + [
+        result("caffe2", "fp32", 1, status="failed", reason="killed", repeat=2, batch=256)]
+    b = [windowed("caffe2", "fp32", 1, WINDOWS, repeat=i) for i in range(3)]
+    ca, cb = save_campaign(tmp_path / "a", a), save_campaign(tmp_path / "b", b)
+    code, out, err = main_exit(["diff", str(ca), str(cb), "--out", str(tmp_path / "d")], capsys)
+    assert code == 0, err
+    assert "| 1000.60 (2 of 3 runs) | 1000.60 |" in out
+    with open(str(tmp_path / "d" / "diff.csv")) as f:
+        row = next(csv.DictReader(f))
+    assert (row["runs_a"], row["repeats_a"], row["runs_b"], row["repeats_b"]) == ("3", "2", "3", "3")
+    rows = json.loads((tmp_path / "d" / "diff.json").read_text())
+    assert (rows[0]["runs_a"], rows[0]["repeats_a"]) == (3, 2)
