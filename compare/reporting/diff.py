@@ -13,11 +13,11 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
-from .. import frameworks, machine_record
-from . import findings, intervals
+from .. import machine_record
+from . import findings, intervals, tables
 from .comparator import estimate, rests_on
 from .intervals import pm_ratio
-from .tables import Section, Table, Text, n_of
+from .tables import Section, Table, Text
 
 MATCH = ["framework", "model", "precision", "batch_size", "image_size", "data_mode", "mode", "nodes",
          "gpus"]
@@ -123,24 +123,21 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
         lines.append("Single runs on a CPU: their intervals only count the noise inside one run, so "
                      "a state from them is a hint, not a finding (use --repeats 3 or more).")
     out: List[Section] = [head, Text("", lines, bullets=True)]
-    ok, models, data = d[d.comparable.astype(bool)], d.model.nunique() > 1, d.data_mode.nunique() > 1
-
-    def who(r) -> List[str]:  # the model and the data mode only where the campaigns hold several
-        return [frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) + \
-            [r.precision, str(r.batch_size), str(r.image_size)] + ([r.data_mode] if data else []) + \
-            [n_of(r.nodes, r.gpus)]
-    first = ["framework"] + (["model"] if models else []) + ["precision", "batch", "image"] + \
-        (["data"] if data else []) + ["N"]
+    ok = d[d.comparable.astype(bool)]
+    # the model and the data mode only where the campaigns hold several
+    fields = tables.shown(d, ["framework", "model", "precision", "batch_size", "image_size",
+                              "data_mode", "N"])
+    first = tables.heading(fields)
     if len(ok):
         out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],
-                         [who(r) + ["{:.2f}".format(r.images_per_sec_a) + _rests_on(r, "a"),
+                         [tables.label(r, fields) + ["{:.2f}".format(r.images_per_sec_a) + _rests_on(r, "a"),
                            "{:.2f}".format(r.images_per_sec_b) + _rests_on(r, "b"),
                            pm_ratio(r.ratio, r.ratio_ci95), r.state]
                           for _, r in ok.iterrows()], name="diff"))
     bad = d[~d.comparable.astype(bool)]
     if len(bad):
         out.append(Table("Not comparable", first + ["why"],
-                         [who(r) + [r.why] for _, r in bad.iterrows()],
+                         [tables.label(r, fields) + [r.why] for _, r in bad.iterrows()],
                          name="not_comparable"))
     return out + [Text("", [counts(d.state)])]
 

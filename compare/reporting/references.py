@@ -23,6 +23,7 @@ from backends.contract import DEFAULT_MODEL, SchemaError
 
 from .. import envs, frameworks, loading, validate
 from ..errors import UserError
+from . import tables
 from .intervals import pm
 from .tables import Table
 
@@ -307,10 +308,9 @@ def table(name: str, compared: pd.DataFrame) -> Table:
     def num(x, fmt):
         return fmt.format(x) if x is not None else "—"
     gpu = sorted({str(g) for g in compared.reference_gpu if g is not None})
-    models = compared.model.nunique() > 1  # a model column where the campaign has several
-    data = compared.data_mode.nunique() > 1  # a data column where it has several data modes
-    rows = [[frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) +
-            [r.precision, str(r.batch_size)] + ([r.data_mode] if data else []) + [str(r.gpus),
+    # a model column where the campaign has several networks, a data column where several modes
+    fields = tables.shown(compared, ["framework", "model", "precision", "batch_size", "data_mode"])
+    rows = [tables.label(r, fields) + [str(r.gpus),
              num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
              num(r.published_images_per_sec, "{:.2f}"),
              "other data" if crossed_data(r) and r.published_images_per_sec is not None else
@@ -322,8 +322,7 @@ def table(name: str, compared: pd.DataFrame) -> Table:
                       if r.published_images_per_sec is not None or r.published_speedup is not None))
     where = " ({})".format(", ".join(gpu)) if gpu else ""
     return Table("Measured versus published: {}{}".format(name, where),
-                 ["framework"] + (["model"] if models else []) + ["precision", "batch"] +
-                 (["data"] if data else []) + ["N", "img/s", "published", "ratio", "speedup",
+                 tables.heading(fields) + ["N", "img/s", "published", "ratio", "speedup",
                   "published speedup", "ratio"], rows,
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "

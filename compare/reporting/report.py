@@ -10,13 +10,12 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import pandas as pd
 
 from .. import frameworks
-from . import data_table, findings, metrics
+from . import data_table, findings, metrics, tables
 from .comparator import MIXED, NOTES, rests_on
 from .intervals import pm
 from .tables import Section, Table, Text, num
 
 ROW = ["framework", "precision", "batch_size", "image_size"]
-HEADINGS = {"batch_size": "batch", "image_size": "image", "data_mode": "data"}  # else the column's
 INTERVAL_NOTE = ("± is the half width of the 95 % interval, from the timed windows of each run and "
                  "the spread of the repeats (README: How sure is a figure).")
 LEGEND = ("fp32 = true FP32 (TF32 off); tf32; fp16 = mixed precision with loss scaling; bf16 = "
@@ -47,7 +46,7 @@ def layout_of(df: pd.DataFrame) -> Layout:
     cpu = set(df.device) == {"cpu"}
     word = "worker" if cpu else "GPU"
     layouts = {x for x in df.layout if x is not None}
-    mixed_data, models = df.data_mode.nunique() > 1, df.model.nunique() > 1
+    mixed_data, models = tables.varies(df, "data_mode"), tables.varies(df, "model")
     modes = set(df["mode"]) != {"default"}
     if (df.nodes == 1).all():
         return Layout(lambda n, g: _plural(g, word) + (" (CPU)" if cpu else ""), lambda n, g: str(g),
@@ -59,8 +58,8 @@ def layout_of(df: pd.DataFrame) -> Layout:
 def _rows(lay: Layout) -> List[str]:
     """The columns that name a row (a pivot's rows are grouped by them): ROW, the model, the mode
     and the data mode where they vary."""
-    return ROW[:1] + (["model"] if lay.model_column else []) + (["mode"] if lay.mode_column else []) \
-        + ROW[1:] + (["data_mode"] if lay.data_column else [])
+    shown = {"model": lay.model_column, "mode": lay.mode_column, "data_mode": lay.data_column}
+    return [c for c in ROW[:1] + ["model", "mode"] + ROW[1:] + ["data_mode"] if shown.get(c, True)]
 
 
 def _row_label(key, g: pd.DataFrame, lay: Layout) -> List[str]:
@@ -71,7 +70,7 @@ def _row_label(key, g: pd.DataFrame, lay: Layout) -> List[str]:
 
 
 def _head(lay: Layout) -> List[str]:
-    return [HEADINGS.get(c, c) for c in _rows(lay)] + (["layout"] if lay.layout_column else [])
+    return tables.heading(_rows(lay)) + (["layout"] if lay.layout_column else [])
 
 
 def _listing(title: str, cells: pd.DataFrame, lay: Layout, head: List[str], values: Callable,

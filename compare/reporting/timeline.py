@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from backends.contract import DEFAULT_MODEL, RunResult, data_mode
 
 from .. import frameworks
+from . import tables
 from .metrics import median
 from .tables import Section, Table, Text
 
@@ -156,17 +157,14 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
     if table:
         columns = [s[0] for s in SPANS if any(r[s[0]] is not None for r in table)] + \
             ["to first step", "cell"]
-        models = len({r["network"] for r in table}) > 1  # a model column where there are several
-        data = len({r["data_mode"] for r in table}) > 1  # a data column where there are several
+        named = [dict(r, model=r["network"]) for r in table]  # its "model": the span of building it
+        # a model column where there are several networks, a data column where several modes
+        fields = tables.shown(named, ["framework", "model", "precision", "batch_size", "data_mode"])
         out.append(Table("Where the time goes (seconds per cell, median over repeats)",
-                         ["framework"] + (["model"] if models else []) + ["precision", "batch"]
-                         + (["data"] if data else []) + ["N"] + columns,
-                         [[frameworks.display(r["framework"], r["mode"])] +
-                          ([r["network"]] if models else []) +
-                          [r["precision"], str(r["batch_size"])] + ([r["data_mode"]] if data else [])
-                          + [_n(r)] +
+                         tables.heading(fields) + ["N"] + columns,
+                         [tables.label(cell, fields) + [_n(r)] +
                           ["{:.1f}".format(r[c]) if r[c] is not None else "n/a" for c in columns]
-                          for r in table],
+                          for cell, r in zip(named, table)],
                          name="phases"))
     whole = study(results, len((machine or {}).get("gpus") or []))
     if whole is not None and whole["serial_s"] > 0:
