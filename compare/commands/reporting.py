@@ -143,7 +143,8 @@ def check(
     tol = references.parse_tolerance(tolerance)
     name, ref = references.load(reference)
     c, cells, missing = _cells(campaign)
-    secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing)
+    secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing,
+                                cells)
     sys.stdout.write(tables.markdown(secs))
     raise typer.Exit(0 if passed else 1)
 

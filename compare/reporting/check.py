@@ -138,11 +138,14 @@ def _row(r, fields: List[str]) -> List[str]:
         "{:g}%".format(round(100 * r.tolerance, 3)), r.verdict + (": " + r.why if r.why else "")]
 
 
-def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = ()) -> Tuple[List[Section], bool]:
+def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = (),
+             cells: Optional[pd.DataFrame] = None) -> Tuple[List[Section], bool]:
     """The check as table models, and whether it passed (no cell falls short, one passes, and no
-    planned cell is still to run)."""
-    # a model column where the campaign has several networks, a data column where several modes
-    fields = tables.shown(c, ["framework", "model", "precision", "batch_size", "data_mode", "N"])
+    planned cell is still to run). A model, data or image column where the campaign (`cells`,
+    else the checked ones) has several: as the report's table of the same reference shows them."""
+    fields = tables.shown(c if cells is None else cells, ["framework", "model", "precision",
+                                                          "batch_size", "image_size", "data_mode",
+                                                          "N"], tables.OPTIONAL_IMAGE)
     head = tables.heading(fields) + ["figure", "measured", "reference", "measured ÷ reference",
                                      "tolerance", "verdict"]
     short, passed = c[c.verdict == SHORT], c[c.verdict == PASS]

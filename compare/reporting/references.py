@@ -308,9 +308,10 @@ def table(name: str, compared: pd.DataFrame) -> Table:
     def num(x, fmt):
         return fmt.format(x) if x is not None else "—"
     gpu = sorted({str(g) for g in compared.reference_gpu if g is not None})
-    # a model column where the campaign has several networks, a data column where several modes
-    fields = tables.shown(compared, ["framework", "model", "precision", "batch_size", "data_mode"])
-    rows = [tables.label(r, fields) + [str(r.gpus),
+    # a model, image or data column where the campaign has several; N as nodes×GPUs per node
+    fields = tables.shown(compared, ["framework", "model", "precision", "batch_size", "image_size",
+                                     "data_mode", "N"], tables.OPTIONAL_IMAGE)
+    rows = [tables.label(r, fields) + [
              num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
              num(r.published_images_per_sec, "{:.2f}"),
              "other data" if crossed_data(r) and r.published_images_per_sec is not None else
@@ -322,7 +323,7 @@ def table(name: str, compared: pd.DataFrame) -> Table:
                       if r.published_images_per_sec is not None or r.published_speedup is not None))
     where = " ({})".format(", ".join(gpu)) if gpu else ""
     return Table("Measured versus published: {}{}".format(name, where),
-                 tables.heading(fields) + ["N", "img/s", "published", "ratio", "speedup",
+                 tables.heading(fields) + ["img/s", "published", "ratio", "speedup",
                   "published speedup", "ratio"], rows,
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "

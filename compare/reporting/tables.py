@@ -57,6 +57,9 @@ def n_of(nodes, gpus) -> str:
 # where the campaign holds more than one value (one network: no model column). Which to show is
 # decided once per campaign (shown), so no table of a campaign has a column another lacks.
 OPTIONAL = ("model", "data_mode")
+# and the image size, in the tables that named none (check, references, timeline): two cells of
+# one setting at two image sizes would read as one row twice
+OPTIONAL_IMAGE = OPTIONAL + ("image_size",)
 HEADINGS = {"batch_size": "batch", "image_size": "image", "data_mode": "data"}  # else the field's
 
 

@@ -325,3 +325,36 @@ def test_a_cell_is_held_only_against_reference_figures_of_its_own_data_mode(tmp_
     code, _, err = main_exit(["check", str(c), "--reference", bad], capsys)
     assert code == 2 and err == "compare: error: reference {}: data 'imagenet' on line 2 is not a " \
                                 "data mode; give synthetic or real\n".format(bad)
+
+
+def _two_nodes_two_sizes_two_networks(root):
+    """PyTorch fp32 on 1×2 and 2×2 GPUs at image sizes 224 and 112, and a VGG-16 cell."""
+    from backends.protocol import RunSpec
+    rs = [windowed("caffe2", "fp32", 2, [2 * n * k * w for w in WINDOWS], nodes=n, image=size)
+          for n in (1, 2) for size, k in ((224, 1), (112, 3))]
+    vgg = windowed("caffe2", "fp32", 1, WINDOWS)
+    spec = RunSpec.from_dict(vgg.spec)
+    spec.model = "vgg16"
+    vgg.spec, vgg.run_id = spec.to_dict(), spec.run_id
+    return save_campaign(root, rs + [vgg])
+
+
+def test_check_rows_say_nodes_image_size_and_network_as_the_report_does(tmp_path, capsys):
+    """Each row of the check names its cell: 2×2 (two nodes) apart from 2, image 112 apart from
+    224, and the network where the campaign has several (as the report's table of the same
+    reference shows it), even when the reference only matches ResNet-50 cells."""
+    root = _two_nodes_two_sizes_two_networks(tmp_path / "c")
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,nodes,images_per_sec\n"
+                               "H200,caffe2,fp32,2,1,1900\nH200,caffe2,fp32,2,2,3900\n")
+    code, out, err = main_exit(["check", str(root), "--reference", ref], capsys)
+    assert code == 0, out + err
+    assert "| framework | model | precision | batch | image | N | figure |" in out
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 112 | 2×2 | img/s | 12007.20 | 3900.00 |" in out
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 224 | 2 | img/s | 2001.20 | 1900.00 |" in out
+    code, out, err = main_exit(["report", str(root), "--reference", ref, "--out",
+                                str(tmp_path / "r")], capsys)
+    assert code == 0, err
+    table = out[out.index("## Measured versus published"):]
+    assert "| framework | model | precision | batch | image | N | img/s |" in table
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 112 | 2×2 | 12007.20 | 3900.00 |" in table
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 224 | 2 | 2001.20 | 1900.00 |" in table
