@@ -158,11 +158,14 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
         columns = [s[0] for s in SPANS if any(r[s[0]] is not None for r in table)] + \
             ["to first step", "cell"]
         named = [dict(r, model=r["network"]) for r in table]  # its "model": the span of building it
-        # a model column where there are several networks, a data column where several modes
-        fields = tables.shown(named, ["framework", "model", "precision", "batch_size", "data_mode"])
+        # a model, image or data column where the campaign (every run, any status) has several;
+        # N as nodes×GPUs per node: as every table of the report names a cell
+        fields = tables.shown([dict(zip(KEY, _key(r.spec))) for r in results],
+                              ["framework", "model", "precision", "batch_size", "image_size",
+                               "data_mode", "N"], tables.OPTIONAL_IMAGE)
         out.append(Table("Where the time goes (seconds per cell, median over repeats)",
-                         tables.heading(fields) + ["N"] + columns,
-                         [tables.label(cell, fields) + [_n(r)] +
+                         tables.heading(fields) + columns,
+                         [tables.label(cell, fields) +
                           ["{:.1f}".format(r[c]) if r[c] is not None else "n/a" for c in columns]
                           for cell, r in zip(named, table)],
                          name="phases"))
@@ -177,6 +180,3 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
         out.append(Text("", setup_lines(results) + [line + "."] + study_lines(whole)))
     return out
 
-
-def _n(row: Dict) -> str:
-    return "{} × {}".format(row["nodes"], row["gpus"]) if (row["nodes"] or 1) > 1 else str(row["gpus"])
