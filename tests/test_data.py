@@ -523,3 +523,15 @@ def test_one_image_of_one_class_is_said_in_the_singular(tmp_path, capsys):
     code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
     assert (code, out) == (0, "{}: 1 file in 1 class; not checked yet (compare data prepare {})\n".format(
         tmp_path / "a", tmp_path / "a")), err
+
+
+def test_the_input_pipeline_table_names_the_network_where_the_study_has_several():
+    """ResNet-50 on synthetic and real data, VGG-16 on synthetic only: every other table has a
+    model column, so the input-pipeline table (of ResNet-50 rows alone) says which network too."""
+    results = [_result("caffe2", "synthetic", 6000.0), _result("caffe2", "real", 5900.0)]
+    vgg = _result("caffe2", "synthetic", 2000.0)
+    vgg.spec = dict(vgg.spec, model="vgg16")
+    text = tables.markdown(report.build(comparator_cells(results + [vgg])).sections())
+    section = text.split("## Input pipeline")[1].split("##")[0]
+    assert "| framework | model | precision | batch | image | N | synthetic |" in section
+    assert "| PyTorch (Caffe2) | resnet50 | fp16 | 256 | 224 | 1 | 6000.00 | 5900.00 |" in section

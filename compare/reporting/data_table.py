@@ -118,8 +118,8 @@ def table(cells: pd.DataFrame) -> Optional[Table]:
     rows = data_table(cells)
     if rows.empty:
         return None
-    # a model column where the study holds several networks
-    fields = tables.shown(rows, ["framework", "model", "precision", "batch_size", "image_size", "N"])
+    # a model column where the study holds several networks (all its cells: as its other tables)
+    fields = tables.shown(cells, ["framework", "model", "precision", "batch_size", "image_size", "N"])
     head = tables.heading(fields) + [
         "synthetic", "real", "data-only", "data efficiency", "CPU cores", "loader workers",
         "host CPU (cores busy)", "pipeline"]
