@@ -84,8 +84,13 @@ def _rests_on(r, side: str) -> str:
 
 
 def _gpu_label(m: Dict) -> str:
+    """'1× Tesla T4'; every GPU model of a machine of several (as machine_record.describe names
+    them); its CPU without GPUs; 'no machine record' for a campaign without machine.json."""
+    if not m:
+        return "no machine record"
     names = [g.get("name") for g in m.get("gpus", [])]
-    return "{}× {}".format(len(names), names[0]) if names else "CPU {}".format(m.get("cpu_model"))
+    return "{}× {}".format(len(names), ", ".join(sorted(set(map(str, names))))) if names else \
+        "CPU {}".format(m.get("cpu_model") or "unknown")
 
 
 def summary(d: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> str:
@@ -113,10 +118,13 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
     """The diff as table models: summary and machines, the compared cells, the rest, the counts."""
     label_a = "A ({}, {})".format(name_a, _gpu_label(machine_a))
     label_b = "B ({}, {})".format(name_b, _gpu_label(machine_b))
-    differ = machine_record.differences(machine_a, machine_b)
+    unknown = [side for side, m in (("A", machine_a), ("B", machine_b)) if not m]
+    differ = [] if unknown else machine_record.differences(machine_a, machine_b)
     head = Text("{} versus {}".format(label_b, label_a), [summary(d, label_a, label_b)])
     lines = ["A: " + (machine_record.describe(machine_a) if machine_a else "no machine record"),
              "B: " + (machine_record.describe(machine_b) if machine_b else "no machine record"),
+             "Whether the machines differ is unknown: {} no machine record.".format(
+                 " and ".join(unknown) + (" have" if len(unknown) > 1 else " has")) if unknown else
              "Machines differ in: " + "; ".join(differ) if differ else
              "Same machine fingerprint (CPU, GPUs, driver): a before/after comparison."]
     if any(findings.smoke(r) for df in (a, b) for _, r in df[df.status == "ok"].iterrows()):
