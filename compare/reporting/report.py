@@ -145,10 +145,13 @@ def campaign_sections(view, results: Sequence, trained: Sequence,
     from . import accuracy, packing, probes
     out: List[Section] = accuracy.tables(trained, price)
     if view.missing:  # a half-done campaign says so, and which cells are still to run
-        out.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
-                                        "`compare run … --resume` runs them.".format(
+        one = len(view.missing) == 1
+        out.append(Text("Not run yet", ["{} of the campaign's {} planned cell{} {} no result: {}. "
+                                        "`compare run … --resume` runs {}.".format(
                                             len(view.missing), len(view.meta.get("planned", {})),
-                                            ", ".join(view.missing))]))
+                                            "" if len(view.meta.get("planned", {})) == 1 else "s",
+                                            "has" if one else "have", ", ".join(view.missing),
+                                            "it" if one else "them")]))
     out += packing.sections(results, view.root, view.machine)
     searched = probes.table(view.probes, [r for r in results if r.spec.get("batch_auto")])
     out += [searched] if searched is not None else []

@@ -175,3 +175,15 @@ def test_a_report_of_no_results_names_only_the_files_it_wrote(tmp_path, capsys):
         p.unlink()
     code, _, err = main_exit(["report", str(root), "--format", "csv", "--out", str(tmp_path / "o")], capsys)
     assert (code, err) == (0, "compare: wrote {}\n".format(tmp_path / "o" / "report.csv"))
+
+
+def test_one_planned_cell_without_a_result_is_said_in_the_singular(tmp_path, capsys):
+    """'1 of the campaign's 2 planned cells has no result: … runs it', as `compare check` says it."""
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0),
+                                          result("caffe2", "fp16", 1, 200.0)])
+    (root / "results" / "caffe2-fp16-g1-b256-s224-r0.json").unlink()
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "1 of the campaign's 2 planned cells has no result: caffe2-fp16-g1-b256-s224-r0. " \
+        "`compare run … --resume` runs it." in out
