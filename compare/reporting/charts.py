@@ -153,6 +153,8 @@ def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str, error: str
     that framework has no figure for the setting), with the `error` column's half widths."""
     if ok.model.nunique() > 1:  # one group per network too
         keys, fmt = ["model"] + keys, "{} " + fmt
+    if "image_size" not in keys and ok.image_size.nunique() > 1:  # and per image size
+        keys, fmt = keys + ["image_size"], fmt + " {}px"
 
     def label(r) -> str:  # a tuned cell is never one bar group with a default cell
         return fmt.format(*(n_of(r["nodes"], r[k]) if k == "gpus" else r[k]  # N: 2, or 2×2
