@@ -319,8 +319,12 @@ def table(name: str, compared: pd.DataFrame) -> Table:
              num(r.published_speedup, "{:.3f}"),
              pm(r.speedup_ratio, r.speedup_ratio_ci95, "{:.2f}×", "{:.2f}", missing="—")]
             for _, r in compared.iterrows()]
-    matched = int(sum(1 for _, r in compared.iterrows()
-                      if r.published_images_per_sec is not None or r.published_speedup is not None))
+    # cells, not rows: a cell that two reference rows match (two GPUs' figures) is one cell
+    keys = ["framework", "mode", "data_mode", "model", "precision", "batch_size", "image_size",
+            "nodes", "gpus"]
+    measured = {tuple(r[k] for k in keys) for _, r in compared.iterrows()}
+    matched = len({tuple(r[k] for k in keys) for _, r in compared.iterrows()
+                   if r.published_images_per_sec is not None or r.published_speedup is not None})
     where = " ({})".format(", ".join(gpu)) if gpu else ""
     return Table("Measured versus published: {}{}".format(name, where),
                  tables.heading(fields) + ["img/s", "published", "ratio", "speedup",
@@ -328,5 +332,5 @@ def table(name: str, compared: pd.DataFrame) -> Table:
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "
                   "network, precision and N, and on framework, batch and image size where the reference has "
-                  "them).".format(matched, len(compared))] + _across_data(compared),
+                  "them).".format(matched, len(measured))] + _across_data(compared),
                  name="reference_" + re.sub(r"[^A-Za-z0-9_.-]", "_", name))  # monday/ref: a file
