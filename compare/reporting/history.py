@@ -60,7 +60,7 @@ def _commit(m: Dict) -> str:
 def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd.DataFrame:
     """One row per cell per campaign, with the ratio to that cell's previous figure and its state;
     unreadable results are skipped, each with warn("CAMPAIGN: why")."""
-    rows, last = [], {}  # last: cell key -> (cell record, machine record) of its previous figure
+    rows, last = [], {}  # last: cell key -> (cell record, machine record, campaign) of its previous figure
     for camp in camps:
         results, skipped = camp.results()
         for why in skipped:
@@ -79,14 +79,20 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
                            if r.status == "ok" else "no figure: {}".format(r.status))
             else:
                 row.update(diff.versus(before[0], r, ("before", "now")))
-                changed = machine_record.differences(before[1], m)
-                if changed:
+                unknown = [name for name, record in ((before[2], before[1]), (camp.root.name, m))
+                           if not record]  # no machine.json: whether it changed is not known
+                changed = [] if unknown else machine_record.differences(before[1], m)
+                if unknown:
+                    row.update(state=intervals.NOT_COMPARABLE, why="machine unknown: {} {} no "
+                               "machine record".format(" and ".join(unknown),
+                                                       "have" if len(unknown) > 1 else "has"))
+                elif changed:
                     row.update(state=intervals.NOT_COMPARABLE, why="machine changed: " + "; ".join(changed))
             row["regression"] = row["state"] == intervals.WORSE
             row.pop("comparable", None)
             rows.append(row)
             if r.status == "ok" and r.images_per_sec is not None:
-                last[key] = (r, m)
+                last[key] = (r, m, camp.root.name)
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
     return d.where(d.notna(), None)
 

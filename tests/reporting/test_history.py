@@ -175,3 +175,16 @@ def test_a_time_to_accuracy_campaign_is_not_a_point_of_a_throughput_cells_histor
         "(matched on network, precision and N, and on framework, batch and image size where it has "
         "them: the campaign has no throughput cell (time-to-accuracy runs are not held against "
         "published images/sec)); nothing to check")
+
+
+def test_a_campaign_without_a_machine_record_is_an_unknown_machine_not_a_changed_one(tmp_path, capsys):
+    """machine.json missing in one campaign: its point is not compared (the machine may have
+    changed), and says the record is missing, not 'cpu_model: AMD EPYC 7543 vs None; …'."""
+    save_campaign(tmp_path / "c1", _runs(), _machine("aaaaaaaaaa11"), created_at="2026-12-01T09:00:00+00:00")
+    c2 = save_campaign(tmp_path / "c2", _runs(), _machine("bbbbbbbbbb22"),
+                       created_at="2026-12-02T09:00:00+00:00")
+    (c2 / "machine.json").unlink()
+    code, out, err = main_exit(["history", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert "vs None" not in out
+    assert out.count("| not comparable: machine unknown: c2 has no machine record |") == 2
