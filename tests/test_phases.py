@@ -99,3 +99,17 @@ def test_rows_name_their_cell_as_every_table_of_the_report_does():
     assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 224 | 1 | 0.5 |" in text
     assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 112 | 1 | 0.5 |" in text
     assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 224 | 2×2 | 0.5 |" in text
+
+
+def test_a_searched_batch_cell_is_one_row_named_auto_as_in_the_report():
+    """A cell of --batch-size auto whose repeats chose 256 and 512 is one cell, 'auto', in every
+    table; where the time goes had two rows, '256' and '512', that no other table has."""
+    runs = []
+    for i, chosen in enumerate((256, 512)):
+        r = result("caffe2", "fp32", 1, 1000.0, repeat=i, batch=chosen)
+        r.spec = dict(r.spec, batch_auto=True)
+        r.phases = _marks(0.0, first_step_done=10.0 * (i + 1), timed_start=0.0, timed_end=7.0)
+        runs.append(r)
+    rows = report_phases.rows(runs)
+    assert [(r["batch_size"], r["first step"]) for r in rows] == [("auto", 15.0)]
+    assert "| PyTorch (Caffe2) | fp32 | auto | 1 |" in tables.markdown(report_phases.sections(runs))

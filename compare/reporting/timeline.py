@@ -33,9 +33,11 @@ DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec 
 
 
 def _key(spec: Dict) -> tuple:
-    """A cell's KEY in its spec (synthetic, real or data-only, as the comparator says it)."""
+    """A cell's KEY in its spec (synthetic, real or data-only, and a searched batch `auto`
+    whichever batch it chose: as the comparator says it)."""
     mode = data_mode(spec)
-    return tuple(mode if k == "data_mode" else spec.get(k, DEFAULTS.get(k)) for k in KEY)
+    return tuple(mode if k == "data_mode" else "auto" if k == "batch_size" and spec.get("batch_auto")
+                 else spec.get(k, DEFAULTS.get(k)) for k in KEY)
 
 
 def span(marks: Dict[str, float], start, end: str) -> Optional[float]:
