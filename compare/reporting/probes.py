@@ -2,7 +2,7 @@
 auto, the tuned mode), listed as probes (short runs that chose a batch), never as cells."""
 from typing import Optional, Sequence
 
-from backends.contract import DEFAULT_MODEL, RunResult
+from backends.contract import DEFAULT_MODEL, RunResult, data_mode
 
 from . import tables
 from .tables import Table
@@ -20,9 +20,10 @@ def table(probes: Sequence[RunResult], cells: Sequence[RunResult]) -> Optional[T
     if not probes:
         return None
     chosen = {_key(r.spec): r.spec.get("batch_size") for r in cells}  # cell key: the batch it ran
-    # a model column where there are several networks
+    # a model, image or data column where the searches differ in it (each search its rows)
     fields = tables.shown([_cell(p.spec) for p in probes],
-                          ["framework", "model", "mode", "precision", "N", "batch_size"])
+                          ["framework", "model", "mode", "precision", "image_size", "data_mode", "N",
+                           "batch_size"], tables.OPTIONAL_IMAGE)
     rows = []
     for p in sorted(probes, key=_order):
         s = p.spec
@@ -39,7 +40,8 @@ def _cell(s: dict) -> dict:
     """A probe's spec as the fields that name its cell (tables.label)."""
     return {"framework": s.get("framework"), "model": _model(s), "mode": s.get("mode", "default"),
             "precision": s.get("precision"), "nodes": s.get("nodes", 1), "gpus": s.get("gpus"),
-            "batch_size": s.get("batch_size")}
+            "batch_size": s.get("batch_size"), "image_size": s.get("image_size"),
+            "data_mode": data_mode(s)}
 
 
 def searches(cells: Sequence[RunResult]) -> list:

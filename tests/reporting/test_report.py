@@ -187,3 +187,19 @@ def test_one_planned_cell_without_a_result_is_said_in_the_singular(tmp_path, cap
     assert code == 0, err
     assert "1 of the campaign's 2 planned cells has no result: caffe2-fp16-g1-b256-s224-r0. " \
         "`compare run … --resume` runs it." in out
+
+
+def test_the_probes_of_two_image_sizes_say_which_they_searched():
+    """Batch searches of one setting at image sizes 224 and 112 are two searches: each probe row
+    says its image size (the table named none: two searches read as one with each batch twice)."""
+    from backends.protocol import RunResult, RunSpec
+    from compare.reporting import probes
+
+    def probe(image, batch, ips):
+        spec = RunSpec("caffe2", "caffe2_torch", device="cuda", precision="fp32", batch_size=batch,
+                       image_size=image, probe=True, batch_auto=True)
+        return RunResult(spec.run_id, "ok", spec.to_dict(), images_per_sec=ips)
+    table = probes.table([probe(224, 256, 900.0), probe(112, 256, 2500.0)], [])
+    assert table.header[:6] == ["framework", "mode", "precision", "image", "N", "batch"]
+    assert [row[:6] for row in table.rows] == [["PyTorch (Caffe2)", "default", "fp32", "112", "1", "256"],
+                                               ["PyTorch (Caffe2)", "default", "fp32", "224", "1", "256"]]
