@@ -535,3 +535,31 @@ def test_the_input_pipeline_table_names_the_network_where_the_study_has_several(
     section = text.split("## Input pipeline")[1].split("##")[0]
     assert "| framework | model | precision | batch | image | N | synthetic |" in section
     assert "| PyTorch (Caffe2) | resnet50 | fp16 | 256 | 224 | 1 | 6000.00 | 5900.00 |" in section
+
+
+def test_a_study_of_two_modes_has_a_mode_column_in_every_table_of_the_report(tmp_path):
+    """Default and tuned cells: the pivots name each row's mode in a mode column; the input
+    pipeline, reference and time tables did too ('PyTorch (Caffe2), tuned' in the framework
+    column instead: a column the other tables have, missing)."""
+    from compare.reporting import references, timeline
+    runs = []
+    for mode in ("default", "tuned"):
+        for kind in ("synthetic", "real"):
+            r = _result("caffe2", kind, 6000.0 if kind == "synthetic" else 5000.0)
+            spec = RunSpec.from_dict(dict(r.spec, mode=mode))
+            r.spec, r.run_id = spec.to_dict(), spec.run_id
+            r.phases = {"cell_start": 0.0, "launched": 1.0, "cell_end": 9.0}
+            runs.append(r)
+    cells = comparator_cells(runs)
+    text = tables.markdown(report.build(cells).sections())
+    pipeline = text.split("## Input pipeline")[1].split("##")[0]
+    assert "| framework | mode | precision | batch | image | N | synthetic |" in pipeline
+    assert "| PyTorch (Caffe2) | tuned | fp16 | 256 | 224 | 1 | 6000.00 | 5000.00 |" in pipeline
+    path = tmp_path / "ref.csv"
+    path.write_text("precision,gpus,images_per_sec\nfp16,1,5000\n")
+    ref = references.table("ref", references.compare(cells, references.load(str(path))[1]))
+    assert ref.header[:3] == ["framework", "mode", "precision"]
+    assert ref.rows[-1][:2] == ["PyTorch (Caffe2)", "tuned"]
+    spans = timeline.sections(runs)[0]
+    assert spans.header[:3] == ["framework", "mode", "precision"]
+    assert [row[:2] for row in spans.rows][-1] == ["PyTorch (Caffe2)", "tuned"]

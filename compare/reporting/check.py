@@ -143,9 +143,9 @@ def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = (),
     """The check as table models, and whether it passed (no cell falls short, one passes, and no
     planned cell is still to run). A model, data or image column where the campaign (`cells`,
     else the checked ones) has several: as the report's table of the same reference shows them."""
-    fields = tables.shown(c if cells is None else cells, ["framework", "model", "precision",
-                                                          "batch_size", "image_size", "data_mode",
-                                                          "N"], tables.OPTIONAL_IMAGE)
+    fields = tables.shown(c if cells is None else cells, ["framework", "model", "mode",
+                                                          "precision", "batch_size", "image_size",
+                                                          "data_mode", "N"], tables.OPTIONAL_IMAGE)
     head = tables.heading(fields) + ["figure", "measured", "reference", "measured ÷ reference",
                                      "tolerance", "verdict"]
     short, passed = c[c.verdict == SHORT], c[c.verdict == PASS]

@@ -119,7 +119,8 @@ def table(cells: pd.DataFrame) -> Optional[Table]:
     if rows.empty:
         return None
     # a model column where the study holds several networks (all its cells: as its other tables)
-    fields = tables.shown(cells, ["framework", "model", "precision", "batch_size", "image_size", "N"])
+    fields = tables.shown(cells, ["framework", "model", "mode", "precision", "batch_size", "image_size",
+                                  "N"])
     head = tables.heading(fields) + [
         "synthetic", "real", "data-only", "data efficiency", "CPU cores", "loader workers",
         "host CPU (cores busy)", "pipeline"]

@@ -133,8 +133,8 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
     out: List[Section] = [head, Text("", lines, bullets=True)]
     ok = d[d.comparable.astype(bool)]
     # the model and the data mode only where the campaigns hold several
-    fields = tables.shown(d, ["framework", "model", "precision", "batch_size", "image_size",
-                              "data_mode", "N"])
+    fields = tables.shown(d, ["framework", "model", "mode", "precision", "batch_size",
+                              "image_size", "data_mode", "N"])
     first = tables.heading(fields)
     if len(ok):
         out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],

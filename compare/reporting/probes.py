@@ -20,10 +20,11 @@ def table(probes: Sequence[RunResult], cells: Sequence[RunResult]) -> Optional[T
     if not probes:
         return None
     chosen = {_key(r.spec): r.spec.get("batch_size") for r in cells}  # cell key: the batch it ran
-    # a model, image or data column where the searches differ in it (each search its rows)
+    # a model, image or data column where the searches differ in it (each search its rows); the
+    # mode always
     fields = tables.shown([_cell(p.spec) for p in probes],
                           ["framework", "model", "mode", "precision", "image_size", "data_mode", "N",
-                           "batch_size"], tables.OPTIONAL_IMAGE)
+                           "batch_size"], ("model", "image_size", "data_mode"))
     rows = []
     for p in sorted(probes, key=_order):
         s = p.spec

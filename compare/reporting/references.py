@@ -309,8 +309,8 @@ def table(name: str, compared: pd.DataFrame) -> Table:
         return fmt.format(x) if x is not None else "—"
     gpu = sorted({str(g) for g in compared.reference_gpu if g is not None})
     # a model, image or data column where the campaign has several; N as nodes×GPUs per node
-    fields = tables.shown(compared, ["framework", "model", "precision", "batch_size", "image_size",
-                                     "data_mode", "N"], tables.OPTIONAL_IMAGE)
+    fields = tables.shown(compared, ["framework", "model", "mode", "precision", "batch_size",
+                                     "image_size", "data_mode", "N"], tables.OPTIONAL_IMAGE)
     rows = [tables.label(r, fields) + [
              num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
              num(r.published_images_per_sec, "{:.2f}"),

@@ -47,7 +47,7 @@ def layout_of(df: pd.DataFrame) -> Layout:
     word = "worker" if cpu else "GPU"
     layouts = {x for x in df.layout if x is not None}
     mixed_data, models = tables.varies(df, "data_mode"), tables.varies(df, "model")
-    modes = set(df["mode"]) != {"default"}
+    modes = tables.shows(df, "mode")
     if (df.nodes == 1).all():
         return Layout(lambda n, g: _plural(g, word) + (" (CPU)" if cpu else ""), lambda n, g: str(g),
                       len(layouts) > 1, word, mixed_data, models, modes)

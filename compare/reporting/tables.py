@@ -56,7 +56,9 @@ def n_of(nodes, gpus) -> str:
 # Every table that lists cells names each by these fields; the optional ones get a column only
 # where the campaign holds more than one value (one network: no model column). Which to show is
 # decided once per campaign (shown), so no table of a campaign has a column another lacks.
-OPTIONAL = ("model", "data_mode")
+# The mode gets a column where a cell is not in the default mode (the framework column then names
+# the framework alone; without it, label() says "PyTorch, tuned" for a cell of another mode).
+OPTIONAL = ("model", "mode", "data_mode")
 # and the image size, in the tables that named none (check, references, timeline): two cells of
 # one setting at two image sizes would read as one row twice
 OPTIONAL_IMAGE = OPTIONAL + ("image_size",)
@@ -73,9 +75,15 @@ def varies(cells, field: str) -> bool:
     return len(_values(cells, field)) > 1
 
 
+def shows(cells, field: str) -> bool:
+    """Whether an optional column of `field` is shown for `cells`: it holds several values, or
+    for the mode, a value other than default."""
+    return bool(_values(cells, "mode") - {"default"}) if field == "mode" else varies(cells, field)
+
+
 def shown(cells, fields: Iterable[str], optional: Sequence[str] = OPTIONAL) -> List[str]:
-    """`fields` without the optional ones that hold one value among `cells` (the campaign's)."""
-    return [f for f in fields if f not in optional or varies(cells, f)]
+    """`fields` without the optional ones that `cells` (the campaign's) do not show (shows)."""
+    return [f for f in fields if f not in optional or shows(cells, f)]
 
 
 def heading(fields: Sequence[str]) -> List[str]:

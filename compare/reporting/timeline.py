@@ -163,8 +163,8 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
         # a model, image or data column where the campaign (every run, any status) has several;
         # N as nodes×GPUs per node: as every table of the report names a cell
         fields = tables.shown([dict(zip(KEY, _key(r.spec))) for r in results],
-                              ["framework", "model", "precision", "batch_size", "image_size",
-                               "data_mode", "N"], tables.OPTIONAL_IMAGE)
+                              ["framework", "model", "mode", "precision", "batch_size",
+                               "image_size", "data_mode", "N"], tables.OPTIONAL_IMAGE)
         out.append(Table("Where the time goes (seconds per cell, median over repeats)",
                          tables.heading(fields) + columns,
                          [tables.label(cell, fields) +

@@ -259,12 +259,12 @@ def test_the_cells_of_each_mode_and_data_mode_are_told_apart_and_data_only_is_no
     c = save_campaign(tmp_path / "c", runs)
     ref = _reference(tmp_path, HEAD + "H200,tf,fp32,1,1200\n")
     code, out, _ = main_exit(["check", str(c), "--reference", ref], capsys)
-    assert "| framework | precision | batch | data | N | figure |" in out
-    assert "| TensorFlow (+Horovod) | fp32 | 256 | synthetic | 1 | img/s | 1300.78 | 1200.00 |" in out
-    assert "| TensorFlow (+Horovod), tuned | fp32 | 256 | synthetic | 1 | img/s | 1500.90 |" in out
-    assert "| TensorFlow (+Horovod) | fp32 | 256 | real | 1 | img/s | 1250.75 | 1200.00 | 1.04× ±0.01 " \
+    assert "| framework | mode | precision | batch | data | N | figure |" in out  # as the report's
+    assert "| TensorFlow (+Horovod) | default | fp32 | 256 | synthetic | 1 | img/s | 1300.78 | 1200.00 |" in out
+    assert "| TensorFlow (+Horovod) | tuned | fp32 | 256 | synthetic | 1 | img/s | 1500.90 |" in out
+    assert "| TensorFlow (+Horovod) | default | fp32 | 256 | real | 1 | img/s | 1250.75 | 1200.00 | 1.04× ±0.01 " \
            "| 5% | not comparable: real data here, synthetic in the reference:" in out
-    assert "| TensorFlow (+Horovod) | fp32 | 256 | data-only | 1 | img/s | 500.30 | 1200.00 | 0.417× ±0.004 " \
+    assert "| TensorFlow (+Horovod) | default | fp32 | 256 | data-only | 1 | img/s | 500.30 | 1200.00 | 0.417× ±0.004 " \
            "| 5% | not comparable: data-only: the input pipeline alone, no training, against a " \
            "figure of training |" in out
     assert code == 0 and "2 pass, 0 fall short, 2 not comparable" in out
