@@ -262,7 +262,9 @@ def framework_ratios(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
 
 def repeats(df: pd.DataFrame, lay: Layout) -> Table:
     def values(r) -> List[str]:
-        return [str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
+        # the ok runs its figure is of, 'of' all it ran where some have no figure (as '(2 of 3 runs)')
+        return [str(r.repeats) if r.repeats >= r.runs else "{} of {}".format(r.repeats, r.runs),
+                pm(r.images_per_sec, r.images_per_sec_ci95),
                 "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"),
                 num(r.cv, "{:.1%}"), num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"]
     return _listing("Repeats (img/s of each cell over its runs)", df[df.repeats > 1], lay,

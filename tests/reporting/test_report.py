@@ -203,3 +203,14 @@ def test_the_probes_of_two_image_sizes_say_which_they_searched():
     assert table.header[:6] == ["framework", "mode", "precision", "image", "N", "batch"]
     assert [row[:6] for row in table.rows] == [["PyTorch (Caffe2)", "default", "fp32", "112", "1", "256"],
                                                ["PyTorch (Caffe2)", "default", "fp32", "224", "1", "256"]]
+
+
+def test_the_repeats_table_counts_the_runs_as_the_other_tables_do():
+    """A cell of 3 runs, one failed: its figure rests on 2, and the Repeats table says '2 of 3'
+    under runs, as the images table ('(2 of 3 runs)') and the failed runs' table do (it said 2)."""
+    runs = [windowed("caffe2", "fp32", 1, [990.0 + i, 1000.0 + i, 1010.0 + i], repeat=i) for i in range(2)]
+    runs.append(result("caffe2", "fp32", 1, status="failed", reason="killed", repeat=2))
+    text = tables.markdown(report.build(comparator.cells(runs)).sections())
+    repeats = text.split("## Repeats")[1].split("##")[0]
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 2 of 3 | 1000.50 ±" in repeats
+    assert "1000.50 (2 of 3 runs)" in text
