@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import frameworks
 from . import data_table, findings, metrics, tables
-from .comparator import MIXED, NOTES, rests_on
+from .comparator import MIXED, NOTES, job_power, rests_on
 from .intervals import pm
 from .tables import Section, Table, Text, num
 
@@ -274,10 +274,13 @@ def repeats(df: pd.DataFrame, lay: Layout) -> Table:
 
 
 def energy(df: pd.DataFrame, lay: Layout) -> Table:
-    return pivot(df[df.power_avg_w.notna()],
-                 "Energy (img/s per W of the job's GPUs; average power in brackets)",
+    measured = df[df.power_avg_w.notna()]
+    notes = ["On more than one node, the power is measured on the first node's GPUs (rank 0 "
+             "samples them) and counted once per node: the other nodes are taken to draw the "
+             "same."] if (measured.nodes > 1).any() else []
+    return pivot(measured, "Energy (img/s per W of the job's GPUs; average power in brackets)",
                  lambda r: "{} ({})".format(num(r["images_per_watt"], "{:.2f}"),
-                                            num(r["power_avg_w"], "{:.0f} W")), lay)
+                                            num(job_power(r), "{:.0f} W")), lay, notes)
 
 
 def failures(df: pd.DataFrame, lay: Layout) -> Table:

@@ -214,3 +214,19 @@ def test_the_repeats_table_counts_the_runs_as_the_other_tables_do():
     repeats = text.split("## Repeats")[1].split("##")[0]
     assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 2 of 3 | 1000.50 ±" in repeats
     assert "1000.50 (2 of 3 runs)" in text
+
+
+def test_energy_of_a_job_on_two_nodes_counts_the_power_of_both():
+    """Rank 0 samples the GPUs of its own node (backends/telemetry.py): on 2 nodes × 2 GPUs its
+    1000 W are half the job's. img/s per W divides the job's img/s by the job's power, 4000 ÷
+    2000 = 2.00, not by one node's (4.00: twice as efficient as the same GPUs on one node)."""
+    one = result("caffe2", "fp32", 2, 2000.0, watts=1000.0)
+    two = result("caffe2", "fp32", 2, 4000.0, watts=1000.0)
+    two.spec = dict(two.spec, nodes=2)
+    two.run_id = "caffe2-fp32-n2-g2-b256-s224-r0"
+    df = comparator.cells([one, two])
+    assert sorted(df.images_per_watt) == [pytest.approx(2.0), pytest.approx(2.0)]
+    text = tables.markdown(report.build(df).sections())
+    energy = text.split("## Energy")[1].split("##")[0]
+    assert "| 2.00 (1000 W) | 2.00 (2000 W) |" in energy
+    assert "measured on the first node's GPUs" in energy
