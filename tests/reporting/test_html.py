@@ -162,3 +162,17 @@ def test_the_gain_and_energy_bars_of_two_image_sizes_are_two_bars(monkeypatch):
     assert [round(v) for v in series[0][1]] == [80, 80]
     labels, series = drawn["{:.2f}"]
     assert len(labels) == 4 and len(set(labels)) == 4, labels
+
+
+def test_the_scaling_chart_draws_the_cells_of_one_and_of_two_nodes_at_one_gpu_count(monkeypatch):
+    """1 node × 4 GPUs and 2 nodes × 2 GPUs are both 4 GPUs: each is drawn (a line per node count),
+    never one left out because another cell had its GPU count."""
+    figures = []
+    monkeypatch.setattr(charts, "_png", lambda fig: figures.append(fig) or b"")
+    runs = [windowed("caffe2", "fp32", g, [w * g * f for w in (990, 1000, 1010)], nodes=n)
+            for n, g, f in ((1, 1, 1.0), (1, 2, 1.0), (1, 4, 1.0), (2, 2, 0.5))]
+    assert charts.scaling(comparator.cells(runs)) is not None
+    drawn = {(float(x), round(float(y))) for line in figures[0].axes[0].get_lines()
+             if not line.get_label().endswith("ideal") and line.get_linestyle() != "--"
+             for x, y in zip(line.get_xdata(), line.get_ydata())}
+    assert (4.0, 4000) in drawn and (4.0, 1000) in drawn, drawn
