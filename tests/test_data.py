@@ -563,3 +563,23 @@ def test_a_study_of_two_modes_has_a_mode_column_in_every_table_of_the_report(tmp
     spans = timeline.sections(runs)[0]
     assert spans.header[:3] == ["framework", "mode", "precision"]
     assert [row[:2] for row in spans.rows][-1] == ["PyTorch (Caffe2)", "tuned"]
+
+
+def test_a_real_data_ratio_sentence_names_its_image_size_where_the_study_has_several():
+    """The input-pipeline sentences of two image sizes say which each is, as the scaling and
+    gain sentences do (two sentences alike but for their figures, else)."""
+    results = []
+    for size in (224, 112):
+        runs = (_cell("caffe2", "synthetic", 6000.0, None, None)
+                + _cell("caffe2", "real", 5900.0, "hw", "torch DataLoader (file bytes) -> x")
+                + _cell("jax", "synthetic", 7000.0, None, None)
+                + _cell("jax", "real", 700.0, "cpu", "Grain worker processes (Pillow) -> x"))
+        for r in runs:
+            spec = RunSpec.from_dict(dict(r.spec, image_size=size))
+            r.spec, r.run_id = spec.to_dict(), spec.run_id
+        results += runs
+    lines = report.build(comparator_cells(results)).summary.lines
+    said = [x for x in lines if "real data" in x]
+    assert len(said) == 2
+    assert any("(real data, fp16, batch 256, image 224, on 1 GPU)" in x for x in said), said
+    assert any("(real data, fp16, batch 256, image 112, on 1 GPU)" in x for x in said), said

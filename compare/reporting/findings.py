@@ -172,17 +172,18 @@ def _pipelines(rows: pd.DataFrame, df: pd.DataFrame, base, lay) -> List[str]:
     either cell is input-bound (or not known not to be) it is a comparison of input pipelines."""
     rows = rows[(rows.data_mode != "synthetic") & rows.framework_ratio.notna() & (rows.framework != base)]
     verdicts = data_table.pipeline_verdicts(df)
+    images = df.image_size.astype(str).nunique() > 1  # the image size where the study has several
     out = []
     for _, r in rows.iterrows():
         model = lay.model_column and r.model  # the network and the mode where the campaign has several
         pair = "{} ({}) vs {} ({})".format(
             _name(r.framework, model), verdicts.get(data_table.cell_key(r), {}).get("pipeline"),
             _name(base, model), verdicts.get(data_table.cell_key(r, base), {}).get("pipeline"))
-        figure = "{} ({} data, {}{}, batch {}, on {})".format(
+        figure = "{} ({} data, {}{}, batch {}{}, on {})".format(
             intervals.pm(r.framework_ratio, r.framework_ratio_ci95, "{:.2f}×", "{:.2f}"),
             "real" if r.data_mode == "real" else "data-only",
             r["mode"] + ", " if lay.mode_column else "", r.precision, _batch(r),
-            lay.label(r.nodes, r.gpus))
+            ", image {}".format(r.image_size) if images else "", lay.label(r.nodes, r.gpus))
         why = data_table.pipelines_compared(r, base, verdicts)
         if why:
             out.append("Input pipelines, not frameworks: {}: {}; {}.".format(pair, figure, why))
