@@ -14,7 +14,7 @@ from backends.contract import DEFAULT_MODEL
 
 from .. import frameworks, machine_record
 from ..errors import UserError
-from . import accuracy, diff, intervals
+from . import accuracy, diff, findings, intervals
 from .comparator import KEY, cells, rests_on
 from .intervals import pm, pm_ratio
 from .tables import Section, Table, Text, n_of
@@ -129,6 +129,9 @@ def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
         title(tuple(r[c] for c in KEY)), r.campaign, r.commit, pm_ratio(r.ratio, r.ratio_ci95))
         for _, r in bad.iterrows()] or ["No regression: no cell is worse than its previous figure "
                                         "beyond noise."]
+    if any(findings.smoke(r) for _, r in h[h.status == "ok"].iterrows()):  # as `compare diff` says
+        lines.append("Single runs on a CPU: their intervals only count the noise inside one run, so "
+                     "a regression from them is a hint, not a finding (use --repeats 3 or more).")
     out = [((), [Text("History", lines, bullets=True)])]
     for key, g in h.groupby(KEY, sort=False):
         rows = [[r.date, r.commit, r.campaign, r.framework_version or "",

@@ -188,3 +188,17 @@ def test_a_campaign_without_a_machine_record_is_an_unknown_machine_not_a_changed
     assert code == 0, err
     assert "vs None" not in out
     assert out.count("| not comparable: machine unknown: c2 has no machine record |") == 2
+
+
+def test_a_regression_of_single_cpu_runs_is_called_a_hint_as_diff_calls_it(tmp_path, capsys):
+    """One run a cell on a CPU: its interval only counts the noise inside the run. `compare diff`
+    of the same two campaigns says its states are a hint; history said 'Regression' alone."""
+    one = windowed("caffe2", "fp32", 1, WINDOWS, device="cpu")
+    a = save_campaign(tmp_path / "a", [one], created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", [scaled(one, 0.8)], created_at="2026-12-02T09:00:00+00:00")
+    code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0 and "Single runs on a CPU: their intervals only count the noise inside one run" in out
+    code, out, _ = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0 and "- Regression: PyTorch (Caffe2) fp32 b256 224px ×1 (cpu) at b" in out
+    assert "- Single runs on a CPU: their intervals only count the noise inside one run, so a " \
+        "regression from them is a hint, not a finding (use --repeats 3 or more)." in out
