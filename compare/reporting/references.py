@@ -236,6 +236,8 @@ def unmatched(cells: pd.DataFrame, ref: pd.DataFrame) -> str:
     if cells.empty:  # a time-to-accuracy campaign: its runs are not throughput cells
         return "the campaign has no throughput cell (time-to-accuracy runs are not held against " \
             "published images/sec)"
+    if ref.empty:  # a header alone: no value of any field to share
+        return "the reference has no rows"
     keys = [("model", "network"), ("precision", "precision"), ("gpus", "N")]
     keys += [(k, "nodes") for k in ("nodes",) if k in ref.columns]
     keys += [(k, k.replace("_size", " size").replace("_", " ")) for k in OPTIONAL_KEYS if k in ref.columns]

@@ -358,3 +358,12 @@ def test_check_rows_say_nodes_image_size_and_network_as_the_report_does(tmp_path
     assert "| framework | model | precision | batch | image | N | img/s |" in table
     assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 112 | 2×2 | 12007.20 | 3900.00 |" in table
     assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 224 | 2 | 2001.20 | 1900.00 |" in table
+
+
+def test_a_reference_without_rows_says_so(campaign, tmp_path, capsys):
+    """A header and no row: nothing matches because there is nothing to match, not because 'each
+    field has a value in both, but no row has all of one cell's' (it has none at all)."""
+    ref = _reference(tmp_path, "precision,gpus,images_per_sec\n")
+    code, _, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 2
+    assert "the reference has no rows" in err and "each field has a value in both" not in err
