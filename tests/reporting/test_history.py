@@ -202,3 +202,13 @@ def test_a_regression_of_single_cpu_runs_is_called_a_hint_as_diff_calls_it(tmp_p
     assert code == 0 and "- Regression: PyTorch (Caffe2) fp32 b256 224px ×1 (cpu) at b" in out
     assert "- Single runs on a CPU: their intervals only count the noise inside one run, so a " \
         "regression from them is a hint, not a finding (use --repeats 3 or more)." in out
+
+
+def test_history_html_shows_code_as_the_report_page_does(tmp_path, capsys):
+    """history.html renders `compare run … --resume` as code, as report.html and Markdown do; it
+    printed the backticks."""
+    empty = save_campaign(tmp_path / "empty", [], _machine("aaaaaaaaaa11"))
+    code, _, err = main_exit(["history", str(empty), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    page = (tmp_path / "h" / "history.html").read_text()
+    assert "<code>compare run … --resume</code> runs them" in page and "`" not in page
