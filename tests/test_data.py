@@ -523,3 +523,63 @@ def test_one_image_of_one_class_is_said_in_the_singular(tmp_path, capsys):
     code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
     assert (code, out) == (0, "{}: 1 file in 1 class; not checked yet (compare data prepare {})\n".format(
         tmp_path / "a", tmp_path / "a")), err
+
+
+def test_the_input_pipeline_table_names_the_network_where_the_study_has_several():
+    """ResNet-50 on synthetic and real data, VGG-16 on synthetic only: every other table has a
+    model column, so the input-pipeline table (of ResNet-50 rows alone) says which network too."""
+    results = [_result("caffe2", "synthetic", 6000.0), _result("caffe2", "real", 5900.0)]
+    vgg = _result("caffe2", "synthetic", 2000.0)
+    vgg.spec = dict(vgg.spec, model="vgg16")
+    text = tables.markdown(report.build(comparator_cells(results + [vgg])).sections())
+    section = text.split("## Input pipeline")[1].split("##")[0]
+    assert "| framework | model | precision | batch | image | N | synthetic |" in section
+    assert "| PyTorch (Caffe2) | resnet50 | fp16 | 256 | 224 | 1 | 6000.00 | 5900.00 |" in section
+
+
+def test_a_study_of_two_modes_has_a_mode_column_in_every_table_of_the_report(tmp_path):
+    """Default and tuned cells: the pivots name each row's mode in a mode column; the input
+    pipeline, reference and time tables did too ('PyTorch (Caffe2), tuned' in the framework
+    column instead: a column the other tables have, missing)."""
+    from compare.reporting import references, timeline
+    runs = []
+    for mode in ("default", "tuned"):
+        for kind in ("synthetic", "real"):
+            r = _result("caffe2", kind, 6000.0 if kind == "synthetic" else 5000.0)
+            spec = RunSpec.from_dict(dict(r.spec, mode=mode))
+            r.spec, r.run_id = spec.to_dict(), spec.run_id
+            r.phases = {"cell_start": 0.0, "launched": 1.0, "cell_end": 9.0}
+            runs.append(r)
+    cells = comparator_cells(runs)
+    text = tables.markdown(report.build(cells).sections())
+    pipeline = text.split("## Input pipeline")[1].split("##")[0]
+    assert "| framework | mode | precision | batch | image | N | synthetic |" in pipeline
+    assert "| PyTorch (Caffe2) | tuned | fp16 | 256 | 224 | 1 | 6000.00 | 5000.00 |" in pipeline
+    path = tmp_path / "ref.csv"
+    path.write_text("precision,gpus,images_per_sec\nfp16,1,5000\n")
+    ref = references.table("ref", references.compare(cells, references.load(str(path))[1]))
+    assert ref.header[:3] == ["framework", "mode", "precision"]
+    assert ref.rows[-1][:2] == ["PyTorch (Caffe2)", "tuned"]
+    spans = timeline.sections(runs)[0]
+    assert spans.header[:3] == ["framework", "mode", "precision"]
+    assert [row[:2] for row in spans.rows][-1] == ["PyTorch (Caffe2)", "tuned"]
+
+
+def test_a_real_data_ratio_sentence_names_its_image_size_where_the_study_has_several():
+    """The input-pipeline sentences of two image sizes say which each is, as the scaling and
+    gain sentences do (two sentences alike but for their figures, else)."""
+    results = []
+    for size in (224, 112):
+        runs = (_cell("caffe2", "synthetic", 6000.0, None, None)
+                + _cell("caffe2", "real", 5900.0, "hw", "torch DataLoader (file bytes) -> x")
+                + _cell("jax", "synthetic", 7000.0, None, None)
+                + _cell("jax", "real", 700.0, "cpu", "Grain worker processes (Pillow) -> x"))
+        for r in runs:
+            spec = RunSpec.from_dict(dict(r.spec, image_size=size))
+            r.spec, r.run_id = spec.to_dict(), spec.run_id
+        results += runs
+    lines = report.build(comparator_cells(results)).summary.lines
+    said = [x for x in lines if "real data" in x]
+    assert len(said) == 2
+    assert any("(real data, fp16, batch 256, image 224, on 1 GPU)" in x for x in said), said
+    assert any("(real data, fp16, batch 256, image 112, on 1 GPU)" in x for x in said), said

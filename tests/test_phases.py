@@ -77,3 +77,39 @@ def test_the_synthetic_and_the_real_data_run_of_a_cell_are_two_rows():
     text = tables.markdown(report_phases.sections([synthetic, real]))
     assert "| PyTorch (Caffe2) | fp32 | 256 | synthetic | 1 | 0.5 | 0.5 | 0.5 | 0.5 | 0.5 | 10.0 |" in text
     assert "| PyTorch (Caffe2) | fp32 | 256 | real | 1 | 0.5 | 0.5 | 0.5 | 0.5 | 0.5 | 30.0 |" in text
+
+
+def test_rows_name_their_cell_as_every_table_of_the_report_does():
+    """Two image sizes are two rows that say which (an image column, as in the report's other
+    tables); two nodes of two GPUs are 2×2, as elsewhere; and a network column where the campaign
+    holds two, though the other network's run failed and has no spans to show."""
+    from backends.protocol import RunSpec
+    small, large = result("caffe2", "fp32", 1, 3000.0), result("caffe2", "fp32", 2, 4000.0)
+    small.spec = dict(small.spec, image_size=112)
+    large.spec = dict(large.spec, nodes=2)
+    failed = result("caffe2", "fp32", 1, status="failed", reason="x")
+    spec = RunSpec.from_dict(failed.spec)
+    spec.model = "vgg16"
+    failed.spec = spec.to_dict()
+    plain = result("caffe2", "fp32", 1, 1000.0)
+    for r in (plain, small, large):
+        r.phases = _marks(0.0, first_step_done=10.0, timed_start=0.0, timed_end=7.0)
+    text = tables.markdown(report_phases.sections([plain, small, large, failed]))
+    assert "| framework | model | precision | batch | image | N | launch |" in text
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 224 | 1 | 0.5 |" in text
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 112 | 1 | 0.5 |" in text
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 224 | 2×2 | 0.5 |" in text
+
+
+def test_a_searched_batch_cell_is_one_row_named_auto_as_in_the_report():
+    """A cell of --batch-size auto whose repeats chose 256 and 512 is one cell, 'auto', in every
+    table; where the time goes had two rows, '256' and '512', that no other table has."""
+    runs = []
+    for i, chosen in enumerate((256, 512)):
+        r = result("caffe2", "fp32", 1, 1000.0, repeat=i, batch=chosen)
+        r.spec = dict(r.spec, batch_auto=True)
+        r.phases = _marks(0.0, first_step_done=10.0 * (i + 1), timed_start=0.0, timed_end=7.0)
+        runs.append(r)
+    rows = report_phases.rows(runs)
+    assert [(r["batch_size"], r["first step"]) for r in rows] == [("auto", 15.0)]
+    assert "| PyTorch (Caffe2) | fp32 | auto | 1 |" in tables.markdown(report_phases.sections(runs))

@@ -217,8 +217,8 @@ def test_results_are_written_like_logs_and_a_half_done_campaign_says_what_is_mis
         assert oct(path.stat().st_mode & 0o777) == "0o644", path
     (campaign / "results" / "caffe2-bf16-w1-b4-s32-r0.json").unlink()  # as if killed before it
     out = run(["report", campaign]).stdout
-    assert ("1 of the campaign's 2 planned cells have no result: caffe2-bf16-w1-b4-s32-r0. "
-            "`compare run … --resume` runs them.") in out
+    assert ("1 of the campaign's 2 planned cells has no result: caffe2-bf16-w1-b4-s32-r0. "
+            "`compare run … --resume` runs it.") in out
     assert "| PyTorch (Caffe2) | fp32 | 4 | 32 |" in out
     assert "fake 1.0¦beta" in out  # the backend's version had a `|`: it may end up in a table cell
 

@@ -122,7 +122,7 @@ def history(
     for key, secs in parts:
         chart = charts.history(h[[tuple(r) == key for r in h[hist.KEY].itertuples(index=False)]],
                                hist.title(key)) if key else None
-        body += ([html.figure(chart)] if chart else []) + [tables.html_fragment(secs)]
+        body += ([html.figure(chart)] if chart else []) + [html.code(tables.html_fragment(secs))]
     with user_path(out, "--out"):  # each file made aside and renamed (files.py)
         write_text(out / "history.md", text, out)
         write_text(out / "history.csv", h.to_csv(index=False), out)
@@ -143,7 +143,8 @@ def check(
     tol = references.parse_tolerance(tolerance)
     name, ref = references.load(reference)
     c, cells, missing = _cells(campaign)
-    secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing)
+    secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing,
+                                cells)
     sys.stdout.write(tables.markdown(secs))
     raise typer.Exit(0 if passed else 1)
 

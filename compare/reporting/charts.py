@@ -60,11 +60,16 @@ def scaling(df: pd.DataFrame) -> Optional[Chart]:
     plt = _plt()
     fig, axes = plt.subplots(1, len(groups), figsize=(5.2 * len(groups), 4.2), squeeze=False)
     for ax, ((precision, batch, image, model, mode), g) in zip(axes[0], groups):
-        for fw, f in g.groupby("framework", sort=False):
-            f = f.sort_values(["world_size", "nodes"]).drop_duplicates("world_size")
+        several = g.nodes.nunique() > 1
+        # a line per framework and node count: 1 node × 4 GPUs and 2 nodes × 2 GPUs are both 4
+        # GPUs, each drawn (keeping one per GPU count left the other out)
+        for (fw, nodes), f in g.groupby(["framework", "nodes"], sort=False):
+            f = f.sort_values("world_size")
             color = frameworks.color(fw)
-            ax.errorbar(f.world_size, f.images_per_sec, yerr=_err(f.images_per_sec_ci95), fmt="o-",
-                        color=color, label=frameworks.display(fw), linewidth=2, capsize=3)
+            ax.errorbar(f.world_size, f.images_per_sec, yerr=_err(f.images_per_sec_ci95),
+                        fmt="o-" if int(nodes) == 1 else "s:", color=color, linewidth=2, capsize=3,
+                        label=frameworks.display(fw) + (" ({} node{})".format(
+                            nodes, "" if int(nodes) == 1 else "s") if several else ""))
             one = f[f.world_size == 1]
             if len(one):
                 base = float(one.images_per_sec.iloc[0])
@@ -81,8 +86,10 @@ def scaling(df: pd.DataFrame) -> Optional[Chart]:
     return Chart("Throughput versus number of {}".format(_unit(df)),
                  "Each solid line is one framework, its whiskers the 95 % intervals; the dashed "
                  "line of the same colour is perfect scaling (the 1-{} figure times N). The closer "
-                 "a solid line stays to its dashed line, the better the framework scales.".format(
-                     "worker" if set(df.device) == {"cpu"} else "GPU"), _png(fig))
+                 "a solid line stays to its dashed line, the better the framework scales.{}".format(
+                     "worker" if set(df.device) == {"cpu"} else "GPU",
+                     " A dotted line with squares: the cells on more than one node, at their N "
+                     "of all nodes." if (ok.nodes > 1).any() else ""), _png(fig))
 
 
 def _err(values) -> List[float]:
@@ -153,6 +160,8 @@ def _grouped(ok: pd.DataFrame, keys: List[str], fmt: str, value: str, error: str
     that framework has no figure for the setting), with the `error` column's half widths."""
     if ok.model.nunique() > 1:  # one group per network too
         keys, fmt = ["model"] + keys, "{} " + fmt
+    if "image_size" not in keys and ok.image_size.nunique() > 1:  # and per image size
+        keys, fmt = keys + ["image_size"], fmt + " {}px"
 
     def label(r) -> str:  # a tuned cell is never one bar group with a default cell
         return fmt.format(*(n_of(r["nodes"], r[k]) if k == "gpus" else r[k]  # N: 2, or 2×2

@@ -24,13 +24,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
-from .. import frameworks
 from ..errors import UserError
 from ..store import FAILED_RUN  # what `compare run --resume` runs again
-from . import references
+from . import references, tables
 from .comparator import rests_on
 from .intervals import pm_ratio
-from .tables import Section, Table, Text, n_of
+from .tables import Section, Table, Text
 
 NO_FIGURE = ("failed", "oom", "timeout")  # fall short; unsupported/skipped do not decide
 # a cell of references.compare
@@ -129,26 +128,26 @@ def check(cells: pd.DataFrame, ref: pd.DataFrame, name: str, tolerance: float,
     return d.where(d.notna(), None)
 
 
-def _row(r, models: bool, data: bool) -> List[str]:
+def _row(r, fields: List[str]) -> List[str]:
     fmt = "{:.2f}" if r.figure == "img/s" else "{:.3f}"
-    return [frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) + [
-        r.precision, str(r.batch_size)] + ([r.data_mode] if data else []) + [
-        n_of(r.nodes, r.gpus), r.figure,
-        fmt.format(r.measured) + rests_on(r) if r.measured is not None else
+    return tables.label(r, fields) + [
+        r.figure, fmt.format(r.measured) + rests_on(r) if r.measured is not None else
         r.status if r.status != "ok" else "n/a",
         fmt.format(r.published),
         pm_ratio(r.ratio, r.ratio_ci95, missing="—"),
         "{:g}%".format(round(100 * r.tolerance, 3)), r.verdict + (": " + r.why if r.why else "")]
 
 
-def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = ()) -> Tuple[List[Section], bool]:
+def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = (),
+             cells: Optional[pd.DataFrame] = None) -> Tuple[List[Section], bool]:
     """The check as table models, and whether it passed (no cell falls short, one passes, and no
-    planned cell is still to run)."""
-    models = c.model.nunique() > 1  # a model column where the campaign has several networks
-    data = c.data_mode.nunique() > 1  # a data column where it has several data modes
-    head = ["framework"] + (["model"] if models else []) + ["precision", "batch"] + (
-        ["data"] if data else []) + ["N", "figure", "measured", "reference", "measured ÷ reference",
-        "tolerance", "verdict"]
+    planned cell is still to run). A model, data or image column where the campaign (`cells`,
+    else the checked ones) has several: as the report's table of the same reference shows them."""
+    fields = tables.shown(c if cells is None else cells, ["framework", "model", "mode",
+                                                          "precision", "batch_size", "image_size",
+                                                          "data_mode", "N"], tables.OPTIONAL_IMAGE)
+    head = tables.heading(fields) + ["figure", "measured", "reference", "measured ÷ reference",
+                                     "tolerance", "verdict"]
     short, passed = c[c.verdict == SHORT], c[c.verdict == PASS]
     counts = "{} pass, {} fall{} short, {} not comparable (of {} figure{} the reference has for this " \
              "campaign).".format(len(passed), len(short), "s" if len(short) == 1 else "",
@@ -165,8 +164,8 @@ def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = ()) -> Tuple[L
                          "them" if len(missing) != 1 else "it"))
     out: List[Section] = [Text("Check against {}".format(name), lines)]
     if len(c):  # none where no cell has a result yet: the lines above say so, no empty table
-        out.append(Table("", head, [_row(r, models, data) for _, r in c.iterrows()], name="check"))
+        out.append(Table("", head, [_row(r, fields) for _, r in c.iterrows()], name="check"))
     if len(short):
         out.append(Table("Cells that fall short", head,
-                         [_row(r, models, data) for _, r in short.iterrows()], name="falls_short"))
+                         [_row(r, fields) for _, r in short.iterrows()], name="falls_short"))
     return out, ok

@@ -110,8 +110,17 @@ def _cell(key, g: pd.DataFrame) -> Dict:
         cell[col] = last[col]
     for col in TELEMETRY:
         cell[col] = metrics.median(ok[col])
-    cell["images_per_watt"] = metrics.images_per_watt(cell["images_per_sec"], cell["power_avg_w"])
+    # rank 0 samples its own node's GPUs (backends/telemetry.py): the job draws about `nodes`
+    # times that, so img/s of the whole job is divided by it (not by one node's power)
+    cell["images_per_watt"] = metrics.images_per_watt(cell["images_per_sec"], job_power(cell))
     return cell
+
+
+def job_power(cell) -> Optional[float]:
+    """Watts of the whole job: the power rank 0 measured on its node's GPUs, times the nodes
+    (the others taken to draw the same); None without a reading."""
+    power = cell["power_avg_w"]
+    return None if power is None or power != power else float(power) * int(cell["nodes"])
 
 
 def _failed_runs(g: pd.DataFrame) -> Optional[str]:

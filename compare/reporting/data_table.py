@@ -10,7 +10,7 @@ from typing import Dict, List, Optional
 import pandas as pd
 
 from .. import frameworks
-from . import metrics
+from . import metrics, tables
 from .comparator import DATA_SETTINGS, KEY
 from .tables import Table, n_of, num
 
@@ -118,23 +118,24 @@ def table(cells: pd.DataFrame) -> Optional[Table]:
     rows = data_table(cells)
     if rows.empty:
         return None
-    models = rows.model.nunique() > 1  # a model column where the study holds several networks
-    head = ["framework"] + (["model"] if models else []) + [
-        "precision", "batch", "image", "N", "synthetic", "real", "data-only", "data efficiency",
-        "CPU cores", "loader workers", "host CPU (cores busy)", "pipeline"]
+    # a model column where the study holds several networks (all its cells: as its other tables)
+    fields = tables.shown(cells, ["framework", "model", "mode", "precision", "batch_size", "image_size",
+                                  "N"])
+    head = tables.heading(fields) + [
+        "synthetic", "real", "data-only", "data efficiency", "CPU cores", "loader workers",
+        "host CPU (cores busy)", "pipeline"]
     out = []
     for _, r in rows.iterrows():
         pipeline = r["data_pipeline"] or "n/a"
         if r["decode"]:
             pipeline += " (decode={})".format(r["decode"])
-        out.append([frameworks.display(r["framework"], r["mode"])] + ([r["model"]] if models else []) +
-                   [r["precision"], str(r["batch_size"]),
-                    str(r["image_size"]), n_of(r["nodes"], r["gpus"]), num(r["synthetic_ips"], "{:.2f}"),
-                    num(r["real_ips"], "{:.2f}"), num(r["data_only_ips"], "{:.2f}"), _efficiency(r),
-                    num(r["cpu_cores"], "{:.0f}"), num(r["loader_workers"], "{:.0f}"),
-                    num(r["host_cpu_cores"], "{:.1f}"), pipeline])
+        out.append(tables.label(r, fields) + [
+            num(r["synthetic_ips"], "{:.2f}"), num(r["real_ips"], "{:.2f}"),
+            num(r["data_only_ips"], "{:.2f}"), _efficiency(r), num(r["cpu_cores"], "{:.0f}"),
+            num(r["loader_workers"], "{:.0f}"), num(r["host_cpu_cores"], "{:.1f}"), pipeline])
     why = ["{} ({}{}, N={}): {}.".format(frameworks.display(r["framework"]),
-                                         r["model"] + ", " if models else "", r["precision"],
+                                         r["model"] + ", " if "model" in fields else "",
+                                         r["precision"],
                                          n_of(r["nodes"], r["gpus"]), r["decode_why"])
            for _, r in rows.iterrows() if r["decode_why"]]
     return Table("Input pipeline (real data vs synthetic, img/s)", head, out, [
@@ -144,4 +145,4 @@ def table(cells: pd.DataFrame) -> Optional[Table]:
         "(MXNet: the threads of its one iterator). Host CPU = CPU seconds of the job's processes "
         "÷ wall seconds of the timed region.".format(metrics.INPUT_BOUND)]
         + (["Decode other than the default (hardware decode where it works): " + " ".join(why)]
-           if why else []), name="input_pipeline", labels=5 + models)
+           if why else []), name="input_pipeline", labels=len(fields))

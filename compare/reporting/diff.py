@@ -13,18 +13,20 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
-from .. import frameworks, machine_record
-from . import findings, intervals
+from .. import machine_record
+from . import findings, intervals, tables
 from .comparator import estimate, rests_on
 from .intervals import pm_ratio
-from .tables import Section, Table, Text, n_of
+from .tables import Section, Table, Text
 
 MATCH = ["framework", "model", "precision", "batch_size", "image_size", "data_mode", "mode", "nodes",
          "gpus"]
 SETTINGS = ["data", "compile", "options"]
-COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "runs_a", "runs_b",
-                   "ratio",
-                   "ratio_ci95", "state", "comparable", "why"]
+# runs_X: the runs a side's cell ran; repeats_X: the ok ones its figure rests on (counts, for a
+# machine reading diff.csv; the Markdown says "(2 of 3 runs)" where they differ)
+COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "runs_a",
+                   "repeats_a", "runs_b", "repeats_b", "ratio", "ratio_ci95", "state", "comparable",
+                   "why"]
 
 
 def why_not(a: Optional[pd.Series], b: Optional[pd.Series], names=("A", "B")) -> Optional[str]:
@@ -67,16 +69,28 @@ def diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
                          device_b=None if rb is None else rb["device"],
                          images_per_sec_a=None if ra is None else ra["images_per_sec"],
                          images_per_sec_b=None if rb is None else rb["images_per_sec"],
-                         runs_a=None if ra is None else rests_on(ra),
-                         runs_b=None if rb is None else rests_on(rb),
+                         runs_a=None if ra is None else int(ra["runs"]),
+                         repeats_a=None if ra is None else int(ra["repeats"]),
+                         runs_b=None if rb is None else int(rb["runs"]),
+                         repeats_b=None if rb is None else int(rb["repeats"]),
                          **versus(ra, rb)))
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
     return d.where(d.notna(), None)
 
 
+def _rests_on(r, side: str) -> str:
+    """' (2 of 3 runs)' where a compared side's figure rests on fewer runs than it ran."""
+    return rests_on({"status": "ok", "repeats": r["repeats_" + side], "runs": r["runs_" + side]})
+
+
 def _gpu_label(m: Dict) -> str:
+    """'1× Tesla T4'; every GPU model of a machine of several (as machine_record.describe names
+    them); its CPU without GPUs; 'no machine record' for a campaign without machine.json."""
+    if not m:
+        return "no machine record"
     names = [g.get("name") for g in m.get("gpus", [])]
-    return "{}× {}".format(len(names), names[0]) if names else "CPU {}".format(m.get("cpu_model"))
+    return "{}× {}".format(len(names), ", ".join(sorted(set(map(str, names))))) if names else \
+        "CPU {}".format(m.get("cpu_model") or "unknown")
 
 
 def summary(d: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> str:
@@ -104,34 +118,34 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
     """The diff as table models: summary and machines, the compared cells, the rest, the counts."""
     label_a = "A ({}, {})".format(name_a, _gpu_label(machine_a))
     label_b = "B ({}, {})".format(name_b, _gpu_label(machine_b))
-    differ = machine_record.differences(machine_a, machine_b)
+    unknown = [side for side, m in (("A", machine_a), ("B", machine_b)) if not m]
+    differ = [] if unknown else machine_record.differences(machine_a, machine_b)
     head = Text("{} versus {}".format(label_b, label_a), [summary(d, label_a, label_b)])
     lines = ["A: " + (machine_record.describe(machine_a) if machine_a else "no machine record"),
              "B: " + (machine_record.describe(machine_b) if machine_b else "no machine record"),
+             "Whether the machines differ is unknown: {} no machine record.".format(
+                 " and ".join(unknown) + (" have" if len(unknown) > 1 else " has")) if unknown else
              "Machines differ in: " + "; ".join(differ) if differ else
              "Same machine fingerprint (CPU, GPUs, driver): a before/after comparison."]
     if any(findings.smoke(r) for df in (a, b) for _, r in df[df.status == "ok"].iterrows()):
         lines.append("Single runs on a CPU: their intervals only count the noise inside one run, so "
                      "a state from them is a hint, not a finding (use --repeats 3 or more).")
     out: List[Section] = [head, Text("", lines, bullets=True)]
-    ok, models, data = d[d.comparable.astype(bool)], d.model.nunique() > 1, d.data_mode.nunique() > 1
-
-    def who(r) -> List[str]:  # the model and the data mode only where the campaigns hold several
-        return [frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) + \
-            [r.precision, str(r.batch_size), str(r.image_size)] + ([r.data_mode] if data else []) + \
-            [n_of(r.nodes, r.gpus)]
-    first = ["framework"] + (["model"] if models else []) + ["precision", "batch", "image"] + \
-        (["data"] if data else []) + ["N"]
+    ok = d[d.comparable.astype(bool)]
+    # the model and the data mode only where the campaigns hold several
+    fields = tables.shown(d, ["framework", "model", "mode", "precision", "batch_size",
+                              "image_size", "data_mode", "N"])
+    first = tables.heading(fields)
     if len(ok):
         out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],
-                         [who(r) + ["{:.2f}".format(r.images_per_sec_a) + r.runs_a,
-                           "{:.2f}".format(r.images_per_sec_b) + r.runs_b,
+                         [tables.label(r, fields) + ["{:.2f}".format(r.images_per_sec_a) + _rests_on(r, "a"),
+                           "{:.2f}".format(r.images_per_sec_b) + _rests_on(r, "b"),
                            pm_ratio(r.ratio, r.ratio_ci95), r.state]
                           for _, r in ok.iterrows()], name="diff"))
     bad = d[~d.comparable.astype(bool)]
     if len(bad):
         out.append(Table("Not comparable", first + ["why"],
-                         [who(r) + [r.why] for _, r in bad.iterrows()],
+                         [tables.label(r, fields) + [r.why] for _, r in bad.iterrows()],
                          name="not_comparable"))
     return out + [Text("", [counts(d.state)])]
 

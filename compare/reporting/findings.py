@@ -35,9 +35,16 @@ def _by(lay) -> list:
     return ["framework"] + (["model"] if lay.model_column else []) + ["precision"]
 
 
-def _batches(ok: pd.DataFrame) -> list:
-    """The batch too, where the cells ran several: each batch scales and gains on its own."""
-    return ["batch_size"] if ok.batch_size.astype(str).nunique() > 1 else []
+def _settings(ok: pd.DataFrame) -> list:
+    """The batch and the image size too, where the cells ran several: each scales and gains on
+    its own (one sentence for two image sizes spoke of one and hid the other)."""
+    return [c for c in ("batch_size", "image_size") if ok[c].astype(str).nunique() > 1]
+
+
+def _setting(row, settings: list) -> List[str]:
+    """['batch 256', 'image 112']: a cell's settings among `settings`, as a sentence names them."""
+    return (["batch {}".format(_batch(row))] if "batch_size" in settings else []) + \
+        (["image {}".format(row.image_size)] if "image_size" in settings else [])
 
 
 def _span(values, fmt: str) -> str:
@@ -69,9 +76,10 @@ def _fastest(ok: pd.DataFrame, lay) -> List[str]:
     ranked = ok.sort_values("images_per_sec", ascending=False)
     top = ranked.iloc[0]
     model = lay.model_column
-    text = "Fastest: {} at {}, batch {}, on {}: {} images/sec".format(
+    images = "image_size" in _settings(ok)  # the image size where the cells ran several
+    text = "Fastest: {} at {}, batch {}{}, on {}: {} images/sec".format(
         _name(top.framework, model and top.model), top.precision, _batch(top),
-        lay.label(top.nodes, top.gpus),
+        ", image {}".format(top.image_size) if images else "", lay.label(top.nodes, top.gpus),
         intervals.pm(top.images_per_sec, top.images_per_sec_ci95, "{:.1f}"))
     if len(ranked) > 1:
         second = ranked.iloc[1]
@@ -80,8 +88,9 @@ def _fastest(ok: pd.DataFrame, lay) -> List[str]:
         if hw is None:
             return [text + "; no interval tells it from the next cell."]
         if intervals.state(r.value, hw) == intervals.NOISE:
-            return [text + "; within noise of {} at {}, batch {}, on {} ({}).".format(
+            return [text + "; within noise of {} at {}, batch {}{}, on {} ({}).".format(
                 _name(second.framework, model and second.model), second.precision, _batch(second),
+                ", image {}".format(second.image_size) if images else "",
                 lay.label(second.nodes, second.gpus), pct(hw / r.value))]
     return [text + "."]
 
@@ -96,12 +105,12 @@ def _batch(row) -> str:
 def _scaling(ok: pd.DataFrame, lay) -> List[str]:
     out = []
     multi = ok[ok.speedup.notna() & ok.speedup_ci95.notna() & (ok.world_size > 1)]
-    batch = _batches(ok)
-    for key, g in multi.groupby(_by(lay) + batch, sort=False):
+    settings = _settings(ok)
+    for key, g in multi.groupby(_by(lay) + settings, sort=False):
         r = g.loc[g.world_size.astype(int).idxmax()]
-        key = key[:-1] if batch else key
-        where = "{} ({}{}) on {}".format(_name(*key[:-1]), key[-1], ", batch {}".format(_batch(r))
-                                         if batch else "", lay.label(r.nodes, r.gpus))
+        key = key[:len(key) - len(settings)]
+        where = "{} ({}) on {}".format(_name(*key[:-1]), ", ".join([key[-1]] + _setting(r, settings)),
+                                       lay.label(r.nodes, r.gpus))
         if intervals.state(r.speedup, r.speedup_ci95) == intervals.NOISE:
             out.append("{} is within noise of one {} ({}).".format(where, lay.word, _noise(
                 g.loc[[r.name]], "speedup")))
@@ -114,10 +123,10 @@ def _scaling(ok: pd.DataFrame, lay) -> List[str]:
 def _gains(ok: pd.DataFrame, lay) -> List[str]:
     out = []
     rows = ok[ok.precision_gain.notna() & ok.precision_gain_ci95.notna()]
-    batch = _batches(ok)
-    for key, g in rows.groupby(_by(lay) + batch, sort=False):
-        key = key[:-1] if batch else key
-        precision = key[-1] + (" at batch {}".format(_batch(g.iloc[0])) if batch else "")
+    settings = _settings(ok)
+    for key, g in rows.groupby(_by(lay) + settings, sort=False):
+        key = key[:len(key) - len(settings)]
+        precision = key[-1] + (" at " + ", ".join(_setting(g.iloc[0], settings)) if settings else "")
         states = _states(g, "precision_gain", null=0.0)
         sig, noise = g[states != intervals.NOISE], g[states == intervals.NOISE]
         parts = []
@@ -163,17 +172,18 @@ def _pipelines(rows: pd.DataFrame, df: pd.DataFrame, base, lay) -> List[str]:
     either cell is input-bound (or not known not to be) it is a comparison of input pipelines."""
     rows = rows[(rows.data_mode != "synthetic") & rows.framework_ratio.notna() & (rows.framework != base)]
     verdicts = data_table.pipeline_verdicts(df)
+    images = df.image_size.astype(str).nunique() > 1  # the image size where the study has several
     out = []
     for _, r in rows.iterrows():
         model = lay.model_column and r.model  # the network and the mode where the campaign has several
         pair = "{} ({}) vs {} ({})".format(
             _name(r.framework, model), verdicts.get(data_table.cell_key(r), {}).get("pipeline"),
             _name(base, model), verdicts.get(data_table.cell_key(r, base), {}).get("pipeline"))
-        figure = "{} ({} data, {}{}, batch {}, on {})".format(
+        figure = "{} ({} data, {}{}, batch {}{}, on {})".format(
             intervals.pm(r.framework_ratio, r.framework_ratio_ci95, "{:.2f}×", "{:.2f}"),
             "real" if r.data_mode == "real" else "data-only",
             r["mode"] + ", " if lay.mode_column else "", r.precision, _batch(r),
-            lay.label(r.nodes, r.gpus))
+            ", image {}".format(r.image_size) if images else "", lay.label(r.nodes, r.gpus))
         why = data_table.pipelines_compared(r, base, verdicts)
         if why:
             out.append("Input pipelines, not frameworks: {}: {}; {}.".format(pair, figure, why))

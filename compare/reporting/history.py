@@ -14,7 +14,7 @@ from backends.contract import DEFAULT_MODEL
 
 from .. import frameworks, machine_record
 from ..errors import UserError
-from . import accuracy, diff, intervals
+from . import accuracy, diff, findings, intervals
 from .comparator import KEY, cells, rests_on
 from .intervals import pm, pm_ratio
 from .tables import Section, Table, Text, n_of
@@ -60,7 +60,7 @@ def _commit(m: Dict) -> str:
 def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd.DataFrame:
     """One row per cell per campaign, with the ratio to that cell's previous figure and its state;
     unreadable results are skipped, each with warn("CAMPAIGN: why")."""
-    rows, last = [], {}  # last: cell key -> (cell record, machine record) of its previous figure
+    rows, last = [], {}  # last: cell key -> (cell record, machine record, campaign) of its previous figure
     for camp in camps:
         results, skipped = camp.results()
         for why in skipped:
@@ -79,14 +79,20 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
                            if r.status == "ok" else "no figure: {}".format(r.status))
             else:
                 row.update(diff.versus(before[0], r, ("before", "now")))
-                changed = machine_record.differences(before[1], m)
-                if changed:
+                unknown = [name for name, record in ((before[2], before[1]), (camp.root.name, m))
+                           if not record]  # no machine.json: whether it changed is not known
+                changed = [] if unknown else machine_record.differences(before[1], m)
+                if unknown:
+                    row.update(state=intervals.NOT_COMPARABLE, why="machine unknown: {} {} no "
+                               "machine record".format(" and ".join(unknown),
+                                                       "have" if len(unknown) > 1 else "has"))
+                elif changed:
                     row.update(state=intervals.NOT_COMPARABLE, why="machine changed: " + "; ".join(changed))
             row["regression"] = row["state"] == intervals.WORSE
             row.pop("comparable", None)
             rows.append(row)
             if r.status == "ok" and r.images_per_sec is not None:
-                last[key] = (r, m)
+                last[key] = (r, m, camp.root.name)
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
     return d.where(d.notna(), None)
 
@@ -123,6 +129,9 @@ def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
         title(tuple(r[c] for c in KEY)), r.campaign, r.commit, pm_ratio(r.ratio, r.ratio_ci95))
         for _, r in bad.iterrows()] or ["No regression: no cell is worse than its previous figure "
                                         "beyond noise."]
+    if any(findings.smoke(r) for _, r in h[h.status == "ok"].iterrows()):  # as `compare diff` says
+        lines.append("Single runs on a CPU: their intervals only count the noise inside one run, so "
+                     "a regression from them is a hint, not a finding (use --repeats 3 or more).")
     out = [((), [Text("History", lines, bullets=True)])]
     for key, g in h.groupby(KEY, sort=False):
         rows = [[r.date, r.commit, r.campaign, r.framework_version or "",

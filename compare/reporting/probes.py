@@ -2,10 +2,10 @@
 auto, the tuned mode), listed as probes (short runs that chose a batch), never as cells."""
 from typing import Optional, Sequence
 
-from backends.contract import DEFAULT_MODEL, RunResult
+from backends.contract import DEFAULT_MODEL, RunResult, data_mode
 
-from .. import frameworks
-from .tables import Table, n_of
+from . import tables
+from .tables import Table
 
 NOTE = ("A probe is a short run of the cell at one batch (backends/batchprobe.py): from the "
         "network's default batch, the batch doubles while the larger is faster beyond the probes' "
@@ -20,20 +20,29 @@ def table(probes: Sequence[RunResult], cells: Sequence[RunResult]) -> Optional[T
     if not probes:
         return None
     chosen = {_key(r.spec): r.spec.get("batch_size") for r in cells}  # cell key: the batch it ran
-    models = len({_model(p.spec) for p in probes}) > 1  # a model column where there are several
+    # a model, image or data column where the searches differ in it (each search its rows); the
+    # mode always
+    fields = tables.shown([_cell(p.spec) for p in probes],
+                          ["framework", "model", "mode", "precision", "image_size", "data_mode", "N",
+                           "batch_size"], ("model", "image_size", "data_mode"))
     rows = []
     for p in sorted(probes, key=_order):
         s = p.spec
         key = _key(s)
         mark = "chosen" if chosen and chosen.get(key) == s.get("batch_size") else ""
-        rows.append([frameworks.display(s.get("framework"))] + ([_model(s)] if models else []) +
-                    [s.get("mode", "default"), s.get("precision"), n_of(s.get("nodes", 1), s.get("gpus")),
-                     str(s.get("batch_size")), p.status,
-                     "{:.2f}".format(p.images_per_sec) if p.status == "ok" else
-                     (p.reason or "").splitlines()[0][:120] if p.reason else "", mark])
-    return Table("Batch search (probes, not cells)", ["framework"] + (["model"] if models else []) +
-                 ["mode", "precision", "N", "batch", "status", "img/s or reason", ""], rows,
-                 [NOTE] + searches(cells), name="probes")
+        rows.append(tables.label(_cell(s), fields) + [
+            p.status, "{:.2f}".format(p.images_per_sec) if p.status == "ok" else
+            (p.reason or "").splitlines()[0][:120] if p.reason else "", mark])
+    return Table("Batch search (probes, not cells)", tables.heading(fields) + [
+        "status", "img/s or reason", ""], rows, [NOTE] + searches(cells), name="probes")
+
+
+def _cell(s: dict) -> dict:
+    """A probe's spec as the fields that name its cell (tables.label)."""
+    return {"framework": s.get("framework"), "model": _model(s), "mode": s.get("mode", "default"),
+            "precision": s.get("precision"), "nodes": s.get("nodes", 1), "gpus": s.get("gpus"),
+            "batch_size": s.get("batch_size"), "image_size": s.get("image_size"),
+            "data_mode": data_mode(s)}
 
 
 def searches(cells: Sequence[RunResult]) -> list:

@@ -23,6 +23,7 @@ from backends.contract import DEFAULT_MODEL, SchemaError
 
 from .. import envs, frameworks, loading, validate
 from ..errors import UserError
+from . import tables
 from .intervals import pm
 from .tables import Table
 
@@ -235,6 +236,8 @@ def unmatched(cells: pd.DataFrame, ref: pd.DataFrame) -> str:
     if cells.empty:  # a time-to-accuracy campaign: its runs are not throughput cells
         return "the campaign has no throughput cell (time-to-accuracy runs are not held against " \
             "published images/sec)"
+    if ref.empty:  # a header alone: no value of any field to share
+        return "the reference has no rows"
     keys = [("model", "network"), ("precision", "precision"), ("gpus", "N")]
     keys += [(k, "nodes") for k in ("nodes",) if k in ref.columns]
     keys += [(k, k.replace("_size", " size").replace("_", " ")) for k in OPTIONAL_KEYS if k in ref.columns]
@@ -307,10 +310,10 @@ def table(name: str, compared: pd.DataFrame) -> Table:
     def num(x, fmt):
         return fmt.format(x) if x is not None else "—"
     gpu = sorted({str(g) for g in compared.reference_gpu if g is not None})
-    models = compared.model.nunique() > 1  # a model column where the campaign has several
-    data = compared.data_mode.nunique() > 1  # a data column where it has several data modes
-    rows = [[frameworks.display(r.framework, r["mode"])] + ([r.model] if models else []) +
-            [r.precision, str(r.batch_size)] + ([r.data_mode] if data else []) + [str(r.gpus),
+    # a model, image or data column where the campaign has several; N as nodes×GPUs per node
+    fields = tables.shown(compared, ["framework", "model", "mode", "precision", "batch_size",
+                                     "image_size", "data_mode", "N"], tables.OPTIONAL_IMAGE)
+    rows = [tables.label(r, fields) + [
              num(r.images_per_sec, "{:.2f}") if r.status == "ok" else r.status,
              num(r.published_images_per_sec, "{:.2f}"),
              "other data" if crossed_data(r) and r.published_images_per_sec is not None else
@@ -318,15 +321,18 @@ def table(name: str, compared: pd.DataFrame) -> Table:
              num(r.published_speedup, "{:.3f}"),
              pm(r.speedup_ratio, r.speedup_ratio_ci95, "{:.2f}×", "{:.2f}", missing="—")]
             for _, r in compared.iterrows()]
-    matched = int(sum(1 for _, r in compared.iterrows()
-                      if r.published_images_per_sec is not None or r.published_speedup is not None))
+    # cells, not rows: a cell that two reference rows match (two GPUs' figures) is one cell
+    keys = ["framework", "mode", "data_mode", "model", "precision", "batch_size", "image_size",
+            "nodes", "gpus"]
+    measured = {tuple(r[k] for k in keys) for _, r in compared.iterrows()}
+    matched = len({tuple(r[k] for k in keys) for _, r in compared.iterrows()
+                   if r.published_images_per_sec is not None or r.published_speedup is not None})
     where = " ({})".format(", ".join(gpu)) if gpu else ""
     return Table("Measured versus published: {}{}".format(name, where),
-                 ["framework"] + (["model"] if models else []) + ["precision", "batch"] +
-                 (["data"] if data else []) + ["N", "img/s", "published", "ratio", "speedup",
+                 tables.heading(fields) + ["img/s", "published", "ratio", "speedup",
                   "published speedup", "ratio"], rows,
                  ["ratio = measured ÷ published (± from the measured side; a published figure has "
                   "no spread). {} of {} measured cells have a published figure (matched on "
                   "network, precision and N, and on framework, batch and image size where the reference has "
-                  "them).".format(matched, len(compared))] + _across_data(compared),
+                  "them).".format(matched, len(measured))] + _across_data(compared),
                  name="reference_" + re.sub(r"[^A-Za-z0-9_.-]", "_", name))  # monday/ref: a file

@@ -10,13 +10,12 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 import pandas as pd
 
 from .. import frameworks
-from . import data_table, findings, metrics
-from .comparator import MIXED, NOTES, rests_on
+from . import data_table, findings, metrics, tables
+from .comparator import MIXED, NOTES, job_power, rests_on
 from .intervals import pm
 from .tables import Section, Table, Text, num
 
 ROW = ["framework", "precision", "batch_size", "image_size"]
-HEADINGS = {"batch_size": "batch", "image_size": "image", "data_mode": "data"}  # else the column's
 INTERVAL_NOTE = ("± is the half width of the 95 % interval, from the timed windows of each run and "
                  "the spread of the repeats (README: How sure is a figure).")
 LEGEND = ("fp32 = true FP32 (TF32 off); tf32; fp16 = mixed precision with loss scaling; bf16 = "
@@ -47,8 +46,8 @@ def layout_of(df: pd.DataFrame) -> Layout:
     cpu = set(df.device) == {"cpu"}
     word = "worker" if cpu else "GPU"
     layouts = {x for x in df.layout if x is not None}
-    mixed_data, models = df.data_mode.nunique() > 1, df.model.nunique() > 1
-    modes = set(df["mode"]) != {"default"}
+    mixed_data, models = tables.varies(df, "data_mode"), tables.varies(df, "model")
+    modes = tables.shows(df, "mode")
     if (df.nodes == 1).all():
         return Layout(lambda n, g: _plural(g, word) + (" (CPU)" if cpu else ""), lambda n, g: str(g),
                       len(layouts) > 1, word, mixed_data, models, modes)
@@ -59,8 +58,8 @@ def layout_of(df: pd.DataFrame) -> Layout:
 def _rows(lay: Layout) -> List[str]:
     """The columns that name a row (a pivot's rows are grouped by them): ROW, the model, the mode
     and the data mode where they vary."""
-    return ROW[:1] + (["model"] if lay.model_column else []) + (["mode"] if lay.mode_column else []) \
-        + ROW[1:] + (["data_mode"] if lay.data_column else [])
+    shown = {"model": lay.model_column, "mode": lay.mode_column, "data_mode": lay.data_column}
+    return [c for c in ROW[:1] + ["model", "mode"] + ROW[1:] + ["data_mode"] if shown.get(c, True)]
 
 
 def _row_label(key, g: pd.DataFrame, lay: Layout) -> List[str]:
@@ -71,7 +70,7 @@ def _row_label(key, g: pd.DataFrame, lay: Layout) -> List[str]:
 
 
 def _head(lay: Layout) -> List[str]:
-    return [HEADINGS.get(c, c) for c in _rows(lay)] + (["layout"] if lay.layout_column else [])
+    return tables.heading(_rows(lay)) + (["layout"] if lay.layout_column else [])
 
 
 def _listing(title: str, cells: pd.DataFrame, lay: Layout, head: List[str], values: Callable,
@@ -146,10 +145,13 @@ def campaign_sections(view, results: Sequence, trained: Sequence,
     from . import accuracy, packing, probes
     out: List[Section] = accuracy.tables(trained, price)
     if view.missing:  # a half-done campaign says so, and which cells are still to run
-        out.append(Text("Not run yet", ["{} of the campaign's {} planned cells have no result: {}. "
-                                        "`compare run … --resume` runs them.".format(
+        one = len(view.missing) == 1
+        out.append(Text("Not run yet", ["{} of the campaign's {} planned cell{} {} no result: {}. "
+                                        "`compare run … --resume` runs {}.".format(
                                             len(view.missing), len(view.meta.get("planned", {})),
-                                            ", ".join(view.missing))]))
+                                            "" if len(view.meta.get("planned", {})) == 1 else "s",
+                                            "has" if one else "have", ", ".join(view.missing),
+                                            "it" if one else "them")]))
     out += packing.sections(results, view.root, view.machine)
     searched = probes.table(view.probes, [r for r in results if r.spec.get("batch_auto")])
     out += [searched] if searched is not None else []
@@ -260,7 +262,9 @@ def framework_ratios(df: pd.DataFrame, lay: Layout) -> Optional[Table]:
 
 def repeats(df: pd.DataFrame, lay: Layout) -> Table:
     def values(r) -> List[str]:
-        return [str(r.repeats), pm(r.images_per_sec, r.images_per_sec_ci95),
+        # the ok runs its figure is of, 'of' all it ran where some have no figure (as '(2 of 3 runs)')
+        return [str(r.repeats) if r.repeats >= r.runs else "{} of {}".format(r.repeats, r.runs),
+                pm(r.images_per_sec, r.images_per_sec_ci95),
                 "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"),
                 num(r.cv, "{:.1%}"), num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"]
     return _listing("Repeats (img/s of each cell over its runs)", df[df.repeats > 1], lay,
@@ -270,10 +274,13 @@ def repeats(df: pd.DataFrame, lay: Layout) -> Table:
 
 
 def energy(df: pd.DataFrame, lay: Layout) -> Table:
-    return pivot(df[df.power_avg_w.notna()],
-                 "Energy (img/s per W of the job's GPUs; average power in brackets)",
+    measured = df[df.power_avg_w.notna()]
+    notes = ["On more than one node, the power is measured on the first node's GPUs (rank 0 "
+             "samples them) and counted once per node: the other nodes are taken to draw the "
+             "same."] if (measured.nodes > 1).any() else []
+    return pivot(measured, "Energy (img/s per W of the job's GPUs; average power in brackets)",
                  lambda r: "{} ({})".format(num(r["images_per_watt"], "{:.2f}"),
-                                            num(r["power_avg_w"], "{:.0f} W")), lay)
+                                            num(job_power(r), "{:.0f} W")), lay, notes)
 
 
 def failures(df: pd.DataFrame, lay: Layout) -> Table:

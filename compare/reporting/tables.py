@@ -9,7 +9,9 @@ import html
 import io
 import re
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Union
+from typing import Iterable, List, Optional, Sequence, Union
+
+from .. import frameworks
 
 
 @dataclass
@@ -48,6 +50,59 @@ def num(x, fmt: str) -> str:
 def n_of(nodes, gpus) -> str:
     """A cell's N: its GPUs (or workers), as nodes×GPUs per node on more than one node."""
     return str(gpus) if int(nodes) == 1 else "{}×{}".format(nodes, gpus)
+
+
+# --- the columns that name a cell ------------------------------------------------------------------
+# Every table that lists cells names each by these fields; the optional ones get a column only
+# where the campaign holds more than one value (one network: no model column). Which to show is
+# decided once per campaign (shown), so no table of a campaign has a column another lacks.
+# The mode gets a column where a cell is not in the default mode (the framework column then names
+# the framework alone; without it, label() says "PyTorch, tuned" for a cell of another mode).
+OPTIONAL = ("model", "mode", "data_mode")
+# and the image size, in the tables that named none (check, references, timeline): two cells of
+# one setting at two image sizes would read as one row twice
+OPTIONAL_IMAGE = OPTIONAL + ("image_size",)
+HEADINGS = {"batch_size": "batch", "image_size": "image", "data_mode": "data"}  # else the field's
+
+
+def _values(cells, field: str) -> set:
+    rows = cells.to_dict("records") if hasattr(cells, "to_dict") else cells
+    return {str(r.get(field)) for r in rows if r.get(field) is not None}
+
+
+def varies(cells, field: str) -> bool:
+    """Whether `field` holds more than one value among `cells` (a DataFrame or records)."""
+    return len(_values(cells, field)) > 1
+
+
+def shows(cells, field: str) -> bool:
+    """Whether an optional column of `field` is shown for `cells`: it holds several values, or
+    for the mode, a value other than default."""
+    return bool(_values(cells, "mode") - {"default"}) if field == "mode" else varies(cells, field)
+
+
+def shown(cells, fields: Iterable[str], optional: Sequence[str] = OPTIONAL) -> List[str]:
+    """`fields` without the optional ones that `cells` (the campaign's) do not show (shows)."""
+    return [f for f in fields if f not in optional or shows(cells, f)]
+
+
+def heading(fields: Sequence[str]) -> List[str]:
+    return [HEADINGS.get(f, f) for f in fields]
+
+
+def label(row, fields: Sequence[str]) -> List[str]:
+    """A cell's text under `fields`: the framework as reports name it (with its mode where no
+    `mode` field says it), `N` as nodes×GPUs per node (n_of), the rest as they are."""
+    out = []
+    for f in fields:
+        if f == "framework":
+            out.append(frameworks.display(row["framework"], "default" if "mode" in fields
+                                          else row["mode"]))
+        elif f == "N":
+            out.append(n_of(row["nodes"], row["gpus"]))
+        else:
+            out.append(str(row[f]))
+    return out
 
 
 @dataclass

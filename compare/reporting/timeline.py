@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from backends.contract import DEFAULT_MODEL, RunResult, data_mode
 
 from .. import frameworks
+from . import tables
 from .metrics import median
 from .tables import Section, Table, Text
 
@@ -32,9 +33,11 @@ DEFAULTS = {"nodes": 1, "model": DEFAULT_MODEL, "mode": "default"}  # of a spec 
 
 
 def _key(spec: Dict) -> tuple:
-    """A cell's KEY in its spec (synthetic, real or data-only, as the comparator says it)."""
+    """A cell's KEY in its spec (synthetic, real or data-only, and a searched batch `auto`
+    whichever batch it chose: as the comparator says it)."""
     mode = data_mode(spec)
-    return tuple(mode if k == "data_mode" else spec.get(k, DEFAULTS.get(k)) for k in KEY)
+    return tuple(mode if k == "data_mode" else "auto" if k == "batch_size" and spec.get("batch_auto")
+                 else spec.get(k, DEFAULTS.get(k)) for k in KEY)
 
 
 def span(marks: Dict[str, float], start, end: str) -> Optional[float]:
@@ -156,17 +159,17 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
     if table:
         columns = [s[0] for s in SPANS if any(r[s[0]] is not None for r in table)] + \
             ["to first step", "cell"]
-        models = len({r["network"] for r in table}) > 1  # a model column where there are several
-        data = len({r["data_mode"] for r in table}) > 1  # a data column where there are several
+        named = [dict(r, model=r["network"]) for r in table]  # its "model": the span of building it
+        # a model, image or data column where the campaign (every run, any status) has several;
+        # N as nodes×GPUs per node: as every table of the report names a cell
+        fields = tables.shown([dict(zip(KEY, _key(r.spec))) for r in results],
+                              ["framework", "model", "mode", "precision", "batch_size",
+                               "image_size", "data_mode", "N"], tables.OPTIONAL_IMAGE)
         out.append(Table("Where the time goes (seconds per cell, median over repeats)",
-                         ["framework"] + (["model"] if models else []) + ["precision", "batch"]
-                         + (["data"] if data else []) + ["N"] + columns,
-                         [[frameworks.display(r["framework"], r["mode"])] +
-                          ([r["network"]] if models else []) +
-                          [r["precision"], str(r["batch_size"])] + ([r["data_mode"]] if data else [])
-                          + [_n(r)] +
+                         tables.heading(fields) + columns,
+                         [tables.label(cell, fields) +
                           ["{:.1f}".format(r[c]) if r[c] is not None else "n/a" for c in columns]
-                          for r in table],
+                          for cell, r in zip(named, table)],
                          name="phases"))
     whole = study(results, len((machine or {}).get("gpus") or []))
     if whole is not None and whole["serial_s"] > 0:
@@ -179,6 +182,3 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
         out.append(Text("", setup_lines(results) + [line + "."] + study_lines(whole)))
     return out
 
-
-def _n(row: Dict) -> str:
-    return "{} × {}".format(row["nodes"], row["gpus"]) if (row["nodes"] or 1) > 1 else str(row["gpus"])

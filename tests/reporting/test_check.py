@@ -259,12 +259,12 @@ def test_the_cells_of_each_mode_and_data_mode_are_told_apart_and_data_only_is_no
     c = save_campaign(tmp_path / "c", runs)
     ref = _reference(tmp_path, HEAD + "H200,tf,fp32,1,1200\n")
     code, out, _ = main_exit(["check", str(c), "--reference", ref], capsys)
-    assert "| framework | precision | batch | data | N | figure |" in out
-    assert "| TensorFlow (+Horovod) | fp32 | 256 | synthetic | 1 | img/s | 1300.78 | 1200.00 |" in out
-    assert "| TensorFlow (+Horovod), tuned | fp32 | 256 | synthetic | 1 | img/s | 1500.90 |" in out
-    assert "| TensorFlow (+Horovod) | fp32 | 256 | real | 1 | img/s | 1250.75 | 1200.00 | 1.04× ±0.01 " \
+    assert "| framework | mode | precision | batch | data | N | figure |" in out  # as the report's
+    assert "| TensorFlow (+Horovod) | default | fp32 | 256 | synthetic | 1 | img/s | 1300.78 | 1200.00 |" in out
+    assert "| TensorFlow (+Horovod) | tuned | fp32 | 256 | synthetic | 1 | img/s | 1500.90 |" in out
+    assert "| TensorFlow (+Horovod) | default | fp32 | 256 | real | 1 | img/s | 1250.75 | 1200.00 | 1.04× ±0.01 " \
            "| 5% | not comparable: real data here, synthetic in the reference:" in out
-    assert "| TensorFlow (+Horovod) | fp32 | 256 | data-only | 1 | img/s | 500.30 | 1200.00 | 0.417× ±0.004 " \
+    assert "| TensorFlow (+Horovod) | default | fp32 | 256 | data-only | 1 | img/s | 500.30 | 1200.00 | 0.417× ±0.004 " \
            "| 5% | not comparable: data-only: the input pipeline alone, no training, against a " \
            "figure of training |" in out
     assert code == 0 and "2 pass, 0 fall short, 2 not comparable" in out
@@ -325,3 +325,45 @@ def test_a_cell_is_held_only_against_reference_figures_of_its_own_data_mode(tmp_
     code, _, err = main_exit(["check", str(c), "--reference", bad], capsys)
     assert code == 2 and err == "compare: error: reference {}: data 'imagenet' on line 2 is not a " \
                                 "data mode; give synthetic or real\n".format(bad)
+
+
+def _two_nodes_two_sizes_two_networks(root):
+    """PyTorch fp32 on 1×2 and 2×2 GPUs at image sizes 224 and 112, and a VGG-16 cell."""
+    from backends.protocol import RunSpec
+    rs = [windowed("caffe2", "fp32", 2, [2 * n * k * w for w in WINDOWS], nodes=n, image=size)
+          for n in (1, 2) for size, k in ((224, 1), (112, 3))]
+    vgg = windowed("caffe2", "fp32", 1, WINDOWS)
+    spec = RunSpec.from_dict(vgg.spec)
+    spec.model = "vgg16"
+    vgg.spec, vgg.run_id = spec.to_dict(), spec.run_id
+    return save_campaign(root, rs + [vgg])
+
+
+def test_check_rows_say_nodes_image_size_and_network_as_the_report_does(tmp_path, capsys):
+    """Each row of the check names its cell: 2×2 (two nodes) apart from 2, image 112 apart from
+    224, and the network where the campaign has several (as the report's table of the same
+    reference shows it), even when the reference only matches ResNet-50 cells."""
+    root = _two_nodes_two_sizes_two_networks(tmp_path / "c")
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,nodes,images_per_sec\n"
+                               "H200,caffe2,fp32,2,1,1900\nH200,caffe2,fp32,2,2,3900\n")
+    code, out, err = main_exit(["check", str(root), "--reference", ref], capsys)
+    assert code == 0, out + err
+    assert "| framework | model | precision | batch | image | N | figure |" in out
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 112 | 2×2 | img/s | 12007.20 | 3900.00 |" in out
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 224 | 2 | img/s | 2001.20 | 1900.00 |" in out
+    code, out, err = main_exit(["report", str(root), "--reference", ref, "--out",
+                                str(tmp_path / "r")], capsys)
+    assert code == 0, err
+    table = out[out.index("## Measured versus published"):]
+    assert "| framework | model | precision | batch | image | N | img/s |" in table
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 112 | 2×2 | 12007.20 | 3900.00 |" in table
+    assert "| PyTorch (Caffe2) | resnet50 | fp32 | 256 | 224 | 2 | 2001.20 | 1900.00 |" in table
+
+
+def test_a_reference_without_rows_says_so(campaign, tmp_path, capsys):
+    """A header and no row: nothing matches because there is nothing to match, not because 'each
+    field has a value in both, but no row has all of one cell's' (it has none at all)."""
+    ref = _reference(tmp_path, "precision,gpus,images_per_sec\n")
+    code, _, err = main_exit(["check", str(campaign), "--reference", ref], capsys)
+    assert code == 2
+    assert "the reference has no rows" in err and "each field has a value in both" not in err

@@ -149,3 +149,38 @@ def test_the_synthetic_and_the_real_data_cell_of_a_setting_are_told_apart():
     assert "| framework | precision | batch | image | data | N | A img/s |" in text
     assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | synthetic | 1 | 100.00 | 360.00 |" in text
     assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | real | 1 | 50.00 | 60.00 |" in text
+
+
+def test_diff_csv_counts_runs_as_numbers_and_the_markdown_says_them_in_words(tmp_path, capsys):
+    """diff.csv is for machines: how many runs a side ran, and how many its figure rests on, as
+    whole numbers (not ' (2 of 3 runs)'); the Markdown table keeps the words."""
+    import csv
+    a = [windowed("caffe2", "fp32", 1, WINDOWS, repeat=i) for i in range(2)] + [
+        result("caffe2", "fp32", 1, status="failed", reason="killed", repeat=2, batch=256)]
+    b = [windowed("caffe2", "fp32", 1, WINDOWS, repeat=i) for i in range(3)]
+    ca, cb = save_campaign(tmp_path / "a", a), save_campaign(tmp_path / "b", b)
+    code, out, err = main_exit(["diff", str(ca), str(cb), "--out", str(tmp_path / "d")], capsys)
+    assert code == 0, err
+    assert "| 1000.60 (2 of 3 runs) | 1000.60 |" in out
+    with open(str(tmp_path / "d" / "diff.csv")) as f:
+        row = next(csv.DictReader(f))
+    assert (row["runs_a"], row["repeats_a"], row["runs_b"], row["repeats_b"]) == ("3", "2", "3", "3")
+    rows = json.loads((tmp_path / "d" / "diff.json").read_text())
+    assert (rows[0]["runs_a"], rows[0]["repeats_a"]) == (3, 2)
+
+
+def test_the_heading_names_each_side_machine_as_its_record_does(tmp_path, capsys):
+    """A campaign without machine.json is 'no machine record' (not 'CPU None'), and a machine of
+    two GPU models is named by both, as the machine line under the heading names it."""
+    mixed = dict(MACHINE, gpus=[{"index": 0, "name": "Tesla T4", "driver": "418.67"},
+                                {"index": 1, "name": "Tesla V100-PCIE-32GB", "driver": "418.67"}])
+    a = save_campaign(tmp_path / "a", [result("caffe2", "fp32", 1, 100.0)], mixed)
+    b = save_campaign(tmp_path / "b", [result("caffe2", "fp32", 1, 100.0)], MACHINE)
+    (b / "machine.json").unlink()
+    code, out, err = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0, err
+    assert out.splitlines()[0] == "## B ({}, no machine record) versus A ({}, 2× Tesla T4, Tesla " \
+        "V100-PCIE-32GB)".format(b, a)
+    assert "CPU None" not in out
+    # not "Machines differ in: cpu_model: AMD EPYC 7543 vs None; …": B's machine is not known
+    assert "- Whether the machines differ is unknown: B has no machine record." in out

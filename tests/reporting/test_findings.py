@@ -128,3 +128,22 @@ def test_a_gain_within_noise_names_its_cells_by_nodes_and_gpus():
     lines, _ = _summary(results)
     gain = next(line for line in lines if "than fp32" in line)
     assert "; within noise of fp32 at N=2×1, N=2×2 (±" in gain, gain
+
+
+def test_each_image_size_gets_its_own_sentence_and_says_which_it_is():
+    """Image sizes 224 and 112 of one framework and precision are two cells that scale and gain
+    on their own: a sentence each, naming its size (one sentence for the two hid one of them)."""
+    def runs(gpus, precision, image, figure):
+        return [windowed("caffe2", precision, gpus, [figure - 1.0, figure, figure + 1.0],
+                         repeat=i, image=image) for i in range(3)]
+    results = (runs(1, "fp32", 224, 100.0) + runs(2, "fp32", 224, 200.0)
+               + runs(1, "fp32", 112, 300.0) + runs(2, "fp32", 112, 450.0)
+               + runs(1, "fp16", 224, 180.0) + runs(1, "fp16", 112, 300.0))
+    lines, _ = _summary(results)
+    assert "PyTorch (Caffe2) (fp32, image 224) on 2 GPUs is 2.00× as fast as on one GPU (±0.02): " \
+        "100% scaling efficiency." in lines
+    assert "PyTorch (Caffe2) (fp32, image 112) on 2 GPUs is 1.50× as fast as on one GPU (±0.00): " \
+        "75% scaling efficiency." in lines
+    assert any(x.startswith("PyTorch (Caffe2): fp16 at image 224 is 80 % faster than fp32") for x in lines)
+    assert any(x.startswith("PyTorch (Caffe2): fp16 at image 112 is within noise of fp32") for x in lines)
+    assert lines[0].startswith("Fastest: PyTorch (Caffe2) at fp32, batch 256, image 112, on 2 GPUs:")

@@ -175,3 +175,40 @@ def test_a_time_to_accuracy_campaign_is_not_a_point_of_a_throughput_cells_histor
         "(matched on network, precision and N, and on framework, batch and image size where it has "
         "them: the campaign has no throughput cell (time-to-accuracy runs are not held against "
         "published images/sec)); nothing to check")
+
+
+def test_a_campaign_without_a_machine_record_is_an_unknown_machine_not_a_changed_one(tmp_path, capsys):
+    """machine.json missing in one campaign: its point is not compared (the machine may have
+    changed), and says the record is missing, not 'cpu_model: AMD EPYC 7543 vs None; …'."""
+    save_campaign(tmp_path / "c1", _runs(), _machine("aaaaaaaaaa11"), created_at="2026-12-01T09:00:00+00:00")
+    c2 = save_campaign(tmp_path / "c2", _runs(), _machine("bbbbbbbbbb22"),
+                       created_at="2026-12-02T09:00:00+00:00")
+    (c2 / "machine.json").unlink()
+    code, out, err = main_exit(["history", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert "vs None" not in out
+    assert out.count("| not comparable: machine unknown: c2 has no machine record |") == 2
+
+
+def test_a_regression_of_single_cpu_runs_is_called_a_hint_as_diff_calls_it(tmp_path, capsys):
+    """One run a cell on a CPU: its interval only counts the noise inside the run. `compare diff`
+    of the same two campaigns says its states are a hint; history said 'Regression' alone."""
+    one = windowed("caffe2", "fp32", 1, WINDOWS, device="cpu")
+    a = save_campaign(tmp_path / "a", [one], created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", [scaled(one, 0.8)], created_at="2026-12-02T09:00:00+00:00")
+    code, out, _ = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0 and "Single runs on a CPU: their intervals only count the noise inside one run" in out
+    code, out, _ = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0 and "- Regression: PyTorch (Caffe2) fp32 b256 224px ×1 (cpu) at b" in out
+    assert "- Single runs on a CPU: their intervals only count the noise inside one run, so a " \
+        "regression from them is a hint, not a finding (use --repeats 3 or more)." in out
+
+
+def test_history_html_shows_code_as_the_report_page_does(tmp_path, capsys):
+    """history.html renders `compare run … --resume` as code, as report.html and Markdown do; it
+    printed the backticks."""
+    empty = save_campaign(tmp_path / "empty", [], _machine("aaaaaaaaaa11"))
+    code, _, err = main_exit(["history", str(empty), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    page = (tmp_path / "h" / "history.html").read_text()
+    assert "<code>compare run … --resume</code> runs them" in page and "`" not in page

@@ -141,3 +141,38 @@ def test_the_page_is_headed_by_the_networks_the_campaign_trained():
     two = cells("resnet50", "inception3")
     assert "<h1>ResNet-50 v1.5 and Inception-v3 training throughput — compare report</h1>" in \
         html.page(two, report.build(two))
+
+
+def test_the_gain_and_energy_bars_of_two_image_sizes_are_two_bars(monkeypatch):
+    """fp16 over fp32 (and img/s per W) at image sizes 224 and 112: two bar groups, each its own
+    figure, never one group showing whichever size came last (their labels named no size)."""
+    drawn = {}
+    monkeypatch.setattr(charts, "_bars", lambda ax, labels, series, fmt: drawn.setdefault(fmt, (
+        labels, series)))
+    runs = []
+    for precision, gain in (("fp32", 1.0), ("fp16", 1.8)):
+        for image, k in ((224, 1.0), (112, 3.0)):
+            r = windowed("caffe2", precision, 1, [w * gain * k for w in (990, 1000, 1010)], image=image)
+            r.telemetry = {"power_avg_w": 100.0 * k}
+            runs.append(r)
+    df = comparator.cells(runs)
+    assert charts.precision_gain(df) is not None and charts.energy(df) is not None
+    labels, series = drawn["{:+.0f}%"]
+    assert labels == ["fp16 ×1 b256 224px", "fp16 ×1 b256 112px"]
+    assert [round(v) for v in series[0][1]] == [80, 80]
+    labels, series = drawn["{:.2f}"]
+    assert len(labels) == 4 and len(set(labels)) == 4, labels
+
+
+def test_the_scaling_chart_draws_the_cells_of_one_and_of_two_nodes_at_one_gpu_count(monkeypatch):
+    """1 node × 4 GPUs and 2 nodes × 2 GPUs are both 4 GPUs: each is drawn (a line per node count),
+    never one left out because another cell had its GPU count."""
+    figures = []
+    monkeypatch.setattr(charts, "_png", lambda fig: figures.append(fig) or b"")
+    runs = [windowed("caffe2", "fp32", g, [w * g * f for w in (990, 1000, 1010)], nodes=n)
+            for n, g, f in ((1, 1, 1.0), (1, 2, 1.0), (1, 4, 1.0), (2, 2, 0.5))]
+    assert charts.scaling(comparator.cells(runs)) is not None
+    drawn = {(float(x), round(float(y))) for line in figures[0].axes[0].get_lines()
+             if not line.get_label().endswith("ideal") and line.get_linestyle() != "--"
+             for x, y in zip(line.get_xdata(), line.get_ydata())}
+    assert (4.0, 4000) in drawn and (4.0, 1000) in drawn, drawn

@@ -170,3 +170,15 @@ def test_a_one_row_reference_is_listed_in_the_singular(tmp_path, monkeypatch, ca
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("one "))
     assert line == "one                                 1 row  (resnet50 1)  gpu: V100         figures: images_per_sec"
+
+
+def test_a_cell_matched_by_two_rows_counts_once_among_the_measured_cells(tmp_path):
+    """Two published figures of one cell (two GPUs' rows): two rows of the table, but the note
+    counts cells: '1 of 2 measured cells', not '2 of 3' (a row is not a cell)."""
+    path = tmp_path / "two.csv"
+    path.write_text("gpu,precision,gpus,images_per_sec\nA6000,fp32,1,500\nV100,fp32,1,400\n")
+    _, ref = references.load(str(path))
+    cells = comparator.cells([result("caffe2", "fp32", 1, 520.0), result("caffe2", "fp32", 2, 900.0)])
+    table = references.table("two", references.compare(cells, ref))
+    assert len(table.rows) == 3
+    assert "1 of 2 measured cells have a published figure" in table.notes[0]

@@ -175,3 +175,58 @@ def test_a_report_of_no_results_names_only_the_files_it_wrote(tmp_path, capsys):
         p.unlink()
     code, _, err = main_exit(["report", str(root), "--format", "csv", "--out", str(tmp_path / "o")], capsys)
     assert (code, err) == (0, "compare: wrote {}\n".format(tmp_path / "o" / "report.csv"))
+
+
+def test_one_planned_cell_without_a_result_is_said_in_the_singular(tmp_path, capsys):
+    """'1 of the campaign's 2 planned cells has no result: … runs it', as `compare check` says it."""
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0),
+                                          result("caffe2", "fp16", 1, 200.0)])
+    (root / "results" / "caffe2-fp16-g1-b256-s224-r0.json").unlink()
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "1 of the campaign's 2 planned cells has no result: caffe2-fp16-g1-b256-s224-r0. " \
+        "`compare run … --resume` runs it." in out
+
+
+def test_the_probes_of_two_image_sizes_say_which_they_searched():
+    """Batch searches of one setting at image sizes 224 and 112 are two searches: each probe row
+    says its image size (the table named none: two searches read as one with each batch twice)."""
+    from backends.protocol import RunResult, RunSpec
+    from compare.reporting import probes
+
+    def probe(image, batch, ips):
+        spec = RunSpec("caffe2", "caffe2_torch", device="cuda", precision="fp32", batch_size=batch,
+                       image_size=image, probe=True, batch_auto=True)
+        return RunResult(spec.run_id, "ok", spec.to_dict(), images_per_sec=ips)
+    table = probes.table([probe(224, 256, 900.0), probe(112, 256, 2500.0)], [])
+    assert table.header[:6] == ["framework", "mode", "precision", "image", "N", "batch"]
+    assert [row[:6] for row in table.rows] == [["PyTorch (Caffe2)", "default", "fp32", "112", "1", "256"],
+                                               ["PyTorch (Caffe2)", "default", "fp32", "224", "1", "256"]]
+
+
+def test_the_repeats_table_counts_the_runs_as_the_other_tables_do():
+    """A cell of 3 runs, one failed: its figure rests on 2, and the Repeats table says '2 of 3'
+    under runs, as the images table ('(2 of 3 runs)') and the failed runs' table do (it said 2)."""
+    runs = [windowed("caffe2", "fp32", 1, [990.0 + i, 1000.0 + i, 1010.0 + i], repeat=i) for i in range(2)]
+    runs.append(result("caffe2", "fp32", 1, status="failed", reason="killed", repeat=2))
+    text = tables.markdown(report.build(comparator.cells(runs)).sections())
+    repeats = text.split("## Repeats")[1].split("##")[0]
+    assert "| PyTorch (Caffe2) | fp32 | 256 | 224 | 1 | 2 of 3 | 1000.50 ±" in repeats
+    assert "1000.50 (2 of 3 runs)" in text
+
+
+def test_energy_of_a_job_on_two_nodes_counts_the_power_of_both():
+    """Rank 0 samples the GPUs of its own node (backends/telemetry.py): on 2 nodes × 2 GPUs its
+    1000 W are half the job's. img/s per W divides the job's img/s by the job's power, 4000 ÷
+    2000 = 2.00, not by one node's (4.00: twice as efficient as the same GPUs on one node)."""
+    one = result("caffe2", "fp32", 2, 2000.0, watts=1000.0)
+    two = result("caffe2", "fp32", 2, 4000.0, watts=1000.0)
+    two.spec = dict(two.spec, nodes=2)
+    two.run_id = "caffe2-fp32-n2-g2-b256-s224-r0"
+    df = comparator.cells([one, two])
+    assert sorted(df.images_per_watt) == [pytest.approx(2.0), pytest.approx(2.0)]
+    text = tables.markdown(report.build(df).sections())
+    energy = text.split("## Energy")[1].split("##")[0]
+    assert "| 2.00 (1000 W) | 2.00 (2000 W) |" in energy
+    assert "measured on the first node's GPUs" in energy
