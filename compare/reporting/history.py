@@ -17,7 +17,7 @@ from ..errors import UserError
 from . import accuracy, diff, findings, intervals
 from .comparator import KEY, cells, rests_on
 from .intervals import pm, pm_ratio
-from .tables import Section, Table, Text, n_of
+from .tables import Section, Table, Text
 
 COLUMNS = KEY + ["date", "commit", "campaign", "framework_version", "status", "repeats", "runs",
                  "images_per_sec", "images_per_sec_ci95", "ratio", "ratio_ci95", "state", "regression",
@@ -101,9 +101,10 @@ def title(key) -> str:
     k = dict(zip(KEY, key))
     model = "" if k["model"] == DEFAULT_MODEL else " " + k["model"]  # ResNet-50 titles as before
     data = {"synthetic": "", "real": ", real data"}.get(k["data_mode"], ", " + str(k["data_mode"]))
-    return "{}{} {} b{} {}px ×{}{} ({})".format(frameworks.display(k["framework"], k["mode"]), model,
-                                               k["precision"], k["batch_size"], k["image_size"],
-                                               n_of(k["nodes"], k["gpus"]), data, k["device"])
+    nodes = "" if int(k["nodes"]) == 1 else " on each of {} nodes".format(k["nodes"])
+    return "{}{} {} b{} {}px ×{}{}{} ({})".format(frameworks.display(k["framework"], k["mode"]), model,
+                                                k["precision"], k["batch_size"], k["image_size"],
+                                                k["gpus"], nodes, data, k["device"])
 
 
 def _state(r) -> str:

@@ -212,3 +212,16 @@ def test_history_html_shows_code_as_the_report_page_does(tmp_path, capsys):
     assert code == 0, err
     page = (tmp_path / "h" / "history.html").read_text()
     assert "<code>compare run … --resume</code> runs them" in page and "`" not in page
+
+
+def test_a_cell_of_two_nodes_is_titled_by_its_gpus_per_node_and_its_nodes(tmp_path, capsys):
+    """2 GPUs on each of 2 nodes and 2 GPUs on one node are two histories, each titled in words a
+    reader parses once: the multi-node title read '×2×2' (a product sign before nodes×GPUs)."""
+    def runs():
+        return [windowed("caffe2", "fp32", 2, WINDOWS), windowed("caffe2", "fp32", 2, WINDOWS, nodes=2)]
+    a = save_campaign(tmp_path / "a", runs(), created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", runs(), created_at="2026-12-02T09:00:00+00:00")
+    code, out, _ = main_exit(["history", str(a), str(b)], capsys)
+    titles = [line for line in out.splitlines() if line.startswith("## PyTorch")]
+    assert code == 0 and titles == ["## PyTorch (Caffe2) fp32 b256 224px ×2 (cuda)",
+                                    "## PyTorch (Caffe2) fp32 b256 224px ×2 on each of 2 nodes (cuda)"]
