@@ -21,10 +21,18 @@ KERNEL_LOG = "/dev/kmsg"  # the kernel's ring buffer: one record "prio,seq,usec,
 KERNEL_OOM = re.compile(r"Out of memory: Killed process|oom-kill:|Memory cgroup out of memory")
 # how a launcher reports a worker killed by SIGKILL (the OOM killer's signal, which leaves nothing
 # in the log) before it exits with a code of its own: torchrun's error summary, Open MPI's mpirun,
-# compare's processes launcher (backends/launchers/processes.py)
-KILLED_WORKER = re.compile(r"Signal 9 \(SIGKILL\) received by PID \d+|process rank \d+ with PID \d+ "
-                           r"on node \S+ exited on signal 9 \(Killed\)|process \d+ \(pid \d+\) was "
-                           r"killed by SIGKILL")
+# compare's processes launcher (backends/launchers/processes.py); horovodrun with gloo (0.28.1:
+# its summary names the first worker to fail, 137 = 128 + SIGKILL as the shell it starts each
+# worker in says, and that shell's own "Killed" under the worker's prefix); srun ("srun: error:
+# NODE: task 1: Killed", "tasks 0-1: Killed": strsignal(9)). Each form as captured from a real run
+# (tests/executors/test_collect.py)
+KILLED_WORKER = re.compile("|".join((
+    r"Signal 9 \(SIGKILL\) received by PID \d+",  # torchrun
+    r"process rank \d+ with PID \d+ on node \S+ exited on signal 9 \(Killed\)",  # mpirun
+    r"process \d+ \(pid \d+\) was killed by SIGKILL",  # compare's processes launcher
+    r"(?P<horovodrun>(?<=The first process to do so was:)\s*Process name: \S+\s+Exit code: 137\b"
+    r"|^\[\d+\]<stderr>:Killed$)",  # horovodrun: its summary; the worker's shell
+    r"srun: error: \S+: tasks? [\d,-]+: Killed\b")), re.MULTILINE)
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
@@ -133,8 +141,9 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
 
 def killed_worker(text: str) -> Optional[str]:
     """A launcher's report (in the run's stderr) of a worker killed by SIGKILL, or None."""
-    found = KILLED_WORKER.findall(text)
-    return found[-1] if found else None  # torchrun prints its first observed failure last
+    found = [("horovodrun: " if m.group("horovodrun") else "") + " ".join(m.group(0).split())
+             for m in KILLED_WORKER.finditer(text)]
+    return found[-1] if found else None  # torchrun, horovodrun: the first failure is said last
 
 
 def _worker_killed(worker: str, recorded: Optional[str], outcome: Outcome,

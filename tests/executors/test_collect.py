@@ -235,3 +235,84 @@ def test_the_memory_cgroups_oom_kills_are_read_from_either_cgroup_version(tmp_pa
     proc.write_text("4:memory:/process_api/7a3a\n0::/\n")
     assert results.cgroup_oom_kills(str(proc), str(v1)) == 3
     assert results.cgroup_oom_kills(str(tmp_path / "no-such"), str(v1)) is None
+
+
+# Captured from real runs (2026-12-05), one worker of two SIGKILLed mid-training, excerpts of the
+# run's stderr log. horovodrun 0.28.1 with gloo (`compare run --frameworks tf --gpus 2 --quick`
+# on a CPU): rank 0 fails in its allreduce and writes a failed result; horovodrun's summary names
+# the worker that failed first, with the exit code of the shell it ran in (128 + 9)
+HOROVOD_GLOO_RANK1_KILLED = (
+    "[0]<stderr>:[2026-12-05 07:43:10.805628: E /tmp/pip-wheel-_ddsy19o/horovod_179bfd8b7bcf4e26ad21c"
+    "c9d179dba9e/horovod/common/operations.cc:697] [0]: Horovod background loop uncaught exception: "
+    "[/tmp/pip-wheel-_ddsy19o/horovod_179bfd8b7bcf4e26ad21cc9d179dba9e/third_party/compatible17_glo"
+    "o/gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:38319: Connection reset by peer\n"
+    "[0]<stderr>:  File \"<string>\", line 111, in horovod_allreduce\n"
+    "[0]<stderr>:\n"
+    "[0]<stderr>:[/tmp/pip-wheel-_ddsy19o/horovod_179bfd8b7bcf4e26ad21cc9d179dba9e/third_party/compa"
+    "tible17_gloo/gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:38319: Connection reset by "
+    "peer\n"
+    "[1]<stderr>:Killed\n"
+    "Traceback (most recent call last):\n"
+    "  File \"/root/.cache/compare/envs/tf_horovod-cpu-58f6d2f1bc57/lib/python3.11/site-packages/horo"
+    "vod/runner/gloo_run.py\", line 284, in launch_gloo\n"
+    "    raise RuntimeError('Horovod detected that one or more processes exited with non-zero '\n"
+    "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus "
+    "causing the job to be terminated. The first process to do so was:\n"
+    "Process name: 1\n"
+    "Exit code: 137\n")
+# srun (Slurm 22.05.8, `compare run --executor slurm --frameworks caffe2 --gpus 2 --quick`, each
+# rank an srun task): rank 0 fails on the closed connection, srun names the task killed
+SRUN_TASK1_KILLED = (
+    "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+    "closed by peer [127.0.0.1]:26309. This is typically caused by a remote worker crashing. Check the "
+    "logs of the remote worker before reporting an error. GLHF! \N{BEACH WITH UMBRELLA}\ufe0f\n"
+    "srun: error: nodeA: task 1: Killed\n"
+    "srun: launch/slurm: _step_signal: Terminating StepId=496.0\n"
+    "slurmstepd-nodeA: error: *** STEP 496.0 ON nodeA CANCELLED AT 2026-12-05T07:45:47 ***\n"
+    "srun: error: nodeA: task 0: Exited with exit code 1\n"
+    "srun: Force Terminated StepId=496.0\n")
+HOROVOD_RANK0_RECORDED = ("UnknownError: [/tmp/pip-wheel-_ddsy19o/horovod/third_party/compatible17_gloo/"
+                          "gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:38319: Connection "
+                          "reset by peer")
+
+
+def test_horovodruns_gloo_report_of_a_killed_worker_is_recognised(tmp_path, monkeypatch):
+    started = time.time() - 5
+    _kernel_log(tmp_path, monkeypatch, started,
+                "Out of memory: Killed process 13162 (python) total-vm:9123456kB, anon-rss:8123456kB")
+    err, result_file = tmp_path / "stderr.log", tmp_path / "result.json"
+    err.write_text(HOROVOD_GLOO_RANK1_KILLED)
+    write_result(str(result_file), RunResult(run_id=SPEC.run_id, status="failed", spec=SPEC.to_dict(),
+                                             nonce=SPEC.nonce, reason=HOROVOD_RANK0_RECORDED))
+    result = collect(SPEC, Outcome(1), result_file, err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "oom", "a worker was killed by the kernel's OOM killer: horovodrun: Process name: 1 Exit "
+               "code: 137 (Out of memory: Killed process 13162 (python) total-vm:9123456kB, "
+               "anon-rss:8123456kB) (rank 0 recorded: {})".format(HOROVOD_RANK0_RECORDED))
+    # no evidence of memory: failed, and the reason names the killed worker beside rank 0's error
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
+    result = collect(SPEC, Outcome(1), result_file, err, _iso(started), 600)
+    assert result.status == "failed"
+    assert result.reason.startswith(HOROVOD_RANK0_RECORDED + "; a worker was killed: horovodrun: "
+                                    "Process name: 1 Exit code: 137; whether by the kernel's OOM")
+    # the summary may name another worker that failed first: the shell's "Killed" still counts
+    err.write_text(HOROVOD_GLOO_RANK1_KILLED.replace("Process name: 1\nExit code: 137",
+                                                     "Process name: 0\nExit code: 1"))
+    assert results.killed_worker(err.read_text()) == "horovodrun: [1]<stderr>:Killed"
+
+
+def test_sruns_report_of_a_killed_task_is_recognised(tmp_path, monkeypatch):
+    started = time.time() - 5
+    _kernel_log(tmp_path, monkeypatch, started, KERNEL_KILLED_4242)
+    err, result_file = tmp_path / "stderr.log", tmp_path / "result.json"
+    err.write_text(SRUN_TASK1_KILLED)
+    recorded = "RuntimeError: Connection closed by peer [127.0.0.1]:26309"
+    write_result(str(result_file), RunResult(run_id=TORCH_SPEC.run_id, status="failed",
+                                             spec=TORCH_SPEC.to_dict(), nonce=TORCH_SPEC.nonce,
+                                             reason=recorded))
+    result = collect(TORCH_SPEC, Outcome(137), result_file, err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "oom", "a worker was killed by the kernel's OOM killer: srun: error: nodeA: task 1: Killed "
+               "({}) (rank 0 recorded: {})".format(KERNEL_KILLED_4242, recorded))
+    assert results.killed_worker("srun: error: nodeB: tasks 0-1: Killed\n") == \
+        "srun: error: nodeB: tasks 0-1: Killed"
