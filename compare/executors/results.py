@@ -70,9 +70,14 @@ def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] 
 
 
 def tail(path: Path, chars: int = TAIL_CHARS) -> str:
-    """The end of a log, with terminal escape sequences and control characters made harmless."""
+    """The end of a log, with terminal escape sequences and control characters made harmless.
+    Only its last bytes are read (a worker may have logged gigabytes), as UTF-8 whatever the
+    locale says, bytes that are not UTF-8 replaced."""
     try:
-        text = Path(path).read_text(errors="replace")
+        with open(str(path), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4 * chars))  # a character is at most 4 bytes of UTF-8
+            text = f.read(4 * chars).decode("utf-8", errors="replace")
     except OSError:
         return ""
     return clean_text(text[-chars:])

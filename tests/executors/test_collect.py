@@ -5,12 +5,17 @@ stderr (horovodrun and torchrun merge every rank's output there). The texts belo
 TensorFlow, Horovod, PyTorch and MXNet print.
 """
 import datetime
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from backends.protocol import RunResult, RunSpec, write_result
 from compare.executors import results
 from compare.executors.results import Outcome, collect, oom_line
 
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = RunSpec("tf", "tf_horovod", gpus=2, device="cuda", precision="fp16", batch_size=512)
 HOROVOD_RANK1_OOM = (
     "[1]<stderr>:2026-11-30 05:40:01.1: W tensorflow/core/common_runtime/bfc_allocator.cc:485] "
@@ -316,3 +321,39 @@ def test_sruns_report_of_a_killed_task_is_recognised(tmp_path, monkeypatch):
                "({}) (rank 0 recorded: {})".format(KERNEL_KILLED_4242, recorded))
     assert results.killed_worker("srun: error: nodeB: tasks 0-1: Killed\n") == \
         "srun: error: nodeB: tasks 0-1: Killed"
+
+
+HUGE_LOG_CHECK = """
+import resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from compare.executors.results import Outcome, collect
+from tests.executors.test_collect import SPEC
+err, none = Path(sys.argv[1]), Path(sys.argv[2])
+result = collect(SPEC, Outcome(1), none, err, "2026-11-30T05:40:00+00:00", 600)
+print(result.status, "|", result.reason)
+"""
+
+
+def test_a_run_that_logged_gigabytes_is_collected_from_its_logs_end(tmp_path):
+    """A worker that logged 64 GiB (a sparse file here) is collected from the log's last bytes:
+    reading all of it would take compare's memory (here: a 2 GiB address space) with it."""
+    err = tmp_path / "stderr.log"
+    with open(str(err), "wb") as f:
+        f.truncate(64 << 30)
+        f.seek(64 << 30)
+        f.write(b"\nRuntimeError: the last words\n")
+    proc = subprocess.run([sys.executable, "-c", HUGE_LOG_CHECK, str(err), str(tmp_path / "none.json")],
+                          capture_output=True, text=True, timeout=120, cwd=str(ROOT),
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "failed | exited with code 1 and wrote no result: RuntimeError: the last words"
+
+
+def test_a_log_that_is_not_utf8_is_read_with_its_bad_bytes_replaced(tmp_path):
+    err = tmp_path / "stderr.log"
+    err.write_bytes("caf\u00e9 ".encode("latin-1") + b"\xff\xfe\n" + "RuntimeError: \u00fcber 🏖️\n".encode())
+    result = collect(SPEC, Outcome(1), tmp_path / "none.json", err, "2026-11-30T05:40:00+00:00", 600)
+    assert (result.status, result.reason) == ("failed", "exited with code 1 and wrote no result: "
+                                                        "RuntimeError: \u00fcber 🏖️")
+    assert result.stderr_tail.startswith("caf\ufffd \ufffd\ufffd\n")
