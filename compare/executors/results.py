@@ -9,7 +9,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from backends.contract import RunResult, RunSpec, SchemaError, oom_line, utc_now
 
@@ -34,6 +34,17 @@ KILLED_WORKER = re.compile("|".join((
     r"|^\[\d+\]<stderr>:Killed$)",  # horovodrun: its summary; the worker's shell
     r"srun: error: \S+: tasks? [\d,-]+: Killed\b")), re.MULTILINE)
 CGROUP_ROOT = "/sys/fs/cgroup"
+# a worker's failure as every harness prints it (traceback.print_exc()): the line that ends a
+# Python traceback, under horovodrun's "[RANK]<stderr>:" where it runs the workers
+RANK_PREFIX = re.compile(r"^\[(\d+)\]<std(?:err|out)>:")
+EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)$")  # before its ": message"
+# the launchers' own exceptions, raised after a worker failed: never the first failure
+LAUNCHER_ERROR = re.compile(r"ChildFailedError|Horovod detected that one or more processes exited|"
+                            r"exited \S+ before (?:rank|process) 0 wrote a result|processes exited "
+                            r"with codes .* before process 0 wrote a result")
+CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+# srun's word on each task that ended badly, in the order they ended ("tasks 0-1: Killed")
+SRUN_TASK = re.compile(r"^srun: error: \S+: tasks? [\d,-]+: (.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,11 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                 for_memory, result.reason = _worker_killed(worker, result.reason, outcome,
                                                            started_at)
                 result.status = "oom" if for_memory else result.status
+            elif result.status == "failed" and (error := first_error(text)) and \
+                    _kind(error) != _kind(result.reason or ""):
+                # another worker failed first; what rank 0 (or the launcher) saw followed from it
+                result.reason = "{} (the first error in the run's log; the result recorded: " \
+                                "{})".format(error, result.reason)
             if result.status != "ok":
                 result.stderr_tail = stderr_tail or None
             return result
@@ -131,7 +147,13 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                "{}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
     how, kernel, signum = "exited with code {}".format(outcome.exit_code), None, outcome.signal
-    said = (": " + last[-1][-300:]) if last else ""
+    error = first_error(text)
+    said = ": " + (error or last[-1])[-300:] if error or last else ""
+    task = next(iter(SRUN_TASK.finditer(text)), None)
+    if signum == signal.SIGTERM and task and task.group(1) != "Terminated":
+        # srun --kill-on-bad-exit ended the other tasks once one failed: its exit code is theirs
+        how, signum = "exited with code {} ({}; srun then ended the other tasks)".format(
+            outcome.exit_code, task.group(0)), None
     if signum:  # failed, with the signal; out of memory only where the kernel's log says so
         how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
         kernel = None if oom else memory_evidence(outcome, started_at)[0]
@@ -142,6 +164,42 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
     reason = "{} and wrote no result{}{}{}".format(
         how, note, said, " (the kernel's OOM killer: {})".format(kernel) if kernel else "")
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
+
+
+def first_error(text: str) -> Optional[str]:
+    """The first exception a worker of the run died of, as its log shows it and as the harness
+    words a reason ("InjectedFailure: fail_at=timed on rank 1 (...)"; "rank 1: ..." under
+    horovodrun, whose prefix says the rank), or None. The first one logged: the others follow
+    from it (a peer gone, a launcher ending the rest). Of a chain ("During handling of the
+    above exception ..."), its last exception; a launcher's own exception is never the one."""
+    chains: List[List[Optional[str]]] = []  # [rank prefix, exception line], in log order
+    state: Dict[str, Tuple[int, str]] = {}  # prefix -> (its chain, frames|after|chained)
+    for raw in text.splitlines():
+        match = RANK_PREFIX.match(raw)
+        key, line = (match.group(1), raw[match.end():]) if match else ("", raw)
+        index, mode = state.get(key, (-1, ""))
+        if line.startswith("Traceback (most recent call last):"):
+            if mode != "chained":
+                chains.append([key, None])
+                index = len(chains) - 1
+            state[key] = (index, "frames")
+        elif mode == "frames" and line.strip() and not line[0].isspace():
+            chains[index][1] = line.strip()
+            state[key] = (index, "after")
+        elif mode == "after" and line.strip():
+            state[key] = (index, "chained" if line.startswith(CHAINED) else "")
+    for key, line in chains:
+        named = EXCEPTION_LINE.match(line.split(":", 1)[0]) if line else None
+        if named and not LAUNCHER_ERROR.search(line):
+            message = line.split(":", 1)[1].strip() if ":" in line else ""
+            said = named.group(1) + (": " + message if message else "")
+            return "rank {}: {}".format(key, said) if key else said
+    return None
+
+
+def _kind(reason: str) -> str:
+    """The exception a reason names: "rank 1: KeyError: 'x'" -> "KeyError"."""
+    return re.sub(r"^rank \d+: ", "", reason).split(":", 1)[0].strip()
 
 
 def killed_worker(text: str) -> Optional[str]:
