@@ -40,8 +40,7 @@ RANK_PREFIX = re.compile(r"^\[(\d+)\]<std(?:err|out)>:")
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)$")  # before its ": message"
 # the launchers' own exceptions, raised after a worker failed: never the first failure
 LAUNCHER_ERROR = re.compile(r"ChildFailedError|Horovod detected that one or more processes exited|"
-                            r"exited \S+ before (?:rank|process) 0 wrote a result|processes exited "
-                            r"with codes .* before process 0 wrote a result")
+                            r"before (?:rank|process) 0 wrote a result")
 CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 # srun's word on each task that ended badly, in the order they ended ("tasks 0-1: Killed")
 SRUN_TASK = re.compile(r"^srun: error: \S+: tasks? [\d,-]+: (.+)$", re.MULTILINE)
@@ -135,6 +134,13 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                 for_memory, result.reason = _worker_killed(worker, result.reason, outcome,
                                                            started_at)
                 result.status = "oom" if for_memory else result.status
+            elif result.status == "failed" and outcome.signal == signal.SIGKILL:
+                # the launcher outlived its child launcher (horovodrun) killed so, and said it
+                evidence, unknown = memory_evidence(outcome, started_at)
+                result.status = "oom" if evidence else result.status
+                result.reason = "{} (the kernel's OOM killer: {})".format(result.reason, evidence) \
+                    if evidence else "{}; whether by the kernel's OOM killer is not known: {}".format(
+                        result.reason, unknown)
             elif result.status == "failed" and (error := first_error(text)) and \
                     _kind(error) != _kind(result.reason or ""):
                 # another worker failed first; what rank 0 (or the launcher) saw followed from it
