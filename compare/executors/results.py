@@ -61,6 +61,9 @@ class Outcome:
     # OOM kills this host's memory cgroup of the run counted while it ran (processes.Process);
     # None: not read. With a worker killed by SIGKILL, the evidence that memory killed it
     cgroup_oom_kills: Optional[int] = None
+    # whether the run's processes ran under this host's kernel, whose log is read for OOM kills:
+    # not a Slurm batch job's, on Slurm's nodes (a login node's OOM kills say nothing of them)
+    kernel_here: bool = True
 
     @property
     def signal(self) -> Optional[int]:
@@ -156,10 +159,13 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
     error = first_error(text)
     said = ": " + (error or last[-1])[-300:] if error or last else ""
     task = next(iter(SRUN_TASK.finditer(text)), None)
-    if signum == signal.SIGTERM and task and task.group(1) != "Terminated":
-        # srun --kill-on-bad-exit ended the other tasks once one failed: its exit code is theirs
-        how, signum = "exited with code {} ({}; srun then ended the other tasks)".format(
-            outcome.exit_code, task.group(0)), None
+    if signum and task and task.group(1) != "Terminated":
+        # srun's exit code is its tasks': the first of them to end badly says how the run ended
+        # (a SIGTERM: srun --kill-on-bad-exit ending the others); a killed one is said below
+        how, signum = "exited with code {}{}".format(outcome.exit_code, "" if task.group(1) == "Killed"
+                                                     else " ({}{})".format(task.group(0), (
+                                                         "; srun then ended the other tasks"
+                                                         if signum == signal.SIGTERM else ""))), None
     if signum:  # failed, with the signal; out of memory only where the kernel's log says so
         how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
         kernel = None if oom else memory_evidence(outcome, started_at)[0]
@@ -232,6 +238,8 @@ def _worker_killed(worker: str, recorded: Optional[str], outcome: Outcome,
 def memory_evidence(outcome: Outcome, started_at: str) -> Tuple[Optional[str], str]:
     """(what says the kernel killed for memory while the run ran: its log's line, or the count
     of the run's memory cgroup; else None, and why that is not known)."""
+    if not outcome.kernel_here:
+        return None, "the run's tasks ran on Slurm's nodes, whose kernel logs are not read from here"
     readable, line = _kernel_oom(started_at)
     kills = outcome.cgroup_oom_kills
     if line or kills:

@@ -357,3 +357,32 @@ def test_a_log_that_is_not_utf8_is_read_with_its_bad_bytes_replaced(tmp_path):
     assert (result.status, result.reason) == ("failed", "exited with code 1 and wrote no result: "
                                                         "RuntimeError: \u00fcber 🏖️")
     assert result.stderr_tail.startswith("caf\ufffd \ufffd\ufffd\n")
+
+
+def test_a_slurm_jobs_killed_task_is_not_judged_by_the_submitting_hosts_kernel_log(
+        tmp_path, monkeypatch):
+    """A batch job's tasks run on Slurm's nodes: an OOM kill in this host's kernel log (a login
+    node's, where the OOM killer is busy) says nothing about them. Before: `oom`, on that line."""
+    from compare.executors import slurm_jobs, slurm_tools
+
+    started = time.time() - 5
+    _kernel_log(tmp_path, monkeypatch, started, KERNEL_KILLED_4242)
+    monkeypatch.setattr(slurm_tools, "job_info", lambda job_id: {
+        "JobName": "compare-" + TORCH_SPEC.run_id, "JobState": "FAILED", "ExitCode": "137:0"})
+    outcome = slurm_jobs.Job("496", TORCH_SPEC.run_id, tmp_path).wait(600)
+    err = tmp_path / "stderr.log"
+    err.write_text(SRUN_TASK1_KILLED)
+    result = collect(TORCH_SPEC, outcome, tmp_path / "none.json", err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "failed", "exited with code 137 and wrote no result: a worker was killed: srun: error: nodeA: "
+                  "task 1: Killed; whether by the kernel's OOM killer is not known: the run's tasks "
+                  "ran on Slurm's nodes, whose kernel logs are not read from here")
+    result_file = tmp_path / "result.json"
+    write_result(str(result_file), RunResult(run_id=TORCH_SPEC.run_id, status="failed",
+                                             spec=TORCH_SPEC.to_dict(), nonce=TORCH_SPEC.nonce,
+                                             reason="RuntimeError: Connection closed by peer"))
+    result = collect(TORCH_SPEC, outcome, result_file, err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "failed", "RuntimeError: Connection closed by peer; a worker was killed: srun: error: nodeA: "
+                  "task 1: Killed; whether by the kernel's OOM killer is not known: the run's tasks "
+                  "ran on Slurm's nodes, whose kernel logs are not read from here")
