@@ -231,8 +231,10 @@ def _worker_killed(worker: str, recorded: Optional[str], outcome: Outcome,
     if evidence:
         return True, "a worker was killed by the kernel's OOM killer: {} ({}){}".format(
             worker, evidence, " (rank 0 recorded: {})".format(recorded) if recorded else "")
-    return False, "{}a worker was killed: {}; whether by the kernel's OOM killer is not known: " \
-                  "{}".format(recorded + "; " if recorded else "", worker, unknown)
+    # the worker first: reports show a reason's first line, and rank 0's may run over many
+    return False, "a worker was killed: {}; whether by the kernel's OOM killer is not known: " \
+                  "{}{}".format(worker, unknown, " (rank 0 recorded: {})".format(recorded)
+                                if recorded else "")
 
 
 def memory_evidence(outcome: Outcome, started_at: str) -> Tuple[Optional[str], str]:

@@ -298,8 +298,9 @@ def test_horovodruns_gloo_report_of_a_killed_worker_is_recognised(tmp_path, monk
     monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
     result = collect(SPEC, Outcome(1), result_file, err, _iso(started), 600)
     assert result.status == "failed"
-    assert result.reason.startswith(HOROVOD_RANK0_RECORDED + "; a worker was killed: horovodrun: "
-                                    "Process name: 1 Exit code: 137; whether by the kernel's OOM")
+    assert result.reason.startswith("a worker was killed: horovodrun: Process name: 1 Exit code: "
+                                    "137; whether by the kernel's OOM")
+    assert result.reason.endswith("(rank 0 recorded: {})".format(HOROVOD_RANK0_RECORDED))
     # the summary may name another worker that failed first: the shell's "Killed" still counts
     err.write_text(HOROVOD_GLOO_RANK1_KILLED.replace("Process name: 1\nExit code: 137",
                                                      "Process name: 0\nExit code: 1"))
@@ -383,6 +384,37 @@ def test_a_slurm_jobs_killed_task_is_not_judged_by_the_submitting_hosts_kernel_l
                                              reason="RuntimeError: Connection closed by peer"))
     result = collect(TORCH_SPEC, outcome, result_file, err, _iso(started), 600)
     assert (result.status, result.reason) == (
-        "failed", "RuntimeError: Connection closed by peer; a worker was killed: srun: error: nodeA: "
-                  "task 1: Killed; whether by the kernel's OOM killer is not known: the run's tasks "
-                  "ran on Slurm's nodes, whose kernel logs are not read from here")
+        "failed", "a worker was killed: srun: error: nodeA: task 1: Killed; whether by the kernel's "
+                  "OOM killer is not known: the run's tasks ran on Slurm's nodes, whose kernel logs "
+                  "are not read from here (rank 0 recorded: RuntimeError: Connection closed by peer)")
+
+
+# rank 0's reason as the harness recorded it in the real horovodrun run above: TensorFlow's
+# message holds a traceback of its own, cut to its last 2000 characters
+HOROVOD_RANK0_TRACEBACK = (
+    "UnknownError: /tf_horovod-cpu-58f6d2f1bc57/lib/python3.11/site-packages/horovod/tensorflow/"
+    "__init__.py\", line 1076, in gradient\n\n  File \"/root/.cache/compare/envs/tf_horovod-cpu-58f6d2"
+    "f1bc57/lib/python3.11/site-packages/horovod/tensorflow/__init__.py\", line 573, in allreduce_grads"
+    "\n\nHorovod has been shut down. This was caused by an exception on one of the ranks or an attempt "
+    "to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.\n"
+    "\t [[{{node DistributedGradientTape_Allreduce/cond/HorovodAllreduce_gradient_tape_resnet50_v1_5_"
+    "conv1_Conv2D_Conv2DBackpropFilter_0}}]] [Op:__inference_tape_step_17363]")
+
+
+def test_a_killed_worker_leads_the_reason_where_reports_show_its_first_line(tmp_path, monkeypatch):
+    """Reports show a reason's first line; rank 0's multi-line error came first and the killed
+    worker was said at its very end, where no table shows it. Before, the first line was
+    'UnknownError: /tf_horovod-cpu-…/__init__.py", line 1076, in gradient'."""
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
+    err, result_file = tmp_path / "stderr.log", tmp_path / "result.json"
+    err.write_text(HOROVOD_GLOO_RANK1_KILLED)
+    write_result(str(result_file), RunResult(run_id=SPEC.run_id, status="failed", spec=SPEC.to_dict(),
+                                             nonce=SPEC.nonce, reason=HOROVOD_RANK0_TRACEBACK))
+    result = collect(SPEC, Outcome(1), result_file, err, _iso(time.time()), 600)
+    assert result.status == "failed"
+    assert result.reason.splitlines()[0] == (
+        "a worker was killed: horovodrun: Process name: 1 Exit code: 137; whether by the kernel's "
+        "OOM killer is not known: the kernel's log is not readable here and no memory cgroup counted "
+        "an OOM kill while the run ran (rank 0 recorded: UnknownError: /tf_horovod-cpu-58f6d2f1bc57/"
+        "lib/python3.11/site-packages/horovod/tensorflow/__init__.py\", line 1076, in gradient")
+    assert result.reason.endswith(HOROVOD_RANK0_TRACEBACK + ")")
