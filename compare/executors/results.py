@@ -35,8 +35,9 @@ KILLED_WORKER = re.compile("|".join((
     r"srun: error: \S+: tasks? [\d,-]+: Killed\b")), re.MULTILINE)
 CGROUP_ROOT = "/sys/fs/cgroup"
 # a worker's failure as every harness prints it (traceback.print_exc()): the line that ends a
-# Python traceback, under horovodrun's "[RANK]<stderr>:" where it runs the workers
-RANK_PREFIX = re.compile(r"^\[(\d+)\]<std(?:err|out)>:")
+# Python traceback, under horovodrun's "[RANK]<stderr>:" where it runs the workers with gloo, or
+# Open MPI's --tag-output "[JOB,RANK]<stderr>:" (horovodrun --mpi passes it)
+RANK_PREFIX = re.compile(r"^\[(?:\d+,)?(\d+)\]<std(?:err|out)>:")
 EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)$")  # before its ": message"
 # the launchers' own exceptions, raised after a worker failed: never the first failure
 LAUNCHER_ERROR = re.compile(r"ChildFailedError|Horovod detected that one or more processes exited|"

@@ -148,3 +148,6 @@ def test_of_a_chain_of_exceptions_the_last_is_the_error_and_launchers_own_are_sk
     assert results.first_error(chained) == "ValueError: no a"
     assert results.first_error(TORCHRUN_LOG.replace(RANK1_TRACEBACK, "")) is None
     assert results.first_error("ValueError: not after a traceback\n") is None
+    # horovodrun --mpi: Open MPI tags each line with its job and rank
+    tagged = "".join("[1,1]<stderr>:" + line + "\n" for line in RANK1_TRACEBACK.splitlines())
+    assert results.first_error(tagged) == "rank 1: " + INJECTED
