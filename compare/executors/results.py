@@ -163,10 +163,10 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
     if signum and task and task.group(1) != "Terminated":
         # srun's exit code is its tasks': the first of them to end badly says how the run ended
         # (a SIGTERM: srun --kill-on-bad-exit ending the others); a killed one is said below
-        how, signum = "exited with code {}{}".format(outcome.exit_code, "" if task.group(1) == "Killed"
-                                                     else " ({}{})".format(task.group(0), (
-                                                         "; srun then ended the other tasks"
-                                                         if signum == signal.SIGTERM else ""))), None
+        ended = "; srun then ended the other tasks" if signum == signal.SIGTERM else ""
+        if task.group(1) != "Killed":
+            how += " ({}{})".format(task.group(0), ended)
+        signum = None
     if signum:  # failed, with the signal; out of memory only where the kernel's log says so
         how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
         kernel = None if oom else memory_evidence(outcome, started_at)[0]
