@@ -127,9 +127,10 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
         try:
             result = load_result(result_file)
         except (SchemaError, OSError) as exc:
-            return failure(spec, "failed", "unreadable result file: {}".format(exc),
-                           stderr_tail, started_at)
-        if result.nonce in (spec.nonce, None):  # None: a backend older than nonces (a named image)
+            # cut short or damaged: no result; the run is judged by how it ended, as without one
+            result, note = None, " that could be read ({}: {})".format(result_file.name, exc)
+        # a nonce of None: a backend older than nonces (a named image)
+        if result is not None and result.nonce in (spec.nonce, None):
             if result.status == "failed" and oom:
                 result.status = "oom"
                 result.reason = "a worker ran out of memory: {} (rank 0 recorded: {})".format(
@@ -153,8 +154,10 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
             if result.status != "ok":
                 result.stderr_tail = stderr_tail or None
             return result
-        note = " (ignored a result file written by another attempt, nonce {}, not this attempt's " \
-               "{}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
+        if result is not None:
+            note = " (ignored a result file written by another attempt, nonce {}, not this " \
+                   "attempt's {}: a process left over from an earlier sweep)".format(
+                       result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
     how, kernel, signum = "exited with code {}".format(outcome.exit_code), None, outcome.signal
     error = first_error(text)

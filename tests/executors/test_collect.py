@@ -418,3 +418,24 @@ def test_a_killed_worker_leads_the_reason_where_reports_show_its_first_line(tmp_
         "an OOM kill while the run ran (rank 0 recorded: UnknownError: /tf_horovod-cpu-58f6d2f1bc57/"
         "lib/python3.11/site-packages/horovod/tensorflow/__init__.py\", line 1076, in gradient")
     assert result.reason.endswith(HOROVOD_RANK0_TRACEBACK + ")")
+
+
+def test_a_half_written_result_file_is_judged_by_how_the_run_ended(tmp_path):
+    """A result file cut short (a node that crashed before its disk had it all) is no result:
+    the run is then judged as one that wrote none, by its exit and its log (here a worker's out
+    of memory). Before: `failed`, 'unreadable result file: …', the OOM and the exit unsaid."""
+    result_file, err = tmp_path / "result.json", tmp_path / "stderr.log"
+    write_result(str(result_file), RunResult(run_id=SPEC.run_id, status="ok", spec=SPEC.to_dict(),
+                                             nonce=SPEC.nonce, images_per_sec=1000.0))
+    whole = result_file.read_bytes()
+    result_file.write_bytes(whole[:len(whole) // 2])
+    err.write_text(HOROVOD_RANK1_OOM)
+    result = collect(SPEC, Outcome(1), result_file, err, "2026-11-30T05:40:00+00:00", 600)
+    assert result.status == "oom"
+    assert result.reason.startswith("exited with code 1 and wrote no result that could be read "
+                                    "(result.json: not valid JSON (")
+    err.write_text(NOISE + RANK0_FAILED + "\n")
+    result = collect(SPEC, Outcome(-9), result_file, err, "2026-11-30T05:40:00+00:00", 600)
+    assert result.status == "failed" and result.reason.startswith("killed by SIGKILL (exit code -9) "
+                                                                  "and wrote no result that could be read")
+    assert result.reason.endswith(": " + RANK0_FAILED)
