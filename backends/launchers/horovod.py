@@ -17,6 +17,7 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -104,14 +105,26 @@ def _installed_build() -> Tuple[Optional[Dict[str, bool]], str]:
 
 
 def _horovodrun(spec: RunSpec, cmd: Sequence[str]) -> int:
-    """Run horovodrun to its end; a failed result when it ends before rank 0 wrote one."""
+    """Run horovodrun to its end; a failed result when it ends before rank 0 wrote one. Killed by
+    a signal, horovodrun is said to be, and this launcher exits as a shell says it (128 + N):
+    the host then looks for the kernel's word on a SIGKILL (its OOM killer's signal)."""
     started = time.time()
     code = launcher.run(cmd)
     result_path = launcher.files(cmd)[1]
     if not launcher.wrote_result(result_path, started):
-        return launcher.record(spec, result_path, RuntimeError(
-            "horovodrun exited {} before rank 0 wrote a result".format(code)))
+        how = "was killed by {} (exit code {})".format(_signal_name(code - 128), code) \
+            if 128 < code <= 128 + 64 else "exited {}".format(code)
+        recorded = launcher.record(spec, result_path, RuntimeError(
+            "horovodrun {} before rank 0 wrote a result".format(how)))
+        return code if 128 < code <= 128 + 64 else recorded
     return code
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return "signal {}".format(signum)
 
 
 def main(rank: Sequence[str]) -> int:

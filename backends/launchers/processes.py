@@ -92,10 +92,16 @@ def main(rank: Sequence[str]) -> int:
                                    COMPARE_LOCAL_RANK=str(i)))
              for i in range(n)]
     codes, killed = _wait(procs)
+    by_signal = killed_by_signal(procs, codes, killed)
     if not launcher.wrote_result(result_path, started):
         return launcher.record(spec, result_path, RuntimeError(
             "the {} {} processes exited with codes {} before process 0 wrote a result{}".format(
-                n, spec.framework, codes, killed_by_signal(procs, codes, killed))))
+                n, spec.framework, codes, by_signal)))
+    # process 0 wrote the result (its own failure, a peer gone): the run's log names the process
+    # killed by SIGKILL all the same, for the host to look for the kernel's word on it
+    for line in by_signal.split(": ")[1:]:
+        sys.stderr.write("compare: {}\n".format(line))
+    sys.stderr.flush()
     return max(abs(c) for c in codes)
 
 

@@ -158,6 +158,17 @@ def _message(exc: BaseException) -> str:
     return str(getattr(exc, "explanation", None) or exc).strip()
 
 
+def _save_log(container, path: Path, campaign: Path, **which: bool) -> None:
+    """One of a finished container's logs into the campaign, chunk by chunk as the engine sends
+    it: a run may have logged gigabytes, which compare must not hold in memory at once."""
+    try:
+        with files.new_file(path, campaign) as out:
+            for chunk in container.logs(stream=True, follow=False, **which):
+                out.buffer.write(chunk)
+    except OSError as exc:  # a full disk: one line, as files.write_bytes says it
+        raise files.os_error(exc, path) from None
+
+
 class Container(Handle):
     """A run's container: waited for up to the run's timeout (then killed), its output saved into
     the campaign's logs; stop() removes it (killing it first: every process of the run ends)."""
@@ -177,8 +188,8 @@ class Container(Handle):
         container.reload()
         out_path, err_path = self.log_paths
         campaign = out_path.parent.parent  # logs/ is the campaign's: nothing written through a link
-        files.write_bytes(out_path, container.logs(stdout=True, stderr=False), campaign)
-        files.write_bytes(err_path, container.logs(stdout=False, stderr=True), campaign)
+        _save_log(container, out_path, campaign, stdout=True, stderr=False)
+        _save_log(container, err_path, campaign, stdout=False, stderr=True)
         oom = container.attrs.get("State", {}).get("OOMKilled")
         return Outcome(exit_code=rc, timed_out=timed_out, oom_killed="the container was killed by "
                        "the out-of-memory killer (exit {})".format(rc) if oom else "")

@@ -9,7 +9,7 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from backends.contract import RunResult, RunSpec, SchemaError, oom_line, utc_now
 
@@ -21,11 +21,30 @@ KERNEL_LOG = "/dev/kmsg"  # the kernel's ring buffer: one record "prio,seq,usec,
 KERNEL_OOM = re.compile(r"Out of memory: Killed process|oom-kill:|Memory cgroup out of memory")
 # how a launcher reports a worker killed by SIGKILL (the OOM killer's signal, which leaves nothing
 # in the log) before it exits with a code of its own: torchrun's error summary, Open MPI's mpirun,
-# compare's processes launcher (backends/launchers/processes.py)
-KILLED_WORKER = re.compile(r"Signal 9 \(SIGKILL\) received by PID \d+|process rank \d+ with PID \d+ "
-                           r"on node \S+ exited on signal 9 \(Killed\)|process \d+ \(pid \d+\) was "
-                           r"killed by SIGKILL")
+# compare's processes launcher (backends/launchers/processes.py); horovodrun with gloo (0.28.1:
+# its summary names the first worker to fail, 137 = 128 + SIGKILL as the shell it starts each
+# worker in says, and that shell's own "Killed" under the worker's prefix); srun ("srun: error:
+# NODE: task 1: Killed", "tasks 0-1: Killed": strsignal(9)). Each form as captured from a real run
+# (tests/executors/test_collect.py)
+KILLED_WORKER = re.compile("|".join((
+    r"Signal 9 \(SIGKILL\) received by PID \d+",  # torchrun
+    r"process rank \d+ with PID \d+ on node \S+ exited on signal 9 \(Killed\)",  # mpirun
+    r"process \d+ \(pid \d+\) was killed by SIGKILL",  # compare's processes launcher
+    r"(?P<horovodrun>(?<=The first process to do so was:)\s*Process name: \S+\s+Exit code: 137\b"
+    r"|^\[\d+\]<stderr>:Killed$)",  # horovodrun: its summary; the worker's shell
+    r"srun: error: \S+: tasks? [\d,-]+: Killed\b")), re.MULTILINE)
 CGROUP_ROOT = "/sys/fs/cgroup"
+# a worker's failure as every harness prints it (traceback.print_exc()): the line that ends a
+# Python traceback, under horovodrun's "[RANK]<stderr>:" where it runs the workers with gloo, or
+# Open MPI's --tag-output "[JOB,RANK]<stderr>:" (horovodrun --mpi passes it)
+RANK_PREFIX = re.compile(r"^\[(?:\d+,)?(\d+)\]<std(?:err|out)>:")
+EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Za-z_]\w*)$")  # before its ": message"
+# the launchers' own exceptions, raised after a worker failed: never the first failure
+LAUNCHER_ERROR = re.compile(r"ChildFailedError|Horovod detected that one or more processes exited|"
+                            r"before (?:rank|process) 0 wrote a result")
+CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+# srun's word on each task that ended badly, in the order they ended ("tasks 0-1: Killed")
+SRUN_TASK = re.compile(r"^srun: error: \S+: tasks? [\d,-]+: (.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,9 @@ class Outcome:
     # OOM kills this host's memory cgroup of the run counted while it ran (processes.Process);
     # None: not read. With a worker killed by SIGKILL, the evidence that memory killed it
     cgroup_oom_kills: Optional[int] = None
+    # whether the run's processes ran under this host's kernel, whose log is read for OOM kills:
+    # not a Slurm batch job's, on Slurm's nodes (a login node's OOM kills say nothing of them)
+    kernel_here: bool = True
 
     @property
     def signal(self) -> Optional[int]:
@@ -62,9 +84,14 @@ def failure(spec: RunSpec, status: str, reason: str, stderr_tail: Optional[str] 
 
 
 def tail(path: Path, chars: int = TAIL_CHARS) -> str:
-    """The end of a log, with terminal escape sequences and control characters made harmless."""
+    """The end of a log, with terminal escape sequences and control characters made harmless.
+    Only its last bytes are read (a worker may have logged gigabytes), as UTF-8 whatever the
+    locale says, bytes that are not UTF-8 replaced."""
     try:
-        text = Path(path).read_text(errors="replace")
+        with open(str(path), "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 4 * chars))  # a character is at most 4 bytes of UTF-8
+            text = f.read(4 * chars).decode("utf-8", errors="replace")
     except OSError:
         return ""
     return clean_text(text[-chars:])
@@ -100,9 +127,10 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
         try:
             result = load_result(result_file)
         except (SchemaError, OSError) as exc:
-            return failure(spec, "failed", "unreadable result file: {}".format(exc),
-                           stderr_tail, started_at)
-        if result.nonce in (spec.nonce, None):  # None: a backend older than nonces (a named image)
+            # cut short or damaged: no result; the run is judged by how it ended, as without one
+            result, note = None, " that could be read ({}: {})".format(result_file.name, exc)
+        # a nonce of None: a backend older than nonces (a named image)
+        if result is not None and result.nonce in (spec.nonce, None):
             if result.status == "failed" and oom:
                 result.status = "oom"
                 result.reason = "a worker ran out of memory: {} (rank 0 recorded: {})".format(
@@ -111,14 +139,37 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                 for_memory, result.reason = _worker_killed(worker, result.reason, outcome,
                                                            started_at)
                 result.status = "oom" if for_memory else result.status
+            elif result.status == "failed" and outcome.signal == signal.SIGKILL:
+                # the launcher outlived its child launcher (horovodrun) killed so, and said it
+                evidence, unknown = memory_evidence(outcome, started_at)
+                result.status = "oom" if evidence else result.status
+                result.reason = "{} (the kernel's OOM killer: {})".format(result.reason, evidence) \
+                    if evidence else "{}; whether by the kernel's OOM killer is not known: {}".format(
+                        result.reason, unknown)
+            elif result.status == "failed" and (error := first_error(text)) and \
+                    _kind(error) != _kind(result.reason or ""):
+                # another worker failed first; what rank 0 (or the launcher) saw followed from it
+                result.reason = "{} (the first error in the run's log; the result recorded: " \
+                                "{})".format(error, result.reason)
             if result.status != "ok":
                 result.stderr_tail = stderr_tail or None
             return result
-        note = " (ignored a result file written by another attempt, nonce {}, not this attempt's " \
-               "{}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
+        if result is not None:
+            note = " (ignored a result file written by another attempt, nonce {}, not this " \
+                   "attempt's {}: a process left over from an earlier sweep)".format(
+                       result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
     how, kernel, signum = "exited with code {}".format(outcome.exit_code), None, outcome.signal
-    said = (": " + last[-1][-300:]) if last else ""
+    error = first_error(text)
+    said = ": " + (error or last[-1])[-300:] if error or last else ""
+    task = next(iter(SRUN_TASK.finditer(text)), None)
+    if signum and task and task.group(1) != "Terminated":
+        # srun's exit code is its tasks': the first of them to end badly says how the run ended
+        # (a SIGTERM: srun --kill-on-bad-exit ending the others); a killed one is said below
+        ended = "; srun then ended the other tasks" if signum == signal.SIGTERM else ""
+        if task.group(1) != "Killed":
+            how += " ({}{})".format(task.group(0), ended)
+        signum = None
     if signum:  # failed, with the signal; out of memory only where the kernel's log says so
         how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
         kernel = None if oom else memory_evidence(outcome, started_at)[0]
@@ -131,10 +182,47 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
 
 
+def first_error(text: str) -> Optional[str]:
+    """The first exception a worker of the run died of, as its log shows it and as the harness
+    words a reason ("InjectedFailure: fail_at=timed on rank 1 (...)"; "rank 1: ..." under
+    horovodrun, whose prefix says the rank), or None. The first one logged: the others follow
+    from it (a peer gone, a launcher ending the rest). Of a chain ("During handling of the
+    above exception ..."), its last exception; a launcher's own exception is never the one."""
+    chains: List[List[Optional[str]]] = []  # [rank prefix, exception line], in log order
+    state: Dict[str, Tuple[int, str]] = {}  # prefix -> (its chain, frames|after|chained)
+    for raw in text.splitlines():
+        match = RANK_PREFIX.match(raw)
+        key, line = (match.group(1), raw[match.end():]) if match else ("", raw)
+        index, mode = state.get(key, (-1, ""))
+        if line.startswith("Traceback (most recent call last):"):
+            if mode != "chained":
+                chains.append([key, None])
+                index = len(chains) - 1
+            state[key] = (index, "frames")
+        elif mode == "frames" and line.strip() and not line[0].isspace():
+            chains[index][1] = line.strip()
+            state[key] = (index, "after")
+        elif mode == "after" and line.strip():
+            state[key] = (index, "chained" if line.startswith(CHAINED) else "")
+    for key, line in chains:
+        named = EXCEPTION_LINE.match(line.split(":", 1)[0]) if line else None
+        if named and not LAUNCHER_ERROR.search(line):
+            message = line.split(":", 1)[1].strip() if ":" in line else ""
+            said = named.group(1) + (": " + message if message else "")
+            return "rank {}: {}".format(key, said) if key else said
+    return None
+
+
+def _kind(reason: str) -> str:
+    """The exception a reason names: "rank 1: KeyError: 'x'" -> "KeyError"."""
+    return re.sub(r"^rank \d+: ", "", reason).split(":", 1)[0].strip()
+
+
 def killed_worker(text: str) -> Optional[str]:
     """A launcher's report (in the run's stderr) of a worker killed by SIGKILL, or None."""
-    found = KILLED_WORKER.findall(text)
-    return found[-1] if found else None  # torchrun prints its first observed failure last
+    found = [("horovodrun: " if m.group("horovodrun") else "") + " ".join(m.group(0).split())
+             for m in KILLED_WORKER.finditer(text)]
+    return found[-1] if found else None  # torchrun, horovodrun: the first failure is said last
 
 
 def _worker_killed(worker: str, recorded: Optional[str], outcome: Outcome,
@@ -147,13 +235,17 @@ def _worker_killed(worker: str, recorded: Optional[str], outcome: Outcome,
     if evidence:
         return True, "a worker was killed by the kernel's OOM killer: {} ({}){}".format(
             worker, evidence, " (rank 0 recorded: {})".format(recorded) if recorded else "")
-    return False, "{}a worker was killed: {}; whether by the kernel's OOM killer is not known: " \
-                  "{}".format(recorded + "; " if recorded else "", worker, unknown)
+    # the worker first: reports show a reason's first line, and rank 0's may run over many
+    return False, "a worker was killed: {}; whether by the kernel's OOM killer is not known: " \
+                  "{}{}".format(worker, unknown, " (rank 0 recorded: {})".format(recorded)
+                                if recorded else "")
 
 
 def memory_evidence(outcome: Outcome, started_at: str) -> Tuple[Optional[str], str]:
     """(what says the kernel killed for memory while the run ran: its log's line, or the count
     of the run's memory cgroup; else None, and why that is not known)."""
+    if not outcome.kernel_here:
+        return None, "the run's tasks ran on Slurm's nodes, whose kernel logs are not read from here"
     readable, line = _kernel_oom(started_at)
     kills = outcome.cgroup_oom_kills
     if line or kills:

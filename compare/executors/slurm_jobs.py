@@ -54,7 +54,7 @@ class Job(Handle):
             pause = min(2.0, pause * 1.5)
         self.info = info
         rc = st.exit_code(info) if info else st.read_exit_code(self.work)
-        return Outcome(exit_code=rc, ended=self._ended(rc))
+        return Outcome(exit_code=rc, ended=self._ended(rc), kernel_here=False)  # on Slurm's nodes
 
     @property
     def state(self) -> Optional[str]:

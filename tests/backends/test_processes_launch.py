@@ -76,3 +76,37 @@ def test_a_single_process_killed_by_sigkill_ends_the_launcher_as_a_shell_says_so
     assert (result.status, result.reason) == (
         "oom", "killed by SIGKILL (exit code 137) and wrote no result (the kernel's OOM killer: its "
                "memory cgroup counted 1 OOM kill while the run ran)")
+
+
+# process 1 is killed by SIGKILL; process 0 sees its peer gone and writes a failed result of its
+# own (as JAX's process 0 did for real: "Gloo all-reduce failed: ... Connection closed by peer")
+PEER_GONE = (
+    "import os, signal, sys, time\n"
+    "from backends.protocol import RunResult, read_spec, write_result\n"
+    "if os.environ['COMPARE_PROCESS_ID'] == '1':\n"
+    "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    "time.sleep(1.0)\n"
+    "spec = read_spec(sys.argv[-2])\n"
+    "write_result(sys.argv[-1], RunResult(run_id=spec.run_id, status='failed', spec=spec.to_dict(),\n"
+    "             nonce=spec.nonce, reason='JaxRuntimeError: Connection closed by peer'))\n"
+    "sys.exit(1)\n")
+
+
+def test_a_killed_process_is_named_also_when_process_0_wrote_a_failure_of_its_own(tmp_path, monkeypatch):
+    """Before: the launcher named a SIGKILLed process only when it wrote the result itself, so
+    a run whose process 0 recorded its lost peer was `failed` whatever the kernel's log said."""
+    spec = RunSpec("jax", "jax", gpus=2, options={"processes": 2})
+    started = results.utc_now()
+    code, result_file, err = _launch(tmp_path, spec, PEER_GONE)
+    assert code == 9 and read_result(str(result_file)).reason == "JaxRuntimeError: Connection closed by peer"
+    killed = [line for line in err.read_text().splitlines() if "was killed by SIGKILL" in line]
+    assert len(killed) == 1 and killed[0].startswith("compare: process 1 (pid ")
+    pid = killed[0].split("pid ")[1].split(")")[0]
+    line = "Out of memory: Killed process {} (python) total-vm:9123456kB".format(pid)
+    boot = time.time() - time.monotonic()
+    (tmp_path / "kmsg").write_text("3,7,{},-;{}\n".format(int((time.time() - boot) * 1e6), line))
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "kmsg"))
+    result = collect(spec, Outcome(code), result_file, err, started, 600)
+    assert (result.status, result.reason) == (
+        "oom", "a worker was killed by the kernel's OOM killer: process 1 (pid {}) was killed by "
+               "SIGKILL ({}) (rank 0 recorded: JaxRuntimeError: Connection closed by peer)".format(pid, line))

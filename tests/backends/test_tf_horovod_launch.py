@@ -119,3 +119,42 @@ def test_a_cpu_tensorflow_builds_the_plain_horovod_as_before(tmp_path):
         "compare: TensorFlow 2.15.1, CUDA build: no",
         "compare: plan: gpu_operations=none wheels={}/.cache/compare/wheels/"
         "horovod-0.28.1-tf2.15.1-cp311".format(tmp_path)]
+
+
+def test_horovodrun_killed_by_a_signal_is_recorded_so_and_an_oom_where_the_kernel_says_so(
+        tmp_path, monkeypatch):
+    """horovodrun itself SIGKILLed (seen for real: its workers die with it): the launcher's
+    result names the signal and the launcher exits as a shell says it (137), so the host looks
+    for the kernel's OOM evidence. Before: 'horovodrun exited 137', exit 1, always `failed`."""
+    import sys
+    import time
+
+    from backends.protocol import read_result, write_spec
+    from compare.executors import results
+    from compare.executors.results import Outcome, collect
+
+    spec = _spec()
+    spec_file, result_file, err = tmp_path / "spec.json", tmp_path / "result.json", tmp_path / "err"
+    write_spec(str(spec_file), spec)
+    started = results.utc_now()
+    stand_in = [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)",
+                str(spec_file), str(result_file)]
+    code = launch._horovodrun(spec, stand_in)
+    recorded = read_result(str(result_file))
+    assert code == 137
+    assert recorded.reason == ("RuntimeError: horovodrun was killed by SIGKILL (exit code 137) before "
+                               "rank 0 wrote a result")
+    err.write_text("compare: horovodrun ...\n")
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
+    result = collect(spec, Outcome(code), result_file, err, started, 600)
+    assert (result.status, result.reason) == ("failed", recorded.reason + "; whether by the kernel's "
+                                              "OOM killer is not known: the kernel's log is not "
+                                              "readable here and no memory cgroup counted an OOM "
+                                              "kill while the run ran")
+    line = "Out of memory: Killed process 4242 (python) total-vm:9123456kB"
+    boot = time.time() - time.monotonic()
+    (tmp_path / "kmsg").write_text("3,7,{},-;{}\n".format(int((time.time() - boot) * 1e6), line))
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "kmsg"))
+    result = collect(spec, Outcome(code), result_file, err, started, 600)
+    assert (result.status, result.reason) == ("oom", "{} (the kernel's OOM killer: {})".format(
+        recorded.reason, line))

@@ -5,12 +5,17 @@ stderr (horovodrun and torchrun merge every rank's output there). The texts belo
 TensorFlow, Horovod, PyTorch and MXNet print.
 """
 import datetime
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 from backends.protocol import RunResult, RunSpec, write_result
 from compare.executors import results
 from compare.executors.results import Outcome, collect, oom_line
 
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = RunSpec("tf", "tf_horovod", gpus=2, device="cuda", precision="fp16", batch_size=512)
 HOROVOD_RANK1_OOM = (
     "[1]<stderr>:2026-11-30 05:40:01.1: W tensorflow/core/common_runtime/bfc_allocator.cc:485] "
@@ -235,3 +240,202 @@ def test_the_memory_cgroups_oom_kills_are_read_from_either_cgroup_version(tmp_pa
     proc.write_text("4:memory:/process_api/7a3a\n0::/\n")
     assert results.cgroup_oom_kills(str(proc), str(v1)) == 3
     assert results.cgroup_oom_kills(str(tmp_path / "no-such"), str(v1)) is None
+
+
+# Captured from real runs (2026-12-05), one worker of two SIGKILLed mid-training, excerpts of the
+# run's stderr log. horovodrun 0.28.1 with gloo (`compare run --frameworks tf --gpus 2 --quick`
+# on a CPU): rank 0 fails in its allreduce and writes a failed result; horovodrun's summary names
+# the worker that failed first, with the exit code of the shell it ran in (128 + 9)
+HOROVOD_GLOO_RANK1_KILLED = (
+    "[0]<stderr>:[2026-12-05 07:43:10.805628: E /tmp/pip-wheel-_ddsy19o/horovod_179bfd8b7bcf4e26ad21c"
+    "c9d179dba9e/horovod/common/operations.cc:697] [0]: Horovod background loop uncaught exception: "
+    "[/tmp/pip-wheel-_ddsy19o/horovod_179bfd8b7bcf4e26ad21cc9d179dba9e/third_party/compatible17_glo"
+    "o/gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:38319: Connection reset by peer\n"
+    "[0]<stderr>:  File \"<string>\", line 111, in horovod_allreduce\n"
+    "[0]<stderr>:\n"
+    "[0]<stderr>:[/tmp/pip-wheel-_ddsy19o/horovod_179bfd8b7bcf4e26ad21cc9d179dba9e/third_party/compa"
+    "tible17_gloo/gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:38319: Connection reset by "
+    "peer\n"
+    "[1]<stderr>:Killed\n"
+    "Traceback (most recent call last):\n"
+    "  File \"/root/.cache/compare/envs/tf_horovod-cpu-58f6d2f1bc57/lib/python3.11/site-packages/horo"
+    "vod/runner/gloo_run.py\", line 284, in launch_gloo\n"
+    "    raise RuntimeError('Horovod detected that one or more processes exited with non-zero '\n"
+    "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus "
+    "causing the job to be terminated. The first process to do so was:\n"
+    "Process name: 1\n"
+    "Exit code: 137\n")
+# srun (Slurm 22.05.8, `compare run --executor slurm --frameworks caffe2 --gpus 2 --quick`, each
+# rank an srun task): rank 0 fails on the closed connection, srun names the task killed
+SRUN_TASK1_KILLED = (
+    "RuntimeError: [/__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection "
+    "closed by peer [127.0.0.1]:26309. This is typically caused by a remote worker crashing. Check the "
+    "logs of the remote worker before reporting an error. GLHF! \N{BEACH WITH UMBRELLA}\ufe0f\n"
+    "srun: error: nodeA: task 1: Killed\n"
+    "srun: launch/slurm: _step_signal: Terminating StepId=496.0\n"
+    "slurmstepd-nodeA: error: *** STEP 496.0 ON nodeA CANCELLED AT 2026-12-05T07:45:47 ***\n"
+    "srun: error: nodeA: task 0: Exited with exit code 1\n"
+    "srun: Force Terminated StepId=496.0\n")
+HOROVOD_RANK0_RECORDED = ("UnknownError: [/tmp/pip-wheel-_ddsy19o/horovod/third_party/compatible17_gloo/"
+                          "gloo/transport/tcp/pair.cc:589] Read error [127.0.0.1]:38319: Connection "
+                          "reset by peer")
+
+
+def test_horovodruns_gloo_report_of_a_killed_worker_is_recognised(tmp_path, monkeypatch):
+    started = time.time() - 5
+    _kernel_log(tmp_path, monkeypatch, started,
+                "Out of memory: Killed process 13162 (python) total-vm:9123456kB, anon-rss:8123456kB")
+    err, result_file = tmp_path / "stderr.log", tmp_path / "result.json"
+    err.write_text(HOROVOD_GLOO_RANK1_KILLED)
+    write_result(str(result_file), RunResult(run_id=SPEC.run_id, status="failed", spec=SPEC.to_dict(),
+                                             nonce=SPEC.nonce, reason=HOROVOD_RANK0_RECORDED))
+    result = collect(SPEC, Outcome(1), result_file, err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "oom", "a worker was killed by the kernel's OOM killer: horovodrun: Process name: 1 Exit "
+               "code: 137 (Out of memory: Killed process 13162 (python) total-vm:9123456kB, "
+               "anon-rss:8123456kB) (rank 0 recorded: {})".format(HOROVOD_RANK0_RECORDED))
+    # no evidence of memory: failed, and the reason names the killed worker beside rank 0's error
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
+    result = collect(SPEC, Outcome(1), result_file, err, _iso(started), 600)
+    assert result.status == "failed"
+    assert result.reason.startswith("a worker was killed: horovodrun: Process name: 1 Exit code: "
+                                    "137; whether by the kernel's OOM")
+    assert result.reason.endswith("(rank 0 recorded: {})".format(HOROVOD_RANK0_RECORDED))
+    # the summary may name another worker that failed first: the shell's "Killed" still counts
+    err.write_text(HOROVOD_GLOO_RANK1_KILLED.replace("Process name: 1\nExit code: 137",
+                                                     "Process name: 0\nExit code: 1"))
+    assert results.killed_worker(err.read_text()) == "horovodrun: [1]<stderr>:Killed"
+
+
+def test_sruns_report_of_a_killed_task_is_recognised(tmp_path, monkeypatch):
+    started = time.time() - 5
+    _kernel_log(tmp_path, monkeypatch, started, KERNEL_KILLED_4242)
+    err, result_file = tmp_path / "stderr.log", tmp_path / "result.json"
+    err.write_text(SRUN_TASK1_KILLED)
+    recorded = "RuntimeError: Connection closed by peer [127.0.0.1]:26309"
+    write_result(str(result_file), RunResult(run_id=TORCH_SPEC.run_id, status="failed",
+                                             spec=TORCH_SPEC.to_dict(), nonce=TORCH_SPEC.nonce,
+                                             reason=recorded))
+    result = collect(TORCH_SPEC, Outcome(137), result_file, err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "oom", "a worker was killed by the kernel's OOM killer: srun: error: nodeA: task 1: Killed "
+               "({}) (rank 0 recorded: {})".format(KERNEL_KILLED_4242, recorded))
+    assert results.killed_worker("srun: error: nodeB: tasks 0-1: Killed\n") == \
+        "srun: error: nodeB: tasks 0-1: Killed"
+
+
+HUGE_LOG_CHECK = """
+import resource, sys
+from pathlib import Path
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from compare.executors.results import Outcome, collect
+from tests.executors.test_collect import SPEC
+err, none = Path(sys.argv[1]), Path(sys.argv[2])
+result = collect(SPEC, Outcome(1), none, err, "2026-11-30T05:40:00+00:00", 600)
+print(result.status, "|", result.reason)
+"""
+
+
+def test_a_run_that_logged_gigabytes_is_collected_from_its_logs_end(tmp_path):
+    """A worker that logged 64 GiB (a sparse file here) is collected from the log's last bytes:
+    reading all of it would take compare's memory (here: a 2 GiB address space) with it."""
+    err = tmp_path / "stderr.log"
+    with open(str(err), "wb") as f:
+        f.truncate(64 << 30)
+        f.seek(64 << 30)
+        f.write(b"\nRuntimeError: the last words\n")
+    proc = subprocess.run([sys.executable, "-c", HUGE_LOG_CHECK, str(err), str(tmp_path / "none.json")],
+                          capture_output=True, text=True, timeout=120, cwd=str(ROOT),
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "failed | exited with code 1 and wrote no result: RuntimeError: the last words"
+
+
+def test_a_log_that_is_not_utf8_is_read_with_its_bad_bytes_replaced(tmp_path):
+    err = tmp_path / "stderr.log"
+    err.write_bytes("caf\u00e9 ".encode("latin-1") + b"\xff\xfe\n" + "RuntimeError: \u00fcber 🏖️\n".encode())
+    result = collect(SPEC, Outcome(1), tmp_path / "none.json", err, "2026-11-30T05:40:00+00:00", 600)
+    assert (result.status, result.reason) == ("failed", "exited with code 1 and wrote no result: "
+                                                        "RuntimeError: \u00fcber 🏖️")
+    assert result.stderr_tail.startswith("caf\ufffd \ufffd\ufffd\n")
+
+
+def test_a_slurm_jobs_killed_task_is_not_judged_by_the_submitting_hosts_kernel_log(
+        tmp_path, monkeypatch):
+    """A batch job's tasks run on Slurm's nodes: an OOM kill in this host's kernel log (a login
+    node's, where the OOM killer is busy) says nothing about them. Before: `oom`, on that line."""
+    from compare.executors import slurm_jobs, slurm_tools
+
+    started = time.time() - 5
+    _kernel_log(tmp_path, monkeypatch, started, KERNEL_KILLED_4242)
+    monkeypatch.setattr(slurm_tools, "job_info", lambda job_id: {
+        "JobName": "compare-" + TORCH_SPEC.run_id, "JobState": "FAILED", "ExitCode": "137:0"})
+    outcome = slurm_jobs.Job("496", TORCH_SPEC.run_id, tmp_path).wait(600)
+    err = tmp_path / "stderr.log"
+    err.write_text(SRUN_TASK1_KILLED)
+    result = collect(TORCH_SPEC, outcome, tmp_path / "none.json", err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "failed", "exited with code 137 and wrote no result: a worker was killed: srun: error: nodeA: "
+                  "task 1: Killed; whether by the kernel's OOM killer is not known: the run's tasks "
+                  "ran on Slurm's nodes, whose kernel logs are not read from here")
+    result_file = tmp_path / "result.json"
+    write_result(str(result_file), RunResult(run_id=TORCH_SPEC.run_id, status="failed",
+                                             spec=TORCH_SPEC.to_dict(), nonce=TORCH_SPEC.nonce,
+                                             reason="RuntimeError: Connection closed by peer"))
+    result = collect(TORCH_SPEC, outcome, result_file, err, _iso(started), 600)
+    assert (result.status, result.reason) == (
+        "failed", "a worker was killed: srun: error: nodeA: task 1: Killed; whether by the kernel's "
+                  "OOM killer is not known: the run's tasks ran on Slurm's nodes, whose kernel logs "
+                  "are not read from here (rank 0 recorded: RuntimeError: Connection closed by peer)")
+
+
+# rank 0's reason as the harness recorded it in the real horovodrun run above: TensorFlow's
+# message holds a traceback of its own, cut to its last 2000 characters
+HOROVOD_RANK0_TRACEBACK = (
+    "UnknownError: /tf_horovod-cpu-58f6d2f1bc57/lib/python3.11/site-packages/horovod/tensorflow/"
+    "__init__.py\", line 1076, in gradient\n\n  File \"/root/.cache/compare/envs/tf_horovod-cpu-58f6d2"
+    "f1bc57/lib/python3.11/site-packages/horovod/tensorflow/__init__.py\", line 573, in allreduce_grads"
+    "\n\nHorovod has been shut down. This was caused by an exception on one of the ranks or an attempt "
+    "to allreduce, allgather or broadcast a tensor after one of the ranks finished execution.\n"
+    "\t [[{{node DistributedGradientTape_Allreduce/cond/HorovodAllreduce_gradient_tape_resnet50_v1_5_"
+    "conv1_Conv2D_Conv2DBackpropFilter_0}}]] [Op:__inference_tape_step_17363]")
+
+
+def test_a_killed_worker_leads_the_reason_where_reports_show_its_first_line(tmp_path, monkeypatch):
+    """Reports show a reason's first line; rank 0's multi-line error came first and the killed
+    worker was said at its very end, where no table shows it. Before, the first line was
+    'UnknownError: /tf_horovod-cpu-…/__init__.py", line 1076, in gradient'."""
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
+    err, result_file = tmp_path / "stderr.log", tmp_path / "result.json"
+    err.write_text(HOROVOD_GLOO_RANK1_KILLED)
+    write_result(str(result_file), RunResult(run_id=SPEC.run_id, status="failed", spec=SPEC.to_dict(),
+                                             nonce=SPEC.nonce, reason=HOROVOD_RANK0_TRACEBACK))
+    result = collect(SPEC, Outcome(1), result_file, err, _iso(time.time()), 600)
+    assert result.status == "failed"
+    assert result.reason.splitlines()[0] == (
+        "a worker was killed: horovodrun: Process name: 1 Exit code: 137; whether by the kernel's "
+        "OOM killer is not known: the kernel's log is not readable here and no memory cgroup counted "
+        "an OOM kill while the run ran (rank 0 recorded: UnknownError: /tf_horovod-cpu-58f6d2f1bc57/"
+        "lib/python3.11/site-packages/horovod/tensorflow/__init__.py\", line 1076, in gradient")
+    assert result.reason.endswith(HOROVOD_RANK0_TRACEBACK + ")")
+
+
+def test_a_half_written_result_file_is_judged_by_how_the_run_ended(tmp_path):
+    """A result file cut short (a node that crashed before its disk had it all) is no result:
+    the run is then judged as one that wrote none, by its exit and its log (here a worker's out
+    of memory). Before: `failed`, 'unreadable result file: …', the OOM and the exit unsaid."""
+    result_file, err = tmp_path / "result.json", tmp_path / "stderr.log"
+    write_result(str(result_file), RunResult(run_id=SPEC.run_id, status="ok", spec=SPEC.to_dict(),
+                                             nonce=SPEC.nonce, images_per_sec=1000.0))
+    whole = result_file.read_bytes()
+    result_file.write_bytes(whole[:len(whole) // 2])
+    err.write_text(HOROVOD_RANK1_OOM)
+    result = collect(SPEC, Outcome(1), result_file, err, "2026-11-30T05:40:00+00:00", 600)
+    assert result.status == "oom"
+    assert result.reason.startswith("exited with code 1 and wrote no result that could be read "
+                                    "(result.json: not valid JSON (")
+    err.write_text(NOISE + RANK0_FAILED + "\n")
+    result = collect(SPEC, Outcome(-9), result_file, err, "2026-11-30T05:40:00+00:00", 600)
+    assert result.status == "failed" and result.reason.startswith("killed by SIGKILL (exit code -9) "
+                                                                  "and wrote no result that could be read")
+    assert result.reason.endswith(": " + RANK0_FAILED)

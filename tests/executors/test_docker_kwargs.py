@@ -237,3 +237,36 @@ def test_a_run_builds_its_images_from_the_wheelhouse_the_test_script_filled(tmp_
     assert images.default_wheelhouse() is None  # empty: the package index
     (tmp_path / "wheelhouse" / "six-1.17.0-py2.py3-none-any.whl").write_bytes(b"")
     assert images.default_wheelhouse() == tmp_path / "wheelhouse"
+
+
+def test_a_containers_logs_are_saved_without_holding_them_in_memory(tmp_path):
+    """A run that logged a lot (here 64 MiB on stderr) has its logs copied into the campaign
+    chunk by chunk; before, each was fetched whole into memory first (gigabytes took compare's
+    memory with them)."""
+    import tracemalloc
+    mib = b"x" * (1 << 20)
+
+    class Container:
+        attrs = {"State": {"OOMKilled": False}}
+
+        def wait(self, timeout=None):
+            return {"StatusCode": 1}
+
+        def reload(self):
+            pass
+
+        def logs(self, stdout=True, stderr=True, stream=False, follow=None):
+            chunks = (mib for _ in range(64 if stderr else 1))
+            return chunks if stream else b"".join(chunks)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    paths = (logs / "x.stdout", logs / "x.stderr")
+    tracemalloc.start()
+    try:
+        outcome = dx.Container(Container(), paths).wait(600)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert outcome.exit_code == 1
+    assert (paths[0].stat().st_size, paths[1].stat().st_size) == (1 << 20, 64 << 20)
+    assert peak < 16 << 20, "{:.0f} MiB held at once".format(peak / 2 ** 20)
