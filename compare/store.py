@@ -103,6 +103,7 @@ class Campaign:
         self.root = Path(root).absolute()  # backends run with another cwd: every path absolute
         self._lock_fd: Optional[int] = None
         self._id: Optional[str] = None  # campaign.json's id, read once (attempt_nonce)
+        self.opened: Dict[str, Any] = {}  # campaign.json as open() read and checked it
 
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
@@ -160,7 +161,9 @@ class Campaign:
             raise _corrupt(root, CAMPAIGN_FILE, "created_at, id or a planned cell's hash is not text")
         if (root / "machine.json").exists():
             _read_json(root, "machine.json")
-        return cls(root)
+        campaign = cls(root)
+        campaign.opened = meta
+        return campaign
 
     @property
     def meta(self) -> Dict[str, Any]:

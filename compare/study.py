@@ -159,6 +159,8 @@ class Study:
                                   resume=SESSION)
     # where each setting came from: "default", "file", "flag" or "flag over file" (not a setting)
     sources: Dict[str, str] = field(default_factory=dict, compare=False)
+    # campaign.json of the campaign --resume continues, as build() read it ({} otherwise)
+    campaign: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         """The rules between settings (each value was checked alone when it was parsed)."""
@@ -328,29 +330,36 @@ def build(flags: Dict[str, Any]) -> "Study":
                 "file" if where else "flag")
     own = {k: v for k, v in values.items() if k in DECLARED}
     ex = {k: v for k, v in values.items() if k not in DECLARED}
-    kept = stored(own["results"], set(values)) if own.get("resume") and own.get("results") else None
-    if kept is None:
+    meta = _campaign_json(own["results"]) if own.get("resume") and own.get("results") else None
+    if meta is None:
         return Study(**own, executor_flags=ex, sources=sources)
-    base, base_sources = kept
-    ran = ran_with(own["results"]) if own.get("executor", p.AUTO) != base.get("executor") else None
+    base, base_sources, kept = stored(meta, own["results"], set(values))
+    ran = ran_with(meta)
     differ = ["{} {} (the campaign's: {}{})".format(DECLARED[k].flag, show(v), show(base.get(
         k, DECLARED[k].default)), ", which ran {}".format(ran) if k == "executor" and ran and
         ran != base.get(k) else "") for k, v in own.items()
         if DECLARED[k].resume == HELD and v != base.get(k, DECLARED[k].default)
         and not (k == "executor" and v == ran)]  # auto's choice, named: what the error advises
-    if differ:
+    if differ and kept:  # a rebuilt study's are checked as they resolve (Campaign.resume)
         raise UserError("--resume {}: {}: held by the campaign (they change what its cells measure); "
                         "leave them out (the campaign's are used) or start a new campaign".format(
                             own["results"], "; ".join(differ)))
     ex = dict(base.pop("executor_flags", {}), **ex)
-    return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources))
+    return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources),
+                 campaign=meta)
 
 
-def ran_with(results: str) -> Optional[str]:
-    """The executor a campaign's cells ran with (campaign.json's settings), whatever --executor
-    asked for."""
+def _campaign_json(results: str) -> Dict[str, Any]:
+    """campaign.json of the campaign --resume continues, read once: the study, the executor and
+    the steps it resolved are each taken from this one reading (Study.campaign)."""
     from .store import Campaign
-    settings = Campaign.open(Path(results)).meta.get("settings")
+    return Campaign.open(Path(results)).opened
+
+
+def ran_with(meta: Dict[str, Any]) -> Optional[str]:
+    """The executor a campaign's cells ran with (campaign.json `meta`'s settings), whatever
+    --executor asked for."""
+    settings = meta.get("settings")
     return settings.get("executor") if isinstance(settings, dict) else None
 
 
@@ -370,14 +379,26 @@ def asked_study(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     return asked if isinstance(asked, dict) and isinstance(asked.get("study"), dict) else None
 
 
-def stored(results: str, given) -> Optional[Tuple[Dict[str, Any], Dict[str, str]]]:
-    """(the settings a campaign stored: its latest session's study, typed; where each came from);
-    the FREE ones given again left out. None for a campaign of an earlier compare, which stored
-    no study (its stored settings hold it: settings.py)."""
-    from .store import Campaign
-    asked = asked_study(Campaign.open(Path(results)).meta)
+def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], Dict[str, str], bool]:
+    """(the settings campaign.json `meta` stored: its latest session's study, typed; where each came
+    from; whether it is the study itself), the FREE ones given again left out. A campaign of an
+    earlier compare stored no study: it is rebuilt from that compare's `config` (settings.py), and
+    False says so (its held settings are then checked as they resolve: campaign.json's settings);
+    a setting that config does not say, and not given now, is one line naming the flags to give."""
+    from .settings import study_of_config
+    asked, kept = asked_study(meta), True
     if asked is None:
-        return None
+        sessions = meta.get("sessions") or [{}]
+        config = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
+        study, missing = study_of_config(config if isinstance(config, dict) else {})
+        missing = [n for n in missing if n not in given]
+        if missing:
+            raise UserError("--resume {}: the campaign was made by an earlier compare, which stored no "
+                            "study, and its campaign.json does not say its {}; give {} as the "
+                            "campaign was made".format(results, ", ".join(missing), " ".join(
+                                "{} {}".format(DECLARED[n].flag, "LIST" if DECLARED[n].axis else
+                                               "VALUE") for n in missing)))
+        asked, kept = {"study": study, "sources": {}}, False
     known = {s.name: s for s in declared()}
     values: Dict[str, Any] = {}
     try:
@@ -391,4 +412,4 @@ def stored(results: str, given) -> Optional[Tuple[Dict[str, Any], Dict[str, str]
         raise UserError("--resume {}: the campaign's study does not load again ({}); give that "
                         "setting anew where it may change, or start a new campaign".format(
                             results, exc)) from None
-    return values, {k: v for k, v in dict(asked.get("sources") or {}).items() if k in known}
+    return values, {k: v for k, v in dict(asked.get("sources") or {}).items() if k in known}, kept

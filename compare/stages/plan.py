@@ -117,24 +117,16 @@ def _resumed_executor(study: Study) -> Optional[str]:
     where campaign.json does not say: prepare's checks then speak of that)."""
     if not study.resume or study.executor != executors.AUTO:
         return None
-    try:
-        name = ran_with(study.results)
-    except UserError:
-        return None
+    name = ran_with(study.campaign)
     return name if isinstance(name, str) else None
 
 
 def _resumed_steps(study: Study) -> Optional[Tuple[int, int]]:
     """The (timed, warm-up) steps a resumed campaign resolved (campaign.json's settings), which
     it keeps where its study left them to the machine; None otherwise (or where campaign.json
-    does not say: a campaign of an earlier compare stored no study, and its results hold it)."""
-    if not study.resume:
-        return None
-    from ..store import Campaign
-    try:
-        meta = Campaign.open(Path(study.results)).meta
-    except UserError:
-        return None
+    does not say: a campaign of an earlier compare stored no study, and its rebuilt one gives
+    them: settings.study_of_config)."""
+    meta = study.campaign if study.resume else {}
     settings = meta.get("settings")
     if asked_study(meta) is None or not isinstance(settings, dict):
         return None
