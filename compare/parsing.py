@@ -150,16 +150,23 @@ def folder(text: str, label: str, s: Setting) -> str:
     return os.path.abspath(text)
 
 
+def as_given(text: str, label: str, s: Setting) -> str:
+    """A path as typed (the campaign file: messages name it as the user gave it)."""
+    return text
+
+
 def path(text: str, label: str, s: Setting) -> str:
     return os.path.abspath(text)
 
 
-def options(items, frameworks: List[fws.Framework]) -> Dict[str, Dict[str, Any]]:
+def options(items, frameworks: List[fws.Framework], label: str = "--option"
+            ) -> Dict[str, Dict[str, Any]]:
     """['channels_last=false', 'tf.xla=true'] -> {framework: {key: typed value}}.
 
     A plain KEY goes to every framework of the run that declares it (and must be declared by one);
     FRAMEWORK.KEY to that framework only. Values are checked against the declaration; a key given
-    twice for one framework is one line (the last would win unseen).
+    twice for one framework is one line (the last would win unseen). `label` names them in a
+    message: the flag, or `study.toml: option` for a campaign file's.
     """
     out: Dict[str, Dict[str, Any]] = {fw.name: {} for fw in frameworks}
     for item in items:
@@ -167,24 +174,27 @@ def options(items, frameworks: List[fws.Framework]) -> Dict[str, Dict[str, Any]]
         scope, dot, bare = key.rpartition(".")
         targets = frameworks
         if dot:
-            fw = fws.get(scope)
+            try:
+                fw = fws.get(scope)
+            except UserError as exc:  # named with the option it scopes
+                raise UserError("{} {}: {}".format(label, item, exc)) from None
             if fw not in frameworks:
-                raise UserError("--option {}: {} is not in this run's --frameworks ({})".format(
-                    item, fw.name, ", ".join(f.name for f in frameworks)))
+                raise UserError("{} {}: {} is not in this run's --frameworks ({})".format(
+                    label, item, fw.name, ", ".join(f.name for f in frameworks)))
             targets, key = [fw], bare
         takers = [fw for fw in targets if key in {o.key for o in fw.options()}]
         if not takers:
             valid = "; ".join("{}: {}".format(fw.name, ", ".join(sorted(o.key for o in fw.options())))
                               for fw in targets)
-            raise UserError("--option {}: unknown key {!r} for {}; valid keys: {}".format(
-                item, key, ", ".join(fw.name for fw in targets), valid))
+            raise UserError("{} {}: unknown key {!r} for {}; valid keys: {}".format(
+                label, item, key, ", ".join(fw.name for fw in targets), valid))
         for fw in takers:
             if key in out[fw.name]:
-                raise UserError("--option {}: {} is given twice for {}; give each key once".format(
-                    item, key, fw.name))
+                raise UserError("{} {}: {} is given twice for {}; give each key once".format(
+                    label, item, key, fw.name))
             declared = {o.key: o for o in fw.options()}
             try:
                 out[fw.name][key] = declared[key].parse(value)
             except OptionError as exc:  # named as given: FRAMEWORK.KEY where it was scoped
-                raise UserError("--option {}{}".format(scope + "." if dot else "", exc)) from None
+                raise UserError("{} {}{}".format(label, scope + "." if dot else "", exc)) from None
     return out

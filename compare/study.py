@@ -71,7 +71,7 @@ class Study:
     """A campaign: its axes, its fixed settings, where and how it runs. Checks itself whole."""
 
     config: Optional[str] = _s(None, "A campaign file (TOML): every flag of `compare run` is a key "
-                               "of the same name; flags given beside it override it.", p.path,
+                               "of the same name; flags given beside it override it.", p.as_given,
                                resume=SESSION)
     frameworks: Optional[Tuple[str, ...]] = _s(None, "Comma list of {} (aliases: `compare list "
                                                "frameworks`). Default: all available.".format(
@@ -163,58 +163,95 @@ class Study:
     campaign: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        """The rules between settings (each value was checked alone when it was parsed)."""
+        """The rules between settings (each value was checked alone when it was parsed); a
+        message names each setting as it was given: a key of the campaign file, or a flag."""
+        n = self.said
         if self.resume and not self.results:
-            raise UserError("--resume needs --results DIR naming the campaign to continue")
+            raise UserError("{}{} needs {} naming the campaign to continue".format(
+                self.at("resume"), n("resume"), self.ask("resume", "results", "DIR", '"DIR"')))
         for name in ("plan_gpus", "plan_from"):
             if getattr(self, name) is not None and not self.plan:
-                raise UserError("{} belongs to --plan (print the schedule and exit); add --plan".format(
-                    DECLARED[name].flag))
-        try:
-            p.options(self.option, self.framework_list())  # each key declared, typed, given once
-        except UserError as exc:
-            if self.sources.get("option") != "file":
-                raise
-            raise UserError("{}: option: {}".format(self.config, exc)) from None  # as _typed says
+                raise UserError("{}{} belongs to {} (print the schedule and exit); add {}".format(
+                    self.at(name), n(name), n("plan", name), self.ask(name, "plan")))
+        # each key declared, typed, given once
+        p.options(self.option, self.framework_list(), self.at("option") + n("option"))
         if self.data_only and set(self.data) == {"synthetic"}:
-            raise UserError("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
-                            "--data synthetic,DIR --data-only")
+            raise UserError("{}{} times an input pipeline: give {} (a folder), e.g. {}".format(
+                self.at("data_only"), n("data_only"), self.ask("data_only", "data", "DIR", '"DIR"'),
+                self.ask("data_only", "data", "synthetic,DIR --data-only",
+                         '["synthetic", "DIR"] with data_only = true')))
         folders = [d for d in self.data if d != "synthetic"]
         if len(folders) > 1:  # a run id names the data mode (-real), not the folder
-            raise UserError("--data {}: one folder per campaign (the cells of two folders would "
+            raise UserError("{}{} {}: one folder per campaign (the cells of two folders would "
                             "have the same run ids, -real); run each folder in a campaign of its "
-                            "own".format(",".join(folders)))
+                            "own".format(self.at("data"), n("data"), ",".join(folders)))
         object.__setattr__(self, "executor_flags", executors.check_flags(self.executor,
                                                                          self.executor_flags))
         if self.batch_search is not None and not self.resume and p.AUTO not in (
                 self.batch_size or ()) and "tuned" not in self.mode:  # a resumed campaign holds it
-            raise UserError("--batch-search {}: bounds the batch search of --batch-size auto and "
-                            "--mode tuned, and no cell searches; add --batch-size auto (or --mode "
-                            "tuned), or leave it out".format("-".join(map(str, self.batch_search))))
+            raise UserError("{}{} {}: bounds the batch search of {} auto and {} tuned, and no cell "
+                            "searches; add {} (or {}), or leave it out".format(
+                                self.at("batch_search"), n("batch_search"),
+                                "-".join(map(str, self.batch_search)), n("batch_size", "batch_search"),
+                                n("mode", "batch_search"),
+                                self.ask("batch_search", "batch_size", "auto", '["auto"]'),
+                                self.ask("batch_search", "mode", "tuned", '["tuned"]')))
         self._accuracy_rules()
 
     def _accuracy_rules(self) -> None:
         """Time to accuracy trains on DIR/train and evaluates on DIR/val (docs/accuracy.md)."""
         from .datasets import held_out
+        n, target = self.said, "target_accuracy"
         if self.target_accuracy is None:
             for name in ("max_epochs", "eval_every"):
                 if getattr(self, name) != DECLARED[name].default:
-                    raise UserError("{} belongs to --target-accuracy (time to accuracy); add "
-                                    "--target-accuracy".format(DECLARED[name].flag))
+                    raise UserError("{}{} belongs to {} (time to accuracy); add {}".format(
+                        self.at(name), n(name), n(target, name), self.ask(name, target, "", "0.759")))
             return
         if "synthetic" in self.data or self.data_only:
-            raise UserError("--target-accuracy trains on a folder and evaluates on its held-out part: "
-                            "give --data DIR (DIR/train and DIR/val), without synthetic or --data-only")
+            raise UserError("{}{} trains on a folder and evaluates on its held-out part: give {} "
+                            "(DIR/train and DIR/val), without synthetic or {}".format(
+                                self.at(target, "data", "data_only"), n(target),
+                                self.ask(target, "data", "DIR", '"DIR"'), n("data_only", target)))
         for folder in self.data:
             if not held_out(folder):
-                raise UserError("--data {}: no held-out part: time to accuracy evaluates top-1 on "
+                raise UserError("{}{} {}: no held-out part: time to accuracy evaluates top-1 on "
                                 "DIR/val beside DIR/train (`compare data make DIR --learnable small` "
                                 "makes both; else move a fixed share of each class's JPEGs into "
-                                "DIR/val/<class>)".format(folder))
+                                "DIR/val/<class>)".format(self.at("data"), n("data"), folder))
         if p.AUTO in (self.batch_size or ()) or "tuned" in self.mode:
-            raise UserError("--target-accuracy: --batch-size auto and --mode tuned choose the batch "
-                            "by throughput probes, not built for time to accuracy; give --batch-size "
-                            "N and --mode default")
+            raise UserError("{}{}: {} auto and {} tuned choose the batch by throughput probes, not "
+                            "built for time to accuracy; give {} and {}".format(
+                                self.at(target, "batch_size", "mode"), n(target),
+                                n("batch_size", target), n("mode", target),
+                                self.ask(target, "batch_size", "N", "[N]"),
+                                self.ask(target, "mode", "default", '"default"')))
+
+    def from_file(self, name: str) -> bool:
+        """Whether the setting's value is the campaign file's (not a flag's, not a default)."""
+        return self.sources.get(name) == "file"
+
+    def at(self, *names: str) -> str:
+        """A message's start: the campaign file as it was given, where one of `names` came
+        from it (as every other message about the file's values begins)."""
+        return "{}: ".format(self.config) if any(map(self.from_file, names)) else ""
+
+    def said(self, name: str, beside: str = "") -> str:
+        """A setting in a message: its key where it (or the setting `beside` it, when it was not
+        given) came from the campaign file, else its flag."""
+        near = self.from_file(name) or (not self.given(name) and beside and self.from_file(beside))
+        return name if near else DECLARED[name].flag
+
+    def label(self, name: str) -> str:
+        """One setting in a message about it alone: `study.toml: gpus` or `--gpus`."""
+        return self.at(name) + self.said(name)
+
+    def ask(self, trigger: str, name: str, flag_value: str = "", toml_value: str = "true") -> str:
+        """What to add to give `name`: a key of the campaign file where `trigger` came from it,
+        else a flag (a switch's flag alone)."""
+        if self.from_file(trigger):
+            return "{} = {}".format(name, toml_value)
+        return "{} {}".format(DECLARED[name].flag, flag_value).rstrip()
 
     def framework_list(self) -> List[fws.Framework]:
         return [fws.get(n) for n in self.frameworks] if self.frameworks else list(fws.FRAMEWORKS)

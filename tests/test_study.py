@@ -73,14 +73,59 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('gpus = [1, 2\n', "--config {f}: not a TOML file (Unclosed array (at end of document))"),
     ('image-size = 64\nimage_size = 32\n', "{f}: image_size is given twice (as image-size and image_size); "
                                          "give it once"),
-    ('frameworks = "caffe2"\noption = ["nope=1"]\n', "{f}: option: --option nope=1: unknown key 'nope' for "
+    ('frameworks = "caffe2"\noption = ["nope=1"]\n', "{f}: option nope=1: unknown key 'nope' for "
                                                    "caffe2; valid keys: caffe2: channels_last, "),
-], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table", "toml", "twice", "option"])
-def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys):
-    path = tmp_path / "study.toml"
-    path.write_text(text)
-    code, _, err = main_exit(["run", "--config", str(path), "--results", str(tmp_path / "c")], capsys)
-    assert code == 2 and err.startswith("compare: error: " + message.format(f=path)), err
+    ('frameworks = "caffe2"\noption = ["foo.x=1"]\n', "{f}: option foo.x=1: unknown framework 'foo'; "
+                                                    "choose from tf, mxnet, caffe2, jax\n"),
+], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
+        "toml", "twice", "option", "option-framework"])
+def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
+                                                              monkeypatch):
+    (tmp_path / "study.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)  # the file named as the user gave it, relative, in every message
+    code, _, err = main_exit(["run", "--config", "study.toml", "--results", "c"], capsys)
+    assert code == 2 and err.startswith("compare: error: " + message.format(f="study.toml")), err
+    assert err.count("\n") == 1 and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("text,flags,message", [
+    ('plan_gpus = 2\n', [], "{f}: plan_gpus belongs to plan (print the schedule and exit); add plan = true"),
+    ('plan-from = "."\n', [], "{f}: plan_from belongs to plan (print the schedule and exit); add plan = true"),
+    ('max_epochs = 3\n', [], "{f}: max_epochs belongs to target_accuracy (time to accuracy); add "
+                             "target_accuracy = 0.759"),
+    ('data_only = true\n', [], '{f}: data_only times an input pipeline: give data = "DIR" (a folder), e.g. '
+                               'data = ["synthetic", "DIR"] with data_only = true'),
+    ('batch_search = "8-16"\n', [], '{f}: batch_search 8-16: bounds the batch search of batch_size auto '
+                                    'and mode tuned, and no cell searches; add batch_size = ["auto"] (or '
+                                    'mode = ["tuned"]), or leave it out'),
+    ('target_accuracy = 0.5\n', [], '{f}: target_accuracy trains on a folder and evaluates on its held-out '
+                                    'part: give data = "DIR" (DIR/train and DIR/val), without synthetic or '
+                                    'data_only'),
+    ('steps = 4\nwindows = 5\n', ["--plan"], "{f}: windows 5: more windows than the 4 timed steps; give "
+                                              "windows <= steps"),
+    ('steps = 4\n', ["--windows", "5"], "{f}: --windows 5: more windows than the 4 timed steps; give "
+                                        "--windows <= steps"),
+    ('plan = true\nplan_gpus = 2\n', [], "{f}: plan_gpus 2: plans the study on GPUs, and --device cpu "
+                                          "runs it on the CPU; leave one of them out"),
+    ('gpus = [1, 1024]\n', [], "{f}: gpus 1024: on CPU each worker is a process and this machine has "),
+    ('device = "cuda"\n', [], '{f}: device cuda: no NVIDIA GPU found on this machine (nvidia-smi lists '
+                              'none); use device = "cpu"'),
+    ('concurrency = 100000\n', [], "{f}: concurrency 100000: on CPU each cell needs a core of its own and there "),
+    ('plan_gpus = 2\n', ["--plan-from", "."], "{f}: plan_gpus belongs to plan (print the schedule and "
+                                               "exit); add plan = true"),
+], ids=["plan-gpus", "plan-from", "max-epochs", "data-only", "batch-search", "target", "windows",
+        "windows-flag", "plan-gpus-cpu", "gpus-cores", "device-cuda", "concurrency", "plan-gpus-beside"])
+def test_a_rule_between_a_files_settings_names_the_file_and_its_keys(text, flags, message, tmp_path,
+                                                                     capsys, monkeypatch):
+    """A setting from the campaign file is named as its key, after the file as the user gave it;
+    one from a flag as its flag."""
+    (tmp_path / "study.toml").write_text('frameworks = "caffe2"\n' + text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COMPARE_OVERSUBSCRIBE", raising=False)
+    cpu = [] if "device" in text else ["--device", "cpu"]
+    code, _, err = main_exit(["run", "--config", "study.toml", "--executor", "local", "--results", "c"]
+                             + cpu + flags, capsys)
+    assert code == 2 and err.startswith("compare: error: " + message.format(f="study.toml")), err
     assert err.count("\n") == 1 and not (tmp_path / "c").exists()
 
 
