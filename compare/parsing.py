@@ -127,11 +127,32 @@ def python(text: str, label: str, s: Setting) -> str:
     return "{}={}".format(name, os.path.abspath(path))  # backends run from work/<id>
 
 
-def option(text: str, label: str, s: Setting) -> str:
-    key, sep, _ = text.partition("=")
-    if not sep or not key:
-        raise UserError("{} {!r}: expected KEY=VALUE, e.g. channels_last=true".format(label, text))
-    return text
+def option(text: str, label: str, s: Setting) -> Tuple[str, ...]:
+    """'channels_last=true,loader_workers=2' -> both, as a comma list of any other setting reads:
+    split only where a comma is followed by a declared KEY= (or FRAMEWORK.KEY=), so a value that
+    holds commas (jax's xla_flags=--a=X,Y) stays whole."""
+    first, *rest = text.split(",")
+    items = [first]
+    for piece in rest:
+        if _option_key(piece.partition("=")[0].strip()) and "=" in piece:
+            items.append(piece.strip())
+        else:
+            items[-1] += "," + piece
+    for item in items:
+        key, sep, _ = item.partition("=")
+        if not sep or not key:
+            raise UserError("{} {!r}: expected KEY=VALUE, e.g. channels_last=true".format(label, item))
+    return tuple(items)
+
+
+def _option_key(key: str) -> bool:
+    """Whether `key` is a backend's declared option key, bare or FRAMEWORK.KEY."""
+    scope, dot, bare = key.rpartition(".")
+    try:
+        owners = [fws.get(scope)] if dot else fws.FRAMEWORKS
+    except UserError:
+        return False
+    return any(bare in {o.key for o in fw.options()} for fw in owners)
 
 
 def concurrency(text: str, label: str, s: Setting) -> Optional[int]:

@@ -121,7 +121,8 @@ class Study:
     python: Tuple[str, ...] = _s((), "FRAMEWORK=PATH: run that backend with this python.", p.python,
                                  repeat=True)
     option: Tuple[str, ...] = _s((), "KEY=VALUE (or FRAMEWORK.KEY=VALUE) switch of the backends, "
-                                 "checked against `compare list options`.", p.option, repeat=True)
+                                 "checked against `compare list options`; several: the flag again, "
+                                 "or a comma list.", p.option, repeat=True)
     executor: str = _s(p.AUTO, "auto or one of {} (`compare doctor` says which can run here).".format(
         ", ".join(executors.names())), p.choice(lambda: [p.AUTO] + executors.names(), "executor"))
     # every executor's own flags (Executor.FLAGS), checked by the executor chosen
@@ -299,9 +300,10 @@ def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
             if not isinstance(value, bool):
                 raise UserError("{} = {!r}: give true or false".format(label, value))
             return value
-        if s.repeat:
-            return tuple(s.parse(_text(v), label, s) for v in (
-                value if isinstance(value, (list, tuple)) else [value]))
+        if s.repeat:  # a parser may read several from one text (option: a comma list)
+            parsed = [s.parse(_text(v), label, s) for v in (
+                value if isinstance(value, (list, tuple)) else [value])]
+            return tuple(x for v in parsed for x in (v if isinstance(v, tuple) else (v,)))
         if isinstance(value, (list, tuple)):
             if not s.axis and s.sep == ",":
                 raise UserError("{} = {!r}: give one value, not a list".format(label, value))

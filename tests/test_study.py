@@ -221,3 +221,19 @@ def _write(tmp_path, text):
     path = tmp_path / "all.toml"
     path.write_text(text)
     return path
+
+
+def test_option_as_a_comma_string_reads_as_the_flags_comma_list(tmp_path):
+    """`option = "a=1,b=2"` in a file is two options, as `--option a=1,b=2` and as a TOML array; a
+    comma not followed by a declared KEY= stays in the value (jax's xla_flags may hold commas)."""
+    (tmp_path / "study.toml").write_text('frameworks = "caffe2,jax"\noption = "caffe2.channels_last=true,'
+                                         ' loader_workers=2"\n')
+    from_file = study.build(dict(CPU, config=str(tmp_path / "study.toml")))
+    as_flag = study.build(dict(CPU, frameworks="caffe2,jax",
+                               option=["caffe2.channels_last=true, loader_workers=2"]))
+    assert from_file.option == as_flag.option == ("caffe2.channels_last=true", "loader_workers=2")
+    held = planning.make(from_file).held()
+    assert (held["options.caffe2"], held["options.jax"]) == ({"channels_last": True, "loader_workers": 2},
+                                                           {"loader_workers": 2})
+    flags = study.build(dict(CPU, frameworks="jax", option=["xla_flags=--a=X,Y,sync_bn=true"]))
+    assert flags.option == ("xla_flags=--a=X,Y", "sync_bn=true")
