@@ -88,5 +88,32 @@ def study_of_config(config: Dict[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
     return out, missing
 
 
+# the REQUIRED settings a cell's spec says, by their spec field
+IN_SPECS = {"frameworks": "framework", "gpus": "gpus", "precision": "precision",
+            "batch_size": "batch_size", "device": "device", "image_size": "image_size",
+            "steps": "steps", "warmup": "warmup_steps"}
+
+
+def study_of_specs(specs, names) -> Dict[str, Any]:
+    """The settings `names` as the specs of a campaign's results say them (where its campaign.json
+    does not): an axis as the values its cells ran (`auto` for a searched batch), another setting
+    where every cell has the one value."""
+    out: Dict[str, Any] = {}
+    for name in names:
+        field = IN_SPECS.get(name)
+        values = list(dict.fromkeys(
+            "auto" if field == "batch_size" and spec.get("batch_auto") else spec.get(field)
+            for spec in specs if field)) if field else []
+        if not values or None in values:
+            continue
+        if name in ("gpus", "batch_size"):
+            values = sorted(v for v in values if v != "auto") + ["auto"] * ("auto" in values)
+        if name in ("frameworks", "gpus", "precision", "batch_size"):
+            out[name] = values
+        elif len(values) == 1:
+            out[name] = values[0]
+    return out
+
+
 def _option_text(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)

@@ -421,16 +421,22 @@ def asked_study(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], Dict[str, str], bool]:
     """(the settings campaign.json `meta` stored: its latest session's study, typed; where each came
     from; whether it is the study itself), the FREE ones given again left out. A campaign of an
-    earlier compare stored no study: it is rebuilt from that compare's `config` (settings.py), and
-    False says so (its held settings are then checked as they resolve: campaign.json's settings);
-    a setting that config does not say, and not given now, is one line naming the flags to give."""
-    from .settings import study_of_config
+    earlier compare stored no study: it is rebuilt from that compare's `config`, else from its
+    results' specs (settings.py), and False says so (its held settings are then checked as they
+    resolve: campaign.json's settings); a setting neither says, and not given now, is one line
+    naming the flags to give."""
+    from .settings import study_of_config, study_of_specs
     asked, kept = asked_study(meta), True
     if asked is None:
         sessions = meta.get("sessions") or [{}]
         config = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
         study, missing = study_of_config(config if isinstance(config, dict) else {})
         missing = [n for n in missing if n not in given]
+        if missing:  # what its results' specs say (the cells it ran)
+            from .store import Campaign
+            study.update(study_of_specs([r.spec for r in Campaign(Path(results)).results()[0]],
+                                        missing))
+            missing = [n for n in missing if n not in study]
         if missing:
             raise UserError("--resume {}: the campaign was made by an earlier compare, which stored no "
                             "study, and its campaign.json does not say its {}; give {} as the "

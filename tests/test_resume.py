@@ -244,17 +244,25 @@ def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, 
 
 def test_an_earlier_campaign_that_does_not_say_a_setting_asks_for_its_flag(tmp_path, capsys,
                                                                             monkeypatch):
+    # what its config does not say, its results' specs do; with no result either, one line names
+    # the flags to give
+    import shutil
     monkeypatch.setenv("COLUMNS", "500")
     campaign = _earlier_campaign(tmp_path)
     meta = json.loads((campaign / "campaign.json").read_text())
     for config in [meta["config"]] + [s["config"] for s in meta["sessions"]]:
         del config["frameworks"], config["common"]["steps"]
     (campaign / "campaign.json").write_text(json.dumps(meta))
+    code, err = _run(["run", "--results", campaign, "--resume"], capsys)
+    assert code == 0 and "4 cells, 0 to run" in err, err
+    (campaign / "campaign.json").write_text(json.dumps(meta))  # as it was: no study stored
+    shutil.rmtree(str(campaign / "results"))
+    (campaign / "results").mkdir()
     code, err = _run(["run", "--results", campaign, "--resume", "--plan"], capsys)
     assert (code, err) == (2, "compare: error: --resume {}: the campaign was made by an earlier compare, "
                               "which stored no study, and its campaign.json does not say its "
                               "frameworks, steps; give --frameworks LIST --steps VALUE as the campaign "
                               "was made\n".format(campaign))
-    code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "caffe2", "--steps", "2"],
-                     capsys)
-    assert code == 0 and "4 cells, 0 to run" in err, err
+    code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--frameworks",
+                                "caffe2", "--steps", "2"], capsys)
+    assert code == 0 and out.startswith("plan: 4 cells on "), err
