@@ -266,3 +266,31 @@ def test_an_earlier_campaign_that_does_not_say_a_setting_asks_for_its_flag(tmp_p
     code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--frameworks",
                                 "caffe2", "--steps", "2"], capsys)
     assert code == 0 and out.startswith("plan: 4 cells on "), err
+
+
+def test_a_resume_reads_campaign_json_once_for_the_study_and_once_under_the_lock(tmp_path, fake, capsys,
+                                                                              monkeypatch):
+    """The study, the executor it ran with and the steps it resolved come from one reading
+    (Study.campaign); prepare reads it again once it holds the lock (the resume's checks, the plan
+    and the finished cells share that reading)."""
+    import traceback
+    from collections import Counter
+
+    from compare import store
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    reads, read = Counter(), store._read_json
+
+    def counted(root, name):
+        if name == "campaign.json":
+            where = {(f.filename.split("/")[-1], f.name) for f in traceback.extract_stack()}
+            reads["prepare" if ("prepare.py", "make") in where else "study" if {
+                ("study.py", "build"), ("plan.py", "make")} & where else "other"] += 1
+        return read(root, name)
+    monkeypatch.setattr(store, "_read_json", counted)
+    code, err = _run(["run", "--results", campaign, "--resume", "--repeats", "2"], capsys)
+    assert code == 0 and "2 cells, 1 to run" in err, err
+    assert (reads["study"], reads["prepare"]) == (1, 2)  # prepare: opened, then read once locked

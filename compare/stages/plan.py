@@ -232,13 +232,15 @@ def searched(done) -> Dict[str, int]:
             if r.spec.get("batch_auto") and r.status == "ok" and r.spec_hash}
 
 
-def show(plan: Plan) -> int:
-    """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made."""
+def show(plan: Plan, campaign=None) -> int:
+    """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made.
+    `campaign`: the one --resume continues, as the resume's checks opened it."""
     from ..files import check_writable_dir
     from ..store import FINISHED, Campaign, check_new, default_root
     study = plan.study
-    done = [r for r in Campaign.open(Path(study.results)).results()[0]
-            if r.status in FINISHED] if study.resume else []
+    if study.resume and campaign is None:
+        campaign = Campaign.open(Path(study.results))
+    done = [r for r in campaign.results()[0] if r.status in FINISHED] if study.resume else []
     if study.results and not study.resume:  # a folder the run would refuse is refused here
         check_writable_dir(Path(study.results), "--results")
         check_new(Path(study.results))
