@@ -51,6 +51,7 @@ OLD_NAMES = {"frameworks": "frameworks", "gpus": "gpus", "precisions": "precisio
              "executor_flags": "executor_flags"}
 OLD_COMMON = {"image_size": "image_size", "steps": "steps", "warmup_steps": "warmup",
               "windows": "windows", "compile": "compile"}
+OLD_KEYS = tuple(OLD_NAMES) + ("common", "options", "python", "batch_search")  # a RunConfig's
 REQUIRED = ("frameworks", "gpus", "precision", "batch_size", "device", "image_size", "steps", "warmup")
 
 

@@ -424,20 +424,22 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
     earlier compare stored no study: it is rebuilt from that compare's `config`, else from its
     results' specs (settings.py), and False says so (its held settings are then checked as they
     resolve: campaign.json's settings); a setting neither says, and not given now, is one line
-    naming the flags to give."""
-    from .settings import study_of_config, study_of_specs
+    naming the flags to give (a campaign that ran nothing and says nothing takes today's)."""
+    from .settings import OLD_KEYS, study_of_config, study_of_specs
     asked, kept = asked_study(meta), True
     if asked is None:
         sessions = meta.get("sessions") or [{}]
         config = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
-        study, missing = study_of_config(config if isinstance(config, dict) else {})
-        missing = [n for n in missing if n not in given]
+        config = config if isinstance(config, dict) else {}
+        study, missing = study_of_config(config)
+        missing, specs = [n for n in missing if n not in given], []
         if missing:  # what its results' specs say (the cells it ran)
             from .store import Campaign
-            study.update(study_of_specs([r.spec for r in Campaign(Path(results)).results()[0]],
-                                        missing))
+            specs = [r.spec for r in Campaign(Path(results)).results()[0]]
+            study.update(study_of_specs(specs, missing))
             missing = [n for n in missing if n not in study]
-        if missing:
+        # where nothing ran and its config says nothing, today's flags and defaults, as a new one's
+        if missing and (specs or set(config) & set(OLD_KEYS)):
             raise UserError("--resume {}: the campaign was made by an earlier compare, which stored no "
                             "study, and its campaign.json does not say its {}; give {} as the "
                             "campaign was made".format(results, ", ".join(missing), " ".join(
