@@ -186,8 +186,9 @@ class Study:
             raise UserError("{}{} {}: one folder per campaign (the cells of two folders would "
                             "have the same run ids, -real); run each folder in a campaign of its "
                             "own".format(self.at("data"), n("data"), ",".join(folders)))
-        object.__setattr__(self, "executor_flags", executors.check_flags(self.executor,
-                                                                         self.executor_flags))
+        object.__setattr__(self, "executor_flags", executors.check_flags(
+            self.executor, self.executor_flags, lambda key, owner: (self.label(key), self.ask(
+                key, "executor", owner, '"{}"'.format(owner)))))
         if self.batch_search is not None and not self.resume and p.AUTO not in (
                 self.batch_size or ()) and "tuned" not in self.mode:  # a resumed campaign holds it
             raise UserError("{}{} {}: bounds the batch search of {} auto and {} tuned, and no cell "
@@ -241,7 +242,7 @@ class Study:
         """A setting in a message: its key where it (or the setting `beside` it, when it was not
         given) came from the campaign file, else its flag."""
         near = self.from_file(name) or (not self.given(name) and beside and self.from_file(beside))
-        return name if near else DECLARED[name].flag
+        return name if near else _setting(name).flag
 
     def label(self, name: str) -> str:
         """One setting in a message about it alone: `study.toml: gpus` or `--gpus`."""
@@ -276,6 +277,11 @@ DECLARED: Dict[str, Setting] = {f.name: replace(f.metadata["setting"], name=f.na
                                 for f in fields(Study) if "setting" in f.metadata}
 
 
+def _setting(name: str) -> Setting:
+    """A setting by its name, an executor's own flag too."""
+    return DECLARED.get(name) or next(s for s in declared() if s.name == name)
+
+
 def declared() -> List[Setting]:
     """Every setting of `compare run`, in the order of its help: Study's, with each executor's own
     flags (Executor.FLAGS) after --executor."""
@@ -300,6 +306,9 @@ def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
             if not isinstance(value, bool):
                 raise UserError("{} = {!r}: give true or false".format(label, value))
             return value
+        if isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple, dict)) for v in value):
+            raise UserError("{} = {!r}: give a list of values, not of lists or tables".format(
+                label, value))
         if s.repeat:  # a parser may read several from one text (option: a comma list)
             parsed = [s.parse(_text(v), label, s) for v in (
                 value if isinstance(value, (list, tuple)) else [value])]

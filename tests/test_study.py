@@ -77,8 +77,11 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
                                                    "caffe2; valid keys: caffe2: channels_last, "),
     ('frameworks = "caffe2"\noption = ["foo.x=1"]\n', "{f}: option foo.x=1: unknown framework 'foo'; "
                                                     "choose from tf, mxnet, caffe2, jax\n"),
+    ('gpus = [[1, 2]]\n', "{f}: gpus = [[1, 2]]: give a list of values, not of lists or tables\n"),
+    ('[[option]]\nkey = "x"\n', "{f}: option = [{{'key': 'x'}}]: give a list of values, not of lists or "
+                                "tables\n"),
 ], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
-        "toml", "twice", "option", "option-framework"])
+        "toml", "twice", "option", "option-framework", "nested-list", "array-of-tables"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
                                                               monkeypatch):
     (tmp_path / "study.toml").write_text(text)
@@ -113,8 +116,10 @@ def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp
     ('concurrency = 100000\n', [], "{f}: concurrency 100000: on CPU each cell needs a core of its own and there "),
     ('plan_gpus = 2\n', ["--plan-from", "."], "{f}: plan_gpus belongs to plan (print the schedule and "
                                                "exit); add plan = true"),
+    ('partition = "gpu"\n', [], '{f}: partition is read by the slurm executor only; add executor = "slurm"'),
 ], ids=["plan-gpus", "plan-from", "max-epochs", "data-only", "batch-search", "target", "windows",
-        "windows-flag", "plan-gpus-cpu", "gpus-cores", "device-cuda", "concurrency", "plan-gpus-beside"])
+        "windows-flag", "plan-gpus-cpu", "gpus-cores", "device-cuda", "concurrency", "plan-gpus-beside",
+        "executor-flag"])
 def test_a_rule_between_a_files_settings_names_the_file_and_its_keys(text, flags, message, tmp_path,
                                                                      capsys, monkeypatch):
     """A setting from the campaign file is named as its key, after the file as the user gave it;
