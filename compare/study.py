@@ -383,7 +383,9 @@ def build(flags: Dict[str, Any]) -> "Study":
         return Study(**own, executor_flags=ex, sources=sources)
     base, base_sources, kept = stored(meta, own["results"], set(values))
     ran = ran_with(meta)
-    differ = ["{} {} (the campaign's: {}{})".format(DECLARED[k].flag, show(v), show(base.get(
+    def said(k):  # a campaign file's setting by the file and its key, as its other messages
+        return "{}: {}".format(path, k) if sources.get(k) == "file" else DECLARED[k].flag
+    differ = ["{} {} (the campaign's: {}{})".format(said(k), show(v), show(base.get(
         k, DECLARED[k].default)), ", which ran {}".format(ran) if k == "executor" and ran and
         ran != base.get(k) else "") for k, v in own.items()
         if DECLARED[k].resume == HELD and v != base.get(k, DECLARED[k].default)

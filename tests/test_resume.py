@@ -294,3 +294,17 @@ def test_a_resume_reads_campaign_json_once_for_the_study_and_once_under_the_lock
     code, err = _run(["run", "--results", campaign, "--resume", "--repeats", "2"], capsys)
     assert code == 0 and "2 cells, 1 to run" in err, err
     assert (reads["study"], reads["prepare"]) == (1, 2)  # prepare: opened, then read once locked
+
+
+def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_key(tmp_path, fake, capsys,
+                                                                                monkeypatch):
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    (tmp_path / "more.toml").write_text("steps = 5\nrepeats = 2\n")
+    monkeypatch.chdir(tmp_path)
+    code, err = _run(["run", "--config", "more.toml", "--results", campaign, "--resume"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: more.toml: steps 5 (the campaign's: 3): held by "
+                              "the campaign (they change what its cells measure); leave them out (the "
+                              "campaign's are used) or start a new campaign\n".format(campaign))
