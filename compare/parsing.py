@@ -121,23 +121,45 @@ def data(text: str, label: str, s: Setting) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(x if x == "synthetic" else open_folder(x, label).root for x in items))
 
 
-def python(text: str, label: str, s: Setting) -> str:
+def python(text: str, label: str, s: Setting) -> Tuple[str, ...]:
+    """'caffe2=/a/python,jax=/b/python' -> both (absolute: backends run from work/<id>); a comma
+    splits only before FRAMEWORK=, so a path may hold commas."""
     from .envs import parse_overrides
-    ((name, path),) = parse_overrides([text]).items()
-    return "{}={}".format(name, os.path.abspath(path))  # backends run from work/<id>
+    out = []
+    for item in split_at_keys(text, is_framework):
+        try:
+            ((name, path),) = parse_overrides([item]).items()
+        except UserError as exc:  # named as given: a campaign file's key
+            raise UserError(str(exc).replace("--python", label, 1)) from None
+        out.append("{}={}".format(name, os.path.abspath(path)))
+    return tuple(out)
+
+
+def split_at_keys(text: str, starts: Callable[[str], bool]) -> List[str]:
+    """text split at each comma that a KEY= with starts(KEY) follows; other commas kept."""
+    first, *rest = text.split(",")
+    items = [first]
+    for piece in rest:
+        if "=" in piece and starts(piece.partition("=")[0].strip()):
+            items.append(piece.strip())
+        else:
+            items[-1] += "," + piece
+    return items
+
+
+def is_framework(name: str) -> bool:
+    try:
+        fws.get(name)
+    except UserError:
+        return False
+    return True
 
 
 def option(text: str, label: str, s: Setting) -> Tuple[str, ...]:
     """'channels_last=true,loader_workers=2' -> both, as a comma list of any other setting reads:
     split only where a comma is followed by a declared KEY= (or FRAMEWORK.KEY=), so a value that
     holds commas (jax's xla_flags=--a=X,Y) stays whole."""
-    first, *rest = text.split(",")
-    items = [first]
-    for piece in rest:
-        if _option_key(piece.partition("=")[0].strip()) and "=" in piece:
-            items.append(piece.strip())
-        else:
-            items[-1] += "," + piece
+    items = split_at_keys(text, _option_key)
     for item in items:
         key, sep, _ = item.partition("=")
         if not sep or not key:

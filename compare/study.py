@@ -176,6 +176,11 @@ class Study:
                     self.at(name), n(name), n("plan", name), self.ask(name, "plan")))
         # each key declared, typed, given once
         p.options(self.option, self.framework_list(), self.at("option") + n("option"))
+        names = [item.split("=", 1)[0] for item in self.python]
+        twice = [item for i, item in enumerate(self.python) if names[i] in names[:i]]
+        if twice:  # the last would win unseen
+            raise UserError("{}{} {}: {} is given twice; give each framework once".format(
+                self.at("python"), n("python"), twice[0], twice[0].split("=", 1)[0]))
         if self.data_only and set(self.data) == {"synthetic"}:
             raise UserError("{}{} times an input pipeline: give {} (a folder), e.g. {}".format(
                 self.at("data_only"), n("data_only"), self.ask("data_only", "data", "DIR", '"DIR"'),
@@ -332,9 +337,10 @@ def _rebase(name: str, value: Any, base: Path) -> Any:
         return at(str(value))
     if name == "data":
         return [at(x) for x in (value if isinstance(value, list) else str(value).split(","))]
-    if name == "python":
+    if name == "python":  # a comma string as --python reads it (parsing.python)
         return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1]) if "=" in str(x) else x
-                for x in (value if isinstance(value, list) else [value])]
+                for x in (value if isinstance(value, list) else p.split_at_keys(
+                    str(value), p.is_framework))]
     return value
 
 

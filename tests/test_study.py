@@ -78,16 +78,17 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('frameworks = "caffe2"\noption = ["foo.x=1"]\n', "{f}: option foo.x=1: unknown framework 'foo'; "
                                                     "choose from tf, mxnet, caffe2, jax\n"),
     ('gpus = [[1, 2]]\n', "{f}: gpus = [[1, 2]]: give a list of values, not of lists or tables\n"),
+    ('python = ["caffe2=nope"]\n', "{f}: python 'caffe2={d}/nope': no interpreter at {d}/nope\n"),
     ('[[option]]\nkey = "x"\n', "{f}: option = [{{'key': 'x'}}]: give a list of values, not of lists or "
                                 "tables\n"),
 ], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
-        "toml", "twice", "option", "option-framework", "nested-list", "array-of-tables"])
+        "toml", "twice", "option", "option-framework", "nested-list", "python", "array-of-tables"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
                                                               monkeypatch):
     (tmp_path / "study.toml").write_text(text)
     monkeypatch.chdir(tmp_path)  # the file named as the user gave it, relative, in every message
     code, _, err = main_exit(["run", "--config", "study.toml", "--results", "c"], capsys)
-    assert code == 2 and err.startswith("compare: error: " + message.format(f="study.toml")), err
+    assert code == 2 and err.startswith("compare: error: " + message.format(f="study.toml", d=tmp_path)), err
     assert err.count("\n") == 1 and not (tmp_path / "c").exists()
 
 
@@ -242,3 +243,22 @@ def test_option_as_a_comma_string_reads_as_the_flags_comma_list(tmp_path):
                                                            {"loader_workers": 2})
     flags = study.build(dict(CPU, frameworks="jax", option=["xla_flags=--a=X,Y,sync_bn=true"]))
     assert flags.option == ("xla_flags=--a=X,Y", "sync_bn=true")
+
+
+def test_python_as_a_comma_string_reads_as_a_list_and_a_framework_given_twice_is_one_line(
+        tmp_path, capsys):
+    """`python = "caffe2=P,jax=Q"` (or --python caffe2=P,jax=Q) is two interpreters, each path
+    taken from the file's folder; the same framework twice (an alias too) is one line, where the
+    last one won unseen."""
+    import sys
+    (tmp_path / "bin").mkdir()
+    here = tmp_path / "bin" / "python"
+    here.symlink_to(sys.executable)
+    (tmp_path / "study.toml").write_text('python = "caffe2=bin/python,jax=bin/python"\n')
+    from_file = study.build(dict(CPU, frameworks="caffe2,jax", config=str(tmp_path / "study.toml")))
+    as_flag = study.build(dict(CPU, frameworks="caffe2,jax", python=["caffe2={0},jax={0}".format(here)]))
+    assert from_file.overrides == as_flag.overrides == {"caffe2": str(here), "jax": str(here)}
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(here),
+                              "--python", "torch={}".format(here), "--results", str(tmp_path / "c")], capsys)
+    assert (code, err) == (2, "compare: error: --python caffe2={}: caffe2 is given twice; give each "
+                              "framework once\n".format(here))
