@@ -11,20 +11,18 @@ or SESSION (how this one command runs, never kept). The CLI's `run` options (cli
 file's keys, the bounds, the resume check and campaign.json all read these declarations.
 A campaign file's relative paths are taken from the file's folder, a flag's from where it is typed.
 """
-import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import tomllib
-
 from backends.contract import MODES, PRECISIONS
 from backends.contract.shared import networks
 
-from . import executors
+from . import campaign_file, executors
 from . import frameworks as fws
 from . import parsing as p
 from .errors import UserError
+from .kept import asked_study, ran_with, rebuilt
 
 FREE, HELD, SESSION = "free", "held", "session"
 DEVICES = ("auto", "cuda", "cpu")
@@ -329,44 +327,9 @@ def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
         raise
 
 
-def _rebase(name: str, value: Any, base: Path) -> Any:
-    """A campaign file's relative paths, from the file's folder."""
-    def at(x: str) -> str:
-        return str(base / os.path.expanduser(x.strip())) if x.strip() not in ("", "synthetic") else x
-    if name in ("results", "plan_from"):
-        return at(str(value))
-    if name == "data":
-        return [at(x) for x in (value if isinstance(value, list) else str(value).split(","))]
-    if name == "python":  # a comma string as --python reads it (parsing.python)
-        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1]) if "=" in str(x) else x
-                for x in (value if isinstance(value, list) else p.split_at_keys(
-                    str(value), p.is_framework))]
-    return value
-
-
 def read_file(path: str) -> Dict[str, Any]:
-    """A campaign file's settings as given (keys with underscores or dashes); one UserError line
-    naming the file and the key for anything that is not a setting of `compare run`."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise UserError("--config {}: cannot read it ({})".format(path, exc.strerror or exc)) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserError("--config {}: not a TOML file ({})".format(path, exc)) from None
-    known = {s.name: s for s in declared() if s.name != "config"}
-    out = {}
-    for key, value in data.items():
-        name = key.replace("-", "_")
-        if name not in known:
-            raise UserError("{}: unknown key {!r}; valid keys: {}".format(path, key, ", ".join(known)))
-        if isinstance(value, dict):
-            raise UserError("{}: {} is a table; give it a value, as the flag {} takes".format(
-                path, key, known[name].flag))
-        if name in out:  # image_size and image-size: the one read last would win unseen
-            raise UserError("{}: {} is given twice (as {}); give it once".format(
-                path, name, " and ".join(k for k in data if k.replace("-", "_") == name)))
-        out[name] = _rebase(name, value, Path(path).resolve().parent)
-    return out
+    """A campaign file's settings as given (campaign_file.py): every setting but --config."""
+    return campaign_file.read(path, {s.name: s for s in declared() if s.name != "config"})
 
 
 def build(flags: Dict[str, Any]) -> "Study":
@@ -412,13 +375,6 @@ def _campaign_json(results: str) -> Dict[str, Any]:
     return Campaign.open(Path(results)).opened
 
 
-def ran_with(meta: Dict[str, Any]) -> Optional[str]:
-    """The executor a campaign's cells ran with (campaign.json `meta`'s settings), whatever
-    --executor asked for."""
-    settings = meta.get("settings")
-    return settings.get("executor") if isinstance(settings, dict) else None
-
-
 def show(value: Any) -> str:
     if isinstance(value, tuple):
         return ",".join(str(v) for v in value) or "none"
@@ -427,42 +383,19 @@ def show(value: Any) -> str:
     return "not given" if value is None else str(value)
 
 
-def asked_study(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """What a campaign's latest session asked (campaign.json: its study, the settings' sources),
-    where it stored a study; None for a campaign of an earlier compare."""
-    sessions = meta.get("sessions") or [{}]
-    asked = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
-    return asked if isinstance(asked, dict) and isinstance(asked.get("study"), dict) else None
-
-
 def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], Dict[str, str], bool]:
     """(the settings campaign.json `meta` stored: its latest session's study, typed; where each came
     from; whether it is the study itself), the FREE ones given again left out. A campaign of an
     earlier compare stored no study: it is rebuilt from that compare's `config`, else from its
-    results' specs (settings.py), and False says so (its held settings are then checked as they
+    results' specs (kept.py), and False says so (its held settings are then checked as they
     resolve: campaign.json's settings); a setting neither says, and not given now, is one line
     naming the flags to give (a campaign that ran nothing and says nothing takes today's)."""
-    from .settings import OLD_KEYS, study_of_config, study_of_specs
     asked, kept = asked_study(meta), True
     if asked is None:
-        sessions = meta.get("sessions") or [{}]
-        config = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
-        config = config if isinstance(config, dict) else {}
-        study, missing = study_of_config(config)
-        missing, specs = [n for n in missing if n not in given], []
-        if missing:  # what its results' specs say (the cells it ran)
-            from .store import Campaign
-            specs = [r.spec for r in Campaign(Path(results)).results()[0]]
-            study.update(study_of_specs(specs, missing))
-            missing = [n for n in missing if n not in study]
-        # where nothing ran and its config says nothing, today's flags and defaults, as a new one's
-        if missing and (specs or set(config) & set(OLD_KEYS)):
-            raise UserError("--resume {}: the campaign was made by an earlier compare, which stored no "
-                            "study, and its campaign.json does not say its {}; give {} as the "
-                            "campaign was made".format(results, ", ".join(missing), " ".join(
-                                "{} {}".format(DECLARED[n].flag, "LIST" if DECLARED[n].axis else
-                                               "VALUE") for n in missing)))
-        asked, kept = {"study": study, "sources": {}}, False
+        from .store import Campaign
+        asked, kept = {"study": rebuilt(meta, results, given, lambda: [
+            r.spec for r in Campaign(Path(results)).results()[0]], lambda n: "{} {}".format(
+                DECLARED[n].flag, "LIST" if DECLARED[n].axis else "VALUE")), "sources": {}}, False
     known = {s.name: s for s in declared()}
     values: Dict[str, Any] = {}
     try:

@@ -208,7 +208,7 @@ def _earlier_campaign(tmp_path):
 
 
 def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, monkeypatch):
-    # its study is rebuilt from that config (settings.study_of_config): `--resume` alone continues
+    # its study is rebuilt from that config (kept.study_of_config): `--resume` alone continues
     # it as it was made; a held setting given anew is checked as it resolves, against the settings
     # it stored; from then on it keeps its study
     monkeypatch.setenv("COLUMNS", "500")

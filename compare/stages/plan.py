@@ -15,11 +15,12 @@ from backends.contract import SchemaError
 
 from .. import defaults, executors, resources
 from ..errors import UserError
+from ..kept import asked_study, ran_with
 from ..matrix import QUICK, Matrix, image_sizes
 from ..parsing import AUTO, options
 from ..scheduler import pool_for
 from ..settings import SPEC_HELD
-from ..study import Study, asked_study, ran_with
+from ..study import Study
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
 OVERSUBSCRIBE = "COMPARE_OVERSUBSCRIBE"  # =1: allow more CPU workers than cores
@@ -127,7 +128,7 @@ def _resumed_steps(study: Study) -> Optional[Tuple[int, int]]:
     """The (timed, warm-up) steps a resumed campaign resolved (campaign.json's settings), which
     it keeps where its study left them to the machine; None otherwise (or where campaign.json
     does not say: a campaign of an earlier compare stored no study, and its rebuilt one gives
-    them: settings.study_of_config)."""
+    them: kept.study_of_config)."""
     meta = study.campaign if study.resume else {}
     settings = meta.get("settings")
     if asked_study(meta) is None or not isinstance(settings, dict):
