@@ -233,8 +233,9 @@ class Study:
                                 self.ask(target, "mode", "default", '"default"')))
 
     def from_file(self, name: str) -> bool:
-        """Whether the setting's value is the campaign file's (not a flag's, not a default)."""
-        return self.sources.get(name) == "file"
+        """Whether the setting's value is this command's campaign file's (not a flag's, not a
+        default; a resumed one's sources may name the file an earlier session read)."""
+        return self.config is not None and self.sources.get(name) == "file"
 
     def at(self, *names: str) -> str:
         """A message's start: the campaign file as it was given, where one of `names` came

@@ -262,3 +262,11 @@ def test_python_as_a_comma_string_reads_as_a_list_and_a_framework_given_twice_is
                               "--python", "torch={}".format(here), "--results", str(tmp_path / "c")], capsys)
     assert (code, err) == (2, "compare: error: --python caffe2={}: caffe2 is given twice; give each "
                               "framework once\n".format(here))
+
+
+def test_a_setting_an_earlier_session_read_from_its_file_is_named_by_its_flag_on_resume():
+    # a resumed study keeps where each setting came from; the file is not this command's
+    with pytest.raises(study.UserError) as exc:
+        study.Study(data_only=True, sources={"data_only": "file"})
+    assert str(exc.value) == ("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
+                              "--data synthetic,DIR --data-only")
