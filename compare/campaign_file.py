@@ -15,10 +15,14 @@ def read(path: str, known: Dict[str, Any]) -> Dict[str, Any]:
     """A campaign file's settings as given (keys with underscores or dashes); one UserError line
     naming the file and the key for anything that is not a setting of `compare run`."""
     try:
-        data = tomllib.loads(Path(path).read_text())
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))  # TOML is UTF-8; a BOM
+        # (as some editors write) is no statement
     except OSError as exc:
         raise UserError("--config {}: cannot read it ({})".format(path, exc.strerror or exc)) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise UserError("--config {}: not a TOML file (byte {} is not UTF-8); save it as "
+                        "UTF-8".format(path, exc.start + 1)) from None
+    except tomllib.TOMLDecodeError as exc:
         raise UserError("--config {}: not a TOML file ({})".format(path, exc)) from None
     out = {}
     for key, value in data.items():

@@ -264,6 +264,15 @@ def test_python_as_a_comma_string_reads_as_a_list_and_a_framework_given_twice_is
                               "framework once\n".format(here))
 
 
+def test_a_campaign_file_with_a_byte_order_mark_reads_and_one_not_in_utf8_is_one_line(tmp_path, capsys):
+    (tmp_path / "bom.toml").write_bytes(b"\xef\xbb\xbfsteps = 3\n")  # as Notepad saves UTF-8
+    assert study.build(dict(CPU, frameworks="caffe2", config=str(tmp_path / "bom.toml"))).steps == 3
+    (tmp_path / "latin.toml").write_bytes(b"steps = 3  # caf\xe9\n")
+    code, _, err = main_exit(["run", "--config", str(tmp_path / "latin.toml")], capsys)
+    assert (code, err) == (2, "compare: error: --config {}: not a TOML file (byte 17 is not UTF-8); save it "
+                              "as UTF-8\n".format(tmp_path / "latin.toml"))
+
+
 def test_a_setting_an_earlier_session_read_from_its_file_is_named_by_its_flag_on_resume():
     # a resumed study keeps where each setting came from; the file is not this command's
     with pytest.raises(study.UserError) as exc:
