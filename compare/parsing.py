@@ -202,14 +202,16 @@ def path(text: str, label: str, s: Setting) -> str:
     return os.path.abspath(text)
 
 
-def options(items, frameworks: List[fws.Framework], label: str = "--option"
+def options(items, frameworks: List[fws.Framework], label: str = "--option", kept: bool = False
             ) -> Dict[str, Dict[str, Any]]:
     """['channels_last=false', 'tf.xla=true'] -> {framework: {key: typed value}}.
 
     A plain KEY goes to every framework of the run that declares it (and must be declared by one);
     FRAMEWORK.KEY to that framework only. Values are checked against the declaration; a key given
     twice for one framework is one line (the last would win unseen). `label` names them in a
-    message: the flag, or `study.toml: option` for a campaign file's.
+    message: the flag, or `study.toml: option` for a campaign file's. `kept`: the options a resumed
+    campaign holds (checked when it began), where an option of a framework the resume leaves out
+    is left out too.
     """
     out: Dict[str, Dict[str, Any]] = {fw.name: {} for fw in frameworks}
     for item in items:
@@ -221,11 +223,15 @@ def options(items, frameworks: List[fws.Framework], label: str = "--option"
                 fw = fws.get(scope)
             except UserError as exc:  # named with the option it scopes
                 raise UserError("{} {}: {}".format(label, item, exc)) from None
+            if fw not in frameworks and kept:
+                continue
             if fw not in frameworks:
                 raise UserError("{} {}: {} is not in this run's --frameworks ({})".format(
                     label, item, fw.name, ", ".join(f.name for f in frameworks)))
             targets, key = [fw], bare
         takers = [fw for fw in targets if key in {o.key for o in fw.options()}]
+        if not takers and kept:
+            continue
         if not takers:
             valid = "; ".join("{}: {}".format(fw.name, ", ".join(sorted(o.key for o in fw.options())))
                               for fw in targets)

@@ -160,6 +160,7 @@ class Study:
     sources: Dict[str, str] = field(default_factory=dict, compare=False)
     # campaign.json of the campaign --resume continues, as build() read it ({} otherwise)
     campaign: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    kept: Tuple[str, ...] = field(default=(), compare=False)  # the settings taken from it
 
     def __post_init__(self) -> None:
         """The rules between settings (each value was checked alone when it was parsed); a
@@ -172,8 +173,7 @@ class Study:
             if getattr(self, name) is not None and not self.plan:
                 raise UserError("{}{} belongs to {} (print the schedule and exit); add {}".format(
                     self.at(name), n(name), n("plan", name), self.ask(name, "plan")))
-        # each key declared, typed, given once
-        p.options(self.option, self.framework_list(), self.at("option") + n("option"))
+        self.options()  # each key declared, typed, given once
         names = [item.split("=", 1)[0] for item in self.python]
         twice = [item for i, item in enumerate(self.python) if names[i] in names[:i]]
         if twice:  # the last would win unseen
@@ -258,6 +258,12 @@ class Study:
         if self.from_file(trigger):
             return "{} = {}".format(name, toml_value)
         return "{} {}".format(DECLARED[name].flag, flag_value).rstrip()
+
+    def options(self) -> Dict[str, Dict[str, Any]]:
+        """--option as {framework: {key: typed value}}; a resumed campaign's own (not given now)
+        may name a framework the resume leaves out (parsing.options)."""
+        return p.options(self.option, self.framework_list(), self.label("option"),
+                         kept=self.resume and "option" in self.kept)
 
     def framework_list(self) -> List[fws.Framework]:
         return [fws.get(n) for n in self.frameworks] if self.frameworks else list(fws.FRAMEWORKS)
@@ -366,7 +372,7 @@ def build(flags: Dict[str, Any]) -> "Study":
                             own["results"], "; ".join(differ)))
     ex = dict(base.pop("executor_flags", {}), **ex)
     return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources),
-                 campaign=meta)
+                 campaign=meta, kept=tuple(k for k in base if k not in own))
 
 
 def _campaign_json(results: str) -> Dict[str, Any]:

@@ -308,3 +308,26 @@ def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_ke
     assert (code, err) == (2, "compare: error: --resume {}: more.toml: steps 5 (the campaign's: 3): held by "
                               "the campaign (they change what its cells measure); leave them out (the "
                               "campaign's are used) or start a new campaign\n".format(campaign))
+
+
+def test_a_resume_that_leaves_a_framework_out_keeps_its_options_aside(tmp_path, fake, capsys, monkeypatch):
+    """--frameworks may change on --resume: the campaign's option of a framework left out is no
+    error (it was refused: `caffe2 is not in this run's --frameworks`), and a later resume with it
+    is held to it as before; an option typed now is checked as ever."""
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2,jax", "--python", "caffe2={}".format(fake), "--python",
+                      "jax={}".format(fake), "--option", "caffe2.memory_limit_mb=4096", "--results",
+                      campaign] + FAST, capsys)
+    assert code == 0, err
+    code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "jax", "--repeats", "2"],
+                     capsys)
+    assert code == 0 and "2 cells, 1 to run" in err, err
+    code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "caffe2,jax"], capsys)
+    assert code == 0 and "4 cells, 1 to run" in err, err  # its repeats: the latest session's, 2
+    code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "jax", "--option",
+                      "caffe2.memory_limit_mb=4096"], capsys)
+    assert (code, err) == (2, "compare: error: --option caffe2.memory_limit_mb=4096: caffe2 is not in this "
+                              "run's --frameworks (jax)\n")
+    spec = json.loads((campaign / "results" / "caffe2-fp32-w1-b4-s32-r1.json").read_text())["spec"]
+    assert spec["options"] == {"memory_limit_mb": 4096}

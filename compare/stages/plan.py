@@ -17,7 +17,7 @@ from .. import defaults, executors, resources
 from ..errors import UserError
 from ..kept import asked_study, ran_with
 from ..matrix import QUICK, Matrix, image_sizes
-from ..parsing import AUTO, options
+from ..parsing import AUTO
 from ..scheduler import pool_for
 from ..settings import SPEC_HELD
 from ..study import Study
@@ -95,7 +95,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
                       eval_every=study.eval_every)
     _check_size(study, given, fws)
     matrix = Matrix(fws, given["gpus"], given["precision"], list(study.batch_size or ()),
-                    study.repeats, device, common, options(study.option, fws), study.nodes, study.data,
+                    study.repeats, device, common, study.options(), study.nodes, study.data,
                     study.data_only, study.model, image_sizes(study.model, study.image_size,
                                                               study.quick),
                     study.mode, study.batch_search or SEARCH[device], batches, _classes(study),
