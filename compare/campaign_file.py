@@ -27,6 +27,9 @@ def read(path: str, known: Dict[str, Any]) -> Dict[str, Any]:
     out = {}
     for key, value in data.items():
         name = key.replace("-", "_")
+        if name == "config":  # the one flag that is no key
+            raise UserError("{}: {}: a campaign file cannot name another; give one --config, and "
+                            "flags beside it".format(path, key))
         if name not in known:
             raise UserError("{}: unknown key {!r}; valid keys: {}".format(path, key, ", ".join(known)))
         if isinstance(value, dict):

@@ -78,11 +78,13 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('frameworks = "caffe2"\noption = ["foo.x=1"]\n', "{f}: option foo.x=1: unknown framework 'foo'; "
                                                     "choose from tf, mxnet, caffe2, jax\n"),
     ('gpus = [[1, 2]]\n', "{f}: gpus = [[1, 2]]: give a list of values, not of lists or tables\n"),
+    ('config = "other.toml"\n', "{f}: config: a campaign file cannot name another; give one --config, and "
+                               "flags beside it\n"),
     ('python = ["caffe2=nope"]\n', "{f}: python 'caffe2={d}/nope': no interpreter at {d}/nope\n"),
     ('[[option]]\nkey = "x"\n', "{f}: option = [{{'key': 'x'}}]: give a list of values, not of lists or "
                                 "tables\n"),
 ], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
-        "toml", "twice", "option", "option-framework", "nested-list", "python", "array-of-tables"])
+        "toml", "twice", "option", "option-framework", "nested-list", "config", "python", "array-of-tables"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
                                                               monkeypatch):
     (tmp_path / "study.toml").write_text(text)
