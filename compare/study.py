@@ -357,7 +357,7 @@ def build(flags: Dict[str, Any]) -> "Study":
     meta = _campaign_json(own["results"]) if own.get("resume") and own.get("results") else None
     if meta is None:
         return Study(**own, executor_flags=ex, sources=sources)
-    base, base_sources, kept = stored(meta, own["results"], set(values))
+    base, base_sources, its_own = stored(meta, own["results"], set(values))
     ran = ran_with(meta)
     def said(k):  # a campaign file's setting by the file and its key, as its other messages
         return "{}: {}".format(path, k) if sources.get(k) == "file" else DECLARED[k].flag
@@ -366,7 +366,7 @@ def build(flags: Dict[str, Any]) -> "Study":
         ran != base.get(k) else "") for k, v in own.items()
         if DECLARED[k].resume == HELD and v != base.get(k, DECLARED[k].default)
         and not (k == "executor" and v == ran)]  # auto's choice, named: what the error advises
-    if differ and kept:  # a rebuilt study's are checked as they resolve (Campaign.resume)
+    if differ and its_own:  # a rebuilt study's are checked as they resolve (Campaign.resume)
         raise UserError("--resume {}: {}: held by the campaign (they change what its cells measure); "
                         "leave them out (the campaign's are used) or start a new campaign".format(
                             own["results"], "; ".join(differ)))
@@ -397,10 +397,10 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
     results' specs (kept.py), and False says so (its held settings are then checked as they
     resolve: campaign.json's settings); a setting neither says, and not given now, is one line
     naming the flags to give (a campaign that ran nothing and says nothing takes today's)."""
-    asked, kept = asked_study(meta), True
+    asked, its_own = asked_study(meta), True
     if asked is None:
         from .store import Campaign
-        asked, kept = {"study": rebuilt(meta, results, given, lambda: [
+        asked, its_own = {"study": rebuilt(meta, results, given, lambda: [
             r.spec for r in Campaign(Path(results)).results()[0]], lambda n: "{} {}".format(
                 DECLARED[n].flag, "LIST" if DECLARED[n].axis else "VALUE")), "sources": {}}, False
     known = {s.name: s for s in declared()}
@@ -416,4 +416,4 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
         raise UserError("--resume {}: the campaign's study does not load again ({}); give that "
                         "setting anew where it may change, or start a new campaign".format(
                             results, exc)) from None
-    return values, {k: v for k, v in dict(asked.get("sources") or {}).items() if k in known}, kept
+    return values, {k: v for k, v in dict(asked.get("sources") or {}).items() if k in known}, its_own
