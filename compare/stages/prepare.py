@@ -81,7 +81,8 @@ def check_resume(plan: Plan, campaign: Campaign, write: bool = True) -> None:
         raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
                         "start a new campaign and use `compare diff`".format(
                             campaign.root, "; ".join(differ)))
-    campaign.resume(_asked(plan), plan.held(), settings_of_results, write=write, free=FREE_FLAGS)
+    campaign.resume(_asked(plan), plan.held(), lambda rs: settings_of_results(rs, campaign.root),
+                    write=write, free=FREE_FLAGS)
     campaign.plan(plan.cells, write=write)  # a cell planned before must be the same cell
 
 
