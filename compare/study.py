@@ -416,4 +416,9 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
         raise UserError("--resume {}: the campaign's study does not load again ({}); give that "
                         "setting anew where it may change, or start a new campaign".format(
                             results, exc)) from None
-    return values, {k: v for k, v in dict(asked.get("sources") or {}).items() if k in known}, its_own
+    sources = asked.get("sources") or {}
+    if not isinstance(sources, dict):  # where each setting came from: setting -> how
+        raise UserError("--resume {}: campaign.json is corrupt (its latest session's sources are a "
+                        "{}, not an object); restore it or start a new campaign".format(
+                            results, type(sources).__name__))
+    return values, {k: v for k, v in sources.items() if k in known}, its_own

@@ -143,7 +143,9 @@ def test_a_campaign_files_study_reloads_without_the_file_and_the_report_says_whe
      "--resume {c}: cell caffe2-fp32-w1-b4-s32-r0 was planned with other settings (spec hash "
      "0123456789abcdef, now {h}): resume with the campaign's (its --data, its options) or start a "
      "new campaign"),
-], ids=["empty-settings", "planned-id", "planned-hash"])
+    (lambda m: m["sessions"][-1]["config"].update(sources=["frameworks"]), "--resume {c}: campaign.json is "
+     "corrupt (its latest session's sources are a list, not an object); restore it or start a new campaign"),
+], ids=["empty-settings", "planned-id", "planned-hash", "sources"])
 def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake, capsys):
     campaign = tmp_path / "c"
     code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
