@@ -121,17 +121,60 @@ def data(text: str, label: str, s: Setting) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(x if x == "synthetic" else open_folder(x, label).root for x in items))
 
 
-def python(text: str, label: str, s: Setting) -> str:
+def python(text: str, label: str, s: Setting) -> Tuple[str, ...]:
+    """'caffe2=/a/python,jax=/b/python' -> both (absolute: backends run from work/<id>); a comma
+    splits only before FRAMEWORK=, so a path may hold commas."""
     from .envs import parse_overrides
-    ((name, path),) = parse_overrides([text]).items()
-    return "{}={}".format(name, os.path.abspath(path))  # backends run from work/<id>
+    out = []
+    for item in split_at_keys(text, is_framework):
+        try:
+            ((name, path),) = parse_overrides([item]).items()
+        except UserError as exc:  # named as given: a campaign file's key
+            raise UserError(str(exc).replace("--python", label, 1)) from None
+        out.append("{}={}".format(name, os.path.abspath(path)))
+    return tuple(out)
 
 
-def option(text: str, label: str, s: Setting) -> str:
-    key, sep, _ = text.partition("=")
-    if not sep or not key:
-        raise UserError("{} {!r}: expected KEY=VALUE, e.g. channels_last=true".format(label, text))
-    return text
+def split_at_keys(text: str, starts: Callable[[str], bool]) -> List[str]:
+    """text split at each comma that a KEY= with starts(KEY) follows; other commas kept."""
+    first, *rest = text.split(",")
+    items = [first]
+    for piece in rest:
+        if "=" in piece and starts(piece.partition("=")[0].strip()):
+            items.append(piece.strip())
+        else:
+            items[-1] += "," + piece
+    return items
+
+
+def is_framework(name: str) -> bool:
+    try:
+        fws.get(name)
+    except UserError:
+        return False
+    return True
+
+
+def option(text: str, label: str, s: Setting) -> Tuple[str, ...]:
+    """'channels_last=true,loader_workers=2' -> both, as a comma list of any other setting reads:
+    split only where a comma is followed by a declared KEY= (or FRAMEWORK.KEY=), so a value that
+    holds commas (jax's xla_flags=--a=X,Y) stays whole."""
+    items = split_at_keys(text, _option_key)
+    for item in items:
+        key, sep, _ = item.partition("=")
+        if not sep or not key:
+            raise UserError("{} {!r}: expected KEY=VALUE, e.g. channels_last=true".format(label, item))
+    return tuple(items)
+
+
+def _option_key(key: str) -> bool:
+    """Whether `key` is a backend's declared option key, bare or FRAMEWORK.KEY."""
+    scope, dot, bare = key.rpartition(".")
+    try:
+        owners = [fws.get(scope)] if dot else fws.FRAMEWORKS
+    except UserError:
+        return False
+    return any(bare in {o.key for o in fw.options()} for fw in owners)
 
 
 def concurrency(text: str, label: str, s: Setting) -> Optional[int]:
@@ -150,16 +193,25 @@ def folder(text: str, label: str, s: Setting) -> str:
     return os.path.abspath(text)
 
 
+def as_given(text: str, label: str, s: Setting) -> str:
+    """A path as typed (the campaign file: messages name it as the user gave it)."""
+    return text
+
+
 def path(text: str, label: str, s: Setting) -> str:
     return os.path.abspath(text)
 
 
-def options(items, frameworks: List[fws.Framework]) -> Dict[str, Dict[str, Any]]:
+def options(items, frameworks: List[fws.Framework], label: str = "--option", kept: bool = False
+            ) -> Dict[str, Dict[str, Any]]:
     """['channels_last=false', 'tf.xla=true'] -> {framework: {key: typed value}}.
 
     A plain KEY goes to every framework of the run that declares it (and must be declared by one);
     FRAMEWORK.KEY to that framework only. Values are checked against the declaration; a key given
-    twice for one framework is one line (the last would win unseen).
+    twice for one framework is one line (the last would win unseen). `label` names them in a
+    message: the flag, or `study.toml: option` for a campaign file's. `kept`: the options a resumed
+    campaign holds (checked when it began), where an option of a framework the resume leaves out
+    is left out too.
     """
     out: Dict[str, Dict[str, Any]] = {fw.name: {} for fw in frameworks}
     for item in items:
@@ -167,24 +219,31 @@ def options(items, frameworks: List[fws.Framework]) -> Dict[str, Dict[str, Any]]
         scope, dot, bare = key.rpartition(".")
         targets = frameworks
         if dot:
-            fw = fws.get(scope)
+            try:
+                fw = fws.get(scope)
+            except UserError as exc:  # named with the option it scopes
+                raise UserError("{} {}: {}".format(label, item, exc)) from None
+            if fw not in frameworks and kept:
+                continue
             if fw not in frameworks:
-                raise UserError("--option {}: {} is not in this run's --frameworks ({})".format(
-                    item, fw.name, ", ".join(f.name for f in frameworks)))
+                raise UserError("{} {}: {} is not in this run's --frameworks ({})".format(
+                    label, item, fw.name, ", ".join(f.name for f in frameworks)))
             targets, key = [fw], bare
         takers = [fw for fw in targets if key in {o.key for o in fw.options()}]
+        if not takers and kept:
+            continue
         if not takers:
             valid = "; ".join("{}: {}".format(fw.name, ", ".join(sorted(o.key for o in fw.options())))
                               for fw in targets)
-            raise UserError("--option {}: unknown key {!r} for {}; valid keys: {}".format(
-                item, key, ", ".join(fw.name for fw in targets), valid))
+            raise UserError("{} {}: unknown key {!r} for {}; valid keys: {}".format(
+                label, item, key, ", ".join(fw.name for fw in targets), valid))
         for fw in takers:
             if key in out[fw.name]:
-                raise UserError("--option {}: {} is given twice for {}; give each key once".format(
-                    item, key, fw.name))
+                raise UserError("{} {}: {} is given twice for {}; give each key once".format(
+                    label, item, key, fw.name))
             declared = {o.key: o for o in fw.options()}
             try:
                 out[fw.name][key] = declared[key].parse(value)
             except OptionError as exc:  # named as given: FRAMEWORK.KEY where it was scoped
-                raise UserError("--option {}{}".format(scope + "." if dot else "", exc)) from None
+                raise UserError("{} {}{}".format(label, scope + "." if dot else "", exc)) from None
     return out

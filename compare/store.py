@@ -103,6 +103,8 @@ class Campaign:
         self.root = Path(root).absolute()  # backends run with another cwd: every path absolute
         self._lock_fd: Optional[int] = None
         self._id: Optional[str] = None  # campaign.json's id, read once (attempt_nonce)
+        self.opened: Dict[str, Any] = {}  # campaign.json as open() read and checked it
+        self._held: Optional[Dict[str, Any]] = None  # campaign.json as last read or written locked
 
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
@@ -160,11 +162,19 @@ class Campaign:
             raise _corrupt(root, CAMPAIGN_FILE, "created_at, id or a planned cell's hash is not text")
         if (root / "machine.json").exists():
             _read_json(root, "machine.json")
-        return cls(root)
+        campaign = cls(root)
+        campaign.opened = meta
+        return campaign
 
     @property
     def meta(self) -> Dict[str, Any]:
-        return _read_json(self.root, CAMPAIGN_FILE)
+        """campaign.json (a copy of it the caller may change). While this process holds the lock
+        no one else writes it, so it is read once and kept as written; unlocked, read each time."""
+        if not self.locked:
+            return _read_json(self.root, CAMPAIGN_FILE)
+        if self._held is None:
+            self._held = _read_json(self.root, CAMPAIGN_FILE)
+        return json.loads(json.dumps(self._held))
 
     @property
     def machine(self) -> Dict[str, Any]:
@@ -172,6 +182,7 @@ class Campaign:
 
     def _write_meta(self, meta: Dict[str, Any]) -> None:
         files.write_json(self.root / CAMPAIGN_FILE, meta, self.root)
+        self._held = json.loads(json.dumps(meta)) if self.locked else None
 
     def lock(self) -> None:
         """Hold the campaign's lock until this process ends: one `compare run` writes a campaign at
@@ -198,7 +209,7 @@ class Campaign:
     def unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing drops the flock
-            self._lock_fd = None
+            self._lock_fd, self._held = None, None
 
     def resume(self, config: Dict[str, Any], settings: Dict[str, Any],
                reconstruct: Callable[[List[RunResult]], Dict[str, Any]] = lambda rs: {},

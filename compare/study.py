@@ -11,20 +11,18 @@ or SESSION (how this one command runs, never kept). The CLI's `run` options (cli
 file's keys, the bounds, the resume check and campaign.json all read these declarations.
 A campaign file's relative paths are taken from the file's folder, a flag's from where it is typed.
 """
-import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import tomllib
-
 from backends.contract import MODES, PRECISIONS
 from backends.contract.shared import networks
 
-from . import executors
+from . import campaign_file, executors
 from . import frameworks as fws
 from . import parsing as p
 from .errors import UserError
+from .kept import asked_study, ran_with, rebuilt
 
 FREE, HELD, SESSION = "free", "held", "session"
 DEVICES = ("auto", "cuda", "cpu")
@@ -71,7 +69,7 @@ class Study:
     """A campaign: its axes, its fixed settings, where and how it runs. Checks itself whole."""
 
     config: Optional[str] = _s(None, "A campaign file (TOML): every flag of `compare run` is a key "
-                               "of the same name; flags given beside it override it.", p.path,
+                               "of the same name; flags given beside it override it.", p.as_given,
                                resume=SESSION)
     frameworks: Optional[Tuple[str, ...]] = _s(None, "Comma list of {} (aliases: `compare list "
                                                "frameworks`). Default: all available.".format(
@@ -121,7 +119,8 @@ class Study:
     python: Tuple[str, ...] = _s((), "FRAMEWORK=PATH: run that backend with this python.", p.python,
                                  repeat=True)
     option: Tuple[str, ...] = _s((), "KEY=VALUE (or FRAMEWORK.KEY=VALUE) switch of the backends, "
-                                 "checked against `compare list options`.", p.option, repeat=True)
+                                 "checked against `compare list options`; several: the flag again, "
+                                 "or a comma list.", p.option, repeat=True)
     executor: str = _s(p.AUTO, "auto or one of {} (`compare doctor` says which can run here).".format(
         ", ".join(executors.names())), p.choice(lambda: [p.AUTO] + executors.names(), "executor"))
     # every executor's own flags (Executor.FLAGS), checked by the executor chosen
@@ -159,60 +158,112 @@ class Study:
                                   resume=SESSION)
     # where each setting came from: "default", "file", "flag" or "flag over file" (not a setting)
     sources: Dict[str, str] = field(default_factory=dict, compare=False)
+    # campaign.json of the campaign --resume continues, as build() read it ({} otherwise)
+    campaign: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    kept: Tuple[str, ...] = field(default=(), compare=False)  # the settings taken from it
 
     def __post_init__(self) -> None:
-        """The rules between settings (each value was checked alone when it was parsed)."""
+        """The rules between settings (each value was checked alone when it was parsed); a
+        message names each setting as it was given: a key of the campaign file, or a flag."""
+        n = self.said
         if self.resume and not self.results:
-            raise UserError("--resume needs --results DIR naming the campaign to continue")
+            raise UserError("{}{} needs {} naming the campaign to continue".format(
+                self.at("resume"), n("resume"), self.ask("resume", "results", "DIR", '"DIR"')))
         for name in ("plan_gpus", "plan_from"):
             if getattr(self, name) is not None and not self.plan:
-                raise UserError("{} belongs to --plan (print the schedule and exit); add --plan".format(
-                    DECLARED[name].flag))
-        try:
-            p.options(self.option, self.framework_list())  # each key declared, typed, given once
-        except UserError as exc:
-            if self.sources.get("option") != "file":
-                raise
-            raise UserError("{}: option: {}".format(self.config, exc)) from None  # as _typed says
+                raise UserError("{}{} belongs to {} (print the schedule and exit); add {}".format(
+                    self.at(name), n(name), n("plan", name), self.ask(name, "plan")))
+        self.options()  # each key declared, typed, given once
+        names = [item.split("=", 1)[0] for item in self.python]
+        twice = [item for i, item in enumerate(self.python) if names[i] in names[:i]]
+        if twice:  # the last would win unseen
+            raise UserError("{}{} {}: {} is given twice; give each framework once".format(
+                self.at("python"), n("python"), twice[0], twice[0].split("=", 1)[0]))
         if self.data_only and set(self.data) == {"synthetic"}:
-            raise UserError("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
-                            "--data synthetic,DIR --data-only")
+            raise UserError("{}{} times an input pipeline: give {} (a folder), e.g. {}".format(
+                self.at("data_only"), n("data_only"), self.ask("data_only", "data", "DIR", '"DIR"'),
+                self.ask("data_only", "data", "synthetic,DIR --data-only",
+                         '["synthetic", "DIR"] with data_only = true')))
         folders = [d for d in self.data if d != "synthetic"]
         if len(folders) > 1:  # a run id names the data mode (-real), not the folder
-            raise UserError("--data {}: one folder per campaign (the cells of two folders would "
+            raise UserError("{}{} {}: one folder per campaign (the cells of two folders would "
                             "have the same run ids, -real); run each folder in a campaign of its "
-                            "own".format(",".join(folders)))
-        object.__setattr__(self, "executor_flags", executors.check_flags(self.executor,
-                                                                         self.executor_flags))
+                            "own".format(self.at("data"), n("data"), ",".join(folders)))
+        object.__setattr__(self, "executor_flags", executors.check_flags(
+            self.executor, self.executor_flags, lambda key, owner: (self.label(key), self.ask(
+                key, "executor", owner, '"{}"'.format(owner)))))
         if self.batch_search is not None and not self.resume and p.AUTO not in (
                 self.batch_size or ()) and "tuned" not in self.mode:  # a resumed campaign holds it
-            raise UserError("--batch-search {}: bounds the batch search of --batch-size auto and "
-                            "--mode tuned, and no cell searches; add --batch-size auto (or --mode "
-                            "tuned), or leave it out".format("-".join(map(str, self.batch_search))))
+            raise UserError("{}{} {}: bounds the batch search of {} auto and {} tuned, and no cell "
+                            "searches; add {} (or {}), or leave it out".format(
+                                self.at("batch_search"), n("batch_search"),
+                                "-".join(map(str, self.batch_search)), n("batch_size", "batch_search"),
+                                n("mode", "batch_search"),
+                                self.ask("batch_search", "batch_size", "auto", '["auto"]'),
+                                self.ask("batch_search", "mode", "tuned", '["tuned"]')))
         self._accuracy_rules()
 
     def _accuracy_rules(self) -> None:
         """Time to accuracy trains on DIR/train and evaluates on DIR/val (docs/accuracy.md)."""
         from .datasets import held_out
+        n, target = self.said, "target_accuracy"
         if self.target_accuracy is None:
             for name in ("max_epochs", "eval_every"):
                 if getattr(self, name) != DECLARED[name].default:
-                    raise UserError("{} belongs to --target-accuracy (time to accuracy); add "
-                                    "--target-accuracy".format(DECLARED[name].flag))
+                    raise UserError("{}{} belongs to {} (time to accuracy); add {}".format(
+                        self.at(name), n(name), n(target, name), self.ask(name, target, "", "0.759")))
             return
         if "synthetic" in self.data or self.data_only:
-            raise UserError("--target-accuracy trains on a folder and evaluates on its held-out part: "
-                            "give --data DIR (DIR/train and DIR/val), without synthetic or --data-only")
+            raise UserError("{}{} trains on a folder and evaluates on its held-out part: give {} "
+                            "(DIR/train and DIR/val), without synthetic or {}".format(
+                                self.at(target, "data", "data_only"), n(target),
+                                self.ask(target, "data", "DIR", '"DIR"'), n("data_only", target)))
         for folder in self.data:
             if not held_out(folder):
-                raise UserError("--data {}: no held-out part: time to accuracy evaluates top-1 on "
+                raise UserError("{}{} {}: no held-out part: time to accuracy evaluates top-1 on "
                                 "DIR/val beside DIR/train (`compare data make DIR --learnable small` "
                                 "makes both; else move a fixed share of each class's JPEGs into "
-                                "DIR/val/<class>)".format(folder))
+                                "DIR/val/<class>)".format(self.at("data"), n("data"), folder))
         if p.AUTO in (self.batch_size or ()) or "tuned" in self.mode:
-            raise UserError("--target-accuracy: --batch-size auto and --mode tuned choose the batch "
-                            "by throughput probes, not built for time to accuracy; give --batch-size "
-                            "N and --mode default")
+            raise UserError("{}{}: {} auto and {} tuned choose the batch by throughput probes, not "
+                            "built for time to accuracy; give {} and {}".format(
+                                self.at(target, "batch_size", "mode"), n(target),
+                                n("batch_size", target), n("mode", target),
+                                self.ask(target, "batch_size", "N", "[N]"),
+                                self.ask(target, "mode", "default", '"default"')))
+
+    def from_file(self, name: str) -> bool:
+        """Whether the setting's value is this command's campaign file's (not a flag's, not a
+        default; a resumed one's sources may name the file an earlier session read)."""
+        return self.config is not None and self.sources.get(name) == "file"
+
+    def at(self, *names: str) -> str:
+        """A message's start: the campaign file as it was given, where one of `names` came
+        from it (as every other message about the file's values begins)."""
+        return "{}: ".format(self.config) if any(map(self.from_file, names)) else ""
+
+    def said(self, name: str, beside: str = "") -> str:
+        """A setting in a message: its key where it (or the setting `beside` it, when it was not
+        given) came from the campaign file, else its flag."""
+        near = self.from_file(name) or (not self.given(name) and beside and self.from_file(beside))
+        return name if near else _setting(name).flag
+
+    def label(self, name: str) -> str:
+        """One setting in a message about it alone: `study.toml: gpus` or `--gpus`."""
+        return self.at(name) + self.said(name)
+
+    def ask(self, trigger: str, name: str, flag_value: str = "", toml_value: str = "true") -> str:
+        """What to add to give `name`: a key of the campaign file where `trigger` came from it,
+        else a flag (a switch's flag alone)."""
+        if self.from_file(trigger):
+            return "{} = {}".format(name, toml_value)
+        return "{} {}".format(DECLARED[name].flag, flag_value).rstrip()
+
+    def options(self) -> Dict[str, Dict[str, Any]]:
+        """--option as {framework: {key: typed value}}; a resumed campaign's own (not given now)
+        may name a framework the resume leaves out (parsing.options)."""
+        return p.options(self.option, self.framework_list(), self.label("option"),
+                         kept=self.resume and "option" in self.kept)
 
     def framework_list(self) -> List[fws.Framework]:
         return [fws.get(n) for n in self.frameworks] if self.frameworks else list(fws.FRAMEWORKS)
@@ -234,6 +285,11 @@ class Study:
 
 DECLARED: Dict[str, Setting] = {f.name: replace(f.metadata["setting"], name=f.name)
                                 for f in fields(Study) if "setting" in f.metadata}
+
+
+def _setting(name: str) -> Setting:
+    """A setting by its name, an executor's own flag too."""
+    return DECLARED.get(name) or next(s for s in declared() if s.name == name)
 
 
 def declared() -> List[Setting]:
@@ -260,9 +316,13 @@ def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
             if not isinstance(value, bool):
                 raise UserError("{} = {!r}: give true or false".format(label, value))
             return value
-        if s.repeat:
-            return tuple(s.parse(_text(v), label, s) for v in (
-                value if isinstance(value, (list, tuple)) else [value]))
+        if isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple, dict)) for v in value):
+            raise UserError("{} = {!r}: give a list of values, not of lists or tables".format(
+                label, value))
+        if s.repeat:  # a parser may read several from one text (option: a comma list)
+            parsed = [s.parse(_text(v), label, s) for v in (
+                value if isinstance(value, (list, tuple)) else [value])]
+            return tuple(x for v in parsed for x in (v if isinstance(v, tuple) else (v,)))
         if isinstance(value, (list, tuple)):
             if not s.axis and s.sep == ",":
                 raise UserError("{} = {!r}: give one value, not a list".format(label, value))
@@ -274,43 +334,9 @@ def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
         raise
 
 
-def _rebase(name: str, value: Any, base: Path) -> Any:
-    """A campaign file's relative paths, from the file's folder."""
-    def at(x: str) -> str:
-        return str(base / os.path.expanduser(x.strip())) if x.strip() not in ("", "synthetic") else x
-    if name in ("results", "plan_from"):
-        return at(str(value))
-    if name == "data":
-        return [at(x) for x in (value if isinstance(value, list) else str(value).split(","))]
-    if name == "python":
-        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1]) if "=" in str(x) else x
-                for x in (value if isinstance(value, list) else [value])]
-    return value
-
-
 def read_file(path: str) -> Dict[str, Any]:
-    """A campaign file's settings as given (keys with underscores or dashes); one UserError line
-    naming the file and the key for anything that is not a setting of `compare run`."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise UserError("--config {}: cannot read it ({})".format(path, exc.strerror or exc)) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise UserError("--config {}: not a TOML file ({})".format(path, exc)) from None
-    known = {s.name: s for s in declared() if s.name != "config"}
-    out = {}
-    for key, value in data.items():
-        name = key.replace("-", "_")
-        if name not in known:
-            raise UserError("{}: unknown key {!r}; valid keys: {}".format(path, key, ", ".join(known)))
-        if isinstance(value, dict):
-            raise UserError("{}: {} is a table; give it a value, as the flag {} takes".format(
-                path, key, known[name].flag))
-        if name in out:  # image_size and image-size: the one read last would win unseen
-            raise UserError("{}: {} is given twice (as {}); give it once".format(
-                path, name, " and ".join(k for k in data if k.replace("-", "_") == name)))
-        out[name] = _rebase(name, value, Path(path).resolve().parent)
-    return out
+    """A campaign file's settings as given (campaign_file.py): every setting but --config."""
+    return campaign_file.read(path, {s.name: s for s in declared() if s.name != "config"})
 
 
 def build(flags: Dict[str, Any]) -> "Study":
@@ -328,30 +354,32 @@ def build(flags: Dict[str, Any]) -> "Study":
                 "file" if where else "flag")
     own = {k: v for k, v in values.items() if k in DECLARED}
     ex = {k: v for k, v in values.items() if k not in DECLARED}
-    kept = stored(own["results"], set(values)) if own.get("resume") and own.get("results") else None
-    if kept is None:
+    meta = _campaign_json(own["results"]) if own.get("resume") and own.get("results") else None
+    if meta is None:
         return Study(**own, executor_flags=ex, sources=sources)
-    base, base_sources = kept
-    ran = ran_with(own["results"]) if own.get("executor", p.AUTO) != base.get("executor") else None
-    differ = ["{} {} (the campaign's: {}{})".format(DECLARED[k].flag, show(v), show(base.get(
+    base, base_sources, its_own = stored(meta, own["results"], set(values))
+    ran = ran_with(meta)
+    def said(k):  # a campaign file's setting by the file and its key, as its other messages
+        return "{}: {}".format(path, k) if sources.get(k) == "file" else DECLARED[k].flag
+    differ = ["{} {} (the campaign's: {}{})".format(said(k), show(v), show(base.get(
         k, DECLARED[k].default)), ", which ran {}".format(ran) if k == "executor" and ran and
         ran != base.get(k) else "") for k, v in own.items()
         if DECLARED[k].resume == HELD and v != base.get(k, DECLARED[k].default)
         and not (k == "executor" and v == ran)]  # auto's choice, named: what the error advises
-    if differ:
+    if differ and its_own:  # a rebuilt study's are checked as they resolve (Campaign.resume)
         raise UserError("--resume {}: {}: held by the campaign (they change what its cells measure); "
                         "leave them out (the campaign's are used) or start a new campaign".format(
                             own["results"], "; ".join(differ)))
     ex = dict(base.pop("executor_flags", {}), **ex)
-    return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources))
+    return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources),
+                 campaign=meta, kept=tuple(k for k in base if k not in own))
 
 
-def ran_with(results: str) -> Optional[str]:
-    """The executor a campaign's cells ran with (campaign.json's settings), whatever --executor
-    asked for."""
+def _campaign_json(results: str) -> Dict[str, Any]:
+    """campaign.json of the campaign --resume continues, read once: the study, the executor and
+    the steps it resolved are each taken from this one reading (Study.campaign)."""
     from .store import Campaign
-    settings = Campaign.open(Path(results)).meta.get("settings")
-    return settings.get("executor") if isinstance(settings, dict) else None
+    return Campaign.open(Path(results)).opened
 
 
 def show(value: Any) -> str:
@@ -362,22 +390,19 @@ def show(value: Any) -> str:
     return "not given" if value is None else str(value)
 
 
-def asked_study(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """What a campaign's latest session asked (campaign.json: its study, the settings' sources),
-    where it stored a study; None for a campaign of an earlier compare."""
-    sessions = meta.get("sessions") or [{}]
-    asked = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
-    return asked if isinstance(asked, dict) and isinstance(asked.get("study"), dict) else None
-
-
-def stored(results: str, given) -> Optional[Tuple[Dict[str, Any], Dict[str, str]]]:
-    """(the settings a campaign stored: its latest session's study, typed; where each came from);
-    the FREE ones given again left out. None for a campaign of an earlier compare, which stored
-    no study (its stored settings hold it: settings.py)."""
-    from .store import Campaign
-    asked = asked_study(Campaign.open(Path(results)).meta)
+def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], Dict[str, str], bool]:
+    """(the settings campaign.json `meta` stored: its latest session's study, typed; where each came
+    from; whether it is the study itself), the FREE ones given again left out. A campaign of an
+    earlier compare stored no study: it is rebuilt from that compare's `config`, else from its
+    results' specs (kept.py), and False says so (its held settings are then checked as they
+    resolve: campaign.json's settings); a setting neither says, and not given now, is one line
+    naming the flags to give (a campaign that ran nothing and says nothing takes today's)."""
+    asked, its_own = asked_study(meta), True
     if asked is None:
-        return None
+        from .store import Campaign
+        asked, its_own = {"study": rebuilt(meta, results, given, lambda: [
+            r.spec for r in Campaign(Path(results)).results()[0]], lambda n: "{} {}".format(
+                DECLARED[n].flag, "LIST" if DECLARED[n].axis else "VALUE")), "sources": {}}, False
     known = {s.name: s for s in declared()}
     values: Dict[str, Any] = {}
     try:
@@ -391,4 +416,9 @@ def stored(results: str, given) -> Optional[Tuple[Dict[str, Any], Dict[str, str]
         raise UserError("--resume {}: the campaign's study does not load again ({}); give that "
                         "setting anew where it may change, or start a new campaign".format(
                             results, exc)) from None
-    return values, {k: v for k, v in dict(asked.get("sources") or {}).items() if k in known}
+    sources = asked.get("sources") or {}
+    if not isinstance(sources, dict):  # where each setting came from: setting -> how
+        raise UserError("--resume {}: campaign.json is corrupt (its latest session's sources are a "
+                        "{}, not an object); restore it or start a new campaign".format(
+                            results, type(sources).__name__))
+    return values, {k: v for k, v in sources.items() if k in known}, its_own

@@ -143,7 +143,9 @@ def test_a_campaign_files_study_reloads_without_the_file_and_the_report_says_whe
      "--resume {c}: cell caffe2-fp32-w1-b4-s32-r0 was planned with other settings (spec hash "
      "0123456789abcdef, now {h}): resume with the campaign's (its --data, its options) or start a "
      "new campaign"),
-], ids=["empty-settings", "planned-id", "planned-hash"])
+    (lambda m: m["sessions"][-1]["config"].update(sources=["frameworks"]), "--resume {c}: campaign.json is "
+     "corrupt (its latest session's sources are a list, not an object); restore it or start a new campaign"),
+], ids=["empty-settings", "planned-id", "planned-hash", "sources"])
 def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake, capsys):
     campaign = tmp_path / "c"
     code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
@@ -189,39 +191,145 @@ def test_a_time_to_accuracy_run_killed_mid_training_runs_again_and_keeps_its_par
     assert "## Time to accuracy (minutes to target)" in again.stdout and "$ to target" in again.stdout
 
 
-def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, monkeypatch):
-    # tests/fixtures/campaign_cpu was written at 3f40005: campaign.json's `config` is that
-    # compare's RunConfig, no study. Its held settings are checked as they were: given its flags
-    # again it resumes (nothing left to run), and from then on it keeps its study
+def _earlier_campaign(tmp_path):
+    """A copy of tests/fixtures/campaign_cpu (written at 3f40005: campaign.json's `config` is that
+    compare's RunConfig, no study), made this machine's: its machine.json and its results' CPU (a
+    result of another CPU model is never resumed)."""
     import shutil
 
     from compare import machine_record
     from tests.reporting.test_golden_campaign import FIXTURE
-    monkeypatch.setenv("COLUMNS", "500")
     campaign = tmp_path / "c"
     shutil.copytree(str(FIXTURE / "campaign"), str(campaign))
     record = machine_record.info()
-    (campaign / "machine.json").write_text(json.dumps(record))  # this machine's, and its CPU
-    for path in (campaign / "results").iterdir():  # in the results (it was written on a Xeon; a
-        result = json.loads(path.read_text())  # result of another CPU model is never resumed)
+    (campaign / "machine.json").write_text(json.dumps(record))
+    for path in (campaign / "results").iterdir():
+        result = json.loads(path.read_text())
         path.write_text(json.dumps(dict(result, device_name=record["cpu_model"]), indent=2))
+    return campaign
+
+
+def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, monkeypatch):
+    # its study is rebuilt from that config (kept.study_of_config): `--resume` alone continues
+    # it as it was made; a held setting given anew is checked as it resolves, against the settings
+    # it stored; from then on it keeps its study
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = _earlier_campaign(tmp_path)
     before = {p.name: p.read_bytes() for p in (campaign / "results").iterdir()}
     meta = (campaign / "campaign.json").read_bytes()
     for plan_only in (["--plan"], []):  # --plan refuses what the run refuses, and writes nothing
-        code, err = _run(["run", "--results", campaign, "--resume", "--device", "cpu"] + plan_only,
+        code, err = _run(["run", "--results", campaign, "--resume", "--steps", "50"] + plan_only,
                          capsys)
-        assert code == 2 and "settings differ from the campaign's: " in err and "steps 2 " \
-            "(campaign) vs 50 (now)" in err, err
+        assert (code, err) == (2, "compare: error: --resume {}: settings differ from the campaign's: "
+                                  "steps 2 (campaign) vs 50 (now); resume with the campaign's settings "
+                                  "or start a new campaign (--frameworks, --gpus, --nodes, --precision, "
+                                  "--batch-size, --mode, --repeats, --timeout, --data, --data-only, "
+                                  "--model, --concurrency and --gpu-hour-price may change)\n".format(
+                                      campaign))
         assert (campaign / "campaign.json").read_bytes() == meta
-    flags = ["--frameworks", "caffe2", "--quick", "--image-size", "32", "--steps", "2", "--warmup",
-             "1", "--windows", "2", "--repeats", "2", "--gpus", "1,2", "--device", "cpu",
-             "--executor", "local"]
-    code, err = _run(["run", "--results", campaign, "--resume", "--plan"] + flags, capsys)
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan"], capsys)
     assert code == 0 and (campaign / "campaign.json").read_bytes() == meta, err
-    code, err = _run(["run", "--results", campaign, "--resume"] + flags, capsys)
+    code, err = _run(["run", "--results", campaign, "--resume"], capsys)  # no other flag
     assert code == 0 and "4 cells, 0 to run" in err, err
     assert {p.name: p.read_bytes() for p in (campaign / "results").iterdir()} == before
     assert "| PyTorch (Caffe2) | fp32 | 32 | 32 | 9.36 | 58.47 (6.246 ±7.773) |" in (
         campaign / "report" / "report.md").read_text()
+    study = json.loads((campaign / "campaign.json").read_text())["sessions"][-1]["config"]["study"]
+    assert (study["frameworks"], study["gpus"], study["precision"], study["batch_size"], study["steps"],
+            study["warmup"], study["windows"], study["image_size"], study["repeats"]) == (
+        ["caffe2"], [1, 2], ["fp32"], [32], 2, 1, 2, 32, 2)
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--steps", "50"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: --steps 50 (the campaign's: 2): held by the "
+                              "campaign (they change what its cells measure); leave them out (the "
+                              "campaign's are used) or start a new campaign\n".format(campaign))
+
+
+def test_an_earlier_campaign_that_does_not_say_a_setting_asks_for_its_flag(tmp_path, capsys,
+                                                                            monkeypatch):
+    # what its config does not say, its results' specs do; with no result either, one line names
+    # the flags to give
+    import shutil
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = _earlier_campaign(tmp_path)
+    meta = json.loads((campaign / "campaign.json").read_text())
+    for config in [meta["config"]] + [s["config"] for s in meta["sessions"]]:
+        del config["frameworks"], config["common"]["steps"]
+    (campaign / "campaign.json").write_text(json.dumps(meta))
     code, err = _run(["run", "--results", campaign, "--resume"], capsys)
     assert code == 0 and "4 cells, 0 to run" in err, err
+    (campaign / "campaign.json").write_text(json.dumps(meta))  # as it was: no study stored
+    shutil.rmtree(str(campaign / "results"))
+    (campaign / "results").mkdir()
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: the campaign was made by an earlier compare, "
+                              "which stored no study, and its campaign.json does not say its "
+                              "frameworks, steps; give --frameworks LIST --steps VALUE as the campaign "
+                              "was made\n".format(campaign))
+    code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--frameworks",
+                                "caffe2", "--steps", "2"], capsys)
+    assert code == 0 and out.startswith("plan: 4 cells on "), err
+
+
+def test_a_resume_reads_campaign_json_once_for_the_study_and_once_under_the_lock(tmp_path, fake, capsys,
+                                                                              monkeypatch):
+    """The study, the executor it ran with and the steps it resolved come from one reading
+    (Study.campaign); prepare reads it again once it holds the lock (the resume's checks, the plan
+    and the finished cells share that reading)."""
+    import traceback
+    from collections import Counter
+
+    from compare import store
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    reads, read = Counter(), store._read_json
+
+    def counted(root, name):
+        if name == "campaign.json":
+            where = {(f.filename.split("/")[-1], f.name) for f in traceback.extract_stack()}
+            reads["prepare" if ("prepare.py", "make") in where else "study" if {
+                ("study.py", "build"), ("plan.py", "make")} & where else "other"] += 1
+        return read(root, name)
+    monkeypatch.setattr(store, "_read_json", counted)
+    code, err = _run(["run", "--results", campaign, "--resume", "--repeats", "2"], capsys)
+    assert code == 0 and "2 cells, 1 to run" in err, err
+    assert (reads["study"], reads["prepare"]) == (1, 2)  # prepare: opened, then read once locked
+
+
+def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_key(tmp_path, fake, capsys,
+                                                                                monkeypatch):
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    (tmp_path / "more.toml").write_text("steps = 5\nrepeats = 2\n")
+    monkeypatch.chdir(tmp_path)
+    code, err = _run(["run", "--config", "more.toml", "--results", campaign, "--resume"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: more.toml: steps 5 (the campaign's: 3): held by "
+                              "the campaign (they change what its cells measure); leave them out (the "
+                              "campaign's are used) or start a new campaign\n".format(campaign))
+
+
+def test_a_resume_that_leaves_a_framework_out_keeps_its_options_aside(tmp_path, fake, capsys, monkeypatch):
+    """--frameworks may change on --resume: the campaign's option of a framework left out is no
+    error (it was refused: `caffe2 is not in this run's --frameworks`), and a later resume with it
+    is held to it as before; an option typed now is checked as ever."""
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2,jax", "--python", "caffe2={}".format(fake), "--python",
+                      "jax={}".format(fake), "--option", "caffe2.memory_limit_mb=4096", "--results",
+                      campaign] + FAST, capsys)
+    assert code == 0, err
+    code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "jax", "--repeats", "2"],
+                     capsys)
+    assert code == 0 and "2 cells, 1 to run" in err, err
+    code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "caffe2,jax"], capsys)
+    assert code == 0 and "4 cells, 1 to run" in err, err  # its repeats: the latest session's, 2
+    code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "jax", "--option",
+                      "caffe2.memory_limit_mb=4096"], capsys)
+    assert (code, err) == (2, "compare: error: --option caffe2.memory_limit_mb=4096: caffe2 is not in this "
+                              "run's --frameworks (jax)\n")
+    spec = json.loads((campaign / "results" / "caffe2-fp32-w1-b4-s32-r1.json").read_text())["spec"]
+    assert spec["options"] == {"memory_limit_mb": 4096}

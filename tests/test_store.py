@@ -240,6 +240,9 @@ def test_a_campaign_without_settings_whose_results_disagree_is_not_resumed(tmp_p
     assert str(exc.value) == ("--resume: the campaign stored no settings (an earlier compare made it) "
                               "and its results disagree: steps 50 in caffe2-fp32-g1-b256-s224-r0 vs 11 in "
                               "caffe2-fp32-g1-b256-s224-r1; start a new campaign")
+    with pytest.raises(UserError) as exc:  # as every other --resume line, it names the campaign
+        settings_of_results([a, b], tmp_path)
+    assert str(exc.value).startswith("--resume {}: the campaign stored no settings".format(tmp_path))
 
 
 def _fake_run(tmp_path, capsys, root, *extra):

@@ -73,14 +73,67 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('gpus = [1, 2\n', "--config {f}: not a TOML file (Unclosed array (at end of document))"),
     ('image-size = 64\nimage_size = 32\n', "{f}: image_size is given twice (as image-size and image_size); "
                                          "give it once"),
-    ('frameworks = "caffe2"\noption = ["nope=1"]\n', "{f}: option: --option nope=1: unknown key 'nope' for "
+    ('frameworks = "caffe2"\noption = ["nope=1"]\n', "{f}: option nope=1: unknown key 'nope' for "
                                                    "caffe2; valid keys: caffe2: channels_last, "),
-], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table", "toml", "twice", "option"])
-def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys):
-    path = tmp_path / "study.toml"
-    path.write_text(text)
-    code, _, err = main_exit(["run", "--config", str(path), "--results", str(tmp_path / "c")], capsys)
-    assert code == 2 and err.startswith("compare: error: " + message.format(f=path)), err
+    ('frameworks = "caffe2"\noption = ["foo.x=1"]\n', "{f}: option foo.x=1: unknown framework 'foo'; "
+                                                    "choose from tf, mxnet, caffe2, jax\n"),
+    ('gpus = [[1, 2]]\n', "{f}: gpus = [[1, 2]]: give a list of values, not of lists or tables\n"),
+    ('config = "other.toml"\n', "{f}: config: a campaign file cannot name another; give one --config, and "
+                               "flags beside it\n"),
+    ('python = ["caffe2=nope"]\n', "{f}: python 'caffe2={d}/nope': no interpreter at {d}/nope\n"),
+    ('[[option]]\nkey = "x"\n', "{f}: option = [{{'key': 'x'}}]: give a list of values, not of lists or "
+                                "tables\n"),
+], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
+        "toml", "twice", "option", "option-framework", "nested-list", "config", "python", "array-of-tables"])
+def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
+                                                              monkeypatch):
+    (tmp_path / "study.toml").write_text(text)
+    monkeypatch.chdir(tmp_path)  # the file named as the user gave it, relative, in every message
+    code, _, err = main_exit(["run", "--config", "study.toml", "--results", "c"], capsys)
+    assert code == 2 and err.startswith("compare: error: " + message.format(f="study.toml", d=tmp_path)), err
+    assert err.count("\n") == 1 and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("text,flags,message", [
+    ('plan_gpus = 2\n', [], "{f}: plan_gpus belongs to plan (print the schedule and exit); add plan = true"),
+    ('plan-from = "."\n', [], "{f}: plan_from belongs to plan (print the schedule and exit); add plan = true"),
+    ('max_epochs = 3\n', [], "{f}: max_epochs belongs to target_accuracy (time to accuracy); add "
+                             "target_accuracy = 0.759"),
+    ('data_only = true\n', [], '{f}: data_only times an input pipeline: give data = "DIR" (a folder), e.g. '
+                               'data = ["synthetic", "DIR"] with data_only = true'),
+    ('batch_search = "8-16"\n', [], '{f}: batch_search 8-16: bounds the batch search of batch_size auto '
+                                    'and mode tuned, and no cell searches; add batch_size = ["auto"] (or '
+                                    'mode = ["tuned"]), or leave it out'),
+    ('target_accuracy = 0.5\n', [], '{f}: target_accuracy trains on a folder and evaluates on its held-out '
+                                    'part: give data = "DIR" (DIR/train and DIR/val), without synthetic or '
+                                    'data_only'),
+    ('steps = 4\nwindows = 5\n', ["--plan"], "{f}: windows 5: more windows than the 4 timed steps; give "
+                                              "windows <= steps"),
+    ('steps = 4\n', ["--windows", "5"], "{f}: --windows 5: more windows than the 4 timed steps; give "
+                                        "--windows <= steps"),
+    ('plan = true\nplan_gpus = 2\n', [], "{f}: plan_gpus 2: plans the study on GPUs, and --device cpu "
+                                          "runs it on the CPU; leave one of them out"),
+    ('gpus = [1, 1024]\n', [], "{f}: gpus 1024: on CPU each worker is a process and this machine has "),
+    ('device = "cuda"\n', [], '{f}: device cuda: no NVIDIA GPU found on this machine (nvidia-smi lists '
+                              'none); use device = "cpu"'),
+    ('concurrency = 100000\n', [], "{f}: concurrency 100000: on CPU each cell needs a core of its own and there "),
+    ('plan_gpus = 2\n', ["--plan-from", "."], "{f}: plan_gpus belongs to plan (print the schedule and "
+                                               "exit); add plan = true"),
+    ('partition = "gpu"\n', [], '{f}: partition is read by the slurm executor only; add executor = "slurm"'),
+], ids=["plan-gpus", "plan-from", "max-epochs", "data-only", "batch-search", "target", "windows",
+        "windows-flag", "plan-gpus-cpu", "gpus-cores", "device-cuda", "concurrency", "plan-gpus-beside",
+        "executor-flag"])
+def test_a_rule_between_a_files_settings_names_the_file_and_its_keys(text, flags, message, tmp_path,
+                                                                     capsys, monkeypatch):
+    """A setting from the campaign file is named as its key, after the file as the user gave it;
+    one from a flag as its flag."""
+    (tmp_path / "study.toml").write_text('frameworks = "caffe2"\n' + text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("COMPARE_OVERSUBSCRIBE", raising=False)
+    cpu = [] if "device" in text else ["--device", "cpu"]
+    code, _, err = main_exit(["run", "--config", "study.toml", "--executor", "local", "--results", "c"]
+                             + cpu + flags, capsys)
+    assert code == 2 and err.startswith("compare: error: " + message.format(f="study.toml")), err
     assert err.count("\n") == 1 and not (tmp_path / "c").exists()
 
 
@@ -176,3 +229,55 @@ def _write(tmp_path, text):
     path = tmp_path / "all.toml"
     path.write_text(text)
     return path
+
+
+def test_option_as_a_comma_string_reads_as_the_flags_comma_list(tmp_path):
+    """`option = "a=1,b=2"` in a file is two options, as `--option a=1,b=2` and as a TOML array; a
+    comma not followed by a declared KEY= stays in the value (jax's xla_flags may hold commas)."""
+    (tmp_path / "study.toml").write_text('frameworks = "caffe2,jax"\noption = "caffe2.channels_last=true,'
+                                         ' loader_workers=2"\n')
+    from_file = study.build(dict(CPU, config=str(tmp_path / "study.toml")))
+    as_flag = study.build(dict(CPU, frameworks="caffe2,jax",
+                               option=["caffe2.channels_last=true, loader_workers=2"]))
+    assert from_file.option == as_flag.option == ("caffe2.channels_last=true", "loader_workers=2")
+    held = planning.make(from_file).held()
+    assert (held["options.caffe2"], held["options.jax"]) == ({"channels_last": True, "loader_workers": 2},
+                                                           {"loader_workers": 2})
+    flags = study.build(dict(CPU, frameworks="jax", option=["xla_flags=--a=X,Y,sync_bn=true"]))
+    assert flags.option == ("xla_flags=--a=X,Y", "sync_bn=true")
+
+
+def test_python_as_a_comma_string_reads_as_a_list_and_a_framework_given_twice_is_one_line(
+        tmp_path, capsys):
+    """`python = "caffe2=P,jax=Q"` (or --python caffe2=P,jax=Q) is two interpreters, each path
+    taken from the file's folder; the same framework twice (an alias too) is one line, where the
+    last one won unseen."""
+    import sys
+    (tmp_path / "bin").mkdir()
+    here = tmp_path / "bin" / "python"
+    here.symlink_to(sys.executable)
+    (tmp_path / "study.toml").write_text('python = "caffe2=bin/python,jax=bin/python"\n')
+    from_file = study.build(dict(CPU, frameworks="caffe2,jax", config=str(tmp_path / "study.toml")))
+    as_flag = study.build(dict(CPU, frameworks="caffe2,jax", python=["caffe2={0},jax={0}".format(here)]))
+    assert from_file.overrides == as_flag.overrides == {"caffe2": str(here), "jax": str(here)}
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(here),
+                              "--python", "torch={}".format(here), "--results", str(tmp_path / "c")], capsys)
+    assert (code, err) == (2, "compare: error: --python caffe2={}: caffe2 is given twice; give each "
+                              "framework once\n".format(here))
+
+
+def test_a_campaign_file_with_a_byte_order_mark_reads_and_one_not_in_utf8_is_one_line(tmp_path, capsys):
+    (tmp_path / "bom.toml").write_bytes(b"\xef\xbb\xbfsteps = 3\n")  # as Notepad saves UTF-8
+    assert study.build(dict(CPU, frameworks="caffe2", config=str(tmp_path / "bom.toml"))).steps == 3
+    (tmp_path / "latin.toml").write_bytes(b"steps = 3  # caf\xe9\n")
+    code, _, err = main_exit(["run", "--config", str(tmp_path / "latin.toml")], capsys)
+    assert (code, err) == (2, "compare: error: --config {}: not a TOML file (byte 17 is not UTF-8); save it "
+                              "as UTF-8\n".format(tmp_path / "latin.toml"))
+
+
+def test_a_setting_an_earlier_session_read_from_its_file_is_named_by_its_flag_on_resume():
+    # a resumed study keeps where each setting came from; the file is not this command's
+    with pytest.raises(study.UserError) as exc:
+        study.Study(data_only=True, sources={"data_only": "file"})
+    assert str(exc.value) == ("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
+                              "--data synthetic,DIR --data-only")

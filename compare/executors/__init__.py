@@ -119,17 +119,19 @@ def flags() -> List[Tuple[str, Flag]]:
     return [(name, flag) for name in names() for flag in load(name).FLAGS]
 
 
-def check_flags(requested: str, given: Dict[str, Any]) -> Dict[str, Any]:
+def check_flags(requested: str, given: Dict[str, Any], named=None) -> Dict[str, Any]:
     """The executor-specific flags given (empty ones dropped), checked by the executor that reads
-    them; a flag given to another executor is a UserError naming the one that reads it."""
+    them; a flag given to another executor is a UserError naming the one that reads it.
+    `named(key, owner)`: (the flag, how to choose executor `owner`) in the words the user gave
+    them (a campaign file's key), where they are not the flags'."""
     given = {k: v for k, v in given.items() if v not in (None, "", [], ())}
     cls = load(requested) if requested != AUTO else None
     owners = {flag.key: (name, flag) for name, flag in flags()}
     for key in given:
         if cls is None or key not in {f.key for f in cls.FLAGS}:
             owner, flag = owners[key]
-            raise UserError("{} is read by the {} executor only; add --executor {}".format(
-                flag.option, owner, owner))
+            said, add = named(key, owner) if named else (flag.option, "--executor " + owner)
+            raise UserError("{} is read by the {} executor only; add {}".format(said, owner, add))
     return cls.check_flags(given) if cls is not None else {}
 
 

@@ -23,10 +23,12 @@ def execute(study: Study) -> int:
     console = Console(stderr=True, markup=False, highlight=False)  # reasons may hold [brackets]
     plan = planning.make(study, lambda text: console.print(text, soft_wrap=True))  # paths whole
     if study.plan:  # the schedule and its estimate, then exit: nothing is created
+        campaign = None
         if study.resume:  # what the run would refuse, refused here too
             from ..store import Campaign
-            prepare.check_resume(plan, Campaign.open(Path(study.results)), write=False)
-        return planning.show(plan)
+            campaign = Campaign.open(Path(study.results))
+            prepare.check_resume(plan, campaign, write=False)
+        return planning.show(plan, campaign)
     prepared = prepare.make(plan, console)  # fails before anything runs
     try:
         running.sweep(prepared, console)

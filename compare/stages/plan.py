@@ -15,11 +15,12 @@ from backends.contract import SchemaError
 
 from .. import defaults, executors, resources
 from ..errors import UserError
+from ..kept import asked_study, ran_with
 from ..matrix import QUICK, Matrix, image_sizes
-from ..parsing import AUTO, options
+from ..parsing import AUTO
 from ..scheduler import pool_for
 from ..settings import SPEC_HELD
-from ..study import Study, asked_study, ran_with
+from ..study import Study
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
 OVERSUBSCRIBE = "COMPARE_OVERSUBSCRIBE"  # =1: allow more CPU workers than cores
@@ -70,21 +71,23 @@ def make(study: Study, log=lambda text: None) -> Plan:
     sized, where = machine, "on this machine" if remote is None else "on the {} nodes".format(
         study.executor)
     if study.plan_gpus and study.device == "cpu":
-        raise UserError("--plan-gpus {}: plans the study on GPUs, and --device cpu runs it on the "
-                        "CPU; leave one of them out".format(study.plan_gpus))
+        raise UserError("{}{} {}: plans the study on GPUs, and {} cpu runs it on the CPU; leave one "
+                        "of them out".format(study.at("plan_gpus", "device"), study.said("plan_gpus"),
+                                             study.plan_gpus, study.said("device")))
     if study.plan_gpus:  # what the study would take on a machine of that many GPUs
         sized, where = dict(machine, gpus=[{}] * study.plan_gpus), "the planned machine"
-    kind = device_of(study.device, [1], sized, where)
+    kind = device_of(study, [1], sized, where)
     given, batches, said = defaults.fill(sized, kind, study, _resumed_steps(study))
-    device = device_of(study.device, given["gpus"], sized, where)
+    device = device_of(study, given["gpus"], sized, where)
     common = dict(COMMON, **(QUICK if study.quick else {}), windows=study.windows,
                   compile=study.compile)
     common.update({k: v for k, v in (("image_size", study.image_size), ("steps", given["steps"]),
                                      ("warmup_steps", given["warmup"])) if v is not None})
     if study.windows > common["steps"]:  # the harness times one window per step at most
         if study.given("windows"):
-            raise UserError("--windows {}: more windows than the {} timed steps; give --windows <= "
-                            "--steps".format(study.windows, common["steps"]))
+            raise UserError("{}{} {}: more windows than the {} timed steps; give {} <= {}".format(
+                study.at("windows", "steps"), study.said("windows"), study.windows, common["steps"],
+                study.said("windows"), study.said("steps", "windows")))
         said["windows"] = "{0} ({1} timed steps: one window per step, not the default {2})".format(
             common["steps"], common["steps"], study.windows)
     if study.target_accuracy is not None:  # time to accuracy (docs/accuracy.md)
@@ -92,7 +95,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
                       eval_every=study.eval_every)
     _check_size(study, given, fws)
     matrix = Matrix(fws, given["gpus"], given["precision"], list(study.batch_size or ()),
-                    study.repeats, device, common, options(study.option, fws), study.nodes, study.data,
+                    study.repeats, device, common, study.options(), study.nodes, study.data,
                     study.data_only, study.model, image_sizes(study.model, study.image_size,
                                                               study.quick),
                     study.mode, study.batch_search or SEARCH[device], batches, _classes(study),
@@ -117,24 +120,16 @@ def _resumed_executor(study: Study) -> Optional[str]:
     where campaign.json does not say: prepare's checks then speak of that)."""
     if not study.resume or study.executor != executors.AUTO:
         return None
-    try:
-        name = ran_with(study.results)
-    except UserError:
-        return None
+    name = ran_with(study.campaign)
     return name if isinstance(name, str) else None
 
 
 def _resumed_steps(study: Study) -> Optional[Tuple[int, int]]:
     """The (timed, warm-up) steps a resumed campaign resolved (campaign.json's settings), which
     it keeps where its study left them to the machine; None otherwise (or where campaign.json
-    does not say: a campaign of an earlier compare stored no study, and its results hold it)."""
-    if not study.resume:
-        return None
-    from ..store import Campaign
-    try:
-        meta = Campaign.open(Path(study.results)).meta
-    except UserError:
-        return None
+    does not say: a campaign of an earlier compare stored no study, and its rebuilt one gives
+    them: kept.study_of_config)."""
+    meta = study.campaign if study.resume else {}
     settings = meta.get("settings")
     if asked_study(meta) is None or not isinstance(settings, dict):
         return None
@@ -142,22 +137,25 @@ def _resumed_steps(study: Study) -> Optional[Tuple[int, int]]:
     return (steps, warmup) if all(type(v) is int and v >= 0 for v in (steps, warmup)) else None
 
 
-def device_of(device: str, gpus: List[int], machine: Dict[str, Any], where: str) -> str:
-    """auto, cuda or cpu -> cuda or cpu, checked against the GPUs (or cores) of the machine."""
-    found, cores = machine.get("gpus") or [], machine.get("cpu_count")
+def device_of(study: Study, gpus: List[int], machine: Dict[str, Any], where: str) -> str:
+    """The study's device (auto, cuda or cpu) -> cuda or cpu, checked against the GPUs (or cores)
+    of the machine."""
+    device, found, cores = study.device, machine.get("gpus") or [], machine.get("cpu_count")
+    gpu_flag, device_flag = study.label("gpus"), study.label("device")
     if device == "auto":
         device = "cuda" if found else "cpu"
     there = where.replace("on ", "", 1)
     if device == "cpu" and cores and max(gpus) > cores and os.environ.get(OVERSUBSCRIBE) != "1":
-        raise UserError("--gpus {}: on CPU each worker is a process and {} has {} core{}; give "
+        raise UserError("{} {}: on CPU each worker is a process and {} has {} core{}; give "
                         "counts from 1 to {} (or set {}=1 to run more workers than cores)".format(
-                            max(gpus), there, cores, "s" if cores > 1 else "", cores, OVERSUBSCRIBE))
+                            gpu_flag, max(gpus), there, cores, "s" if cores > 1 else "", cores,
+                            OVERSUBSCRIBE))
     if device == "cuda" and not found:
-        raise UserError("--device cuda: no NVIDIA GPU found {} (nvidia-smi lists none); use "
-                        "--device cpu".format(where))
+        raise UserError("{} cuda: no NVIDIA GPU found {} (nvidia-smi lists none); use {}".format(
+            device_flag, where, study.ask("device", "device", "cpu", '"cpu"')))
     if device == "cuda" and max(gpus) > len(found):
-        raise UserError("--gpus {}: {} has {} GPU{}; give counts from 1 to {}".format(
-            max(gpus), there, len(found), "s" if len(found) > 1 else "", len(found)))
+        raise UserError("{} {}: {} has {} GPU{}; give counts from 1 to {}".format(
+            gpu_flag, max(gpus), there, len(found), "s" if len(found) > 1 else "", len(found)))
     return device
 
 
@@ -190,8 +188,9 @@ def _check_size(study: Study, given: Dict[str, Any], fws) -> None:
 def _concurrency(study: Study, device: str, machine: Dict[str, Any]) -> Optional[int]:
     cores, value = machine.get("cpu_count"), study.concurrency
     if value and device == "cpu" and cores and value > cores and os.environ.get(OVERSUBSCRIBE) != "1":
-        raise UserError("--concurrency {}: on CPU each cell needs a core of its own and there are {}; "
-                        "give 1 to {} (or set {}=1)".format(value, cores, cores, OVERSUBSCRIBE))
+        raise UserError("{} {}: on CPU each cell needs a core of its own and there are {}; "
+                        "give 1 to {} (or set {}=1)".format(study.label("concurrency"), value, cores, cores,
+                                                           OVERSUBSCRIBE))
     return value
 
 
@@ -234,13 +233,15 @@ def searched(done) -> Dict[str, int]:
             if r.spec.get("batch_auto") and r.status == "ok" and r.spec_hash}
 
 
-def show(plan: Plan) -> int:
-    """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made."""
+def show(plan: Plan, campaign=None) -> int:
+    """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made.
+    `campaign`: the one --resume continues, as the resume's checks opened it."""
     from ..files import check_writable_dir
     from ..store import FINISHED, Campaign, check_new, default_root
     study = plan.study
-    done = [r for r in Campaign.open(Path(study.results)).results()[0]
-            if r.status in FINISHED] if study.resume else []
+    if study.resume and campaign is None:
+        campaign = Campaign.open(Path(study.results))
+    done = [r for r in campaign.results()[0] if r.status in FINISHED] if study.resume else []
     if study.results and not study.resume:  # a folder the run would refuse is refused here
         check_writable_dir(Path(study.results), "--results")
         check_new(Path(study.results))

@@ -5,6 +5,7 @@ record is the plan's (taken once). Environments and images are made by the execu
 framework's first cell needs them (its result records how long), so a sweep stopped early builds
 only what it used. A failure here leaves nothing running and the campaign unlocked.
 """
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict
@@ -65,9 +66,9 @@ def _campaign(plan: Plan) -> Campaign:
 
 
 def _asked(plan: Plan) -> Dict[str, Any]:
-    study = plan.study
-    return {"study": study.to_json(), "sources": dict(study.sources), "file": study.config,
-            "defaults": plan.defaults}
+    study = plan.study  # the file as a path that names it from anywhere (the report's)
+    return {"study": study.to_json(), "sources": dict(study.sources),
+            "file": study.config and os.path.abspath(study.config), "defaults": plan.defaults}
 
 
 def check_resume(plan: Plan, campaign: Campaign, write: bool = True) -> None:
@@ -80,7 +81,8 @@ def check_resume(plan: Plan, campaign: Campaign, write: bool = True) -> None:
         raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
                         "start a new campaign and use `compare diff`".format(
                             campaign.root, "; ".join(differ)))
-    campaign.resume(_asked(plan), plan.held(), settings_of_results, write=write, free=FREE_FLAGS)
+    campaign.resume(_asked(plan), plan.held(), lambda rs: settings_of_results(rs, campaign.root),
+                    write=write, free=FREE_FLAGS)
     campaign.plan(plan.cells, write=write)  # a cell planned before must be the same cell
 
 

@@ -1,0 +1,57 @@
+"""A campaign file (`compare run --config study.toml`): its keys, as given, for study.build to
+type. A key is a setting's name (underscores or dashes); a relative path is taken from the file's
+folder; anything else is one line naming the file and the key."""
+import os
+from pathlib import Path
+from typing import Any, Dict
+
+import tomllib
+
+from . import parsing as p
+from .errors import UserError
+
+
+def read(path: str, known: Dict[str, Any]) -> Dict[str, Any]:
+    """A campaign file's settings as given (keys with underscores or dashes); one UserError line
+    naming the file and the key for anything that is not a setting of `compare run`."""
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))  # TOML is UTF-8; a BOM
+        # (as some editors write) is no statement
+    except OSError as exc:
+        raise UserError("--config {}: cannot read it ({})".format(path, exc.strerror or exc)) from None
+    except UnicodeDecodeError as exc:
+        raise UserError("--config {}: not a TOML file (byte {} is not UTF-8); save it as "
+                        "UTF-8".format(path, exc.start + 1)) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError("--config {}: not a TOML file ({})".format(path, exc)) from None
+    out = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name == "config":  # the one flag that is no key
+            raise UserError("{}: {}: a campaign file cannot name another; give one --config, and "
+                            "flags beside it".format(path, key))
+        if name not in known:
+            raise UserError("{}: unknown key {!r}; valid keys: {}".format(path, key, ", ".join(known)))
+        if isinstance(value, dict):
+            raise UserError("{}: {} is a table; give it a value, as the flag {} takes".format(
+                path, key, known[name].flag))
+        if name in out:  # image_size and image-size: the one read last would win unseen
+            raise UserError("{}: {} is given twice (as {}); give it once".format(
+                path, name, " and ".join(k for k in data if k.replace("-", "_") == name)))
+        out[name] = _rebase(name, value, Path(path).resolve().parent)
+    return out
+
+
+def _rebase(name: str, value: Any, base: Path) -> Any:
+    """A campaign file's relative paths, from the file's folder."""
+    def at(x: str) -> str:
+        return str(base / os.path.expanduser(x.strip())) if x.strip() not in ("", "synthetic") else x
+    if name in ("results", "plan_from"):
+        return at(str(value))
+    if name == "data":
+        return [at(x) for x in (value if isinstance(value, list) else str(value).split(","))]
+    if name == "python":  # a comma string as --python reads it (parsing.python)
+        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1]) if "=" in str(x) else x
+                for x in (value if isinstance(value, list) else p.split_at_keys(
+                    str(value), p.is_framework))]
+    return value
