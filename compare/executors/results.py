@@ -160,6 +160,7 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                        result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
     how, kernel, signum = "exited with code {}".format(outcome.exit_code), None, outcome.signal
+    unknown = ""
     error = first_error(text)
     said = ": " + (error or last[-1])[-300:] if error or last else ""
     task = next(iter(SRUN_TASK.finditer(text)), None)
@@ -172,13 +173,15 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
         signum = None
     if signum:  # failed, with the signal; out of memory only where the kernel's log says so
         how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
-        kernel = None if oom else memory_evidence(outcome, started_at)[0]
+        kernel, why = (None, "") if oom else memory_evidence(outcome, started_at)
         oom = oom or kernel
+        if signum == signal.SIGKILL and not oom:  # the OOM killer's signal, and others' too
+            unknown = " (whether by the kernel's OOM killer is not known: {})".format(why)
     elif not oom and (worker := killed_worker(text)):  # the launcher outlived a killed worker
         oom, said = _worker_killed(worker, None, outcome, started_at)
         said = ": " + said
     reason = "{} and wrote no result{}{}{}".format(
-        how, note, said, " (the kernel's OOM killer: {})".format(kernel) if kernel else "")
+        how, note, said, " (the kernel's OOM killer: {})".format(kernel) if kernel else unknown)
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
 
 
