@@ -64,3 +64,23 @@ def test_an_image_size_with_learnable_is_refused(tmp_path, capsys):
 def test_a_learnable_folder_of_one_class_is_said_in_the_singular(tmp_path, capsys):
     out = _make(tmp_path / "a", capsys, "--classes", "1", "--images", "2")
     assert out.startswith("{}: 2 training and 1 validation JPEGs in 1 class, ".format(tmp_path / "a"))
+
+
+def test_info_shows_the_held_out_part_as_prepare_does(tmp_path, capsys):
+    # a time-to-accuracy folder is train/ and val/: info said only what train/ holds
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert out.splitlines() == [
+        "{}: 8 files in 2 classes; not checked yet (compare data prepare {})".format(
+            tmp_path / "a", tmp_path / "a"),
+        "held out: {}: 2 files in 2 classes; not checked yet (compare data prepare {})".format(
+            tmp_path / "a" / "val", tmp_path / "a")]
+    assert main_exit(["data", "prepare", str(tmp_path / "a"), "--frameworks", "caffe2"],
+                     capsys)[0] == 0
+    code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert out.splitlines()[1].startswith("held out: {}: 2 JPEGs in 2 classes, ".format(
+        tmp_path / "a" / "val"))
+    assert out.splitlines()[2:] == ["tf       tfrecord not written", "mxnet    recordio not written",
+                                    "caffe2   the folder itself", "jax      the folder itself"]

@@ -172,17 +172,32 @@ def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
 
     from .. import datasets
     found = datasets.open_folder(folder, "compare data info")
-    try:
-        prepared = dataset.Prepared.find(found.root)
-    except dataset.DataError:
-        print("{}: {} in {}; not checked yet (compare data prepare {})".format(
-            found.root, datasets.counted(len(found.entries), "file"),
-            datasets.counted(len(found.classes), "class", "classes"), folder))
+    held_out = datasets.held_out(found.root)  # DIR/val of a time-to-accuracy folder
+    prepared, line = _checked_state(found, folder, dataset)
+    print(line)
+    if held_out:
+        print("held out: " + _checked_state(datasets.open_folder(held_out, "compare data info"),
+                                            folder, dataset)[1])
+    if prepared is None:
         return
     stale = prepared.fingerprint != found.fingerprint
-    print(datasets.summary(prepared) + (" (stale: the folder changed since)" if stale else ""))
     for fw in fws.FRAMEWORKS:
         fmt = datasets.data_format(fw)
         state = "the folder itself" if fmt is None else "{} {}".format(
             fmt, "ready" if prepared.ready(fmt) and not stale else "not written")
         print("{:<8} {}".format(fw.name, state))
+
+
+def _checked_state(found, asked: str, dataset):
+    """(the folder's manifest or None, one line: what the last check found, or that there was
+    none yet)."""
+    from .. import datasets
+    try:
+        prepared = dataset.Prepared.find(found.root)
+    except dataset.DataError:
+        return None, "{}: {} in {}; not checked yet (compare data prepare {})".format(
+            found.root, datasets.counted(len(found.entries), "file"),
+            datasets.counted(len(found.classes), "class", "classes"), asked)
+    stale = prepared.fingerprint != found.fingerprint
+    return prepared, datasets.summary(prepared) + (
+        " (stale: the folder changed since)" if stale else "")
