@@ -272,7 +272,8 @@ def prepare_formats(prepared: dataset.Prepared, frameworks: Sequence[Framework],
 def _run_writer(fw: Framework, writer: Writer, prepared: dataset.Prepared, fmt: str,
                 console) -> Optional[str]:
     log_path = os.path.join(prepared.path, fmt + ".log")
-    with open(log_path, "w") as err, _bar(console, "{}: {}".format(fw.name, fmt)) as bar:
+    with open(log_path, "w") as err, _bar(console, "{}: {}".format(fw.name, fmt),
+                                          disable=not console.is_terminal) as bar:  # no blank line
         task = bar.add_task("", total=None)
         def on_line(line: str) -> None:
             parts = line.split()

@@ -523,3 +523,21 @@ def test_one_image_of_one_class_is_said_in_the_singular(tmp_path, capsys):
     code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
     assert (code, out) == (0, "{}: 1 file in 1 class; not checked yet (compare data prepare {})\n".format(
         tmp_path / "a", tmp_path / "a")), err
+
+
+def test_writing_a_format_leaves_no_blank_line_where_stderr_is_not_a_terminal(tmp_path, capsys,
+                                                                              monkeypatch):
+    # the writer's progress bar printed an empty line into logs and pipes after each format
+    make(tmp_path / "d", capsys=capsys)
+
+    def write(self, fw, prepared_path, err, on_line):
+        on_line("progress 3 6\n")
+        ds.Prepared.find(str(tmp_path / "d")).mark_done("recordio")
+        return 0
+    monkeypatch.setattr(datasets.LocalWriter, "__call__", write)
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks", "mxnet"],
+                               capsys)
+    assert code == 0, err
+    assert err.splitlines() == ["mxnet: writing recordio into {} with its environment here (once; "
+                                "reused while the folder is unchanged)".format(
+                                    tmp_path / "d" / ".compare" / "recordio")]
