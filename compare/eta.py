@@ -9,7 +9,8 @@ of GPUs) in the campaigns under --plan-from (default `results/`, where campaigns
 from like cells only: the last three runs of the same cell (same settings: spec hash), marked
 `=`; else of cells of the same framework, model, precision, GPUs, nodes, device, executor, batch,
 mode, data mode and target accuracy (none: throughput), `~`; else of the framework's cells, or of
-any cell, `?` (a guess); a cell with nothing to go by counts DEFAULT_S. Each earlier run is scaled
+any cell, those of the same kind (time to accuracy or throughput) first, `?` (a guess); a cell
+with nothing to go by counts DEFAULT_S. Each earlier run is scaled
 to the cell by one rule (Estimates, `scaled`):
 
     time = fixed + per-step x (warm-up - 1 + timed steps) x (image side / its image side)^2
@@ -149,6 +150,11 @@ def cached_compile(r: RunResult) -> float:
     return 0.0
 
 
+def _kind_of(spec: Dict[str, Any]) -> str:
+    """accuracy (a run to a target accuracy) or throughput."""
+    return "throughput" if spec.get("target_accuracy") is None else "accuracy"
+
+
 def _batch(spec: Dict[str, Any]):
     return "auto" if spec.get("batch_auto") else spec.get("batch_size")
 
@@ -167,9 +173,12 @@ class Estimates:
                  references: Sequence[RunResult] = ()):
         self.by_hash: Dict[str, List[RunResult]] = {}
         self.by_fw: Dict[str, List[RunResult]] = {}
+        self.by_kind: Dict[Tuple, List[RunResult]] = {}  # (framework or None, kind) -> results
         for r in results:
             self.by_hash.setdefault(r.spec_hash or "", []).append(r)
             self.by_fw.setdefault(r.spec.get("framework"), []).append(r)
+            for fw in (r.spec.get("framework"), None):
+                self.by_kind.setdefault((fw, _kind_of(r.spec)), []).append(r)
         # like key -> results, framework -> environment builds: recorded here, measured elsewhere
         self.by_like, self.builds = self._index(results)
         self.references, self.reference_builds = self._index(references)
@@ -196,10 +205,14 @@ class Estimates:
 
     def of(self, spec: RunSpec) -> Tuple[float, str]:
         """The cell's own time (no environment build) and its mark."""
-        like = self._like(spec.to_dict(), self.executor)
+        like, kind = self._like(spec.to_dict(), self.executor), _kind_of(spec.to_dict())
+        # a guess from cells of the same kind first: a run to a target accuracy trains for
+        # epochs, a throughput cell times a few steps
         for mark, found in (("=", self.by_hash.get(spec.spec_hash)), ("~", self.by_like.get(like)),
                             ("r", self.references.get(like)),
-                            ("?", self.by_fw.get(spec.framework)), ("?", self.all)):
+                            ("?", self.by_kind.get((spec.framework, kind))),
+                            ("?", self.by_fw.get(spec.framework)),
+                            ("?", self.by_kind.get((None, kind))), ("?", self.all)):
             recent = sorted(found or [], key=lambda r: r.phases["cell_end"])[-RECENT:]
             pairs = [(r, v) for r, v in ((r, scaled(r, spec)) for r in recent) if v is not None]
             values = [v for _, v in pairs]

@@ -81,6 +81,24 @@ def test_a_time_to_accuracy_run_is_not_like_a_throughput_cell_on_the_same_folder
         40.0, "~")
 
 
+def test_a_guess_for_a_run_to_a_target_accuracy_comes_from_such_runs_first():
+    # ten mxnet runs to 0.6 were planned at 9 s each (the median of the framework's throughput
+    # cells) and took a minute each, as its run to 0.5 had; and the other way round
+    def ran(spec, took, end):
+        return RunResult(spec.run_id, "ok", spec.to_dict(), spec_hash=spec.spec_hash,
+                         environment={"executor": "local"},
+                         phases={"cell_start": end - took, "cell_end": end})
+    tta = RunSpec("mxnet", "mxnet", data="/d", target_accuracy=0.5)
+    cells = [RunSpec("mxnet", "mxnet", repeat=i) for i in range(2)]
+    results = [ran(tta, 60.0, 100.0), ran(cells[0], 9.0, 200.0), ran(cells[1], 9.0, 300.0)]
+    estimates = plan.Estimates(results, "local")
+    assert estimates.of(RunSpec("mxnet", "mxnet", data="/d", target_accuracy=0.6)) == (60.0, "?")
+    assert estimates.of(RunSpec("mxnet", "mxnet", precision="bf16")) == (9.0, "?")
+    # another framework: any framework's runs of the same kind
+    assert estimates.of(RunSpec("tf", "tf_horovod", data="/d", target_accuracy=0.6)) == (60.0, "?")
+    assert estimates.of(RunSpec("tf", "tf_horovod")) == (9.0, "?")
+
+
 def test_a_cold_jax_compile_is_left_out_of_the_same_cells_next_run_only():
     spec = RunSpec("jax", "jax", device="cuda", steps=10, warmup_steps=2)
     cold = RunResult(spec.run_id, "ok", spec.to_dict(), spec_hash=spec.spec_hash,
