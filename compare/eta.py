@@ -246,15 +246,18 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
     lines = ["plan: {} cell{} on {}, up to {} at once ({}); {}".format(
         len(items), "" if len(items) == 1 else "s", _machine(pool), concurrency, asked, source)]
     lines += ["note: " + n for n in pool.notes]
-    lines.append("{:>8} {:>8}  {:<5} {:<9} {:>6}  cell".format("start", "end", "GPUs", "cores",
-                                                                "time"))
-    for it in items:
-        lines.append("{:>8} {:>8}  {:<5} {:<9} {:>6}  {}".format(
-            clock(it.start), clock(it.end), ",".join(it.slot.gpus) or "-",
-            cpuset(it.slot.cores) if it.slot.cores else ("-" if pool.gpu and not pool.cores[
-                pool.units[0]] else "all"),
-            "{}{:.0f} s".format(marks[it.spec.run_id][0], it.end - it.start), it.spec.run_id
-            + (" (+ builds its environment first)" if "+" in marks[it.spec.run_id] else "")))
+    rows = [(clock(it.start), clock(it.end), ",".join(it.slot.gpus) or "-",
+             cpuset(it.slot.cores) if it.slot.cores else ("-" if pool.gpu and not pool.cores[
+                 pool.units[0]] else "all"),
+             "{}{:.0f} s".format(marks[it.spec.run_id][0], it.end - it.start), it.spec.run_id
+             + (" (+ builds its environment first)" if "+" in marks[it.spec.run_id] else ""))
+            for it in items]
+    # the GPUs, cores and time columns as wide as their longest entry ("0,1,2,3" on 8 GPUs)
+    gpus_w, cores_w, time_w = (max([least] + [len(r[i]) for r in rows])
+                               for i, least in ((2, 5), (3, 9), (4, 6)))
+    row = "{:>8} {:>8}  {:<%d} {:<%d} {:>%d}  {}" % (gpus_w, cores_w, time_w)
+    lines.append(row.format("start", "end", "GPUs", "cores", "time", "cell"))
+    lines += [row.format(*r) for r in rows]
     wall = max((it.end for it in items), default=0.0)
     serial = sum(it.end - it.start for it in items)
     total = "estimate: {} wall, against {} one cell at a time".format(clock(wall), clock(serial))
