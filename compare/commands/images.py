@@ -60,9 +60,10 @@ def build(
 
 
 @app.command("list")
-def list_images(cpu: bool = typer.Option(False, "--cpu", help="The CPU twins.")):
-    """The image each framework runs with now, and whether it is built (without an engine: the
-    names its images would have)."""
+def list_images(cpu: bool = typer.Option(False, "--cpu", help="The CPU twins (what runs on a "
+                                          "machine without GPUs) instead of the GPU images.")):
+    """The GPU image (--cpu: the CPU twin) each framework's current code runs in, and whether it
+    is built (without an engine: the names its images would have)."""
     from ..executors import docker_images as images
     c, why = images.engine()
     variant = "cpu" if cpu else "gpu"
