@@ -84,3 +84,14 @@ def test_info_shows_the_held_out_part_as_prepare_does(tmp_path, capsys):
         tmp_path / "a" / "val"))
     assert out.splitlines()[2:] == ["tf       tfrecord not written", "mxnet    recordio not written",
                                     "caffe2   the folder itself", "jax      the folder itself"]
+
+
+def test_info_of_a_folder_whose_val_is_empty_says_so_and_goes_on(tmp_path, capsys):
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    shutil.rmtree(str(tmp_path / "a" / "val"))
+    (tmp_path / "a" / "val").mkdir()
+    code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1] == ("held out: {}: the folder is empty; time to accuracy evaluates "
+                                   "on DIR/val/<class>/*.JPEG, the classes of DIR/train".format(
+                                       tmp_path / "a" / "val"))

@@ -175,9 +175,13 @@ def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
     held_out = datasets.held_out(found.root)  # DIR/val of a time-to-accuracy folder
     prepared, line = _checked_state(found, folder, dataset)
     print(line)
-    if held_out:
-        print("held out: " + _checked_state(datasets.open_folder(held_out, "compare data info"),
-                                            folder, dataset)[1])
+    if held_out:  # what is wrong with it is part of what there is to know, not an error of info
+        try:
+            print("held out: " + _checked_state(datasets.open_folder(held_out, "held out:"),
+                                                folder, dataset)[1])
+        except UserError as exc:
+            print(str(exc).split("; give ")[0] + "; time to accuracy evaluates on "
+                  "DIR/val/<class>/*.JPEG, the classes of DIR/train")
     if prepared is None:
         return
     stale = prepared.fingerprint != found.fingerprint
