@@ -541,3 +541,13 @@ def test_writing_a_format_leaves_no_blank_line_where_stderr_is_not_a_terminal(tm
     assert err.splitlines() == ["mxnet: writing recordio into {} with its environment here (once; "
                                 "reused while the folder is unchanged)".format(
                                     tmp_path / "d" / ".compare" / "recordio")]
+
+
+@pytest.mark.parametrize("extra", [[], ["--learnable", "small"]])
+def test_a_negative_seed_is_one_line_and_writes_nothing(tmp_path, capsys, extra):
+    # it was "compare: internal error: ValueError: expected non-negative integer", exit 70, after
+    # the folder was created
+    code, out, err = main_exit(["data", "make", str(tmp_path / "d"), "--images", "4", "--classes",
+                                "2", "--seed", "-1"] + extra, capsys)
+    assert (code, err) == (2, "compare: error: --seed -1: must be >= 0\n")
+    assert not (tmp_path / "d").exists()

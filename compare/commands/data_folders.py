@@ -45,6 +45,8 @@ def make(
 ):
     """Write an ImageNet-layout folder of JPEGs with ImageNet's size and entropy (deterministic)."""
     from .. import imagegen
+    if seed < 0:  # numpy's generators take none
+        raise UserError("--seed {}: must be >= 0".format(seed))
     if learnable is not None:
         from ..learnable import SIDE
         if image_size != "500x375":
