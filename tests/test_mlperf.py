@@ -196,3 +196,20 @@ def test_fewer_training_images_than_a_global_batch_fails_saying_so(tmp_path, fol
         "more images".format(folder))
     from compare.loading import load_result  # a result the host reads, the reason its own
     assert load_result(tmp_path / result.run_id / "result.json").reason == result.reason
+
+
+def test_an_unsupported_runs_partial_log_does_not_say_the_cell_runs_again(tmp_path, folder):
+    # an unsupported (or oom) cell is finished: --resume skips it, yet its log said "the cell
+    # ran again as a new attempt"
+    from backends.protocol import RunResult
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    spec = _spec(folder, precision="fp16")
+    work = campaign.work_dir(spec.run_id)
+    (work / mllog.FILE_NAME).write_text(':::MLLOG {"key": "init_start"}\n')
+    result = RunResult(spec.run_id, "unsupported", spec.to_dict(), accuracy={},
+                       reason="float16 on cpu(0): mxnet 1.9.1 says: only supported by CuDNN")
+    kept = mllogs.keep(campaign.root, work, result)
+    assert kept.read_text().splitlines()[-1] == (
+        "# compare: attempt aborted (unsupported: float16 on cpu(0): mxnet 1.9.1 says: only "
+        "supported by CuDNN); the cell is finished as unsupported: it does not run again")
