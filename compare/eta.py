@@ -243,6 +243,9 @@ def first_step(r: RunResult) -> float:
 def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency: int,
            source: str, asked: str, notes: Sequence[str] = ()) -> str:
     """The plan as text: one line per cell in start order, then the totals."""
+    if not items:  # `--resume --plan` of a campaign whose every cell is finished
+        return "plan: no cell to run on {}: every cell of the study has its result already\n".format(
+            _machine(pool))
     lines = ["plan: {} cell{} on {}, up to {} at once ({}); {}".format(
         len(items), "" if len(items) == 1 else "s", _machine(pool), concurrency, asked, source)]
     lines += ["note: " + n for n in pool.notes]

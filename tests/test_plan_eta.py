@@ -172,3 +172,12 @@ def test_a_cpu_machine_running_containers_takes_the_references_run_in_containers
     assert {mark for _, mark in planned} == {"r"}  # no 60 s guesses (12:00 for 3:17 before)
     wall = timeline.study(target)["wall_s"]
     assert abs(sum(s for s, _ in planned) - wall) <= TOLERANCE * wall
+
+
+def test_the_plan_of_a_finished_campaign_says_nothing_is_left_to_run():
+    # `--resume --plan` of a finished campaign printed "plan: 0 cells on 2 cores ..." over an
+    # empty table and "estimate: 0:00 wall, against 0:00 one cell at a time"
+    pool = resources.single()
+    assert plan.render([], {}, pool, 1, "cell times from 1 earlier run", "--concurrency auto") == (
+        "plan: no cell to run on {}: every cell of the study has its result already\n".format(
+            plan._machine(pool)))
