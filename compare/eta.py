@@ -263,9 +263,11 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
     lines += [row.format(*r) for r in rows]
     wall = max((it.end for it in items), default=0.0)
     serial = sum(it.end - it.start for it in items)
-    total = "estimate: {} wall, against {} one cell at a time".format(clock(wall), clock(serial))
-    if wall > 0:
-        total += " ({:.2f}× faster)".format(serial / wall)
+    if serial - wall < 0.5:  # nothing side by side (a CPU, --concurrency 1): no "1.00× faster"
+        total = "estimate: {} wall, one cell at a time".format(clock(wall))
+    else:
+        total = "estimate: {} wall, against {} one cell at a time ({:.2f}× faster)".format(
+            clock(wall), clock(serial), serial / wall)
     if pool.gpu:
         total += "; {} held {:.2f} GPU-hours".format(_machine(pool), len(pool.units) * wall / 3600)
     return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"

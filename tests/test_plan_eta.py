@@ -181,3 +181,15 @@ def test_the_plan_of_a_finished_campaign_says_nothing_is_left_to_run():
     assert plan.render([], {}, pool, 1, "cell times from 1 earlier run", "--concurrency auto") == (
         "plan: no cell to run on {}: every cell of the study has its result already\n".format(
             plan._machine(pool)))
+
+
+
+def test_a_plan_of_one_cell_at_a_time_does_not_call_itself_faster():
+    # a CPU plan said "estimate: 0:52 wall, against 0:52 one cell at a time (1.00× faster)"
+    from compare.scheduler import Planned
+    pool = resources.single()
+    spec = RunSpec("caffe2", "caffe2_torch")
+    items = [Planned(spec, resources.Slot(), 0.0, 52.0)]
+    text = plan.render(items, {spec.run_id: "="}, pool, 1, "cell times from 1 earlier run",
+                       "--concurrency auto")
+    assert text.splitlines()[3] == "estimate: 0:52 wall, one cell at a time"
