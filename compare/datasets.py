@@ -232,6 +232,8 @@ class LocalWriter(Writer):
         self.overrides, self.log = overrides, log
 
     def where(self, fw: Framework) -> str:
+        if fw.name in self.overrides:
+            return "with {} (--python)".format(self.overrides[fw.name])
         return "with its environment here"
 
     def __call__(self, fw, prepared_path, err, on_line) -> int:

@@ -551,3 +551,15 @@ def test_a_negative_seed_is_one_line_and_writes_nothing(tmp_path, capsys, extra)
                                 "2", "--seed", "-1"] + extra, capsys)
     assert (code, err) == (2, "compare: error: --seed -1: must be >= 0\n")
     assert not (tmp_path / "d").exists()
+
+
+def test_a_writer_run_with_python_says_which_python(tmp_path, capsys):
+    # "tf: writing tfrecord ... with its environment here" while --python tf=PATH ran it
+    make(tmp_path / "d", capsys=capsys)
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks", "tf",
+                                "--python", "tf=/bin/false"], capsys)
+    assert code == 1
+    assert err.splitlines()[0] == ("tf: writing tfrecord into {} with /bin/false (--python) (once; "
+                                   "reused while the folder is unchanged)".format(
+                                       tmp_path / "d" / ".compare" / "tfrecord"))
+    assert out.splitlines()[-1].startswith("tf       tfrecord   failed: writing tfrecord failed (exit 1)")
