@@ -95,3 +95,18 @@ def test_info_of_a_folder_whose_val_is_empty_says_so_and_goes_on(tmp_path, capsy
     assert out.splitlines()[1] == ("held out: {}: the folder is empty; time to accuracy evaluates "
                                    "on DIR/val/<class>/*.JPEG, the classes of DIR/train".format(
                                        tmp_path / "a" / "val"))
+
+
+def test_images_that_do_not_divide_into_the_classes_are_said_to_be_rounded(tmp_path, capsys):
+    # --images 25 of 10 classes made 20 training images, --images 5 made 10, without a word
+    code, out, err = main_exit(["data", "make", str(tmp_path / "a"), "--learnable", "small",
+                                "--images", "25", "--workers", "1"], capsys)
+    assert code == 0, err
+    assert "note: --images 25: 2 training images per class of 10, 20 in all" in err.splitlines()
+    assert out.startswith("{}: 20 training and 10 validation JPEGs".format(tmp_path / "a"))
+    code, out, err = main_exit(["data", "make", str(tmp_path / "b"), "--learnable", "small",
+                                "--images", "5", "--workers", "1"], capsys)
+    assert "note: --images 5: 1 training image per class of 10, 10 in all" in err.splitlines()
+    code, out, err = main_exit(["data", "make", str(tmp_path / "c"), "--learnable", "small",
+                                "--images", "20", "--workers", "1"], capsys)
+    assert "note:" not in err

@@ -54,6 +54,11 @@ def make(
                             "training are image_size of the run); leave it out".format(
                                 image_size, n=SIDE))
         spec = _learnable(learnable, images, classes, seed, quality)
+        made = spec.classes * spec.train_per_class
+        if images is not None and made != images:  # whole images per class: say what is made
+            _console().print("note: --images {}: {} training image{} per class of {}, {} in all".format(
+                images, spec.train_per_class, "" if spec.train_per_class == 1 else "s",
+                spec.classes, made))
     else:
         spec = _photos(images, classes, image_size, seed, quality)
     if not 1 <= quality <= 95:
