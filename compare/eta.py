@@ -17,7 +17,9 @@ to the cell by one rule (Estimates, `scaled`):
 
 where per-step is the earlier run's timed seconds per step and fixed is the rest of its cell time
 (start-up, model, the first step's compilation and autotuning, teardown); the median of the three
-is the estimate. An environment built during an earlier cell (its result's env_build_s) is not cell
+is the estimate. A run to a target accuracy times its epochs (run_start to run_stop), not --steps:
+it counts as the same training again, its timed part scaled by the pixels only.
+An environment built during an earlier cell (its result's env_build_s) is not cell
 time: it is left out of `fixed`, and a framework whose environment is not built yet (to_build)
 adds a build of its own, once, to its first cell (marked `+`; the recorded builds' median, else a
 guess). On a machine with no earlier run of a like cell, a cell takes the time of a like cell
@@ -123,6 +125,8 @@ def parts(r: RunResult) -> Optional[Tuple[float, Optional[float]]]:
         return None
     p, steps = r.phases or {}, int(r.spec.get("steps") or 0)
     timed = p.get("timed_end", 0.0) - p.get("timed_start", 0.0) if "timed_start" in p else None
+    if _kind_of(r.spec) == "accuracy":  # timed = run_start..run_stop, its epochs (scaled())
+        steps = _steady_steps(r.spec)
     per_step = timed / steps if timed and steps else None
     fixed = total - env_build_s(r) - (per_step or 0.0) * _steady_steps(r.spec)
     return max(fixed, 0.0), per_step
@@ -137,6 +141,8 @@ def scaled(r: RunResult, spec: RunSpec) -> Optional[float]:
     if per_step is None:
         return fixed
     pixels = (spec.image_size / float(r.spec.get("image_size") or spec.image_size)) ** 2
+    if _kind_of(r.spec) == "accuracy":  # it trained epochs to its target, whatever --steps said:
+        return fixed + per_step * pixels * _steady_steps(r.spec)  # that training, at this size
     return fixed + per_step * pixels * _steady_steps(spec.to_dict())
 
 

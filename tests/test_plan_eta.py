@@ -193,3 +193,20 @@ def test_a_plan_of_one_cell_at_a_time_does_not_call_itself_faster():
     text = plan.render(items, {spec.run_id: "="}, pool, 1, "cell times from 1 earlier run",
                        "--concurrency auto")
     assert text.splitlines()[3] == "estimate: 0:52 wall, one cell at a time"
+
+
+def test_a_run_to_a_target_accuracy_is_not_scaled_by_steps_it_never_timed():
+    # a run to 0.5 under --quick (10 steps, which time to accuracy does not use) took 100 s, 80 of
+    # them training; the same study without --quick was planned at 476 s (80 s x 59 / 12 steps)
+    quick = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.5, image_size=64,
+                    steps=10, warmup_steps=3)
+    r = RunResult(quick.run_id, "ok", quick.to_dict(), spec_hash=quick.spec_hash,
+                  environment={"executor": "local"},
+                  phases={"cell_start": 0.0, "timed_start": 15.0, "timed_end": 95.0,
+                          "cell_end": 100.0})
+    full = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.5, image_size=64,
+                   steps=50, warmup_steps=10)
+    assert plan.Estimates([r], "local").of(full) == (pytest.approx(100.0), "~")
+    bigger = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.5, image_size=128,
+                     steps=10, warmup_steps=3)
+    assert plan.Estimates([r], "local").of(bigger) == (pytest.approx(20.0 + 80.0 * 4), "~")
