@@ -563,3 +563,13 @@ def test_a_writer_run_with_python_says_which_python(tmp_path, capsys):
                                    "reused while the folder is unchanged)".format(
                                        tmp_path / "d" / ".compare" / "tfrecord"))
     assert out.splitlines()[-1].startswith("tf       tfrecord   failed: writing tfrecord failed (exit 1)")
+
+
+def test_a_folder_make_cannot_create_is_one_line_before_any_progress(tmp_path, capsys):
+    # it drew an empty progress bar, then "compare: error: DIR: Not a directory" (or, under /proc,
+    # "No such file or directory" for the folder it was asked to create)
+    (tmp_path / "file").write_text("x")
+    code, out, err = main_exit(["data", "make", str(tmp_path / "file" / "sub"), "--images", "4",
+                                "--classes", "2", "--workers", "1"], capsys)
+    assert (code, err) == (2, "compare: error: {}: cannot create the folder (Not a directory); give "
+                              "a new or empty folder you can write\n".format(tmp_path / "file" / "sub"))

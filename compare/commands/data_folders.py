@@ -69,6 +69,11 @@ def make(
     if imagegen.check_destination(dest, spec):
         console.print("{}: already holds these {} images; nothing to do".format(dest, images))
         return
+    try:  # before the progress bar: a folder that cannot be made is one line
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError("{}: cannot create the folder ({}); give a new or empty folder you can "
+                        "write".format(dest, exc.strerror or exc)) from None
     total = _write(dest, spec, workers or os.cpu_count() or 1, images, console)
     if learnable is not None:
         from ..datasets import counted
