@@ -31,6 +31,9 @@ from .frameworks import Framework
 from .loading import one_line
 
 LAYOUT = "give an ImageNet-layout folder (DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"
+VAL_LAYOUT = ("time to accuracy evaluates on DIR/val/<class>/*.JPEG, one folder per class of "
+              "DIR/train (ImageNet's flat val/ sorted into class folders first), as `compare data "
+              "make DIR --learnable small` writes it")
 SUFFIXES = (".jpeg", ".jpg")
 PARALLEL_CHECK = 2000  # folders with more unchecked files than this are checked by a process pool
 Entry = Tuple[str, int, int, int]  # relative path, label, size, mtime_ns
@@ -331,7 +334,11 @@ def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: N
                      ) -> dataset.Prepared:
     """Check DIR/val like DIR (its own manifest in DIR/val/.compare; every framework reads it as
     JPEGs, so no native format is written); a UserError when it names a class train/ lacks."""
-    val = checked(open_folder(os.path.join(train.root, "val")), console)
+    try:
+        found = open_folder(os.path.join(train.root, "val"))
+    except UserError as exc:  # its hint is train/'s layout; val/'s is its own
+        raise UserError(str(exc).split("; " + LAYOUT)[0] + "; " + VAL_LAYOUT) from None
+    val = checked(found, console)
     unknown = sorted(set(val.manifest["class_names"]) - set(train.manifest["class_names"]))
     if unknown:
         raise UserError("{}: class folders {} are not in {}; val/ must name train/'s classes".format(

@@ -6,6 +6,7 @@ import shutil
 from PIL import Image
 
 from compare import learnable
+from compare.datasets import VAL_LAYOUT
 from tests.helpers import main_exit
 
 
@@ -92,9 +93,8 @@ def test_info_of_a_folder_whose_val_is_empty_says_so_and_goes_on(tmp_path, capsy
     (tmp_path / "a" / "val").mkdir()
     code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
     assert (code, err) == (0, "")
-    assert out.splitlines()[1] == ("held out: {}: the folder is empty; time to accuracy evaluates "
-                                   "on DIR/val/<class>/*.JPEG, the classes of DIR/train".format(
-                                       tmp_path / "a" / "val"))
+    assert out.splitlines()[1] == "held out: {}: the folder is empty; {}".format(
+        tmp_path / "a" / "val", VAL_LAYOUT)
 
 
 def test_images_that_do_not_divide_into_the_classes_are_said_to_be_rounded(tmp_path, capsys):
@@ -110,3 +110,21 @@ def test_images_that_do_not_divide_into_the_classes_are_said_to_be_rounded(tmp_p
     code, out, err = main_exit(["data", "make", str(tmp_path / "c"), "--learnable", "small",
                                 "--images", "20", "--workers", "1"], capsys)
     assert "note:" not in err
+
+
+def test_a_flat_val_folder_is_told_val_layout_not_train_layout(tmp_path, capsys):
+    # ImageNet's val/ comes flat; the hint was train/'s: "give an ImageNet-layout folder
+    # (DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    for jpeg in (tmp_path / "a" / "val").rglob("*.JPEG"):
+        shutil.move(str(jpeg), str(tmp_path / "a" / "val" / (jpeg.parent.name + jpeg.name)))
+    for sub in (tmp_path / "a" / "val").iterdir():
+        if sub.is_dir():
+            sub.rmdir()
+    code, _, err = main_exit(["data", "prepare", str(tmp_path / "a"), "--frameworks", "caffe2"],
+                             capsys)
+    assert (code, err.strip().splitlines()[-1]) == (2, (
+        "compare: error: --data {v}: no class subfolders with JPEG files in {v}; time to accuracy "
+        "evaluates on DIR/val/<class>/*.JPEG, one folder per class of DIR/train (ImageNet's flat "
+        "val/ sorted into class folders first), as `compare data make DIR --learnable small` "
+        "writes it").format(v=tmp_path / "a" / "val"))

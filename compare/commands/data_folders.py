@@ -192,8 +192,7 @@ def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
             print("held out: " + _checked_state(datasets.open_folder(held_out, "held out:"),
                                                 folder, dataset)[1])
         except UserError as exc:
-            print(str(exc).split("; give ")[0] + "; time to accuracy evaluates on "
-                  "DIR/val/<class>/*.JPEG, the classes of DIR/train")
+            print(str(exc).split("; " + datasets.LAYOUT)[0] + "; " + datasets.VAL_LAYOUT)
     if prepared is None:
         return
     stale = prepared.fingerprint != found.fingerprint
