@@ -13,6 +13,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import mllog, phases, recipe
+from .dataset import DataError
 from .pipelines import accuracy_data
 from .protocol import RunSpec
 
@@ -64,6 +65,15 @@ class Run:
         train_images, eval_images = int(train.manifest["images"]), len(accuracy_data.val_files(
             train, val))
         spe = int(trainer.steps_per_epoch())
+        if spe < 1:  # an epoch of no step trains nothing (and its images/sec would be 0)
+            raise DataError(
+                "{} holds {} training image{}, fewer than the global batch of {} ({} x {} "
+                "worker{}): an epoch would be no step; give a --batch-size of at most {}, or a "
+                "folder with more images".format(
+                    train.manifest.get("class_root") or train.root, train_images,
+                    "" if train_images == 1 else "s", spec.global_batch, spec.batch_size,
+                    spec.world_size, "" if spec.world_size == 1 else "s",
+                    max(1, train_images // spec.world_size)))
         rec = recipe.record(spec.global_batch, spe, spec.max_epochs, spec.image_size)
         self._submission(trainer, train_images, eval_images, rec)
         started = time.perf_counter()

@@ -31,6 +31,9 @@ from .frameworks import Framework
 from .loading import one_line
 
 LAYOUT = "give an ImageNet-layout folder (DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"
+VAL_LAYOUT = ("time to accuracy evaluates on DIR/val/<class>/*.JPEG, one folder per class of "
+              "DIR/train (ImageNet's flat val/ sorted into class folders first), as `compare data "
+              "make DIR --learnable small` writes it")
 SUFFIXES = (".jpeg", ".jpg")
 PARALLEL_CHECK = 2000  # folders with more unchecked files than this are checked by a process pool
 Entry = Tuple[str, int, int, int]  # relative path, label, size, mtime_ns
@@ -232,6 +235,8 @@ class LocalWriter(Writer):
         self.overrides, self.log = overrides, log
 
     def where(self, fw: Framework) -> str:
+        if fw.name in self.overrides:
+            return "with {} (--python)".format(self.overrides[fw.name])
         return "with its environment here"
 
     def __call__(self, fw, prepared_path, err, on_line) -> int:
@@ -272,7 +277,8 @@ def prepare_formats(prepared: dataset.Prepared, frameworks: Sequence[Framework],
 def _run_writer(fw: Framework, writer: Writer, prepared: dataset.Prepared, fmt: str,
                 console) -> Optional[str]:
     log_path = os.path.join(prepared.path, fmt + ".log")
-    with open(log_path, "w") as err, _bar(console, "{}: {}".format(fw.name, fmt)) as bar:
+    with open(log_path, "w") as err, _bar(console, "{}: {}".format(fw.name, fmt),
+                                          disable=not console.is_terminal) as bar:  # no blank line
         task = bar.add_task("", total=None)
         def on_line(line: str) -> None:
             parts = line.split()
@@ -328,7 +334,11 @@ def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: N
                      ) -> dataset.Prepared:
     """Check DIR/val like DIR (its own manifest in DIR/val/.compare; every framework reads it as
     JPEGs, so no native format is written); a UserError when it names a class train/ lacks."""
-    val = checked(open_folder(os.path.join(train.root, "val")), console)
+    try:
+        found = open_folder(os.path.join(train.root, "val"))
+    except UserError as exc:  # its hint is train/'s layout; val/'s is its own
+        raise UserError(str(exc).split("; " + LAYOUT)[0] + "; " + VAL_LAYOUT) from None
+    val = checked(found, console)
     unknown = sorted(set(val.manifest["class_names"]) - set(train.manifest["class_names"]))
     if unknown:
         raise UserError("{}: class folders {} are not in {}; val/ must name train/'s classes".format(

@@ -9,14 +9,17 @@ of GPUs) in the campaigns under --plan-from (default `results/`, where campaigns
 from like cells only: the last three runs of the same cell (same settings: spec hash), marked
 `=`; else of cells of the same framework, model, precision, GPUs, nodes, device, executor, batch,
 mode, data mode and target accuracy (none: throughput), `~`; else of the framework's cells, or of
-any cell, `?` (a guess); a cell with nothing to go by counts DEFAULT_S. Each earlier run is scaled
+any cell, those of the same kind (time to accuracy or throughput) first, `?` (a guess); a cell
+with nothing to go by counts DEFAULT_S. Each earlier run is scaled
 to the cell by one rule (Estimates, `scaled`):
 
     time = fixed + per-step x (warm-up - 1 + timed steps) x (image side / its image side)^2
 
 where per-step is the earlier run's timed seconds per step and fixed is the rest of its cell time
 (start-up, model, the first step's compilation and autotuning, teardown); the median of the three
-is the estimate. An environment built during an earlier cell (its result's env_build_s) is not cell
+is the estimate. A run to a target accuracy times its epochs (run_start to run_stop), not --steps:
+it counts as the same training again, its timed part scaled by the pixels only.
+An environment built during an earlier cell (its result's env_build_s) is not cell
 time: it is left out of `fixed`, and a framework whose environment is not built yet (to_build)
 adds a build of its own, once, to its first cell (marked `+`; the recorded builds' median, else a
 guess). On a machine with no earlier run of a like cell, a cell takes the time of a like cell
@@ -122,6 +125,8 @@ def parts(r: RunResult) -> Optional[Tuple[float, Optional[float]]]:
         return None
     p, steps = r.phases or {}, int(r.spec.get("steps") or 0)
     timed = p.get("timed_end", 0.0) - p.get("timed_start", 0.0) if "timed_start" in p else None
+    if _kind_of(r.spec) == "accuracy":  # timed = run_start..run_stop, its epochs (scaled())
+        steps = _steady_steps(r.spec)
     per_step = timed / steps if timed and steps else None
     fixed = total - env_build_s(r) - (per_step or 0.0) * _steady_steps(r.spec)
     return max(fixed, 0.0), per_step
@@ -136,6 +141,8 @@ def scaled(r: RunResult, spec: RunSpec) -> Optional[float]:
     if per_step is None:
         return fixed
     pixels = (spec.image_size / float(r.spec.get("image_size") or spec.image_size)) ** 2
+    if _kind_of(r.spec) == "accuracy":  # it trained epochs to its target, whatever --steps said:
+        return fixed + per_step * pixels * _steady_steps(r.spec)  # that training, at this size
     return fixed + per_step * pixels * _steady_steps(spec.to_dict())
 
 
@@ -147,6 +154,11 @@ def cached_compile(r: RunResult) -> float:
     if any(isinstance(c, dict) and c.get("state") in ("miss", "partial") for c in caches):
         return float((r.settings or {}).get("compile_s") or 0.0)
     return 0.0
+
+
+def _kind_of(spec: Dict[str, Any]) -> str:
+    """accuracy (a run to a target accuracy) or throughput."""
+    return "throughput" if spec.get("target_accuracy") is None else "accuracy"
 
 
 def _batch(spec: Dict[str, Any]):
@@ -167,9 +179,12 @@ class Estimates:
                  references: Sequence[RunResult] = ()):
         self.by_hash: Dict[str, List[RunResult]] = {}
         self.by_fw: Dict[str, List[RunResult]] = {}
+        self.by_kind: Dict[Tuple, List[RunResult]] = {}  # (framework or None, kind) -> results
         for r in results:
             self.by_hash.setdefault(r.spec_hash or "", []).append(r)
             self.by_fw.setdefault(r.spec.get("framework"), []).append(r)
+            for fw in (r.spec.get("framework"), None):
+                self.by_kind.setdefault((fw, _kind_of(r.spec)), []).append(r)
         # like key -> results, framework -> environment builds: recorded here, measured elsewhere
         self.by_like, self.builds = self._index(results)
         self.references, self.reference_builds = self._index(references)
@@ -196,10 +211,14 @@ class Estimates:
 
     def of(self, spec: RunSpec) -> Tuple[float, str]:
         """The cell's own time (no environment build) and its mark."""
-        like = self._like(spec.to_dict(), self.executor)
+        like, kind = self._like(spec.to_dict(), self.executor), _kind_of(spec.to_dict())
+        # a guess from cells of the same kind first: a run to a target accuracy trains for
+        # epochs, a throughput cell times a few steps
         for mark, found in (("=", self.by_hash.get(spec.spec_hash)), ("~", self.by_like.get(like)),
                             ("r", self.references.get(like)),
-                            ("?", self.by_fw.get(spec.framework)), ("?", self.all)):
+                            ("?", self.by_kind.get((spec.framework, kind))),
+                            ("?", self.by_fw.get(spec.framework)),
+                            ("?", self.by_kind.get((None, kind))), ("?", self.all)):
             recent = sorted(found or [], key=lambda r: r.phases["cell_end"])[-RECENT:]
             pairs = [(r, v) for r, v in ((r, scaled(r, spec)) for r in recent) if v is not None]
             values = [v for _, v in pairs]
@@ -230,23 +249,31 @@ def first_step(r: RunResult) -> float:
 def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency: int,
            source: str, asked: str, notes: Sequence[str] = ()) -> str:
     """The plan as text: one line per cell in start order, then the totals."""
+    if not items:  # `--resume --plan` of a campaign whose every cell is finished
+        return "plan: no cell to run on {}: every cell of the study has its result already\n".format(
+            _machine(pool))
     lines = ["plan: {} cell{} on {}, up to {} at once ({}); {}".format(
         len(items), "" if len(items) == 1 else "s", _machine(pool), concurrency, asked, source)]
     lines += ["note: " + n for n in pool.notes]
-    lines.append("{:>8} {:>8}  {:<5} {:<9} {:>6}  cell".format("start", "end", "GPUs", "cores",
-                                                                "time"))
-    for it in items:
-        lines.append("{:>8} {:>8}  {:<5} {:<9} {:>6}  {}".format(
-            clock(it.start), clock(it.end), ",".join(it.slot.gpus) or "-",
-            cpuset(it.slot.cores) if it.slot.cores else ("-" if pool.gpu and not pool.cores[
-                pool.units[0]] else "all"),
-            "{}{:.0f} s".format(marks[it.spec.run_id][0], it.end - it.start), it.spec.run_id
-            + (" (+ builds its environment first)" if "+" in marks[it.spec.run_id] else "")))
+    rows = [(clock(it.start), clock(it.end), ",".join(it.slot.gpus) or "-",
+             cpuset(it.slot.cores) if it.slot.cores else ("-" if pool.gpu and not pool.cores[
+                 pool.units[0]] else "all"),
+             "{}{:.0f} s".format(marks[it.spec.run_id][0], it.end - it.start), it.spec.run_id
+             + (" (+ builds its environment first)" if "+" in marks[it.spec.run_id] else ""))
+            for it in items]
+    # the GPUs, cores and time columns as wide as their longest entry ("0,1,2,3" on 8 GPUs)
+    gpus_w, cores_w, time_w = (max([least] + [len(r[i]) for r in rows])
+                               for i, least in ((2, 5), (3, 9), (4, 6)))
+    row = "{:>8} {:>8}  {:<%d} {:<%d} {:>%d}  {}" % (gpus_w, cores_w, time_w)
+    lines.append(row.format("start", "end", "GPUs", "cores", "time", "cell"))
+    lines += [row.format(*r) for r in rows]
     wall = max((it.end for it in items), default=0.0)
     serial = sum(it.end - it.start for it in items)
-    total = "estimate: {} wall, against {} one cell at a time".format(clock(wall), clock(serial))
-    if wall > 0:
-        total += " ({:.2f}× faster)".format(serial / wall)
+    if serial - wall < 0.5:  # nothing side by side (a CPU, --concurrency 1): no "1.00× faster"
+        total = "estimate: {} wall, one cell at a time".format(clock(wall))
+    else:
+        total = "estimate: {} wall, against {} one cell at a time ({:.2f}× faster)".format(
+            clock(wall), clock(serial), serial / wall)
     if pool.gpu:
         total += "; {} held {:.2f} GPU-hours".format(_machine(pool), len(pool.units) * wall / 3600)
     return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"

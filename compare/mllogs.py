@@ -18,6 +18,7 @@ from backends.contract.shared import mllog
 from . import files
 
 FINISHED = ("ok", "not_converged")  # a run whose loop ended: its log holds run_stop
+OUTCOMES = ("oom", "unsupported", "skipped")  # finished cells too (--resume skips them) with no run_stop
 SUFFIX = ".mllog"
 
 
@@ -34,16 +35,20 @@ def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Option
             result.accuracy["mllog"] = os.path.join("logs", dest.name)
         return dest
     dest = keep_aborted(campaign_root, result.run_id, work,
-                        "{}: {}".format(result.status, ((result.reason or "").splitlines() or [""])[0]))
+                        "{}: {}".format(result.status, ((result.reason or "").splitlines() or [""])[0]),
+                        then="the cell is finished as {}: it does not run again".format(result.status)
+                        if result.status in OUTCOMES else None)
     if dest is not None and isinstance(result.accuracy, dict):
         result.accuracy["aborted_mllog"] = os.path.join("logs", dest.name)
     return dest
 
 
 def keep_aborted(campaign_root: Path, run_id: str, work: Path,
-                 why: str = "the attempt was not collected (compare was stopped)") -> Optional[Path]:
+                 why: str = "the attempt was not collected (compare was stopped)",
+                 then: Optional[str] = None) -> Optional[Path]:
     """Keep a partial log that `work` holds as logs/<run_id>.<time>.aborted.mllog, before the
-    folder is reused by a new attempt. None when there is none."""
+    folder is reused by a new attempt. None when there is none. `then`: what becomes of the cell
+    (default: it runs again as a new attempt)."""
     source = Path(work) / mllog.FILE_NAME
     if not source.is_file() or source.is_symlink():
         return None
@@ -51,6 +56,6 @@ def keep_aborted(campaign_root: Path, run_id: str, work: Path,
     dest = Path(campaign_root) / "logs" / "{}.{}.aborted{}".format(
         run_id, stamp.strftime("%Y%m%dT%H%M%SZ"), SUFFIX)
     files.move(source, dest, Path(campaign_root))
-    files.append_text(dest, "# compare: attempt aborted ({}); the cell ran again as a new "
-                      "attempt\n".format(why.replace("\n", " ")), Path(campaign_root))
+    files.append_text(dest, "# compare: attempt aborted ({}); {}\n".format(
+        why.replace("\n", " "), then or "the cell ran again as a new attempt"), Path(campaign_root))
     return dest

@@ -91,6 +91,8 @@ class SweepProgress:
 
     def phase(self, spec: RunSpec) -> str:
         found = phase_of(self.work / spec.run_id / PHASE_FILE) if self.work else None
+        if found == "timed" and spec.kind == "accuracy":  # epochs until the target, not timed steps
+            return "training to top-1 {:g}".format(spec.target_accuracy)
         if found:
             return found
         if self.building(spec):
@@ -118,10 +120,22 @@ class SweepProgress:
     def done(self, result: RunResult) -> None:
         self.running.pop(result.run_id, None)
         self.estimates.pop(result.run_id, None)
-        self.last = " | last: " + ("{:.1f} img/s".format(result.images_per_sec)
+        trained = _time_to_train(result)
+        self.last = " | last: " + (trained or "{:.1f} img/s".format(result.images_per_sec)
                                    if result.status == "ok" else result.status)
         self.console.print("{:<36} {:>8}  {}".format(
             result.run_id, result.status,
-            "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok"
+            trained or "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok"
             else (result.reason or "").splitlines()[0][:100] if result.reason else ""))
         self.progress.advance(self.task)
+
+
+def _time_to_train(result: RunResult) -> Optional[str]:
+    """A time-to-accuracy run's own figure, the minutes to its target (docs/accuracy.md), where
+    it reached it; None for a throughput run, whose figure is images/sec."""
+    acc = result.accuracy if isinstance(result.accuracy, dict) else {}
+    if not acc.get("reached") or acc.get("time_to_train_s") is None:
+        return None
+    epochs = acc.get("epochs_to_target") or acc.get("epochs")
+    return "{:.2f} min to top-1 {:g} ({} epoch{})".format(
+        acc["time_to_train_s"] / 60.0, acc.get("target"), epochs, "" if epochs == 1 else "s")

@@ -583,3 +583,53 @@ def test_a_real_data_ratio_sentence_names_its_image_size_where_the_study_has_sev
     assert len(said) == 2
     assert any("(real data, fp16, batch 256, image 224, on 1 GPU)" in x for x in said), said
     assert any("(real data, fp16, batch 256, image 112, on 1 GPU)" in x for x in said), said
+
+
+def test_writing_a_format_leaves_no_blank_line_where_stderr_is_not_a_terminal(tmp_path, capsys,
+                                                                              monkeypatch):
+    # the writer's progress bar printed an empty line into logs and pipes after each format
+    make(tmp_path / "d", capsys=capsys)
+
+    def write(self, fw, prepared_path, err, on_line):
+        on_line("progress 3 6\n")
+        ds.Prepared.find(str(tmp_path / "d")).mark_done("recordio")
+        return 0
+    monkeypatch.setattr(datasets.LocalWriter, "__call__", write)
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks", "mxnet"],
+                               capsys)
+    assert code == 0, err
+    assert err.splitlines() == ["mxnet: writing recordio into {} with its environment here (once; "
+                                "reused while the folder is unchanged)".format(
+                                    tmp_path / "d" / ".compare" / "recordio")]
+
+
+@pytest.mark.parametrize("extra", [[], ["--learnable", "small"]])
+def test_a_negative_seed_is_one_line_and_writes_nothing(tmp_path, capsys, extra):
+    # it was "compare: internal error: ValueError: expected non-negative integer", exit 70, after
+    # the folder was created
+    code, out, err = main_exit(["data", "make", str(tmp_path / "d"), "--images", "4", "--classes",
+                                "2", "--seed", "-1"] + extra, capsys)
+    assert (code, err) == (2, "compare: error: --seed -1: must be >= 0\n")
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_writer_run_with_python_says_which_python(tmp_path, capsys):
+    # "tf: writing tfrecord ... with its environment here" while --python tf=PATH ran it
+    make(tmp_path / "d", capsys=capsys)
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks", "tf",
+                                "--python", "tf=/bin/false"], capsys)
+    assert code == 1
+    assert err.splitlines()[0] == ("tf: writing tfrecord into {} with /bin/false (--python) (once; "
+                                   "reused while the folder is unchanged)".format(
+                                       tmp_path / "d" / ".compare" / "tfrecord"))
+    assert out.splitlines()[-1].startswith("tf       tfrecord   failed: writing tfrecord failed (exit 1)")
+
+
+def test_a_folder_make_cannot_create_is_one_line_before_any_progress(tmp_path, capsys):
+    # it drew an empty progress bar, then "compare: error: DIR: Not a directory" (or, under /proc,
+    # "No such file or directory" for the folder it was asked to create)
+    (tmp_path / "file").write_text("x")
+    code, out, err = main_exit(["data", "make", str(tmp_path / "file" / "sub"), "--images", "4",
+                                "--classes", "2", "--workers", "1"], capsys)
+    assert (code, err) == (2, "compare: error: {}: cannot create the folder (Not a directory); give "
+                              "a new or empty folder you can write\n".format(tmp_path / "file" / "sub"))

@@ -183,3 +183,33 @@ def test_the_host_keeps_a_finished_log_and_an_aborted_attempts(tmp_path, folder)
     aborted = list((campaign.root / "logs").glob(spec.run_id + ".*.aborted.mllog"))
     assert len(aborted) == 1 and "attempt aborted" in aborted[0].read_text()
     assert json.loads(aborted[0].read_text().splitlines()[0][len(":::MLLOG "):]) == {"key": "run_start"}
+
+
+def test_fewer_training_images_than_a_global_batch_fails_saying_so(tmp_path, folder):
+    # 8 images at a batch of 32: epochs of no step, and a result of 0 img/s the host rejected as
+    # "unreadable result file: images_per_sec 0.0 is outside 1e-06 to 1e+09 images/sec"
+    result, trainer, _ = _run(tmp_path, _spec(folder, batch_size=32))
+    assert result.status == "failed" and trainer.steps == 0
+    assert result.reason == (
+        "DataError: {}/train holds 8 training images, fewer than the global batch of 32 (32 x 1 "
+        "worker): an epoch would be no step; give a --batch-size of at most 8, or a folder with "
+        "more images".format(folder))
+    from compare.loading import load_result  # a result the host reads, the reason its own
+    assert load_result(tmp_path / result.run_id / "result.json").reason == result.reason
+
+
+def test_an_unsupported_runs_partial_log_does_not_say_the_cell_runs_again(tmp_path, folder):
+    # an unsupported (or oom) cell is finished: --resume skips it, yet its log said "the cell
+    # ran again as a new attempt"
+    from backends.protocol import RunResult
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    spec = _spec(folder, precision="fp16")
+    work = campaign.work_dir(spec.run_id)
+    (work / mllog.FILE_NAME).write_text(':::MLLOG {"key": "init_start"}\n')
+    result = RunResult(spec.run_id, "unsupported", spec.to_dict(), accuracy={},
+                       reason="float16 on cpu(0): mxnet 1.9.1 says: only supported by CuDNN")
+    kept = mllogs.keep(campaign.root, work, result)
+    assert kept.read_text().splitlines()[-1] == (
+        "# compare: attempt aborted (unsupported: float16 on cpu(0): mxnet 1.9.1 says: only "
+        "supported by CuDNN); the cell is finished as unsupported: it does not run again")

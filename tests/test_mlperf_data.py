@@ -6,6 +6,7 @@ import shutil
 from PIL import Image
 
 from compare import learnable
+from compare.datasets import VAL_LAYOUT
 from tests.helpers import main_exit
 
 
@@ -64,3 +65,66 @@ def test_an_image_size_with_learnable_is_refused(tmp_path, capsys):
 def test_a_learnable_folder_of_one_class_is_said_in_the_singular(tmp_path, capsys):
     out = _make(tmp_path / "a", capsys, "--classes", "1", "--images", "2")
     assert out.startswith("{}: 2 training and 1 validation JPEGs in 1 class, ".format(tmp_path / "a"))
+
+
+def test_info_shows_the_held_out_part_as_prepare_does(tmp_path, capsys):
+    # a time-to-accuracy folder is train/ and val/: info said only what train/ holds
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert out.splitlines() == [
+        "{}: 8 files in 2 classes; not checked yet (compare data prepare {})".format(
+            tmp_path / "a", tmp_path / "a"),
+        "held out: {}: 2 files in 2 classes; not checked yet (compare data prepare {})".format(
+            tmp_path / "a" / "val", tmp_path / "a")]
+    assert main_exit(["data", "prepare", str(tmp_path / "a"), "--frameworks", "caffe2"],
+                     capsys)[0] == 0
+    code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
+    assert code == 0, err
+    assert out.splitlines()[1].startswith("held out: {}: 2 JPEGs in 2 classes, ".format(
+        tmp_path / "a" / "val"))
+    assert out.splitlines()[2:] == ["tf       tfrecord not written", "mxnet    recordio not written",
+                                    "caffe2   the folder itself", "jax      the folder itself"]
+
+
+def test_info_of_a_folder_whose_val_is_empty_says_so_and_goes_on(tmp_path, capsys):
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    shutil.rmtree(str(tmp_path / "a" / "val"))
+    (tmp_path / "a" / "val").mkdir()
+    code, out, err = main_exit(["data", "info", str(tmp_path / "a")], capsys)
+    assert (code, err) == (0, "")
+    assert out.splitlines()[1] == "held out: {}: the folder is empty; {}".format(
+        tmp_path / "a" / "val", VAL_LAYOUT)
+
+
+def test_images_that_do_not_divide_into_the_classes_are_said_to_be_rounded(tmp_path, capsys):
+    # --images 25 of 10 classes made 20 training images, --images 5 made 10, without a word
+    code, out, err = main_exit(["data", "make", str(tmp_path / "a"), "--learnable", "small",
+                                "--images", "25", "--workers", "1"], capsys)
+    assert code == 0, err
+    assert "note: --images 25: 2 training images per class of 10, 20 in all" in err.splitlines()
+    assert out.startswith("{}: 20 training and 10 validation JPEGs".format(tmp_path / "a"))
+    code, out, err = main_exit(["data", "make", str(tmp_path / "b"), "--learnable", "small",
+                                "--images", "5", "--workers", "1"], capsys)
+    assert "note: --images 5: 1 training image per class of 10, 10 in all" in err.splitlines()
+    code, out, err = main_exit(["data", "make", str(tmp_path / "c"), "--learnable", "small",
+                                "--images", "20", "--workers", "1"], capsys)
+    assert "note:" not in err
+
+
+def test_a_flat_val_folder_is_told_val_layout_not_train_layout(tmp_path, capsys):
+    # ImageNet's val/ comes flat; the hint was train/'s: "give an ImageNet-layout folder
+    # (DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    for jpeg in (tmp_path / "a" / "val").rglob("*.JPEG"):
+        shutil.move(str(jpeg), str(tmp_path / "a" / "val" / (jpeg.parent.name + jpeg.name)))
+    for sub in (tmp_path / "a" / "val").iterdir():
+        if sub.is_dir():
+            sub.rmdir()
+    code, _, err = main_exit(["data", "prepare", str(tmp_path / "a"), "--frameworks", "caffe2"],
+                             capsys)
+    assert (code, err.strip().splitlines()[-1]) == (2, (
+        "compare: error: --data {v}: no class subfolders with JPEG files in {v}; time to accuracy "
+        "evaluates on DIR/val/<class>/*.JPEG, one folder per class of DIR/train (ImageNet's flat "
+        "val/ sorted into class folders first), as `compare data make DIR --learnable small` "
+        "writes it").format(v=tmp_path / "a" / "val"))

@@ -400,6 +400,19 @@ def test_plan_prints_the_schedule_and_its_estimate_from_earlier_cell_times(tmp_p
     assert [p.parent.name for p in tmp_path.rglob("campaign.json")] == ["old"]  # nothing created
 
 
+def test_the_plans_columns_stay_aligned_for_cells_of_four_and_eight_gpus(tmp_path):
+    # "0,1,2,3" overflowed the GPUs column (5 wide) and pushed its row's time and cell right
+    out = compare(["run", "--frameworks", "caffe2", "--gpus", "1,4,8", "--precision", "fp32",
+                   "--batch-size", "256", "--plan", "--plan-gpus", "8", "--plan-from", tmp_path,
+                   "--python", "caffe2={}".format(sys.executable)])
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1:5] == [
+        "   start      end  GPUs            cores       time  cell",
+        "    0:00     1:00  0               -          ?60 s  caffe2-fp32-g1-b256-s224-r0",
+        "    0:00     1:00  1,2,3,4         -          ?60 s  caffe2-fp32-g4-b256-s224-r0",
+        "    1:00     2:00  0,1,2,3,4,5,6,7 -          ?60 s  caffe2-fp32-g8-b256-s224-r0"]
+
+
 def test_plan_warns_of_cells_estimated_beyond_the_timeout(tmp_path):
     """--timeout 60 beside cells that took 70 and 80 s: the plan said they would end at 1:10 and
     2:30 while each would be stopped at 60 s and recorded timeout. A guess (?) is not held

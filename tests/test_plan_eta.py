@@ -81,6 +81,24 @@ def test_a_time_to_accuracy_run_is_not_like_a_throughput_cell_on_the_same_folder
         40.0, "~")
 
 
+def test_a_guess_for_a_run_to_a_target_accuracy_comes_from_such_runs_first():
+    # ten mxnet runs to 0.6 were planned at 9 s each (the median of the framework's throughput
+    # cells) and took a minute each, as its run to 0.5 had; and the other way round
+    def ran(spec, took, end):
+        return RunResult(spec.run_id, "ok", spec.to_dict(), spec_hash=spec.spec_hash,
+                         environment={"executor": "local"},
+                         phases={"cell_start": end - took, "cell_end": end})
+    tta = RunSpec("mxnet", "mxnet", data="/d", target_accuracy=0.5)
+    cells = [RunSpec("mxnet", "mxnet", repeat=i) for i in range(2)]
+    results = [ran(tta, 60.0, 100.0), ran(cells[0], 9.0, 200.0), ran(cells[1], 9.0, 300.0)]
+    estimates = plan.Estimates(results, "local")
+    assert estimates.of(RunSpec("mxnet", "mxnet", data="/d", target_accuracy=0.6)) == (60.0, "?")
+    assert estimates.of(RunSpec("mxnet", "mxnet", precision="bf16")) == (9.0, "?")
+    # another framework: any framework's runs of the same kind
+    assert estimates.of(RunSpec("tf", "tf_horovod", data="/d", target_accuracy=0.6)) == (60.0, "?")
+    assert estimates.of(RunSpec("tf", "tf_horovod")) == (9.0, "?")
+
+
 def test_a_cold_jax_compile_is_left_out_of_the_same_cells_next_run_only():
     spec = RunSpec("jax", "jax", device="cuda", steps=10, warmup_steps=2)
     cold = RunResult(spec.run_id, "ok", spec.to_dict(), spec_hash=spec.spec_hash,
@@ -154,3 +172,41 @@ def test_a_cpu_machine_running_containers_takes_the_references_run_in_containers
     assert {mark for _, mark in planned} == {"r"}  # no 60 s guesses (12:00 for 3:17 before)
     wall = timeline.study(target)["wall_s"]
     assert abs(sum(s for s, _ in planned) - wall) <= TOLERANCE * wall
+
+
+def test_the_plan_of_a_finished_campaign_says_nothing_is_left_to_run():
+    # `--resume --plan` of a finished campaign printed "plan: 0 cells on 2 cores ..." over an
+    # empty table and "estimate: 0:00 wall, against 0:00 one cell at a time"
+    pool = resources.single()
+    assert plan.render([], {}, pool, 1, "cell times from 1 earlier run", "--concurrency auto") == (
+        "plan: no cell to run on {}: every cell of the study has its result already\n".format(
+            plan._machine(pool)))
+
+
+
+def test_a_plan_of_one_cell_at_a_time_does_not_call_itself_faster():
+    # a CPU plan said "estimate: 0:52 wall, against 0:52 one cell at a time (1.00× faster)"
+    from compare.scheduler import Planned
+    pool = resources.single()
+    spec = RunSpec("caffe2", "caffe2_torch")
+    items = [Planned(spec, resources.Slot(), 0.0, 52.0)]
+    text = plan.render(items, {spec.run_id: "="}, pool, 1, "cell times from 1 earlier run",
+                       "--concurrency auto")
+    assert text.splitlines()[3] == "estimate: 0:52 wall, one cell at a time"
+
+
+def test_a_run_to_a_target_accuracy_is_not_scaled_by_steps_it_never_timed():
+    # a run to 0.5 under --quick (10 steps, which time to accuracy does not use) took 100 s, 80 of
+    # them training; the same study without --quick was planned at 476 s (80 s x 59 / 12 steps)
+    quick = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.5, image_size=64,
+                    steps=10, warmup_steps=3)
+    r = RunResult(quick.run_id, "ok", quick.to_dict(), spec_hash=quick.spec_hash,
+                  environment={"executor": "local"},
+                  phases={"cell_start": 0.0, "timed_start": 15.0, "timed_end": 95.0,
+                          "cell_end": 100.0})
+    full = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.5, image_size=64,
+                   steps=50, warmup_steps=10)
+    assert plan.Estimates([r], "local").of(full) == (pytest.approx(100.0), "~")
+    bigger = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.5, image_size=128,
+                     steps=10, warmup_steps=3)
+    assert plan.Estimates([r], "local").of(bigger) == (pytest.approx(20.0 + 80.0 * 4), "~")

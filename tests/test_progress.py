@@ -51,3 +51,28 @@ def test_status_says_each_running_cells_phase_and_the_plans_eta(tmp_path, monkey
     bar.estimates.pop(a.run_id)
     bar.start(b)
     assert bar.status() == "building env · ETA ~0:00 (running past its estimate by 2:00)"
+
+
+def test_a_time_to_accuracy_cell_says_it_trains_to_its_target_and_ends_with_its_minutes(tmp_path):
+    # its progress said "timed" and its line the img/s of the training epochs, not what it
+    # measures: the minutes to the target (docs/accuracy.md)
+    from backends.protocol import RunResult
+    spec = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.9)
+    out = io.StringIO()
+    bar = SweepProgress(Console(file=out, width=200), 1, tmp_path, {spec.run_id: 60.0})
+    bar.start(spec)
+    (tmp_path / spec.run_id).mkdir()
+    (tmp_path / spec.run_id / "phase").write_text("warmup_done 1.0\ntimed_start 2.0\n")
+    assert bar.phase(spec) == "training to top-1 0.9"
+    bar.done(RunResult(spec.run_id, "ok", spec.to_dict(), images_per_sec=48.72, accuracy={
+        "target": 0.9, "reached": True, "epochs": 4, "epochs_to_target": 4,
+        "time_to_train_s": 42.0}))
+    assert out.getvalue().splitlines()[-1] == "{:<36} {:>8}  0.70 min to top-1 0.9 (4 epochs)".format(
+        spec.run_id, "ok")
+    assert bar.last == " | last: 0.70 min to top-1 0.9 (4 epochs)"
+    missed = RunResult(spec.run_id, "not_converged", spec.to_dict(), images_per_sec=40.0,
+                       reason="target accuracy 0.9 not reached: best top-1 0.5000 (10 epochs trained)",
+                       accuracy={"target": 0.9, "reached": False, "epochs": 10, "time_to_train_s": 99.0})
+    bar.done(missed)
+    assert out.getvalue().splitlines()[-1].endswith(
+        "not_converged  target accuracy 0.9 not reached: best top-1 0.5000 (10 epochs trained)")

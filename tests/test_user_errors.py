@@ -137,3 +137,15 @@ def test_python_must_name_an_interpreter_not_a_folder(tmp_path, capsys):
         assert (code, err) == (2, "compare: error: --python 'caffe2={0}': {0} is {1}, not an interpreter; "
                                   "give the path of a python executable\n".format(path, what))
     assert not (tmp_path / "c").exists()
+
+
+def test_a_wheelhouse_that_is_a_file_or_a_ca_bundle_that_is_a_folder_is_one_line(tmp_path, capsys):
+    # they passed the "exists" check and failed later inside a build (pip served a file, a copy
+    # of a folder), or, as here without an engine, were not named at all
+    (tmp_path / "wheels.txt").write_text("x")
+    code, _, err = main_exit(["images", "build", "--wheelhouse", str(tmp_path / "wheels.txt")], capsys)
+    assert (code, err) == (2, "compare: error: --wheelhouse {}: is a file; give a folder of wheels "
+                              "(containers/wheelhouse.sh fills one)\n".format(tmp_path / "wheels.txt"))
+    code, _, err = main_exit(["images", "build", "--ca-bundle", str(tmp_path)], capsys)
+    assert (code, err) == (2, "compare: error: --ca-bundle {}: is a folder; give a CA certificate "
+                              "file (PEM)\n".format(tmp_path))

@@ -45,6 +45,8 @@ def make(
 ):
     """Write an ImageNet-layout folder of JPEGs with ImageNet's size and entropy (deterministic)."""
     from .. import imagegen
+    if seed < 0:  # numpy's generators take none
+        raise UserError("--seed {}: must be >= 0".format(seed))
     if learnable is not None:
         from ..learnable import SIDE
         if image_size != "500x375":
@@ -52,6 +54,11 @@ def make(
                             "training are image_size of the run); leave it out".format(
                                 image_size, n=SIDE))
         spec = _learnable(learnable, images, classes, seed, quality)
+        made = spec.classes * spec.train_per_class
+        if images is not None and made != images:  # whole images per class: say what is made
+            _console().print("note: --images {}: {} training image{} per class of {}, {} in all".format(
+                images, spec.train_per_class, "" if spec.train_per_class == 1 else "s",
+                spec.classes, made))
     else:
         spec = _photos(images, classes, image_size, seed, quality)
     if not 1 <= quality <= 95:
@@ -62,6 +69,11 @@ def make(
     if imagegen.check_destination(dest, spec):
         console.print("{}: already holds these {} images; nothing to do".format(dest, images))
         return
+    try:  # before the progress bar: a folder that cannot be made is one line
+        dest.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError("{}: cannot create the folder ({}); give a new or empty folder you can "
+                        "write".format(dest, exc.strerror or exc)) from None
     total = _write(dest, spec, workers or os.cpu_count() or 1, images, console)
     if learnable is not None:
         from ..datasets import counted
@@ -172,17 +184,35 @@ def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
 
     from .. import datasets
     found = datasets.open_folder(folder, "compare data info")
-    try:
-        prepared = dataset.Prepared.find(found.root)
-    except dataset.DataError:
-        print("{}: {} in {}; not checked yet (compare data prepare {})".format(
-            found.root, datasets.counted(len(found.entries), "file"),
-            datasets.counted(len(found.classes), "class", "classes"), folder))
+    held_out = datasets.held_out(found.root)  # DIR/val of a time-to-accuracy folder
+    prepared, line = _checked_state(found, folder, dataset)
+    print(line)
+    if held_out:  # what is wrong with it is part of what there is to know, not an error of info
+        try:
+            print("held out: " + _checked_state(datasets.open_folder(held_out, "held out:"),
+                                                folder, dataset)[1])
+        except UserError as exc:
+            print(str(exc).split("; " + datasets.LAYOUT)[0] + "; " + datasets.VAL_LAYOUT)
+    if prepared is None:
         return
     stale = prepared.fingerprint != found.fingerprint
-    print(datasets.summary(prepared) + (" (stale: the folder changed since)" if stale else ""))
     for fw in fws.FRAMEWORKS:
         fmt = datasets.data_format(fw)
         state = "the folder itself" if fmt is None else "{} {}".format(
             fmt, "ready" if prepared.ready(fmt) and not stale else "not written")
         print("{:<8} {}".format(fw.name, state))
+
+
+def _checked_state(found, asked: str, dataset):
+    """(the folder's manifest or None, one line: what the last check found, or that there was
+    none yet)."""
+    from .. import datasets
+    try:
+        prepared = dataset.Prepared.find(found.root)
+    except dataset.DataError:
+        return None, "{}: {} in {}; not checked yet (compare data prepare {})".format(
+            found.root, datasets.counted(len(found.entries), "file"),
+            datasets.counted(len(found.classes), "class", "classes"), asked)
+    stale = prepared.fingerprint != found.fingerprint
+    return prepared, datasets.summary(prepared) + (
+        " (stale: the folder changed since)" if stale else "")

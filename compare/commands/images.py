@@ -37,10 +37,14 @@ def build(
     from ..executors import docker_images as images
     console = Console(stderr=True, markup=False, highlight=False)
     fw_list = fws.parse(frameworks) if frameworks else fws.FRAMEWORKS
-    for path, flag in ((wheelhouse, "--wheelhouse"), (ca_bundle, "--ca-bundle")):
+    for path, flag, folder in ((wheelhouse, "--wheelhouse", True), (ca_bundle, "--ca-bundle", False)):
         if path is not None and not path.exists():
-            raise UserError("{} {}: no such {}".format(
-                flag, path, "folder" if flag == "--wheelhouse" else "file"))
+            raise UserError("{} {}: no such {}".format(flag, path, "folder" if folder else "file"))
+        if path is not None and path.is_dir() != folder:  # a file served as a wheelhouse, ...
+            raise UserError("{} {}: is a {}; give {}".format(
+                flag, path, "file" if folder else "folder",
+                "a folder of wheels (containers/wheelhouse.sh fills one)" if folder
+                else "a CA certificate file (PEM)"))
     c, why = images.engine()
     if c is None:
         raise UserError(why + "; start dockerd, or run without containers (--executor local)")
@@ -60,9 +64,10 @@ def build(
 
 
 @app.command("list")
-def list_images(cpu: bool = typer.Option(False, "--cpu", help="The CPU twins.")):
-    """The image each framework runs with now, and whether it is built (without an engine: the
-    names its images would have)."""
+def list_images(cpu: bool = typer.Option(False, "--cpu", help="The CPU twins (what runs on a "
+                                          "machine without GPUs) instead of the GPU images.")):
+    """The GPU image (--cpu: the CPU twin) each framework's current code runs in, and whether it
+    is built (without an engine: the names its images would have)."""
     from ..executors import docker_images as images
     c, why = images.engine()
     variant = "cpu" if cpu else "gpu"
