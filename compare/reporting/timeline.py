@@ -136,11 +136,15 @@ def study(results: Sequence[RunResult], machine_gpus: Optional[int] = None) -> O
 
 def study_lines(s: Dict) -> List[str]:
     """The study's wall time, GPU-hours and duty cycle beside the serial estimate, in words."""
-    lines = ["Study: {} wall for {} cell{} ({} one after the other, the serial estimate; {:.2f}× "
-             "by running up to {} at once).".format(
-                 clock(s["wall_s"]), s["cells"], "" if s["cells"] == 1 else "s",
-                 clock(s["serial_s"]), s["serial_s"] / s["wall_s"] if s["wall_s"] else 1.0,
-                 s["at_once"])]
+    if s["at_once"] <= 1:  # nothing side by side: no "1.00× by running up to 1 at once" (as the plan)
+        lines = ["Study: {} wall for {} cell{}, one cell at a time.".format(
+            clock(s["wall_s"]), s["cells"], "" if s["cells"] == 1 else "s")]
+    else:
+        lines = ["Study: {} wall for {} cell{} ({} one after the other, the serial estimate; {:.2f}× "
+                 "by running up to {} at once).".format(
+                     clock(s["wall_s"]), s["cells"], "" if s["cells"] == 1 else "s",
+                     clock(s["serial_s"]), s["serial_s"] / s["wall_s"] if s["wall_s"] else 1.0,
+                     s["at_once"])]
     if "gpus" in s:
         lines.append("GPU time: {} GPU{} × {} = {:.3f} GPU-hours held, {:.3f} used by cells, "
                      "{:.3f} timed: a duty cycle of {:.1%} (serially {:.3f} GPU-hours held, "
