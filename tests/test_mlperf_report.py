@@ -110,3 +110,38 @@ def test_a_gpu_hour_price_for_a_campaign_without_accuracy_runs_says_it_is_not_us
     assert code == 0 and "$" not in out
     assert err.splitlines()[0] == "compare: warning: --gpu-hour-price 2.5: not used: it prices " \
                                   "time-to-accuracy runs (--target-accuracy), and this campaign has none"
+
+
+def test_a_report_of_accuracy_runs_alone_opens_with_them_and_names_machine_and_software(
+        tmp_path, results, capsys):
+    # was "No results yet." on top (no throughput cell) and no Machine or Software line
+    from tests.helpers import main_exit, save_campaign
+    for r in results:
+        r.framework_version = "torch 2.3.1" if r.spec["framework"] == "caffe2" else "jax 0.4.30"
+    root = save_campaign(tmp_path / "c", results)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "No results yet" not in out
+    assert out.splitlines()[0] == "Time to accuracy: 3 cells, 11 runs to top-1 0.9: 10 reached the " \
+        "target; 1 not_converged (listed under \"Time-to-accuracy runs without a time to target\")."
+    assert "\nMachine: " in out and "NVIDIA RTX A6000" in out
+    assert "\nSoftware: PyTorch (Caffe2) = torch 2.3.1; JAX (Flax) = jax 0.4.30\n" in out
+
+
+def test_an_unsupported_or_failed_accuracy_run_shows_its_status_and_reason(tmp_path, results, capsys):
+    # was only "0/1 | n/a" in the time table: the status and the reason were nowhere
+    from tests.helpers import main_exit, save_campaign
+    spec = RunSpec(framework="mxnet", backend="mxnet", device="cuda", precision="fp16",
+                   batch_size=256, image_size=64, data="/d", target_accuracy=0.9, max_epochs=8)
+    unsupported = RunResult(run_id=spec.run_id, status="unsupported", spec=spec.to_dict(),
+                            reason="float16 on cpu(0): mxnet 1.9.1 says: only supported by CuDNN")
+    failed = _result("caffe2", 1, 5, 1.0, 100.0, status="failed")
+    failed.reason, failed.images_per_sec = "RuntimeError: boom\nTraceback line 2", None
+    root = save_campaign(tmp_path / "c", results + [unsupported, failed])
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    listed = out.split("## Time-to-accuracy runs without a time to target")[1]
+    assert "| MXNet | resnet50 | default | fp16 | 256 | 64 | 1 | {} | unsupported | float16 on cpu(0): " \
+           "mxnet 1.9.1 says: only supported by CuDNN |".format(spec.run_id) in listed
+    assert "| failed | RuntimeError: boom |" in listed  # its first line
+    assert "| not_converged | target not reached |" in listed

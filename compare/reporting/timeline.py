@@ -155,9 +155,12 @@ def study_lines(s: Dict) -> List[str]:
     return lines
 
 
-def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> List[Section]:
+def sections(results: Sequence[RunResult], machine: Optional[Dict] = None,
+             trained: Sequence[RunResult] = ()) -> List[Section]:
     """The report's sections: a table of spans per cell, then the duty cycle and the study's
-    wall time, GPU-hours and duty cycle beside the serial estimate."""
+    wall time, GPU-hours and duty cycle beside the serial estimate. `trained`, the campaign's
+    time-to-accuracy runs, count in the study's lines (they took its time; their time to train
+    is what they measured), not in the table of throughput cells' spans."""
     table = rows(results)
     out: List[Section] = []
     if table:
@@ -175,7 +178,7 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
                           ["{:.1f}".format(r[c]) if r[c] is not None else "n/a" for c in columns]
                           for cell, r in zip(named, table)],
                          name="phases"))
-    whole = study(results, len((machine or {}).get("gpus") or []))
+    whole = study(list(results) + list(trained), len((machine or {}).get("gpus") or []))
     if whole is not None and whole["serial_s"] > 0:
         timed, cells, setup = whole["timed_s"], whole["serial_s"], whole["setup_s"]
         line = "Duty cycle: {:.1f} s timed of {:.1f} s in the cells = {:.1%} of the sweep spent " \

@@ -79,7 +79,7 @@ def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
                               campaign_sections(view, throughput, trained, price),
                               [chart] if chart is not None else [],
                               lines(view.asked.get("defaults") or {}) + origins(view.asked),
-                              base=campaign.root if inside else out_dir)
+                              base=campaign.root if inside else out_dir, trained=trained)
     return text, paths, view.warnings + ignored
 
 
