@@ -145,3 +145,26 @@ def test_an_unsupported_or_failed_accuracy_run_shows_its_status_and_reason(tmp_p
            "mxnet 1.9.1 says: only supported by CuDNN |".format(spec.run_id) in listed
     assert "| failed | RuntimeError: boom |" in listed  # its first line
     assert "| not_converged | target not reached |" in listed
+
+
+def test_compare_diff_of_two_accuracy_campaigns_compares_minutes_to_target(tmp_path, capsys):
+    # was "No comparable cells … 0 not comparable", with no accuracy cell listed
+    from tests.helpers import main_exit, save_campaign
+    minutes = [1.0, 1.2, 1.1, 0.9, 1.3]
+    a = [_result("caffe2", 1, r, m, 10000) for r, m in enumerate(minutes)]
+    b = [_result("caffe2", 1, r, m / 2, 20000) for r, m in enumerate(minutes)]
+    a.append(_result("jax", 1, 0, 2.0, 9000, status="not_converged", epochs=8))
+    b.append(_result("jax", 1, 0, 1.0, 9000))  # one seed: no interval
+    ra, rb = save_campaign(tmp_path / "a", a), save_campaign(tmp_path / "b", b)
+    code, out, err = main_exit(["diff", str(ra), str(rb), "--out", str(tmp_path / "d")], capsys)
+    assert code == 0, err
+    assert "B ({}, 8× NVIDIA RTX A6000) trains to the target 2.00× as fast as A ({}, 8× NVIDIA " \
+           "RTX A6000) over 1 comparable time-to-accuracy cell; 1 not comparable (listed " \
+           "below).".format(rb, ra) in out
+    assert "No comparable cells" not in out
+    assert "| PyTorch (Caffe2) | bf16 | 256 | 64 | 1 | 1.10 ±0.20 | 0.55 ±0.10 | 2.00× ±0.42 | better |" \
+        in out
+    assert "| JAX (Flax) | bf16 | 256 | 64 | 1 | n/a | 1.00 ±? | n/a | not comparable: A: no run " \
+           "reached the target (1 of 1: not_converged, target not reached) |" in out
+    assert out.rstrip().endswith("Cells: 1 better, 0 worse, 0 within noise, 1 not comparable.")
+    assert (tmp_path / "d" / "diff_time_to_accuracy.csv").read_text().count("\n") == 3

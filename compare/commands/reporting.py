@@ -21,8 +21,8 @@ from . import err as _err
 
 
 def _cells(path: Path):
-    """(campaign, its cells, planned cells without a result) with one warning line per result
-    left out: the campaign read once (the report stage's View)."""
+    """(campaign, its throughput cells, planned cells without a result, every result) with one
+    warning line per result left out: the campaign read once (the report stage's View)."""
     from ..reporting.comparator import cells
     from ..stages.report import View
     from ..store import Campaign
@@ -30,7 +30,7 @@ def _cells(path: Path):
     view = View.load(c)
     for e in view.warnings:
         _err("warning: {}: {}".format(path, e))
-    return c, cells(view.throughput), view.missing
+    return c, cells(view.throughput), view.missing, view.results
 
 
 def report(
@@ -87,17 +87,22 @@ def diff(
     from ..reporting import tables
     if out is not None:
         check_writable_dir(out, "--out")
-    (ca, da, _), (cb, db, _) = _cells(campaign_a), _cells(campaign_b)
+    (ca, da, _, ra), (cb, db, _, rb) = _cells(campaign_a), _cells(campaign_b)
     table = d.diff(da, db)
+    tta = d.tta_diff(d.tta_cells(ra), d.tta_cells(rb))  # minutes to target, B against A
     text = tables.markdown(d.sections(table, da, db, ca.machine, cb.machine, str(campaign_a),
-                                      str(campaign_b)))
+                                      str(campaign_b), tta))
     sys.stdout.write(text)
     if out is not None:
         with user_path(out, "--out"):  # each file made aside and renamed (files.py)
             write_text(out / "diff.md", text, out)
             write_text(out / "diff.csv", table.to_csv(index=False), out)
             write_text(out / "diff.json", json.dumps(d.records(table), indent=2) + "\n", out)
-        _err("wrote {}".format(", ".join(str(out / n) for n in ("diff.md", "diff.csv", "diff.json"))))
+            names = ["diff.md", "diff.csv", "diff.json"]
+            if len(tta):  # the time-to-accuracy cells: columns of their own
+                write_text(out / "diff_time_to_accuracy.csv", tta.to_csv(index=False), out)
+                names.append("diff_time_to_accuracy.csv")
+        _err("wrote {}".format(", ".join(str(out / n) for n in names)))
 
 
 def history(
@@ -142,7 +147,7 @@ def check(
     from ..reporting import references, tables
     tol = references.parse_tolerance(tolerance)
     name, ref = references.load(reference)
-    c, cells, missing = _cells(campaign)
+    c, cells, missing, _ = _cells(campaign)
     secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing,
                                 cells)
     sys.stdout.write(tables.markdown(secs))
