@@ -168,3 +168,31 @@ def test_compare_diff_of_two_accuracy_campaigns_compares_minutes_to_target(tmp_p
            "reached the target (1 of 1: not_converged, target not reached) |" in out
     assert out.rstrip().endswith("Cells: 1 better, 0 worse, 0 within noise, 1 not comparable.")
     assert (tmp_path / "d" / "diff_time_to_accuracy.csv").read_text().count("\n") == 3
+
+
+def test_compare_history_of_accuracy_campaigns_follows_minutes_to_target(tmp_path, capsys):
+    # was "No cell of these campaigns has a result yet" for a campaign, and a folder's accuracy
+    # campaigns skipped without a word
+    from tests.helpers import main_exit, save_campaign, windowed
+    minutes = [1.0, 1.2, 1.1, 0.9, 1.3]
+    save_campaign(tmp_path / "all" / "c1", [_result("caffe2", 1, r, m, 100) for r, m in enumerate(minutes)],
+                  created_at="2026-12-01T09:00:00+00:00")
+    save_campaign(tmp_path / "all" / "c2", [_result("caffe2", 1, r, 2 * m, 100) for r, m in enumerate(minutes)],
+                  created_at="2026-12-02T09:00:00+00:00")
+    code, out, err = main_exit(["history", str(tmp_path / "all" / "c1")], capsys)
+    assert code == 0, err
+    assert "No cell of these campaigns has a result yet" not in out
+    assert "| 2026-12-01 09:00:00 | 0123456789 | c1 | 0.9 | 1.10 ±0.20 |  | first figure |" in out
+    code, out, err = main_exit(["history", str(tmp_path / "all"), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    assert "- 2 campaigns from 2026-12-01 09:00:00 to 2026-12-02 09:00:00; 1 cell of time to " \
+           "accuracy." in out
+    assert "- Regression: PyTorch (Caffe2) bf16 b256 64px ×1 (cuda), time to accuracy, at c2 " \
+           "(0123456789): trains to the target at 0.50× ±0.10 the previous speed." in out
+    assert "| c2 | 0.9 | 2.20 ±0.39 | 0.50× ±0.10 | worse — regression |" in out
+    assert (tmp_path / "h" / "history_time_to_accuracy.csv").exists()
+    save_campaign(tmp_path / "all" / "c3", [windowed("caffe2", "fp32", 1, [100.0, 101.0])],
+                  created_at="2026-12-03T09:00:00+00:00")  # a throughput campaign beside them
+    code, out, err = main_exit(["history", str(tmp_path / "all")], capsys)
+    assert code == 0 and "3 campaigns from 2026-12-01 09:00:00 to 2026-12-03 09:00:00; 2 cells (1 " \
+                         "of them time to accuracy)." in out

@@ -116,9 +116,10 @@ def history(
     from ..reporting import history as hist
     if out is not None:
         check_writable_dir(out, "--out")
-    h = hist.history(hist.campaigns(campaigns, lambda w: _err("warning: " + w)),
-                     lambda w: _err("warning: " + w))
-    parts = hist.sections(h)
+    camps = hist.campaigns(campaigns, lambda w: _err("warning: " + w))
+    h = hist.history(camps, lambda w: _err("warning: " + w))
+    tta = hist.tta_history(camps)  # time-to-accuracy cells: minutes to target over time
+    parts = hist.sections(h, tta)
     text = tables.markdown([s for _, secs in parts for s in secs])
     sys.stdout.write(text)
     if out is None:
@@ -126,13 +127,16 @@ def history(
     body = []
     for key, secs in parts:
         chart = charts.history(h[[tuple(r) == key for r in h[hist.KEY].itertuples(index=False)]],
-                               hist.title(key)) if key else None
+                               hist.title(key)) if key and key[0] != "tta" else None
         body += ([html.figure(chart)] if chart else []) + [html.code(tables.html_fragment(secs))]
     with user_path(out, "--out"):  # each file made aside and renamed (files.py)
         write_text(out / "history.md", text, out)
         write_text(out / "history.csv", h.to_csv(index=False), out)
+        if len(tta):  # the time-to-accuracy cells: columns of their own
+            write_text(out / "history_time_to_accuracy.csv", tta.to_csv(index=False), out)
         write_text(out / "history.html", html.document("compare history", body), out)
-    _err("wrote {}".format(", ".join(str(out / n) for n in ("history.md", "history.csv", "history.html"))))
+    _err("wrote {}".format(", ".join(str(out / n) for n in ["history.md", "history.csv", "history.html"]
+                                     + (["history_time_to_accuracy.csv"] if len(tta) else []))))
 
 
 def check(
