@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import mllog, phases, recipe
 from .pipelines import accuracy_data
-from .protocol import RunSpec
+from .protocol import RunSpec, Unsupported
 
 
 class Run:
@@ -64,6 +64,15 @@ class Run:
         train_images, eval_images = int(train.manifest["images"]), len(accuracy_data.val_files(
             train, val))
         spe = int(trainer.steps_per_epoch())
+        if spe < 1:  # no step an epoch: nothing would train, and the run would read as a model
+            # that did not learn (or, its loss never set, one that diverged)
+            workers = spec.world_size
+            raise Unsupported(
+                "DIR/train holds {} training image{}, fewer than one global batch of {} (batch {} "
+                "x {} worker{}): an epoch would have no step; use a smaller --batch-size or more "
+                "training images".format(train_images, "" if train_images == 1 else "s",
+                                         spec.global_batch, spec.batch_size, workers,
+                                         "" if workers == 1 else "s"))
         rec = recipe.record(spec.global_batch, spe, spec.max_epochs, spec.image_size)
         self._submission(trainer, train_images, eval_images, rec)
         started = time.perf_counter()

@@ -183,3 +183,13 @@ def test_the_host_keeps_a_finished_log_and_an_aborted_attempts(tmp_path, folder)
     aborted = list((campaign.root / "logs").glob(spec.run_id + ".*.aborted.mllog"))
     assert len(aborted) == 1 and "attempt aborted" in aborted[0].read_text()
     assert json.loads(aborted[0].read_text().splitlines()[0][len(":::MLLOG "):]) == {"key": "run_start"}
+
+
+def test_a_global_batch_larger_than_train_is_unsupported_saying_so(tmp_path, folder):
+    # 8 training images, a global batch of 16: an epoch of 8 // 16 = 0 steps would train nothing
+    # and be reported as a model that did not learn (or, with a NaN loss, one that diverged)
+    result, trainer, _ = _run(tmp_path, _spec(folder, batch_size=16), dt=0)
+    assert result.status == "unsupported" and trainer.steps == 0
+    assert result.reason == (
+        "DIR/train holds 8 training images, fewer than one global batch of 16 (batch 16 x 1 "
+        "worker): an epoch would have no step; use a smaller --batch-size or more training images")
