@@ -110,3 +110,19 @@ def test_a_gpu_hour_price_for_a_campaign_without_accuracy_runs_says_it_is_not_us
     assert code == 0 and "$" not in out
     assert err.splitlines()[0] == "compare: warning: --gpu-hour-price 2.5: not used: it prices " \
                                   "time-to-accuracy runs (--target-accuracy), and this campaign has none"
+
+
+def test_a_time_to_accuracy_campaign_report_says_what_it_holds_and_on_what_software(tmp_path, results):
+    # a campaign of accuracy runs only: not "No results yet." above its tables, and the machine and
+    # software lines a throughput report ends with (which framework version trained to the target)
+    from compare.stages.report import write as write_report
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        r.framework_version, r.device_name = "2.5.1" if r.spec["framework"] == "caffe2" else \
+            "0.4.38", "NVIDIA H100 80GB HBM3"
+        campaign.save_result(r)
+    text, _, _ = write_report(campaign, tmp_path / "report", ("md",))
+    assert "No results yet." not in text
+    assert text.startswith("No throughput cells: this campaign measured time to accuracy")
+    assert "Software: PyTorch (Caffe2) = 2.5.1; JAX (Flax) = 0.4.38" in text
