@@ -118,10 +118,19 @@ class SweepProgress:
     def done(self, result: RunResult) -> None:
         self.running.pop(result.run_id, None)
         self.estimates.pop(result.run_id, None)
-        self.last = " | last: " + ("{:.1f} img/s".format(result.images_per_sec)
-                                   if result.status == "ok" else result.status)
-        self.console.print("{:<36} {:>8}  {}".format(
-            result.run_id, result.status,
-            "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok"
-            else (result.reason or "").splitlines()[0][:100] if result.reason else ""))
+        a = result.accuracy or {}
+        to_target = a.get("time_to_train_s") if result.status == "ok" and a.get("reached") else None
+        if to_target is not None:  # time to accuracy: its figure is minutes to the target
+            epochs = a.get("epochs_to_target")
+            self.last = " | last: {:.2f} min to target".format(to_target / 60)
+            figure = "{:.2f} min to top-1 {:g}{}".format(to_target / 60, a.get("target"), "" if (
+                epochs is None) else " ({} epoch{})".format(epochs, "" if epochs == 1 else "s"))
+            if result.images_per_sec is not None:
+                figure += ", {:.2f} img/s".format(result.images_per_sec)
+        else:
+            self.last = " | last: " + ("{:.1f} img/s".format(result.images_per_sec)
+                                       if result.status == "ok" else result.status)
+            figure = "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok" \
+                else (result.reason or "").splitlines()[0][:100] if result.reason else ""
+        self.console.print("{:<36} {:>8}  {}".format(result.run_id, result.status, figure))
         self.progress.advance(self.task)
