@@ -126,3 +126,24 @@ def test_a_time_to_accuracy_campaign_report_says_what_it_holds_and_on_what_softw
     assert "No results yet." not in text
     assert text.startswith("No throughput cells: this campaign measured time to accuracy")
     assert "Software: PyTorch (Caffe2) = 2.5.1; JAX (Flax) = 0.4.38" in text
+
+
+def test_runs_that_did_not_reach_the_target_are_listed_with_their_reason_and_log(results):
+    # the time table says 0/1 converged; which run, why (not converged, timed out) and where its
+    # (partial) MLPerf log is were nowhere in the report
+    results[-1].reason = "target accuracy 0.9 not reached: best top-1 2.4000 (8 epochs trained)"
+    results[-1].accuracy["mllog"] = "logs/{}.mllog".format(results[-1].run_id)
+    killed = RunResult(run_id="caffe2-bf16-w1-b256-s64-real-tta-r5", status="timeout",
+                       spec=dict(results[0].spec, repeat=5), reason="killed after the 60 s timeout",
+                       accuracy={"aborted_mllog": "logs/x.20261205T082837Z.aborted.mllog"})
+    shown = [t for t in accuracy.tables(results + [killed]) if t.name == "tta_not_reached"]
+    assert len(shown) == 1
+    rows = {row[0]: dict(zip(shown[0].header, row)) for row in shown[0].rows}
+    assert set(rows) == {results[-1].run_id, killed.run_id}
+    jax = rows[results[-1].run_id]
+    assert (jax["status"], jax["epochs"], jax["best top-1"], jax["MLPerf log"]) == (
+        "not_converged", "8", "2.400", results[-1].accuracy["mllog"])
+    assert jax["reason"] == results[-1].reason
+    late = rows[killed.run_id]
+    assert (late["status"], late["epochs"], late["reason"], late["MLPerf log"]) == (
+        "timeout", "n/a", "killed after the 60 s timeout", "logs/x.20261205T082837Z.aborted.mllog")
