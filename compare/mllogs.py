@@ -18,6 +18,7 @@ from backends.contract.shared import mllog
 from . import files
 
 FINISHED = ("ok", "not_converged")  # a run whose loop ended: its log holds run_stop
+ANSWERS = ("oom", "unsupported", "skipped")  # unfinished, but --resume does not run them (store.py)
 SUFFIX = ".mllog"
 
 
@@ -33,15 +34,19 @@ def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Option
         if isinstance(result.accuracy, dict) and result.accuracy:
             result.accuracy["mllog"] = os.path.join("logs", dest.name)
         return dest
+    then = "the cell's answer: --resume does not run it again" if result.status in ANSWERS else \
+        "`compare run --resume` runs the cell again as a new attempt"
     dest = keep_aborted(campaign_root, result.run_id, work,
-                        "{}: {}".format(result.status, ((result.reason or "").splitlines() or [""])[0]))
+                        "{}: {}".format(result.status, ((result.reason or "").splitlines() or [""])[0]),
+                        then)
     if dest is not None and isinstance(result.accuracy, dict):
         result.accuracy["aborted_mllog"] = os.path.join("logs", dest.name)
     return dest
 
 
 def keep_aborted(campaign_root: Path, run_id: str, work: Path,
-                 why: str = "the attempt was not collected (compare was stopped)") -> Optional[Path]:
+                 why: str = "the attempt was not collected (compare was stopped)",
+                 then: str = "the cell ran again as a new attempt") -> Optional[Path]:
     """Keep a partial log that `work` holds as logs/<run_id>.<time>.aborted.mllog, before the
     folder is reused by a new attempt. None when there is none."""
     source = Path(work) / mllog.FILE_NAME
@@ -51,6 +56,6 @@ def keep_aborted(campaign_root: Path, run_id: str, work: Path,
     dest = Path(campaign_root) / "logs" / "{}.{}.aborted{}".format(
         run_id, stamp.strftime("%Y%m%dT%H%M%SZ"), SUFFIX)
     files.move(source, dest, Path(campaign_root))
-    files.append_text(dest, "# compare: attempt aborted ({}); the cell ran again as a new "
-                      "attempt\n".format(why.replace("\n", " ")), Path(campaign_root))
+    files.append_text(dest, "# compare: attempt aborted ({}); {}\n".format(
+        why.replace("\n", " "), then), Path(campaign_root))
     return dest

@@ -193,3 +193,24 @@ def test_a_global_batch_larger_than_train_is_unsupported_saying_so(tmp_path, fol
     assert result.reason == (
         "DIR/train holds 8 training images, fewer than one global batch of 16 (batch 16 x 1 "
         "worker): an epoch would have no step; use a smaller --batch-size or more training images")
+
+
+def test_a_partial_log_says_whether_the_cell_runs_again(tmp_path, folder):
+    # an unsupported (or oom) cell is the cell's answer: --resume does not run it again, so its
+    # kept log must not say it "ran again as a new attempt"; a failed one runs again on --resume
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for batch, status, says in ((16, "unsupported", "the cell's answer: --resume does not run it "
+                                 "again"),
+                                (2, "failed", "`compare run --resume` runs the cell again as a new "
+                                 "attempt")):
+        spec = _spec(folder, batch_size=batch)
+        work = campaign.work_dir(spec.run_id)
+        result, _, _ = _run(work.parent, spec, **({"fail_in_epoch": 1} if status == "failed" else {}))
+        assert result.status == status
+        kept = mllogs.keep(campaign.root, work, result)
+        last = kept.read_text().splitlines()[-1]
+        assert last.startswith("# compare: attempt aborted ({}: ".format(status)) and \
+            last.endswith("); {}".format(says)), last
+    from compare import store
+    assert set(mllogs.ANSWERS) == set(store.FINISHED) - set(mllogs.FINISHED)

@@ -181,7 +181,7 @@ def test_a_time_to_accuracy_run_killed_mid_training_runs_again_and_keeps_its_par
     assert len(aborted) == 1 and killed["accuracy"]["aborted_mllog"] == "logs/" + aborted[0].name
     log = aborted[0].read_text()
     assert '"key": "epoch_start"' in log and '"key": "run_stop"' not in log  # killed in epoch 2
-    assert log.endswith("the cell ran again as a new attempt\n")
+    assert log.endswith("`compare run --resume` runs the cell again as a new attempt\n")
     again = compare(["run", "--results", campaign, "--resume"])  # the study reloads, price and all
     assert again.returncode == 0 and "1 cell, 1 to run" in again.stderr, again.stderr
     done = json.loads((campaign / "results" / (run_id + ".json")).read_text())
