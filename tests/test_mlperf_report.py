@@ -147,3 +147,27 @@ def test_runs_that_did_not_reach_the_target_are_listed_with_their_reason_and_log
     late = rows[killed.run_id]
     assert (late["status"], late["epochs"], late["reason"], late["MLPerf log"]) == (
         "timeout", "n/a", "killed after the 60 s timeout", "logs/x.20261205T082837Z.aborted.mllog")
+
+
+def test_report_json_of_a_time_to_accuracy_campaign_holds_its_figures(tmp_path, results):
+    # report.json is the throughput cells' records: for an accuracy campaign it was [] and the
+    # minutes to target, MLPerf score and epochs were in no machine-readable file of --format json
+    import json
+
+    from compare.stages.report import write as write_report
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        campaign.save_result(r)
+    _, paths, _ = write_report(campaign, tmp_path / "report", ("json",), price=2.5)
+    assert tmp_path / "report" / "accuracy.json" in paths
+    cells = json.loads((tmp_path / "report" / "accuracy.json").read_text())
+    one = [c for c in cells if (c["framework"], c["gpus"]) == ("caffe2", 1)][0]
+    assert (one["target"], one["runs"], one["converged"], one["epochs_to_target"]) == (
+        0.9, 5, 5, [3, 3, 3, 3, 3])
+    assert one["minutes_median"] == pytest.approx(1.1) and one["mlperf_score"] == pytest.approx(1.1)
+    assert one["minutes_mean"] == pytest.approx(1.1) and one["minutes_ci95"] > 0
+    assert one["cost_to_target"] == pytest.approx(2.5 * 1.1 / 60)
+    jax = [c for c in cells if c["framework"] == "jax"][0]
+    assert (jax["converged"], jax["mlperf_score"], jax["best"]) == (0, None, pytest.approx(2.4))
+    assert [r["status"] for r in jax["run_records"]] == ["not_converged"]

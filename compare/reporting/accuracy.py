@@ -170,6 +170,31 @@ def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
         labels=len(HEAD))
 
 
+RUN_FIELDS = ("run_id", "status", "seed", "minutes", "epochs", "epochs_to_target", "best",
+              "images_per_sec", "reason", "log")
+
+
+def records(results: Sequence, price: Optional[float] = None) -> List[Dict]:
+    """One plain record per cell of these results' accuracy runs (what the time table shows, as
+    numbers: report.json's counterpart, written as accuracy.json), each with its runs."""
+    out = []
+    for key, runs in cells(results).items():
+        s = summary(runs)
+        minutes, ips = s["minutes"], s["ips"]
+        cell: Dict = dict(zip(CELL + ("nodes", "gpus"), key))
+        cell.update(
+            target=runs[0]["target"], runs=s["runs"], converged=s["converged"],
+            finished=s["finished"], minutes_mean=minutes.value if minutes else None,
+            minutes_ci95=minutes.half_width() if minutes else None, minutes_median=s["median"],
+            spread=s["spread"], epochs_to_target=s["epochs"], mlperf_score=s["score"],
+            best=s["best"], images_per_sec=ips.value if ips else None,
+            cost_to_target=price * key[-2] * key[-1] * s["median"] / 60
+            if price is not None and s["median"] is not None else None,
+            run_records=[{k: x[k] for k in RUN_FIELDS} for x in runs])
+        out.append(cell)
+    return out
+
+
 def not_reached_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
     """Every run that did not reach its target: not converged (its best, the epochs it
     trained), failed or timed out, with its reason and its MLPerf log (a partial one kept aside
