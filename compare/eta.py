@@ -196,7 +196,7 @@ class Estimates:
         trained = (spec.get("data"), spec.get("max_epochs"), spec.get("eval_every")) \
             if spec.get("target_accuracy") is not None else None
         return tuple(spec.get(k, DEFAULTS.get(k)) for k in LIKE[:-1]) + (
-            data_mode(spec), _batch(spec), executor, trained)
+            trained, data_mode(spec), _batch(spec), executor)
 
     def of(self, spec: RunSpec) -> Tuple[float, str]:
         """The cell's own time (no environment build) and its mark."""
