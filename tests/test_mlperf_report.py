@@ -171,3 +171,15 @@ def test_report_json_of_a_time_to_accuracy_campaign_holds_its_figures(tmp_path, 
     jax = [c for c in cells if c["framework"] == "jax"][0]
     assert (jax["converged"], jax["mlperf_score"], jax["best"]) == (0, None, pytest.approx(2.4))
     assert [r["status"] for r in jax["run_records"]] == ["not_converged"]
+
+
+def test_history_of_time_to_accuracy_campaigns_says_it_follows_throughput_only(tmp_path, results,
+                                                                              capsys):
+    # history follows images/sec cells; for campaigns of accuracy runs it said that none had a
+    # result yet, and to --resume them, when every run had finished
+    from tests.helpers import main_exit, save_campaign
+    save_campaign(tmp_path / "all" / "c", results)
+    code, out, _ = main_exit(["history", str(tmp_path / "all")], capsys)
+    assert code == 0 and "has a result yet" not in out and "--resume" not in out
+    assert "11 time-to-accuracy runs, which history does not follow: it follows throughput cells " \
+        "(images/sec); `compare report CAMPAIGN` gives their minutes to target" in out
