@@ -214,3 +214,17 @@ def test_a_partial_log_says_whether_the_cell_runs_again(tmp_path, folder):
             last.endswith("); {}".format(says)), last
     from compare import store
     assert set(mllogs.ANSWERS) == set(store.FINISHED) - set(mllogs.FINISHED)
+
+
+def test_an_evaluation_over_part_of_val_fails_the_run_saying_so(tmp_path, folder):
+    # top-1 is over every image of val/: a trainer that counted 3 of its 4 images (a dropped last
+    # batch, a rank's share lost) scored a partial set, and the run was ok at 2/3 >= 0.6
+    class Partial(Climber):
+        def evaluate(self):
+            return 2, 3
+    spec = _spec(folder, target_accuracy=0.6)
+    out = tmp_path / spec.run_id
+    result = harness.run(spec, str(out / "result.json"), lambda s: Partial(s))
+    assert result.status == "failed"
+    assert result.reason == "RuntimeError: the evaluation after epoch 1 counted 3 images, not " \
+        "the 4 of val/: top-1 must be over every image of val/ (backends/pipelines/accuracy_data.py)"
