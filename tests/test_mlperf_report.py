@@ -183,3 +183,16 @@ def test_history_of_time_to_accuracy_campaigns_says_it_follows_throughput_only(t
     assert code == 0 and "has a result yet" not in out and "--resume" not in out
     assert "11 time-to-accuracy runs, which history does not follow: it follows throughput cells " \
         "(images/sec); `compare report CAMPAIGN` gives their minutes to target" in out
+
+
+def test_diff_of_time_to_accuracy_campaigns_says_their_runs_are_left_out(tmp_path, results, capsys):
+    # diff compares images/sec cells: two accuracy campaigns gave "No comparable cells" and
+    # "Cells: 0 better, ..." with no word of the 11 runs each held
+    from tests.helpers import main_exit, save_campaign
+    a, b = save_campaign(tmp_path / "a", results), save_campaign(tmp_path / "b", results)
+    code, _, err = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0
+    for root in (a, b):
+        assert "compare: note: {}: 11 time-to-accuracy runs left out: diff compares throughput " \
+            "cells (images/sec); `compare report {}` gives their minutes to target".format(
+                root, root) in err.splitlines()
