@@ -125,8 +125,6 @@ class SweepProgress:
             self.last = " | last: {:.2f} min to target".format(to_target / 60)
             figure = "{:.2f} min to top-1 {:g}{}".format(to_target / 60, a.get("target"), "" if (
                 epochs is None) else " ({} epoch{})".format(epochs, "" if epochs == 1 else "s"))
-            if result.images_per_sec is not None:
-                figure += ", {:.2f} img/s".format(result.images_per_sec)
         else:
             self.last = " | last: " + ("{:.1f} img/s".format(result.images_per_sec)
                                        if result.status == "ok" else result.status)
