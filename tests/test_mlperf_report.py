@@ -110,3 +110,89 @@ def test_a_gpu_hour_price_for_a_campaign_without_accuracy_runs_says_it_is_not_us
     assert code == 0 and "$" not in out
     assert err.splitlines()[0] == "compare: warning: --gpu-hour-price 2.5: not used: it prices " \
                                   "time-to-accuracy runs (--target-accuracy), and this campaign has none"
+
+
+def test_a_time_to_accuracy_campaign_report_says_what_it_holds_and_on_what_software(tmp_path, results):
+    # a campaign of accuracy runs only: not "No results yet." above its tables, and the machine and
+    # software lines a throughput report ends with (which framework version trained to the target)
+    from compare.stages.report import write as write_report
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        r.framework_version, r.device_name = "2.5.1" if r.spec["framework"] == "caffe2" else \
+            "0.4.38", "NVIDIA H100 80GB HBM3"
+        campaign.save_result(r)
+    text, _, _ = write_report(campaign, tmp_path / "report", ("md",))
+    assert "No results yet." not in text
+    assert text.startswith("No throughput cells: this campaign measured time to accuracy")
+    assert "Software: PyTorch (Caffe2) = 2.5.1; JAX (Flax) = 0.4.38" in text
+
+
+def test_runs_that_did_not_reach_the_target_are_listed_with_their_reason_and_log(results):
+    # the time table says 0/1 converged; which run, why (not converged, timed out) and where its
+    # (partial) MLPerf log is were nowhere in the report
+    results[-1].reason = "target accuracy 0.9 not reached: best top-1 2.4000 (8 epochs trained)"
+    results[-1].accuracy["mllog"] = "logs/{}.mllog".format(results[-1].run_id)
+    killed = RunResult(run_id="caffe2-bf16-w1-b256-s64-real-tta-r5", status="timeout",
+                       spec=dict(results[0].spec, repeat=5), reason="killed after the 60 s timeout",
+                       accuracy={"aborted_mllog": "logs/x.20261205T082837Z.aborted.mllog"})
+    shown = [t for t in accuracy.tables(results + [killed]) if t.name == "tta_not_reached"]
+    assert len(shown) == 1
+    rows = {row[0]: dict(zip(shown[0].header, row)) for row in shown[0].rows}
+    assert set(rows) == {results[-1].run_id, killed.run_id}
+    jax = rows[results[-1].run_id]
+    assert (jax["status"], jax["epochs"], jax["best top-1"], jax["MLPerf log"]) == (
+        "not_converged", "8", "2.400", results[-1].accuracy["mllog"])
+    assert jax["reason"] == results[-1].reason
+    late = rows[killed.run_id]
+    assert (late["status"], late["epochs"], late["reason"], late["MLPerf log"]) == (
+        "timeout", "n/a", "killed after the 60 s timeout", "logs/x.20261205T082837Z.aborted.mllog")
+
+
+def test_report_json_of_a_time_to_accuracy_campaign_holds_its_figures(tmp_path, results):
+    # report.json is the throughput cells' records: for an accuracy campaign it was [] and the
+    # minutes to target, MLPerf score and epochs were in no machine-readable file of --format json
+    import json
+
+    from compare.stages.report import write as write_report
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        campaign.save_result(r)
+    _, paths, _ = write_report(campaign, tmp_path / "report", ("json",), price=2.5)
+    assert tmp_path / "report" / "accuracy.json" in paths
+    cells = json.loads((tmp_path / "report" / "accuracy.json").read_text())
+    one = [c for c in cells if (c["framework"], c["gpus"]) == ("caffe2", 1)][0]
+    assert (one["target"], one["runs"], one["converged"], one["epochs_to_target"]) == (
+        0.9, 5, 5, [3, 3, 3, 3, 3])
+    assert one["minutes_median"] == pytest.approx(1.1) and one["mlperf_score"] == pytest.approx(1.1)
+    assert one["minutes_mean"] == pytest.approx(1.1) and one["minutes_ci95"] > 0
+    assert one["cost_to_target"] == pytest.approx(2.5 * 1.1 / 60)
+    jax = [c for c in cells if c["framework"] == "jax"][0]
+    assert (jax["converged"], jax["mlperf_score"], jax["best"]) == (0, None, pytest.approx(2.4))
+    assert [r["status"] for r in jax["run_records"]] == ["not_converged"]
+
+
+def test_history_of_time_to_accuracy_campaigns_says_it_follows_throughput_only(tmp_path, results,
+                                                                              capsys):
+    # history follows images/sec cells; for campaigns of accuracy runs it said that none had a
+    # result yet, and to --resume them, when every run had finished
+    from tests.helpers import main_exit, save_campaign
+    save_campaign(tmp_path / "all" / "c", results)
+    code, out, _ = main_exit(["history", str(tmp_path / "all")], capsys)
+    assert code == 0 and "has a result yet" not in out and "--resume" not in out
+    assert "11 time-to-accuracy runs, which history does not follow: it follows throughput cells " \
+        "(images/sec); `compare report CAMPAIGN` gives their minutes to target" in out
+
+
+def test_diff_of_time_to_accuracy_campaigns_says_their_runs_are_left_out(tmp_path, results, capsys):
+    # diff compares images/sec cells: two accuracy campaigns gave "No comparable cells" and
+    # "Cells: 0 better, ..." with no word of the 11 runs each held
+    from tests.helpers import main_exit, save_campaign
+    a, b = save_campaign(tmp_path / "a", results), save_campaign(tmp_path / "b", results)
+    code, _, err = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0
+    for root in (a, b):
+        assert "compare: note: {}: 11 time-to-accuracy runs left out: diff compares throughput " \
+            "cells (images/sec); `compare report {}` gives their minutes to target".format(
+                root, root) in err.splitlines()

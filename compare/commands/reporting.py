@@ -20,9 +20,10 @@ from ..study import DECLARED
 from . import err as _err
 
 
-def _cells(path: Path):
+def _cells(path: Path, command: str = ""):
     """(campaign, its cells, planned cells without a result) with one warning line per result
-    left out: the campaign read once (the report stage's View)."""
+    left out: the campaign read once (the report stage's View). command: where given, a note of
+    the time-to-accuracy runs it leaves out (it compares throughput cells)."""
     from ..reporting.comparator import cells
     from ..stages.report import View
     from ..store import Campaign
@@ -30,6 +31,11 @@ def _cells(path: Path):
     view = View.load(c)
     for e in view.warnings:
         _err("warning: {}: {}".format(path, e))
+    trained = len(view.results) - len(view.throughput)
+    if command and trained:
+        _err("note: {}: {} time-to-accuracy run{} left out: {} compares throughput cells "
+             "(images/sec); `compare report {}` gives their minutes to target".format(
+                 path, trained, "s" if trained != 1 else "", command, path))
     return c, cells(view.throughput), view.missing
 
 
@@ -87,7 +93,7 @@ def diff(
     from ..reporting import tables
     if out is not None:
         check_writable_dir(out, "--out")
-    (ca, da, _), (cb, db, _) = _cells(campaign_a), _cells(campaign_b)
+    (ca, da, _), (cb, db, _) = _cells(campaign_a, "diff"), _cells(campaign_b, "diff")
     table = d.diff(da, db)
     text = tables.markdown(d.sections(table, da, db, ca.machine, cb.machine, str(campaign_a),
                                       str(campaign_b)))

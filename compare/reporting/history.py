@@ -61,8 +61,10 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
     """One row per cell per campaign, with the ratio to that cell's previous figure and its state;
     unreadable results are skipped, each with warn("CAMPAIGN: why")."""
     rows, last = [], {}  # last: cell key -> (cell record, machine record, campaign) of its previous figure
+    trained = 0  # time-to-accuracy runs: not followed here (their minutes are in each report)
     for camp in camps:
         results, skipped = camp.results()
+        trained += len(accuracy.split(results)[1])
         for why in skipped:
             warn("{}: {}".format(camp.root, why))
         m = camp.machine
@@ -94,7 +96,9 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
             if r.status == "ok" and r.images_per_sec is not None:
                 last[key] = (r, m, camp.root.name)
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
-    return d.where(d.notna(), None)
+    d = d.where(d.notna(), None)
+    d.attrs["accuracy_runs"] = trained
+    return d
 
 
 def title(key) -> str:
@@ -117,6 +121,13 @@ def _state(r) -> str:
 
 def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
     """A summary, then per cell (its key, its table) in the order cells first appear."""
+    trained = h.attrs.get("accuracy_runs", 0)
+    if h.empty and trained:  # campaigns of time-to-accuracy runs only
+        return [((), [Text("History", ["These campaigns hold {} time-to-accuracy run{}, which "
+                                       "history does not follow: it follows throughput cells "
+                                       "(images/sec); `compare report CAMPAIGN` gives their "
+                                       "minutes to target.".format(trained, "s" if trained != 1
+                                                                   else "")], bullets=True)])]
     if h.empty:  # campaigns planned or started, none with a result yet
         return [((), [Text("History", ["No cell of these campaigns has a result yet: nothing to "
                                        "follow over time (`compare run … --resume` runs them)."],

@@ -129,7 +129,10 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None, defaults: Optional[L
     sections in campaign_sections' order."""
     from . import references as refs
     from . import timeline
-    rep = Report(Text("", ["No results yet."])) if df.empty else \
+    trained = any(isinstance(t, Table) and t.name == "time_to_accuracy" for t in more)
+    empty = "No throughput cells: this campaign measured time to accuracy (below)." if trained \
+        else "No results yet."  # an accuracy campaign's tables are in `more`
+    rep = Report(Text("", [empty])) if df.empty else \
         Report(findings.summary(df, layout_of(df)), throughput_tables(df, machine, defaults))
     rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references
                    if not df.empty]  # no cell yet: nothing to set beside a published figure
@@ -144,6 +147,9 @@ def campaign_sections(view, results: Sequence, trained: Sequence,
     twins, the batch searches, result files left out."""
     from . import accuracy, packing, probes
     out: List[Section] = accuracy.tables(trained, price)
+    if trained and not results:  # no throughput tables to end with the machine and software
+        from .comparator import cells
+        out.append(provenance(cells(trained), view.machine))
     if view.missing:  # a half-done campaign says so, and which cells are still to run
         one = len(view.missing) == 1
         out.append(Text("Not run yet", ["{} of the campaign's {} planned cell{} {} no result: {}. "
