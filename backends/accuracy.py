@@ -13,9 +13,8 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import mllog, phases, recipe
-from .dataset import DataError
 from .pipelines import accuracy_data
-from .protocol import RunSpec
+from .protocol import RunSpec, Unsupported
 
 
 class Run:
@@ -28,6 +27,7 @@ class Run:
         self.init_start = self.log.start("init_start")
         self.reached, self.best = False, None  # type: Tuple[bool, Optional[float]]
         self.diverged = None  # type: Optional[str]
+        self.eval_images = 0  # every image of val/, what each evaluation must count
 
     def outcome(self) -> Tuple[str, Optional[str]]:
         """ok when the target was reached; else not_converged, saying the best accuracy."""
@@ -64,9 +64,11 @@ class Run:
         train, val = accuracy_data.parts(spec.data)
         train_images, eval_images = int(train.manifest["images"]), len(accuracy_data.val_files(
             train, val))
+        self.eval_images = eval_images
         spe = int(trainer.steps_per_epoch())
-        if spe < 1:  # an epoch of no step trains nothing (and its images/sec would be 0)
-            raise DataError(
+        if spe < 1:  # no step an epoch: nothing would train, and the run would read as a model
+            # that did not learn (or, its loss never set, one that diverged); a rerun is the same
+            raise Unsupported(
                 "{} holds {} training image{}, fewer than the global batch of {} ({} x {} "
                 "worker{}): an epoch would be no step; give a --batch-size of at most {}, or a "
                 "folder with more images".format(
@@ -139,6 +141,11 @@ class Run:
     def _evaluate(self, trainer, epoch: int, run_start: int, out: Dict[str, List]) -> None:
         self.log.start("eval_start", metadata={"epoch_num": epoch})
         correct, total = trainer.evaluate()
+        if int(total) != self.eval_images:  # a partial set's top-1 is not the run's accuracy
+            raise RuntimeError("the evaluation after epoch {} counted {} images, not the {} of "
+                               "val/: top-1 must be over every image of val/ "
+                               "(backends/pipelines/accuracy_data.py)".format(
+                                   epoch, int(total), self.eval_images))
         top1 = float(correct) / max(1, int(total))
         self.log.event("eval_accuracy", top1, metadata={"epoch_num": epoch})
         done = self.log.end("eval_stop", metadata={"epoch_num": epoch})

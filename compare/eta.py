@@ -49,7 +49,8 @@ DEFAULT_S = 60.0  # a cell with no earlier result of any kind to go by
 ENV_BUILD_GUESS_S = 300.0  # an environment to build with none built before to go by
 RECENT = 3  # the last runs of a cell that make its estimate (caches warm up over time)
 LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cell (same framework, "
-          "model, precision, GPUs, nodes, device, executor, batch, mode, data, target accuracy); r a "
+          "model, precision, GPUs, nodes, device, executor, batch, mode, data, target accuracy; a run to "
+          "a target: its folder and epochs too); r a "
           "like cell measured cold on a machine of this kind by compare's authors; ? the framework's or any "
           "cell's: a guess. Each is scaled by the rule: fixed part + per-step part x steps x pixels "
           "ratio")
@@ -206,8 +207,11 @@ class Estimates:
 
     @staticmethod
     def _like(spec: Dict[str, Any], executor: Optional[str]) -> Tuple:
+        # a run to a target trains epochs over its folder: like only on the same folder and epochs
+        trained = (spec.get("data"), spec.get("max_epochs"), spec.get("eval_every")) \
+            if spec.get("target_accuracy") is not None else None
         return tuple(spec.get(k, DEFAULTS.get(k)) for k in LIKE[:-1]) + (
-            data_mode(spec), _batch(spec), executor)
+            trained, data_mode(spec), _batch(spec), executor)
 
     def of(self, spec: RunSpec) -> Tuple[float, str]:
         """The cell's own time (no environment build) and its mark."""

@@ -18,7 +18,7 @@ from backends.contract.shared import mllog
 from . import files
 
 FINISHED = ("ok", "not_converged")  # a run whose loop ended: its log holds run_stop
-OUTCOMES = ("oom", "unsupported", "skipped")  # finished cells too (--resume skips them) with no run_stop
+ANSWERS = ("oom", "unsupported", "skipped")  # unfinished, but --resume does not run them (store.py)
 SUFFIX = ".mllog"
 
 
@@ -34,10 +34,11 @@ def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Option
         if isinstance(result.accuracy, dict) and result.accuracy:
             result.accuracy["mllog"] = os.path.join("logs", dest.name)
         return dest
+    then = "the cell's answer: --resume does not run it again" if result.status in ANSWERS else \
+        "`compare run --resume` runs the cell again as a new attempt"
     dest = keep_aborted(campaign_root, result.run_id, work,
                         "{}: {}".format(result.status, ((result.reason or "").splitlines() or [""])[0]),
-                        then="the cell is finished as {}: it does not run again".format(result.status)
-                        if result.status in OUTCOMES else None)
+                        then)
     if dest is not None and isinstance(result.accuracy, dict):
         result.accuracy["aborted_mllog"] = os.path.join("logs", dest.name)
     return dest
@@ -45,10 +46,9 @@ def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Option
 
 def keep_aborted(campaign_root: Path, run_id: str, work: Path,
                  why: str = "the attempt was not collected (compare was stopped)",
-                 then: Optional[str] = None) -> Optional[Path]:
+                 then: str = "the cell ran again as a new attempt") -> Optional[Path]:
     """Keep a partial log that `work` holds as logs/<run_id>.<time>.aborted.mllog, before the
-    folder is reused by a new attempt. None when there is none. `then`: what becomes of the cell
-    (default: it runs again as a new attempt)."""
+    folder is reused by a new attempt. None when there is none."""
     source = Path(work) / mllog.FILE_NAME
     if not source.is_file() or source.is_symlink():
         return None
@@ -57,5 +57,5 @@ def keep_aborted(campaign_root: Path, run_id: str, work: Path,
         run_id, stamp.strftime("%Y%m%dT%H%M%SZ"), SUFFIX)
     files.move(source, dest, Path(campaign_root))
     files.append_text(dest, "# compare: attempt aborted ({}); {}\n".format(
-        why.replace("\n", " "), then or "the cell ran again as a new attempt"), Path(campaign_root))
+        why.replace("\n", " "), then), Path(campaign_root))
     return dest

@@ -120,22 +120,17 @@ class SweepProgress:
     def done(self, result: RunResult) -> None:
         self.running.pop(result.run_id, None)
         self.estimates.pop(result.run_id, None)
-        trained = _time_to_train(result)
-        self.last = " | last: " + (trained or "{:.1f} img/s".format(result.images_per_sec)
-                                   if result.status == "ok" else result.status)
-        self.console.print("{:<36} {:>8}  {}".format(
-            result.run_id, result.status,
-            trained or "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok"
-            else (result.reason or "").splitlines()[0][:100] if result.reason else ""))
+        a = result.accuracy or {}
+        to_target = a.get("time_to_train_s") if result.status == "ok" and a.get("reached") else None
+        if to_target is not None:  # time to accuracy: its figure is minutes to the target
+            epochs = a.get("epochs_to_target")
+            self.last = " | last: {:.2f} min to target".format(to_target / 60)
+            figure = "{:.2f} min to top-1 {:g}{}".format(to_target / 60, a.get("target"), "" if (
+                epochs is None) else " ({} epoch{})".format(epochs, "" if epochs == 1 else "s"))
+        else:
+            self.last = " | last: " + ("{:.1f} img/s".format(result.images_per_sec)
+                                       if result.status == "ok" else result.status)
+            figure = "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok" \
+                else (result.reason or "").splitlines()[0][:100] if result.reason else ""
+        self.console.print("{:<36} {:>8}  {}".format(result.run_id, result.status, figure))
         self.progress.advance(self.task)
-
-
-def _time_to_train(result: RunResult) -> Optional[str]:
-    """A time-to-accuracy run's own figure, the minutes to its target (docs/accuracy.md), where
-    it reached it; None for a throughput run, whose figure is images/sec."""
-    acc = result.accuracy if isinstance(result.accuracy, dict) else {}
-    if not acc.get("reached") or acc.get("time_to_train_s") is None:
-        return None
-    epochs = acc.get("epochs_to_target") or acc.get("epochs")
-    return "{:.2f} min to top-1 {:g} ({} epoch{})".format(
-        acc["time_to_train_s"] / 60.0, acc.get("target"), epochs, "" if epochs == 1 else "s")

@@ -185,31 +185,49 @@ def test_the_host_keeps_a_finished_log_and_an_aborted_attempts(tmp_path, folder)
     assert json.loads(aborted[0].read_text().splitlines()[0][len(":::MLLOG "):]) == {"key": "run_start"}
 
 
-def test_fewer_training_images_than_a_global_batch_fails_saying_so(tmp_path, folder):
-    # 8 images at a batch of 32: epochs of no step, and a result of 0 img/s the host rejected as
-    # "unreadable result file: images_per_sec 0.0 is outside 1e-06 to 1e+09 images/sec"
-    result, trainer, _ = _run(tmp_path, _spec(folder, batch_size=32))
-    assert result.status == "failed" and trainer.steps == 0
+def test_a_global_batch_larger_than_train_is_unsupported_saying_so(tmp_path, folder):
+    # 8 training images, a global batch of 16: an epoch of 8 // 16 = 0 steps would train nothing
+    # and be reported as a model that did not learn (or, with a NaN loss, one that diverged)
+    result, trainer, _ = _run(tmp_path, _spec(folder, batch_size=16), dt=0)
+    assert result.status == "unsupported" and trainer.steps == 0
     assert result.reason == (
-        "DataError: {}/train holds 8 training images, fewer than the global batch of 32 (32 x 1 "
-        "worker): an epoch would be no step; give a --batch-size of at most 8, or a folder with "
-        "more images".format(folder))
+        "{}/train holds 8 training images, fewer than the global batch of 16 (16 x 1 worker): an "
+        "epoch would be no step; give a --batch-size of at most 8, or a folder with more "
+        "images".format(folder))
     from compare.loading import load_result  # a result the host reads, the reason its own
     assert load_result(tmp_path / result.run_id / "result.json").reason == result.reason
 
 
-def test_an_unsupported_runs_partial_log_does_not_say_the_cell_runs_again(tmp_path, folder):
-    # an unsupported (or oom) cell is finished: --resume skips it, yet its log said "the cell
-    # ran again as a new attempt"
-    from backends.protocol import RunResult
+def test_a_partial_log_says_whether_the_cell_runs_again(tmp_path, folder):
+    # an unsupported (or oom) cell is the cell's answer: --resume does not run it again, so its
+    # kept log must not say it "ran again as a new attempt"; a failed one runs again on --resume
     from compare.store import Campaign
     campaign = Campaign.create(tmp_path / "c", {}, {})
-    spec = _spec(folder, precision="fp16")
-    work = campaign.work_dir(spec.run_id)
-    (work / mllog.FILE_NAME).write_text(':::MLLOG {"key": "init_start"}\n')
-    result = RunResult(spec.run_id, "unsupported", spec.to_dict(), accuracy={},
-                       reason="float16 on cpu(0): mxnet 1.9.1 says: only supported by CuDNN")
-    kept = mllogs.keep(campaign.root, work, result)
-    assert kept.read_text().splitlines()[-1] == (
-        "# compare: attempt aborted (unsupported: float16 on cpu(0): mxnet 1.9.1 says: only "
-        "supported by CuDNN); the cell is finished as unsupported: it does not run again")
+    for batch, status, says in ((16, "unsupported", "the cell's answer: --resume does not run it "
+                                 "again"),
+                                (2, "failed", "`compare run --resume` runs the cell again as a new "
+                                 "attempt")):
+        spec = _spec(folder, batch_size=batch)
+        work = campaign.work_dir(spec.run_id)
+        result, _, _ = _run(work.parent, spec, **({"fail_in_epoch": 1} if status == "failed" else {}))
+        assert result.status == status
+        kept = mllogs.keep(campaign.root, work, result)
+        last = kept.read_text().splitlines()[-1]
+        assert last.startswith("# compare: attempt aborted ({}: ".format(status)) and \
+            last.endswith("); {}".format(says)), last
+    from compare import store
+    assert set(mllogs.ANSWERS) == set(store.FINISHED) - set(mllogs.FINISHED)
+
+
+def test_an_evaluation_over_part_of_val_fails_the_run_saying_so(tmp_path, folder):
+    # top-1 is over every image of val/: a trainer that counted 3 of its 4 images (a dropped last
+    # batch, a rank's share lost) scored a partial set, and the run was ok at 2/3 >= 0.6
+    class Partial(Climber):
+        def evaluate(self):
+            return 2, 3
+    spec = _spec(folder, target_accuracy=0.6)
+    out = tmp_path / spec.run_id
+    result = harness.run(spec, str(out / "result.json"), lambda s: Partial(s))
+    assert result.status == "failed"
+    assert result.reason == "RuntimeError: the evaluation after epoch 1 counted 3 images, not " \
+        "the 4 of val/: top-1 must be over every image of val/ (backends/pipelines/accuracy_data.py)"

@@ -141,10 +141,13 @@ def test_an_unsupported_or_failed_accuracy_run_shows_its_status_and_reason(tmp_p
     code, out, err = main_exit(["report", str(root)], capsys)
     assert code == 0, err
     listed = out.split("## Time-to-accuracy runs without a time to target")[1]
-    assert "| MXNet | resnet50 | default | fp16 | 256 | 64 | 1 | {} | unsupported | float16 on cpu(0): " \
-           "mxnet 1.9.1 says: only supported by CuDNN |".format(spec.run_id) in listed
-    assert "| failed | RuntimeError: boom |" in listed  # its first line
-    assert "| not_converged | target not reached |" in listed
+    # cell, run, status, seed, epochs, best top-1, the reason's first line, the MLPerf log
+    assert "| MXNet | resnet50 | default | fp16 | 256 | 64 | 1 | {} | unsupported | n/a | n/a | n/a | " \
+           "float16 on cpu(0): mxnet 1.9.1 says: only supported by CuDNN | n/a |".format(spec.run_id) in listed
+    assert "| {} | failed | {} | 3 | 0.900 | RuntimeError: boom | n/a |".format(
+        failed.run_id, failed.accuracy["seed"]) in listed  # its first line
+    assert "| not_converged | {} | 8 | 2.400 | target not reached | n/a |".format(
+        results[-1].accuracy["seed"]) in listed
 
 
 def test_compare_diff_of_two_accuracy_campaigns_compares_minutes_to_target(tmp_path, capsys):
@@ -196,3 +199,105 @@ def test_compare_history_of_accuracy_campaigns_follows_minutes_to_target(tmp_pat
     code, out, err = main_exit(["history", str(tmp_path / "all")], capsys)
     assert code == 0 and "3 campaigns from 2026-12-01 09:00:00 to 2026-12-03 09:00:00; 2 cells (1 " \
                          "of them time to accuracy)." in out
+
+
+def test_a_time_to_accuracy_campaign_report_says_what_it_holds_and_on_what_software(tmp_path, results):
+    # a campaign of accuracy runs only: not "No results yet." above its tables, and the machine and
+    # software lines a throughput report ends with (which framework version trained to the target)
+    from compare.stages.report import write as write_report
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        r.framework_version, r.device_name = "2.5.1" if r.spec["framework"] == "caffe2" else \
+            "0.4.38", "NVIDIA H100 80GB HBM3"
+        campaign.save_result(r)
+    text, _, _ = write_report(campaign, tmp_path / "report", ("md",))
+    assert "No results yet." not in text
+    assert text.startswith("Time to accuracy: 3 cells, 11 runs to top-1 0.9: 10 reached the target")
+    assert "Software: PyTorch (Caffe2) = 2.5.1; JAX (Flax) = 0.4.38" in text
+
+
+def test_runs_that_did_not_reach_the_target_are_listed_with_their_reason_and_log(results):
+    # the time table says 0/1 converged; which run, why (not converged, timed out) and where its
+    # (partial) MLPerf log is were nowhere in the report
+    results[-1].reason = "target accuracy 0.9 not reached: best top-1 2.4000 (8 epochs trained)"
+    results[-1].accuracy["mllog"] = "logs/{}.mllog".format(results[-1].run_id)
+    killed = RunResult(run_id="caffe2-bf16-w1-b256-s64-real-tta-r5", status="timeout",
+                       spec=dict(results[0].spec, repeat=5), reason="killed after the 60 s timeout",
+                       accuracy={"aborted_mllog": "logs/x.20261205T082837Z.aborted.mllog"})
+    shown = [t for t in accuracy.tables(results + [killed]) if t.name == "tta_not_reached"]
+    assert len(shown) == 1
+    assert shown[0].title == "Time-to-accuracy runs without a time to target"
+    rows = {row[7]: dict(zip(shown[0].header, row)) for row in shown[0].rows}
+    assert set(rows) == {results[-1].run_id, killed.run_id}
+    jax = rows[results[-1].run_id]
+    assert [jax[k] for k in ("framework", "precision", "batch", "image", "N")] == [
+        "JAX (Flax)", "bf16", "256", "64", "1"]  # its cell, as the time table names it
+    assert (jax["status"], jax["epochs"], jax["best top-1"], jax["MLPerf log"]) == (
+        "not_converged", "8", "2.400", results[-1].accuracy["mllog"])
+    assert jax["reason"] == results[-1].reason
+    late = rows[killed.run_id]
+    assert (late["status"], late["epochs"], late["reason"], late["MLPerf log"]) == (
+        "timeout", "n/a", "killed after the 60 s timeout", "logs/x.20261205T082837Z.aborted.mllog")
+
+
+def test_report_json_of_a_time_to_accuracy_campaign_holds_its_figures(tmp_path, results):
+    # report.json is the throughput cells' records: for an accuracy campaign it was [] and the
+    # minutes to target, MLPerf score and epochs were in no machine-readable file of --format json
+    import json
+
+    from compare.stages.report import write as write_report
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        campaign.save_result(r)
+    _, paths, _ = write_report(campaign, tmp_path / "report", ("json",), price=2.5)
+    assert tmp_path / "report" / "accuracy.json" in paths
+    cells = json.loads((tmp_path / "report" / "accuracy.json").read_text())
+    one = [c for c in cells if (c["framework"], c["gpus"]) == ("caffe2", 1)][0]
+    assert (one["target"], one["runs"], one["converged"], one["epochs_to_target"]) == (
+        0.9, 5, 5, [3, 3, 3, 3, 3])
+    assert one["minutes_median"] == pytest.approx(1.1) and one["mlperf_score"] == pytest.approx(1.1)
+    assert one["minutes_mean"] == pytest.approx(1.1) and one["minutes_ci95"] > 0
+    assert one["cost_to_target"] == pytest.approx(2.5 * 1.1 / 60)
+    jax = [c for c in cells if c["framework"] == "jax"][0]
+    assert (jax["converged"], jax["mlperf_score"], jax["best"]) == (0, None, pytest.approx(2.4))
+    assert [r["status"] for r in jax["run_records"]] == ["not_converged"]
+
+
+def test_history_of_time_to_accuracy_campaigns_follows_their_minutes_to_target_not_throughput(
+        tmp_path, results, capsys):
+    # for campaigns of accuracy runs history said that none had a result yet, and to --resume
+    # them, when every run had finished: it follows their minutes to target, a table per cell,
+    # and an accuracy run is never a point of a throughput cell's history
+    from compare.reporting import history
+    from tests.helpers import main_exit, save_campaign, windowed
+    save_campaign(tmp_path / "all" / "c", results, created_at="2026-12-01T09:00:00+00:00")
+    save_campaign(tmp_path / "all" / "t", [windowed("caffe2", "bf16", 1, [100.0, 101.0], image=64)],
+                  created_at="2026-12-02T09:00:00+00:00")  # a throughput campaign of the same cell
+    code, out, _ = main_exit(["history", str(tmp_path / "all")], capsys)
+    assert code == 0 and "has a result yet" not in out and "--resume" not in out
+    assert "which history does not follow" not in out
+    throughput, tta = out.split("## Time to accuracy: ", 1)
+    assert "| c |" not in throughput and "| t |" in throughput
+    assert out.count("## Time to accuracy: ") == 3 and "| t |" not in tta
+    assert "| c | 0.9 | 1.10 ±0.20 |  | first figure |" in tta
+    assert "| c | 0.9 | not_converged |  | no figure: not_converged |" in tta
+    h = history.history(history.campaigns([tmp_path / "all"]))
+    assert set(h.campaign) == {"t"}  # the throughput cells' frame holds no accuracy run
+
+
+def test_diff_of_time_to_accuracy_campaigns_compares_their_runs_instead_of_leaving_them_out(
+        tmp_path, results, capsys):
+    # diff compared images/sec cells only: two accuracy campaigns gave "No comparable cells" and
+    # "Cells: 0 better, ..." with no word of the 11 runs each held; it compares minutes to target
+    from tests.helpers import main_exit, save_campaign
+    a, b = save_campaign(tmp_path / "a", results), save_campaign(tmp_path / "b", results)
+    code, out, err = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0 and "left out" not in err and "No comparable cells" not in out
+    assert "over 2 comparable time-to-accuracy cells; 1 not comparable (listed below)." in out
+    assert "| PyTorch (Caffe2) | bf16 | 256 | 64 | 1 | 1.10 ±0.20 | 1.10 ±0.20 | 1.00× ±0.21 | " \
+           "within noise |" in out
+    assert "| JAX (Flax) | bf16 | 256 | 64 | 1 | n/a | n/a | n/a | not comparable: A: no run reached " \
+           "the target (1 of 1: not_converged, target not reached) |" in out
+    assert out.rstrip().endswith("Cells: 0 better, 0 worse, 2 within noise, 1 not comparable.")

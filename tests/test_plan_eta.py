@@ -99,6 +99,19 @@ def test_a_guess_for_a_run_to_a_target_accuracy_comes_from_such_runs_first():
     assert estimates.of(RunSpec("tf", "tf_horovod")) == (9.0, "?")
 
 
+def test_a_time_to_accuracy_run_is_like_one_only_on_the_same_folder_and_epochs():
+    # a run to 0.5 top-1 on a 480-image folder in 4 epochs took 60 s: that says nothing of one on
+    # ImageNet, nor of one allowed 40 epochs, yet the plan called it a like cell (~60 s)
+    small = RunSpec("caffe2", "caffe2_torch", data="/small", target_accuracy=0.5, max_epochs=4)
+    ran = [RunResult(small.run_id, "ok", small.to_dict(), spec_hash=small.spec_hash,
+                     environment={"executor": "local"}, phases={"cell_start": 0.0, "cell_end": 60.0})]
+    estimates = plan.Estimates(ran, "local")
+    for other in (dict(data="/imagenet"), dict(max_epochs=40), dict(eval_every=2)):
+        spec = RunSpec.from_dict(dict(small.to_dict(), **other))
+        assert estimates.of(spec)[1] == "?", other  # a guess, said so
+    assert estimates.of(RunSpec.from_dict(dict(small.to_dict(), image_size=128)))[1] == "~"
+
+
 def test_a_cold_jax_compile_is_left_out_of_the_same_cells_next_run_only():
     spec = RunSpec("jax", "jax", device="cuda", steps=10, warmup_steps=2)
     cold = RunResult(spec.run_id, "ok", spec.to_dict(), spec_hash=spec.spec_hash,

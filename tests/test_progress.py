@@ -69,10 +69,25 @@ def test_a_time_to_accuracy_cell_says_it_trains_to_its_target_and_ends_with_its_
         "time_to_train_s": 42.0}))
     assert out.getvalue().splitlines()[-1] == "{:<36} {:>8}  0.70 min to top-1 0.9 (4 epochs)".format(
         spec.run_id, "ok")
-    assert bar.last == " | last: 0.70 min to top-1 0.9 (4 epochs)"
+    assert bar.last == " | last: 0.70 min to target"
     missed = RunResult(spec.run_id, "not_converged", spec.to_dict(), images_per_sec=40.0,
                        reason="target accuracy 0.9 not reached: best top-1 0.5000 (10 epochs trained)",
                        accuracy={"target": 0.9, "reached": False, "epochs": 10, "time_to_train_s": 99.0})
     bar.done(missed)
     assert out.getvalue().splitlines()[-1].endswith(
         "not_converged  target accuracy 0.9 not reached: best top-1 0.5000 (10 epochs trained)")
+
+
+def test_a_finished_time_to_accuracy_run_says_its_minutes_to_target_not_only_img_s(tmp_path):
+    from backends.protocol import RunResult
+    spec = RunSpec("caffe2", "caffe2_torch", precision="fp32", data="/d", target_accuracy=0.9,
+                   max_epochs=8)
+    bar = SweepProgress(Console(file=io.StringIO(), width=80), 1, tmp_path, {spec.run_id: 60.0})
+    bar.start(spec)
+    bar.done(RunResult(run_id=spec.run_id, status="ok", spec=spec.to_dict(), images_per_sec=17.2,
+                       accuracy={"reached": True, "target": 0.9, "time_to_train_s": 93.0,
+                                 "epochs_to_target": 3}))
+    line = bar.console.file.getvalue().splitlines()[-1]
+    assert line.split(None, 2)[2] == "1.55 min to top-1 0.9 (3 epochs)"
+    assert len(line.rstrip()) <= 80  # one line of a terminal's 80 columns
+    assert bar.last == " | last: 1.55 min to target"

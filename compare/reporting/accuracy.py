@@ -41,7 +41,7 @@ def record(r) -> Dict:
                best=a.get("best"), epochs=a.get("epochs"), images_trained=a.get("images_trained"),
                epochs_to_target=a.get("epochs_to_target"), evals=a.get("evals") or [],
                images_per_sec=r.images_per_sec if r.status in FINISHED else None,
-               reason=r.reason)
+               reason=r.reason, log=a.get("mllog") or a.get("aborted_mllog"))
     start, stop = a.get("run_start_ms"), a.get("run_stop_ms")
     out["minutes"] = (stop - start) / 60000 if r.status in FINISHED and start and stop else None
     out["world"] = int(out["nodes"]) * int(out["gpus"])
@@ -170,6 +170,60 @@ def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
         labels=len(HEAD))
 
 
+RUN_FIELDS = ("run_id", "status", "seed", "minutes", "epochs", "epochs_to_target", "best",
+              "images_per_sec", "reason", "log")
+
+
+def records(results: Sequence, price: Optional[float] = None) -> List[Dict]:
+    """One plain record per cell of these results' accuracy runs (what the time table shows, as
+    numbers: report.json's counterpart, written as accuracy.json), each with its runs."""
+    out = []
+    for key, runs in cells(results).items():
+        s = summary(runs)
+        minutes, ips = s["minutes"], s["ips"]
+        cell: Dict = dict(zip(CELL + ("nodes", "gpus"), key))
+        cell.update(
+            target=runs[0]["target"], runs=s["runs"], converged=s["converged"],
+            finished=s["finished"], minutes_mean=minutes.value if minutes else None,
+            minutes_ci95=minutes.half_width() if minutes else None, minutes_median=s["median"],
+            spread=s["spread"], epochs_to_target=s["epochs"], mlperf_score=s["score"],
+            best=s["best"], images_per_sec=ips.value if ips else None,
+            cost_to_target=price * key[-2] * key[-1] * s["median"] / 60
+            if price is not None and s["median"] is not None else None,
+            run_records=[{k: x[k] for k in RUN_FIELDS} for x in runs])
+        out.append(cell)
+    return out
+
+
+NOT_REACHED = "Time-to-accuracy runs without a time to target"
+
+
+def not_reached_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
+    """Every run that did not reach its target (not converged, failed, unsupported, out of
+    memory, timed out), as "Cells without a figure" lists throughput cells: its cell, run, status,
+    seed, the epochs it trained, its best top-1, the first line of its reason and its MLPerf log
+    (a partial one kept aside for a run that did not finish)."""
+    rows = []
+    for key, runs in groups.items():
+        for x in runs:
+            if x["status"] == "ok":
+                continue
+            reason = (x["reason"] or "").strip()
+            rows.append(_label(key) + [
+                x["run_id"], x["status"], num(x["seed"], "{}"), num(x["epochs"], "{}"),
+                num(x["best"], "{:.3f}"), reason.splitlines()[0][:200] if reason
+                else "no reason recorded", x["log"] or "n/a"])
+    if not rows:
+        return None
+    return Table(NOT_REACHED, HEAD + [
+        "run", "status", "seed", "epochs", "best top-1", "reason", "MLPerf log"], rows, [
+        "not_converged: trained its --max-epochs (or stopped at a non-finite loss) below the "
+        "target; a finished cell, dropped from MLPerf's score. failed, timeout: ended before "
+        "run_stop (`compare run ... --resume` runs it again); oom, unsupported: the cell's "
+        "answer. A run that did not finish keeps its partial log."],
+        name="tta_not_reached", labels=len(HEAD))
+
+
 def _pm(e: Optional[intervals.Estimate], fmt: str) -> str:
     """An estimate as '1.95 ±0.02' in fmt, its half width to two places."""
     return intervals.pm(e.value if e else None, e.half_width() if e else None, fmt, "{:.2f}")
@@ -180,7 +234,8 @@ def tables(results: Sequence, price: Optional[float] = None) -> List[Table]:
     groups = cells(results)
     if not groups:
         return []
-    return [t for t in (time_table(groups, price), speedup_table(groups)) if t is not None]
+    return [t for t in (time_table(groups, price), speedup_table(groups),
+                        not_reached_table(groups)) if t is not None]
 
 
 def chart(results: Sequence) -> Optional[Chart]:

@@ -161,29 +161,8 @@ def accuracy_summary(trained: Sequence) -> Text:
         targets, by.pop("ok", 0))
     if by:
         line += "; {} (listed under \"{}\")".format(", ".join(
-            "{} {}".format(n, status) for status, n in sorted(by.items())), ACCURACY_FAILURES)
+            "{} {}".format(n, status) for status, n in sorted(by.items())), accuracy.NOT_REACHED)
     return Text("", [line + "."])
-
-
-ACCURACY_FAILURES = "Time-to-accuracy runs without a time to target"
-
-
-def accuracy_failures(trained: Sequence) -> Optional[Table]:
-    """Each time-to-accuracy run that did not reach its target (not converged, failed,
-    unsupported, out of memory, timed out): its cell, seed, status and reason, as "Cells without
-    a figure" lists throughput cells."""
-    from . import accuracy
-    rows = []
-    for key, runs in accuracy.cells(trained).items():
-        for x in runs:
-            if x["status"] != "ok":
-                reason = (x["reason"] or "").strip()
-                rows.append(accuracy._label(key) + [x["run_id"], x["status"], reason.splitlines()[0][:200]
-                                                    if reason else "no reason recorded"])
-    if not rows:
-        return None
-    return Table(ACCURACY_FAILURES, accuracy.HEAD + ["run", "status", "reason"], rows,
-                 name="tta_without_time", labels=len(accuracy.HEAD))
 
 
 def campaign_sections(view, results: Sequence, trained: Sequence,
@@ -193,8 +172,6 @@ def campaign_sections(view, results: Sequence, trained: Sequence,
     twins, the batch searches, result files left out."""
     from . import accuracy, packing, probes
     out: List[Section] = accuracy.tables(trained, price)
-    failed = accuracy_failures(trained)
-    out += [failed] if failed is not None else []
     if view.missing:  # a half-done campaign says so, and which cells are still to run
         one = len(view.missing) == 1
         out.append(Text("Not run yet", ["{} of the campaign's {} planned cell{} {} no result: {}. "

@@ -3,13 +3,14 @@
 section is built from that view (compare/reporting/) and written by reporting.write_files to
 report.md, report.html and CSV. `compare run` ends with this stage; `compare report` is it alone.
 """
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import RunResult
 
-from .. import frameworks
+from .. import files, frameworks
 from .. import parsing as p
 from ..errors import UserError
 from ..reporting import FORMATS, write_files
@@ -80,6 +81,11 @@ def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
                               [chart] if chart is not None else [],
                               lines(view.asked.get("defaults") or {}) + origins(view.asked),
                               base=campaign.root if inside else out_dir, trained=trained)
+    if trained and "json" in formats:  # report.json holds throughput cells: these beside it
+        path = out_dir / "accuracy.json"
+        files.write_text(path, json.dumps(accuracy.records(trained, price), indent=2,
+                                          default=str) + "\n", campaign.root if inside else out_dir)
+        paths.append(path)
     return text, paths, view.warnings + ignored
 
 
