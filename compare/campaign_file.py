@@ -1,7 +1,10 @@
 """A campaign file (`compare run --config study.toml`): its keys, as given, for study.build to
 type. A key is a setting's name (underscores or dashes); a relative path is taken from the file's
 folder; anything else is one line naming the file and the key."""
+import datetime
+import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Dict
 
@@ -15,8 +18,8 @@ def read(path: str, known: Dict[str, Any]) -> Dict[str, Any]:
     """A campaign file's settings as given (keys with underscores or dashes); one UserError line
     naming the file and the key for anything that is not a setting of `compare run`."""
     try:
-        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"))  # TOML is UTF-8; a BOM
-        # (as some editors write) is no statement
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"),  # TOML is UTF-8; a BOM
+                             parse_float=Float)  # (as some editors write) is no statement
     except OSError as exc:
         raise UserError("--config {}: cannot read it ({})".format(path, exc.strerror or exc)) from None
     except UnicodeDecodeError as exc:
@@ -40,6 +43,45 @@ def read(path: str, known: Dict[str, Any]) -> Dict[str, Any]:
                 path, name, " and ".join(k for k in data if k.replace("-", "_") == name)))
         out[name] = _rebase(name, value, Path(path).resolve().parent)
     return out
+
+
+class Float(float):
+    """A campaign file's float, named in messages as the file writes it: 1e400 (which reads inf)
+    and 0.0 (which equals 0) as typed, a digit separator (1_000.5) left out."""
+
+    def __new__(cls, text: str) -> "Float":
+        value = super().__new__(cls, text)
+        value.text = text.replace("_", "")
+        return value
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+
+BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def toml(value: Any) -> str:
+    """A value as a campaign file writes it (true, "cpu", [1, 2], {key = "x"}), for messages about
+    a file's setting; a float as it was typed (Float), else as the flag takes it (0.5, 1e-05)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Float):
+        return value.text
+    if isinstance(value, float):
+        return p.plain(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)  # a TOML basic string: JSON's escapes
+    if isinstance(value, (list, tuple)):
+        return "[{}]".format(", ".join(toml(v) for v in value))
+    if isinstance(value, dict):
+        return "{{{}}}".format(", ".join("{} = {}".format(k if BARE_KEY.match(k) else toml(k), toml(v))
+                                         for k, v in value.items()))
+    if isinstance(value, (datetime.date, datetime.time)):  # datetime too
+        return value.isoformat()
+    return str(value)
 
 
 def _rebase(name: str, value: Any, base: Path) -> Any:

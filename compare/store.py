@@ -230,7 +230,7 @@ class Campaign:
             fixed, whose = reconstruct(self.results()[0]), "its results"
         changed = [k for k in sorted(settings) if k in fixed and fixed[k] != settings[k]]
         if changed:
-            differ = ["{} {} ({}) vs {} (now)".format(k, _show(fixed[k]), whose, _show(settings[k]))
+            differ = ["{} {} ({}) vs {} (now)".format(k, shown(fixed[k]), whose, shown(settings[k]))
                       for k in changed]
             keep = "; --executor {} keeps the campaign's executor".format(fixed["executor"]) \
                 if "executor" in changed else ""
@@ -394,8 +394,12 @@ def _not_ours(result: RunResult, path: Path, planned: Dict[str, str], campaign_i
     return why + "; results of another machine are never mixed in" if why else None
 
 
-def _show(value: Any) -> str:
-    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+def shown(value: Any) -> str:
+    """A held setting's value as campaign.json writes it (true, {"channels_last": true}), None
+    (compare's own choice, no --python given) as not given, as the study's messages say it."""
+    if value is None:
+        return "not given"
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list, bool)) else str(value)
 
 
 def neighbours(folder: Path, machine: Dict[str, Any],

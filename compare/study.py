@@ -314,18 +314,19 @@ def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
     try:
         if s.parse is None:
             if not isinstance(value, bool):
-                raise UserError("{} = {!r}: give true or false".format(label, value))
+                raise UserError("{} = {}: give true or false".format(label, campaign_file.toml(value)))
             return value
         if isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple, dict)) for v in value):
-            raise UserError("{} = {!r}: give a list of values, not of lists or tables".format(
-                label, value))
+            raise UserError("{} = {}: give a list of values, not of lists or tables".format(
+                label, campaign_file.toml(value)))
         if s.repeat:  # a parser may read several from one text (option: a comma list)
             parsed = [s.parse(_text(v), label, s) for v in (
                 value if isinstance(value, (list, tuple)) else [value])]
             return tuple(x for v in parsed for x in (v if isinstance(v, tuple) else (v,)))
         if isinstance(value, (list, tuple)):
             if not s.axis and s.sep == ",":
-                raise UserError("{} = {!r}: give one value, not a list".format(label, value))
+                raise UserError("{} = {}: give one value, not a list".format(
+                    label, campaign_file.toml(value)))
             value = s.sep.join(_text(v) for v in value)
         return s.parse(_text(value), label, s)
     except UserError as exc:
@@ -359,13 +360,16 @@ def build(flags: Dict[str, Any]) -> "Study":
         return Study(**own, executor_flags=ex, sources=sources)
     base, base_sources, its_own = stored(meta, own["results"], set(values))
     ran = ran_with(meta)
-    def said(k):  # a campaign file's setting by the file and its key, as its other messages
-        return "{}: {}".format(path, k) if sources.get(k) == "file" else DECLARED[k].flag
-    differ = ["{} {} (the campaign's: {}{})".format(said(k), show(v), show(base.get(
-        k, DECLARED[k].default)), ", which ran {}".format(ran) if k == "executor" and ran and
-        ran != base.get(k) else "") for k, v in own.items()
-        if DECLARED[k].resume == HELD and v != base.get(k, DECLARED[k].default)
-        and not (k == "executor" and v == ran)]  # auto's choice, named: what the error advises
+    def held(k, v):  # a held setting given anew, as it was given: a campaign file's by the file
+        s, in_file = DECLARED[k], sources.get(k) == "file"  # and its key in TOML, a flag's as typed
+        theirs = base.get(k, s.default)
+        return "{}{} (the campaign's: {}{})".format(
+            "{}: {} ".format(path, k) if in_file else "" if s.parse is None else s.flag + " ",
+            given_as(s, v, in_file), given_as(s, theirs, in_file), ", which ran {}".format(
+                given_as(s, ran, in_file)) if k == "executor" and ran and ran != theirs else "")
+    differ = [held(k, v) for k, v in own.items() if DECLARED[k].resume == HELD and v != base.get(
+        k, DECLARED[k].default) and not (k == "executor" and v == ran)]  # auto's choice, named:
+    # what the error advises
     if differ and its_own:  # a rebuilt study's are checked as they resolve (Campaign.resume)
         raise UserError("--resume {}: {}: held by the campaign (they change what its cells measure); "
                         "leave them out (the campaign's are used) or start a new campaign".format(
@@ -388,6 +392,22 @@ def show(value: Any) -> str:
     if isinstance(value, float):
         return p.plain(value)
     return "not given" if value is None else str(value)
+
+
+def given_as(s: Setting, value: Any, in_file: bool) -> str:
+    """A setting's value as its user gives it: a campaign file's as TOML writes it (true, "cpu",
+    "64-1024"), a flag's as typed (--compile or --no-compile, 1,2, 64-1024); None: not given."""
+    if value is None:
+        return "not given"
+    if isinstance(value, tuple) and s.sep != ",":  # one text in a file too (batch_search)
+        value = s.sep.join(map(str, value))
+    if in_file:
+        return campaign_file.toml(value)
+    if s.parse is None:
+        return s.flag if value else "--no-" + s.flag[2:]
+    if isinstance(value, tuple):
+        return ",".join(given_as(s, v, False) for v in value) or "none"
+    return p.plain(value) if isinstance(value, float) else str(value)
 
 
 def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], Dict[str, str], bool]:

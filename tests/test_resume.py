@@ -81,7 +81,7 @@ def test_resume_alone_continues_the_study_as_it_was_made(tmp_path, fake, capsys,
     assert sessions[2]["config"]["study"]["python"] == made["python"]  # reloaded, not given
     code, err = _run(["run", "--results", campaign, "--resume", "--steps", "5", "--compile"], capsys)
     assert (code, err) == (2, "compare: error: --resume {}: --steps 5 (the campaign's: 3); --compile "
-                              "True (the campaign's: False): held by the campaign (they change what "
+                              "(the campaign's: --no-compile): held by the campaign (they change what "
                               "its cells measure); leave them out (the campaign's are used) or start a "
                               "new campaign\n".format(campaign))
 
@@ -333,3 +333,47 @@ def test_a_resume_that_leaves_a_framework_out_keeps_its_options_aside(tmp_path, 
                               "run's --frameworks (jax)\n")
     spec = json.loads((campaign / "results" / "caffe2-fp32-w1-b4-s32-r1.json").read_text())["spec"]
     assert spec["options"] == {"memory_limit_mb": 4096}
+
+
+def test_a_held_setting_given_anew_is_named_as_its_user_gives_it(tmp_path, fake, capsys, monkeypatch):
+    """A flag's value as the flag is typed (--compile, 8-64), a campaign file's as TOML writes it
+    (true, "8-64", "docker"): never Python's True or a tuple's 8,64."""
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    code, err = _run(["run", "--results", campaign, "--resume", "--batch-search", "8-64", "--compile"],
+                     capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: --batch-search 8-64 (the campaign's: not "
+                              "given); --compile (the campaign's: --no-compile): held by the campaign "
+                              "(they change what its cells measure); leave them out (the campaign's are "
+                              "used) or start a new campaign\n".format(campaign))
+    (tmp_path / "more.toml").write_text('compile = true\nbatch_search = "8-64"\nexecutor = "docker"\n'
+                                        'device = "cpu"\n')
+    monkeypatch.chdir(tmp_path)
+    code, err = _run(["run", "--config", "more.toml", "--results", campaign, "--resume"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: more.toml: compile true (the campaign's: "
+                              "false); more.toml: batch_search \"8-64\" (the campaign's: not given); "
+                              "more.toml: executor \"docker\" (the campaign's: \"local\"): held by the "
+                              "campaign (they change what its cells measure); leave them out (the "
+                              "campaign's are used) or start a new campaign\n".format(campaign))
+
+
+def test_a_held_setting_of_an_earlier_campaign_is_named_in_campaign_json_words(tmp_path, capsys,
+                                                                              monkeypatch):
+    # its settings are checked as they resolve, by their campaign.json keys: JSON's true, and
+    # not given for compare's own interpreter, not Python's False and None
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = _earlier_campaign(tmp_path)
+    may = ("resume with the campaign's settings or start a new campaign (--frameworks, --gpus, --nodes, "
+           "--precision, --batch-size, --mode, --repeats, --timeout, --data, --data-only, --model, "
+           "--concurrency and --gpu-hour-price may change)\n")
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--compile"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: settings differ from the campaign's: compile "
+                              "false (campaign) vs true (now); {}".format(campaign, may))
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--python",
+                      "caffe2={}".format(sys.executable)], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: settings differ from the campaign's: "
+                              "python.caffe2 not given (campaign) vs {} (now); {}".format(
+                                  campaign, sys.executable, may))

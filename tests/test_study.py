@@ -62,7 +62,13 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('gpu = [1, 2]\n', "{f}: unknown key 'gpu'; valid keys: frameworks, gpus, nodes, precision, "),
     ('gpus = "two"\n', "{f}: gpus 'two': not an integer; give integers >= 1, e.g. 1,2"),
     ('precision = ["fp8"]\n', "{f}: precision: unknown precision 'fp8'; choose from fp32, tf32, fp16, bf16"),
-    ('quick = "yes"\n', "{f}: quick = 'yes': give true or false"),
+    ('quick = "yes"\n', '{f}: quick = "yes": give true or false'),
+    ('compile = 2026-12-05\n', "{f}: compile = 2026-12-05: give true or false"),
+    ('compile = [true, 0.0]\n', "{f}: compile = [true, 0.0]: give true or false"),
+    ('steps = [1, 2.50]\n', "{f}: steps = [1, 2.50]: give one value, not a list"),
+    ('timeout = 1e400\n', "{f}: timeout 1e400: must be a finite number of seconds > 0"),
+    ('timeout = 0.0\n', "{f}: timeout 0.0: must be a finite number of seconds > 0"),
+    ('target_accuracy = -1e400\n', "{f}: target_accuracy -1e400: must be a top-1 accuracy in (0, 1]"),
     ('steps = [1, 2]\n', "{f}: steps = [1, 2]: give one value, not a list"),
     ('steps = true\n', "{f}: steps 'true': not an integer; give an integer >= 1"),
     ('gpus = [1, false]\n', "{f}: gpus 'false': not an integer; give integers >= 1, e.g. 1,2"),
@@ -81,9 +87,10 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('config = "other.toml"\n', "{f}: config: a campaign file cannot name another; give one --config, and "
                                "flags beside it\n"),
     ('python = ["caffe2=nope"]\n', "{f}: python 'caffe2={d}/nope': no interpreter at {d}/nope\n"),
-    ('[[option]]\nkey = "x"\n', "{f}: option = [{{'key': 'x'}}]: give a list of values, not of lists or "
-                                "tables\n"),
-], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
+    ('[[option]]\nkey = "x"\n', '{f}: option = [{{key = "x"}}]: give a list of values, not of lists or '
+                                'tables\n'),
+], ids=["key", "int", "choice", "bool", "bool-date", "bool-list", "list-of-floats", "inf-as-typed",
+        "zero-as-typed", "minus-inf-as-typed", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
         "toml", "twice", "option", "option-framework", "nested-list", "config", "python", "array-of-tables"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
                                                               monkeypatch):
