@@ -180,10 +180,11 @@ class Study:
             raise UserError("{}{} {}: {} is given twice; give each framework once".format(
                 self.at("python"), n("python"), twice[0], twice[0].split("=", 1)[0]))
         if self.data_only and set(self.data) == {"synthetic"}:
+            both = (self.ask("data_only", "data", "synthetic,DIR", '["synthetic", "DIR"]'),
+                    "data_only = true" if self.from_file("data_only") else "--data-only")
             raise UserError("{}{} times an input pipeline: give {} (a folder), e.g. {}".format(
                 self.at("data_only"), n("data_only"), self.ask("data_only", "data", "DIR", '"DIR"'),
-                self.ask("data_only", "data", "synthetic,DIR --data-only",
-                         '["synthetic", "DIR"] with data_only = true')))
+                (" " if all(x.startswith("--") for x in both) else " with ").join(both)))
         folders = [d for d in self.data if d != "synthetic"]
         if len(folders) > 1:  # a run id names the data mode (-real), not the folder
             raise UserError("{}{} {}: one folder per campaign (the cells of two folders would "
@@ -253,10 +254,13 @@ class Study:
         return self.at(name) + self.said(name)
 
     def ask(self, trigger: str, name: str, flag_value: str = "", toml_value: str = "true") -> str:
-        """What to add to give `name`: a key of the campaign file where `trigger` came from it,
-        else a flag (a switch's flag alone)."""
-        if self.from_file(trigger):
-            return "{} = {}".format(name, toml_value)
+        """What to give for `name`, where it is in effect: its flag where a flag gave it (over
+        the file too), its key of the campaign file where the file did (the file named, where
+        `trigger` is a flag's); not given, as `trigger` was given: a key of the file, else a flag
+        (a switch's flag alone)."""
+        if self.from_file(name) or (not self.given(name) and self.from_file(trigger)):
+            return "{} = {}{}".format(name, toml_value, "" if self.from_file(trigger) else
+                                      " in {}".format(self.config))
         return "{} {}".format(DECLARED[name].flag, flag_value).rstrip()
 
     def options(self) -> Dict[str, Dict[str, Any]]:

@@ -126,7 +126,7 @@ def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp
     ('concurrency = 100000\n', [], "{f}: concurrency 100000: on CPU each cell needs a core of its own and there "),
     ('plan_gpus = 2\n', ["--plan-from", "."], "{f}: plan_gpus belongs to plan (print the schedule and "
                                                "exit); add plan = true"),
-    ('partition = "gpu"\n', [], '{f}: partition is read by the slurm executor only; add executor = "slurm"'),
+    ('partition = "gpu"\n', [], '{f}: partition is read by the slurm executor only; add --executor slurm'),
 ], ids=["plan-gpus", "plan-from", "max-epochs", "data-only", "batch-search", "target", "windows",
         "windows-flag", "plan-gpus-cpu", "gpus-cores", "device-cuda", "concurrency", "plan-gpus-beside",
         "executor-flag"])
@@ -142,6 +142,25 @@ def test_a_rule_between_a_files_settings_names_the_file_and_its_keys(text, flags
                              + cpu + flags, capsys)
     assert code == 2 and err.startswith("compare: error: " + message.format(f="study.toml")), err
     assert err.count("\n") == 1 and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("text,flags,message", [
+    ('executor = "local"\n', ["--partition", "gpu"], '--partition is read by the slurm executor only; add '
+                                                    'executor = "slurm" in study.toml'),
+    ('batch_search = "8-16"\n', ["--batch-size", "8"], 'study.toml: batch_search 8-16: bounds the batch '
+     'search of --batch-size auto and mode tuned, and no cell searches; add --batch-size auto (or mode = '
+     '["tuned"]), or leave it out'),
+    ('data = "synthetic"\n', ["--data-only"], '--data-only times an input pipeline: give data = "DIR" in '
+     'study.toml (a folder), e.g. data = ["synthetic", "DIR"] in study.toml with --data-only'),
+], ids=["executor-in-the-file", "batch-size-flag", "data-in-the-file"])
+def test_a_rules_advice_names_a_setting_where_it_is_in_effect(text, flags, message, tmp_path, capsys,
+                                                              monkeypatch):
+    """What to change is named where it holds: a flag given beside the file (over it) as the flag,
+    a setting of the file as its key in the file, whichever gave the setting the rule is about."""
+    (tmp_path / "study.toml").write_text('frameworks = "caffe2"\ndevice = "cpu"\n' + text)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--config", "study.toml", "--results", "c"] + flags, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
 
 
 @pytest.mark.parametrize("args,message", [
