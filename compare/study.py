@@ -22,7 +22,7 @@ from . import campaign_file, executors
 from . import frameworks as fws
 from . import parsing as p
 from .errors import UserError
-from .kept import asked_study, ran_with, rebuilt
+from .kept import asked_study, check_latest, json_kind, ran_with, rebuilt
 
 FREE, HELD, SESSION = "free", "held", "session"
 DEVICES = ("auto", "cuda", "cpu")
@@ -421,6 +421,7 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
     results' specs (kept.py), and False says so (its held settings are then checked as they
     resolve: campaign.json's settings); a setting neither says, and not given now, is one line
     naming the flags to give (a campaign that ran nothing and says nothing takes today's)."""
+    check_latest(meta, results)
     asked, its_own = asked_study(meta), True
     if asked is None:
         from .store import Campaign
@@ -440,9 +441,9 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
         raise UserError("--resume {}: the campaign's study does not load again ({}); give that "
                         "setting anew where it may change, or start a new campaign".format(
                             results, exc)) from None
-    sources = asked.get("sources") or {}
+    sources = asked.get("sources", {})
     if not isinstance(sources, dict):  # where each setting came from: setting -> how
-        raise UserError("--resume {}: campaign.json is corrupt (its latest session's sources are a "
+        raise UserError("--resume {}: campaign.json is corrupt (its latest session's sources are "
                         "{}, not an object); restore it or start a new campaign".format(
-                            results, type(sources).__name__))
+                            results, json_kind(sources)))
     return values, {k: v for k, v in sources.items() if k in known}, its_own

@@ -145,7 +145,18 @@ def test_a_campaign_files_study_reloads_without_the_file_and_the_report_says_whe
      "new campaign"),
     (lambda m: m["sessions"][-1]["config"].update(sources=["frameworks"]), "--resume {c}: campaign.json is "
      "corrupt (its latest session's sources are a list, not an object); restore it or start a new campaign"),
-], ids=["empty-settings", "planned-id", "planned-hash", "sources"])
+    (lambda m: m["sessions"][-1]["config"].update(sources=None), "--resume {c}: campaign.json is "
+     "corrupt (its latest session's sources are null, not an object); restore it or start a new campaign"),
+    (lambda m: m["sessions"][-1]["config"].update(study=["caffe2"]), "--resume {c}: campaign.json is "
+     "corrupt (its latest session's study is a list, not an object); restore it or start a new campaign"),
+    (lambda m: m["sessions"][-1]["config"].update(study=None), "--resume {c}: campaign.json is "
+     "corrupt (its latest session's study is null, not an object); restore it or start a new campaign"),
+    (lambda m: m["sessions"][-1].update(config="study"), "--resume {c}: campaign.json is corrupt (its "
+     "latest session's config is a string, not an object); restore it or start a new campaign"),
+    (lambda m: m["sessions"].append(7), "--resume {c}: campaign.json is corrupt (its latest session is "
+     "a number, not an object); restore it or start a new campaign"),
+], ids=["empty-settings", "planned-id", "planned-hash", "sources", "sources-null", "study", "study-null",
+        "config", "session"])
 def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake, capsys):
     campaign = tmp_path / "c"
     code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
