@@ -41,8 +41,19 @@ def read(path: str, known: Dict[str, Any]) -> Dict[str, Any]:
         if name in out:  # image_size and image-size: the one read last would win unseen
             raise UserError("{}: {} is given twice (as {}); give it once".format(
                 path, name, " and ".join(k for k in data if k.replace("-", "_") == name)))
+        if name == "slurm_option" and isinstance(value, str) and SBATCH_PAIR.search(value):
+            raise UserError("{}: {} {}: a string is one sbatch option, as --slurm-option takes it "
+                            "(a value may hold commas and pairs: gpu-freq=medium,memory=high); give "
+                            "a list: {} for several, {} for one".format(
+                                path, key, toml(value), toml(SBATCH_PAIR.sub(r"\n\1", value).split(
+                                    "\n")), toml([value])))
         out[name] = _rebase(name, value, Path(path).resolve().parent)
     return out
+
+
+# a comma, then KEY= of an sbatch option's shape (slurm.OPTION_KEY): in slurm_option's string,
+# two options or one value that holds a pair; only a list says which
+SBATCH_PAIR = re.compile(r",\s*(-{0,2}[a-z][a-z0-9-]+=)")
 
 
 class Float(float):

@@ -89,9 +89,14 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('python = ["caffe2=nope"]\n', "{f}: python 'caffe2={d}/nope': no interpreter at {d}/nope\n"),
     ('[[option]]\nkey = "x"\n', '{f}: option = [{{key = "x"}}]: give a list of values, not of lists or '
                                 'tables\n'),
+    ('slurm_option = "qos=high, constraint=a100"\n', '{f}: slurm_option "qos=high, constraint=a100": a '
+     'string is one sbatch option, as --slurm-option takes it (a value may hold commas and pairs: '
+     'gpu-freq=medium,memory=high); give a list: ["qos=high", "constraint=a100"] for several, ["qos=high, '
+     'constraint=a100"] for one\n'),
 ], ids=["key", "int", "choice", "bool", "bool-date", "bool-list", "list-of-floats", "inf-as-typed",
         "zero-as-typed", "minus-inf-as-typed", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
-        "toml", "twice", "option", "option-framework", "nested-list", "config", "python", "array-of-tables"])
+        "toml", "twice", "option", "option-framework", "nested-list", "config", "python", "array-of-tables",
+        "slurm-option-pairs"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
                                                               monkeypatch):
     (tmp_path / "study.toml").write_text(text)
@@ -271,6 +276,17 @@ def test_option_as_a_comma_string_reads_as_the_flags_comma_list(tmp_path):
                                                            {"loader_workers": 2})
     flags = study.build(dict(CPU, frameworks="jax", option=["xla_flags=--a=X,Y,sync_bn=true"]))
     assert flags.option == ("xla_flags=--a=X,Y", "sync_bn=true")
+
+
+def test_slurm_option_as_a_string_is_one_sbatch_option_as_the_flag_reads_it(tmp_path):
+    # a value may hold commas (gres=gpu:2,foo); a list gives several, or one holding a pair
+    (tmp_path / "study.toml").write_text('executor = "slurm"\nslurm_option = "gres=gpu:2,foo"\n')
+    one = study.build({"config": str(tmp_path / "study.toml")})
+    assert one.executor_flags["slurm_option"] == ["--gres=gpu:2,foo"]
+    (tmp_path / "study.toml").write_text('executor = "slurm"\nslurm_option = ["qos=high", '
+                                         '"gpu-freq=medium,memory=high"]\n')
+    two = study.build({"config": str(tmp_path / "study.toml")})
+    assert two.executor_flags["slurm_option"] == ["--qos=high", "--gpu-freq=medium,memory=high"]
 
 
 def test_python_as_a_comma_string_reads_as_a_list_and_a_framework_given_twice_is_one_line(
