@@ -105,6 +105,7 @@ class Campaign:
         self._id: Optional[str] = None  # campaign.json's id, read once (attempt_nonce)
         self.opened: Dict[str, Any] = {}  # campaign.json as open() read and checked it
         self._held: Optional[Dict[str, Any]] = None  # campaign.json as last read or written locked
+        self._snapshot: Optional[Dict[str, Any]] = None  # a read-only campaign's one reading
 
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
@@ -166,10 +167,22 @@ class Campaign:
         campaign.opened = meta
         return campaign
 
+    @classmethod
+    def snapshot(cls, root: Path, opened: Dict[str, Any]) -> "Campaign":
+        """A campaign as one reading of it, which open() made and checked (`opened`: Study.campaign):
+        its meta is that reading and it writes nothing. `--resume --plan`: the study, the resume's
+        checks and the finished cells all see one campaign.json."""
+        campaign = cls(root)
+        campaign.opened = campaign._snapshot = opened
+        return campaign
+
     @property
     def meta(self) -> Dict[str, Any]:
         """campaign.json (a copy of it the caller may change). While this process holds the lock
-        no one else writes it, so it is read once and kept as written; unlocked, read each time."""
+        no one else writes it, so it is read once and kept as written; unlocked, read each time
+        (a snapshot: its one reading)."""
+        if self._snapshot is not None:
+            return json.loads(json.dumps(self._snapshot))
         if not self.locked:
             return _read_json(self.root, CAMPAIGN_FILE)
         if self._held is None:
@@ -181,6 +194,8 @@ class Campaign:
         return _read_json(self.root, "machine.json") if (self.root / "machine.json").exists() else {}
 
     def _write_meta(self, meta: Dict[str, Any]) -> None:
+        if self._snapshot is not None:
+            raise RuntimeError("a snapshot of {} writes nothing".format(self.root))
         files.write_json(self.root / CAMPAIGN_FILE, meta, self.root)
         self._held = json.loads(json.dumps(meta)) if self.locked else None
 

@@ -309,6 +309,33 @@ def test_a_resume_reads_campaign_json_once_for_the_study_and_once_under_the_lock
     assert (reads["study"], reads["prepare"]) == (1, 2)  # prepare: opened, then read once locked
 
 
+def test_resume_plan_reads_campaign_json_once(tmp_path, fake, capsys, monkeypatch):
+    """--resume --plan writes nothing: the study, the resume's checks, the cells planned before and
+    the finished ones all come from one reading (Campaign.snapshot); the estimate reads the
+    campaigns of its folder as ever (eta.earlier_results), this one among them."""
+    import traceback
+    from collections import Counter
+
+    from compare import store
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    meta = (campaign / "campaign.json").read_bytes()
+    reads, read = Counter(), store._read_json
+
+    def counted(root, name):
+        if name == "campaign.json":
+            reads["estimate" if "earlier_results" in {f.name for f in traceback.extract_stack()}
+                  else "plan"] += 1
+        return read(root, name)
+    monkeypatch.setattr(store, "_read_json", counted)
+    code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--repeats",
+                                "2"], capsys)
+    assert code == 0 and out.startswith("plan: 1 cell on "), err
+    assert reads["plan"] == 1 and (campaign / "campaign.json").read_bytes() == meta
+
+
 def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_key(tmp_path, fake, capsys,
                                                                                 monkeypatch):
     campaign = tmp_path / "c"
