@@ -156,7 +156,8 @@ class Study:
     plan_from: Optional[str] = _s(None, "With --plan: the folder of earlier campaigns whose cell "
                                   "times make the estimate (default results).", p.folder,
                                   resume=SESSION)
-    # where each setting came from: "default", "file", "flag" or "flag over file" (not a setting)
+    # where each setting came from: "default", "file" (this command's --config), "flag", "flag over
+    # file" or "campaign" (--resume: kept from the campaign, as an earlier session gave it)
     sources: Dict[str, str] = field(default_factory=dict, compare=False)
     # campaign.json of the campaign --resume continues, as build() read it ({} otherwise)
     campaign: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -379,8 +380,8 @@ def build(flags: Dict[str, Any]) -> "Study":
                         "leave them out (the campaign's are used) or start a new campaign".format(
                             own["results"], "; ".join(differ)))
     ex = dict(base.pop("executor_flags", {}), **ex)
-    return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources),
-                 campaign=meta, kept=tuple(k for k in base if k not in own))
+    return Study(**dict(base, **own), executor_flags=ex, sources=dict(dict.fromkeys(
+        base_sources, "campaign"), **sources), campaign=meta, kept=tuple(k for k in base if k not in own))
 
 
 def _campaign_json(results: str) -> Dict[str, Any]:

@@ -323,3 +323,32 @@ def test_a_setting_an_earlier_session_read_from_its_file_is_named_by_its_flag_on
         study.Study(data_only=True, sources={"data_only": "file"})
     assert str(exc.value) == ("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
                               "--data synthetic,DIR --data-only")
+
+
+def test_a_setting_kept_from_an_earlier_sessions_file_is_not_this_files_on_resume(folder, tmp_path,
+                                                                                 capsys, monkeypatch):
+    """--resume --config more.toml: the settings the campaign keeps from study.toml are the
+    campaign's, not more.toml's: a rule names them by their flags, and the report says they were
+    kept, where both named more.toml for keys it never had."""
+    from compare.stages.report import origins
+    from compare.store import CAMPAIGN_KIND
+    campaign = tmp_path / "c"
+    campaign.mkdir()
+    made = {"study": {"frameworks": ["caffe2"], "device": "cpu", "executor": "local", "data_only": True,
+                      "data": ["synthetic", str(folder)]},
+            "sources": {k: "file" for k in ("frameworks", "device", "executor", "data_only", "data")},
+            "file": str(tmp_path / "study.toml")}
+    (campaign / "campaign.json").write_text(json.dumps({"kind": CAMPAIGN_KIND, "settings": {"device": "cpu"},
+                                                        "planned": {}, "sessions": [{"config": made}]}))
+    (tmp_path / "more.toml").write_text('data = "synthetic"\n')
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--config", "more.toml", "--results", "c", "--resume"], capsys)
+    assert (code, err) == (2, 'compare: error: --data-only times an input pipeline: give data = "DIR" in '
+                              'more.toml (a folder), e.g. data = ["synthetic", "DIR"] in more.toml with '
+                              '--data-only\n')
+    (tmp_path / "more.toml").write_text('repeats = 2\n')
+    resumed = study.build({"config": "more.toml", "results": "c", "resume": True})
+    lines = origins({"sources": resumed.sources, "file": str(tmp_path / "more.toml")})
+    assert lines[:2] == ["from the campaign file {}: repeats".format(tmp_path / "more.toml"),
+                         "kept from the campaign (as an earlier session gave them): frameworks, device, "
+                         "executor, data, data_only"]
