@@ -96,15 +96,19 @@ def toml(value: Any) -> str:
 
 
 def _rebase(name: str, value: Any, base: Path) -> Any:
-    """A campaign file's relative paths, from the file's folder."""
-    def at(x: str) -> str:
+    """A campaign file's relative paths, from the file's folder; a value that is no path (a list
+    in a list: study._typed says so) as it is."""
+    def at(x: Any) -> Any:
+        if isinstance(x, (list, dict)):
+            return x
+        x = toml(x) if isinstance(x, bool) else str(x)  # a number too: a folder's name
         return str(base / os.path.expanduser(x.strip())) if x.strip() not in ("", "synthetic") else x
     if name in ("results", "plan_from"):
-        return at(str(value))
+        return at(value)
     if name == "data":
         return [at(x) for x in (value if isinstance(value, list) else str(value).split(","))]
     if name == "python":  # a comma string as --python reads it (parsing.python)
-        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1]) if "=" in str(x) else x
-                for x in (value if isinstance(value, list) else p.split_at_keys(
+        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1]) if isinstance(x, str) and "=" in x
+                else x for x in (value if isinstance(value, list) else p.split_at_keys(
                     str(value), p.is_framework))]
     return value

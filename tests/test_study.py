@@ -93,10 +93,17 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
      'string is one sbatch option, as --slurm-option takes it (a value may hold commas and pairs: '
      'gpu-freq=medium,memory=high); give a list: ["qos=high", "constraint=a100"] for several, ["qos=high, '
      'constraint=a100"] for one\n'),
+    ('data = [1]\n', "{f}: data {d}/1: no such folder; give an ImageNet-layout folder"),
+    ('data = [["x"]]\n', '{f}: data = [["x"]]: give a list of values, not of lists or tables\n'),
+    ('python = [["caffe2=/x"]]\n', '{f}: python = [["caffe2=/x"]]: give a list of values, not of lists or '
+                                   'tables\n'),
+    ('results = [1]\n', "{f}: results = [1]: give one value, not a list\n"),
+    ('plan = true\nplan_from = ["."]\n', '{f}: plan_from = ["."]: give one value, not a list\n'),
 ], ids=["key", "int", "choice", "bool", "bool-date", "bool-list", "list-of-floats", "inf-as-typed",
         "zero-as-typed", "minus-inf-as-typed", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
         "toml", "twice", "option", "option-framework", "nested-list", "config", "python", "array-of-tables",
-        "slurm-option-pairs"])
+        "slurm-option-pairs", "data-number", "data-nested", "python-nested", "results-list",
+        "plan-from-list"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
                                                               monkeypatch):
     (tmp_path / "study.toml").write_text(text)
