@@ -191,9 +191,18 @@ class Study:
             raise UserError("{}{} {}: one folder per campaign (the cells of two folders would "
                             "have the same run ids, -real); run each folder in a campaign of its "
                             "own".format(self.at("data"), n("data"), ",".join(folders)))
-        object.__setattr__(self, "executor_flags", executors.check_flags(
-            self.executor, self.executor_flags, lambda key, owner: (self.label(key), self.ask(
-                key, "executor", owner, '"{}"'.format(owner)))))
+        try:
+            object.__setattr__(self, "executor_flags", executors.check_flags(
+                self.executor, self.executor_flags, lambda key, owner: (self.label(key), self.ask(
+                    key, "executor", owner, '"{}"'.format(owner)))))
+        except UserError as exc:  # the executor's words name its flag: a file's is its key
+            flag = next((k for k in self.executor_flags if self.from_file(k) and str(exc).startswith(
+                _setting(k).flag + " ")), None)
+            if flag is None:
+                raise
+            text = self.label(flag) + str(exc)[len(_setting(flag).flag):]
+            use = {s.flag: s.name for s in declared()}.get(text.rpartition("; use ")[2])
+            raise UserError(text.rpartition("; use ")[0] + "; use " + use if use else text) from None
         if self.batch_search is not None and not self.resume and p.AUTO not in (
                 self.batch_size or ()) and "tuned" not in self.mode:  # a resumed campaign holds it
             raise UserError("{}{} {}: bounds the batch search of {} auto and {} tuned, and no cell "

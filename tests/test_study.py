@@ -99,11 +99,15 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
                                    'tables\n'),
     ('results = [1]\n', "{f}: results = [1]: give one value, not a list\n"),
     ('plan = true\nplan_from = ["."]\n', '{f}: plan_from = ["."]: give one value, not a list\n'),
+    ('executor = "slurm"\ntime_limit = "1h"\n', "{f}: time_limit '1h': not a Slurm time; give minutes (30), "
+                                               "MM:SS, HH:MM:SS (01:30:00) or D-HH:MM:SS\n"),
+    ('executor = "slurm"\nslurm_option = ["time=2"]\n', "{f}: slurm_option time=2: compare sets --time "
+                                                       "itself; use time_limit\n"),
 ], ids=["key", "int", "choice", "bool", "bool-date", "bool-list", "list-of-floats", "inf-as-typed",
         "zero-as-typed", "minus-inf-as-typed", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
         "toml", "twice", "option", "option-framework", "nested-list", "config", "python", "array-of-tables",
         "slurm-option-pairs", "data-number", "data-nested", "python-nested", "results-list",
-        "plan-from-list"])
+        "plan-from-list", "slurm-time-limit", "slurm-owned-option"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
                                                               monkeypatch):
     (tmp_path / "study.toml").write_text(text)
