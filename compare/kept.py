@@ -55,6 +55,15 @@ def rebuilt(meta: Dict[str, Any], results: str, given, specs: Callable[[], List[
     sessions = meta.get("sessions") or [{}]
     config = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
     config = config if isinstance(config, dict) else {}
+    shapes = [(key, config.get(key), kind) for key, kind in SHAPES.items()] + [  # each of its JSON
+        ("options." + k, v, dict) for k, v in dict(config.get("options") or {}).items()  # type
+    ] * isinstance(config.get("options"), dict)
+    for key, value, kind in shapes:  # what study_of_config reads of it
+        if value is not None and not isinstance(value, kind):
+            raise UserError("--resume {}: campaign.json is corrupt (its latest session's config, of an "
+                            "earlier compare, has {} {}, not {}); restore it or start a new "
+                            "campaign".format(results, key, json_kind(value), "a list" if kind is list
+                                              else "an object"))
     study, missing = study_of_config(config)
     missing, ran = [n for n in missing if n not in given], []
     if missing:  # what its results' specs say (the cells it ran)
@@ -77,6 +86,9 @@ OLD_NAMES = {"frameworks": "frameworks", "gpus": "gpus", "precisions": "precisio
              "executor_flags": "executor_flags"}
 OLD_COMMON = {"image_size": "image_size", "steps": "steps", "warmup_steps": "warmup",
               "windows": "windows", "compile": "compile"}
+# the parts of a RunConfig study_of_config reads whole, by their JSON type (each may be null)
+SHAPES = {"common": dict, "python": dict, "options": dict, "model_batches": dict, "image_sizes": dict,
+          "batch_search": list}
 OLD_KEYS = tuple(OLD_NAMES) + ("common", "options", "python", "batch_search")  # a RunConfig's
 REQUIRED = ("frameworks", "gpus", "precision", "batch_size", "device", "image_size", "steps", "warmup")
 

@@ -415,3 +415,21 @@ def test_a_held_setting_of_an_earlier_campaign_is_named_in_campaign_json_words(t
     assert (code, err) == (2, "compare: error: --resume {}: settings differ from the campaign's: "
                               "python.caffe2 not given (campaign) vs {} (now); {}".format(
                                   campaign, sys.executable, may))
+
+
+@pytest.mark.parametrize("edit,what", [
+    ({"python": ["caffe2=/usr/bin/python3"]}, "python a list, not an object"),
+    ({"options": {"caffe2": 5}}, "options.caffe2 a number, not an object"),
+    ({"model_batches": [32]}, "model_batches a list, not an object"),
+    ({"batch_search": 8}, "batch_search a number, not a list"),
+], ids=["python", "options", "model-batches", "batch-search"])
+def test_an_earlier_campaign_whose_config_is_of_the_wrong_shape_is_corrupt(edit, what, tmp_path, capsys):
+    # a RunConfig of the wrong JSON types is a bad copy or a hand edit: one line, not an internal error
+    campaign = _earlier_campaign(tmp_path)
+    meta = json.loads((campaign / "campaign.json").read_text())
+    meta["sessions"][-1]["config"].update(edit)
+    (campaign / "campaign.json").write_text(json.dumps(meta))
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: campaign.json is corrupt (its latest session's "
+                              "config, of an earlier compare, has {}); restore it or start a new "
+                              "campaign\n".format(campaign, what))
