@@ -381,9 +381,10 @@ def build(flags: Dict[str, Any]) -> "Study":
             "{}: {} ".format(path, k) if in_file else "" if s.parse is None else s.flag + " ",
             given_as(s, v, in_file), given_as(s, theirs, in_file), ", which ran {}".format(
                 given_as(s, ran, in_file)) if k == "executor" and ran and ran != theirs else "")
-    differ = [held(k, v) for k, v in own.items() if DECLARED[k].resume == HELD and v != base.get(
-        k, DECLARED[k].default) and not (k == "executor" and v == ran)]  # auto's choice, named:
-    # what the error advises
+    frameworks = own.get("frameworks", base.get("frameworks"))
+    differ = [held(k, v) for k, v in own.items() if DECLARED[k].resume == HELD and not _same(
+        k, v, base.get(k, DECLARED[k].default), frameworks) and not (k == "executor" and v == ran)]
+    # (auto's choice, named, is the campaign's: what the error advises)
     if differ and its_own:  # a rebuilt study's are checked as they resolve (Campaign.resume)
         raise UserError("--resume {}: {}: held by the campaign (they change what its cells measure); "
                         "leave them out (the campaign's are used) or start a new campaign".format(
@@ -391,6 +392,21 @@ def build(flags: Dict[str, Any]) -> "Study":
     ex = dict(base.pop("executor_flags", {}), **ex)
     return Study(**dict(base, **own), executor_flags=ex, sources=dict(dict.fromkeys(
         base_sources, "campaign"), **sources), campaign=meta, kept=tuple(k for k in base if k not in own))
+
+
+def _same(name: str, mine: Any, theirs: Any, frameworks) -> bool:
+    """Whether a held setting given anew is the campaign's: --option and --python by what they
+    say, in any order or spelling (loader_workers=1,channels_last=true is channels_last=1 and
+    loader_workers=1), each option as the frameworks of this run take it."""
+    if mine == theirs or name not in ("option", "python"):
+        return mine == theirs
+    if name == "python":
+        return dict(x.split("=", 1) for x in mine) == dict(x.split("=", 1) for x in theirs or ())
+    try:
+        chosen = [fws.get(n) for n in frameworks] if frameworks else list(fws.FRAMEWORKS)
+        return p.options(mine, chosen) == p.options(theirs or (), chosen, kept=True)
+    except UserError:  # a bad option given now: Study says so
+        return False
 
 
 def _campaign_json(results: str) -> Dict[str, Any]:

@@ -433,3 +433,25 @@ def test_an_earlier_campaign_whose_config_is_of_the_wrong_shape_is_corrupt(edit,
     assert (code, err) == (2, "compare: error: --resume {}: campaign.json is corrupt (its latest session's "
                               "config, of an earlier compare, has {}); restore it or start a new "
                               "campaign\n".format(campaign, what))
+
+
+def test_options_and_pythons_given_again_in_another_order_are_the_campaigns(tmp_path, fake, capsys,
+                                                                            monkeypatch):
+    # held by what they say: another order or spelling of the same options is no change
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake), "--results", campaign,
+          "--option", "channels_last=true", "--option", "loader_workers=1"] + FAST, capsys)
+    for given in ("loader_workers=1,channels_last=true", "caffe2.channels_last=1,loader_workers=1"):
+        code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--option",
+                                    given, "--python", "caffe2={}".format(fake)], capsys)
+        assert code == 0 and out.startswith("plan: 1 cell on "), err
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--option",
+                      "channels_last=false,loader_workers=1"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: --option channels_last=false,loader_workers=1 "
+                              "(the campaign's: channels_last=true,loader_workers=1): held by the campaign "
+                              "(they change what its cells measure); leave them out (the campaign's are "
+                              "used) or start a new campaign\n".format(campaign))
+    from compare.study import _same
+    assert _same("python", ("jax=/b", "caffe2=/a"), ["caffe2=/a", "jax=/b"], ["caffe2", "jax"])
+    assert not _same("python", ("jax=/b",), ["caffe2=/a", "jax=/b"], ["caffe2", "jax"])
