@@ -245,7 +245,7 @@ class Study:
 
     def from_file(self, name: str) -> bool:
         """Whether the setting's value is this command's campaign file's (not a flag's, not a
-        default; a resumed one's sources may name the file an earlier session read)."""
+        default, not one a resumed campaign kept: its source is then "campaign")."""
         return self.config is not None and self.sources.get(name) == "file"
 
     def at(self, *names: str) -> str:
