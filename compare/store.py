@@ -57,15 +57,16 @@ def default_root() -> Path:
     return Path("results") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-def check_new(root: Path) -> None:
+def check_new(root: Path, said: str = "--results", resume: str = "--resume") -> None:
     """A folder a new campaign may be created in: absent, empty, or what a creation that did
-    not finish left (or an earlier compare's lock file)."""
+    not finish left (or an earlier compare's lock file). `said`: the folder's setting as it was
+    given (a campaign file's key: study.toml: results), `resume` how to ask for --resume there."""
     if (root / CAMPAIGN_FILE).exists():
-        raise UserError("--results {}: already holds a campaign; add --resume to continue it, "
-                        "or give a new folder".format(root))
+        raise UserError("{} {}: already holds a campaign; add {} to continue it, or give a new "
+                        "folder".format(said, root, resume))
     if root.exists() and not _unfinished(root, empty_too=True):
-        raise UserError("--results {}: folder is not empty and not a campaign; give a new "
-                        "or empty folder".format(root))
+        raise UserError("{} {}: folder is not empty and not a campaign; give a new or empty "
+                        "folder".format(said, root))
 
 
 def _unfinished(root: Path, empty_too: bool = False) -> bool:
@@ -109,23 +110,24 @@ class Campaign:
 
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
-               settings: Optional[Dict[str, Any]] = None) -> "Campaign":
+               settings: Optional[Dict[str, Any]] = None, said: str = "--results",
+               resume: str = "--resume") -> "Campaign":
         """A new campaign in `root` (new, empty, or left by a creation that did not finish),
         returned locked: the lock is taken before campaign.json is looked for and written, so
         of two first runs into one folder one creates it and the other is refused. campaign.json
         is written last: a creation that fails leaves a folder that can be created again."""
         root = Path(root)
-        files.check_writable_dir(root, "--results")
-        check_new(root)  # before anything is made in a folder that is not ours
+        files.check_writable_dir(root, said)
+        check_new(root, said, resume)  # before anything is made in a folder that is not ours
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UserError("--results {}: cannot create the folder ({}); give a folder you can "
-                            "write".format(files.short(root), exc.strerror or exc)) from None
+            raise UserError("{} {}: cannot create the folder ({}); give a folder you can "
+                            "write".format(said, files.short(root), exc.strerror or exc)) from None
         c = cls(root)
         c.lock()
         try:
-            check_new(root)  # again, holding the lock: the check that counts
+            check_new(root, said, resume)  # again, holding the lock: the check that counts
             for sub in SUBFOLDERS:
                 with files.folder(c.root / sub, c.root):
                     pass

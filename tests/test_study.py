@@ -363,3 +363,15 @@ def test_a_setting_kept_from_an_earlier_sessions_file_is_not_this_files_on_resum
     assert lines[:2] == ["from the campaign file {}: repeats".format(tmp_path / "more.toml"),
                          "kept from the campaign (as an earlier session gave them): frameworks, device, "
                          "executor, data, data_only"]
+
+
+@pytest.mark.parametrize("plan", [["--plan"], []], ids=["plan", "run"])
+def test_a_files_results_that_holds_a_campaign_is_named_by_the_file_and_key(plan, tmp_path, capsys,
+                                                                            monkeypatch):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "campaign.json").write_text("{}")
+    (tmp_path / "study.toml").write_text('results = "c"\nframeworks = "caffe2"\ndevice = "cpu"\n')
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--config", "study.toml"] + plan, capsys)
+    assert (code, err) == (2, "compare: error: study.toml: results {}: already holds a campaign; add "
+                              "resume = true to continue it, or give a new folder\n".format(tmp_path / "c"))
