@@ -2,6 +2,7 @@
 latest session asked, the executor its cells ran with; for a campaign of an earlier compare, which
 kept no study, that study rebuilt from the RunConfig its campaign.json recorded, else from its
 results' specs. Reads no file: study.build reads campaign.json once and passes it here."""
+import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .errors import UserError
@@ -13,6 +14,29 @@ def asked_study(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     sessions = meta.get("sessions") or [{}]
     asked = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
     return asked if isinstance(asked, dict) and isinstance(asked.get("study"), dict) else None
+
+
+def check_latest(meta: Dict[str, Any], results: str) -> None:
+    """One line where campaign.json's latest session, its config or that config's study is there
+    but not an object: a hand edit or a bad copy (an earlier compare's session kept a RunConfig
+    object and no study), never a campaign to rebuild as an earlier compare's."""
+    session = (meta.get("sessions") or [{}])[-1]
+    config = session.get("config", {}) if isinstance(session, dict) else {}
+    for what, there, value in (("latest session", True, session),
+                               ("latest session's config", True, config),
+                               ("latest session's study", isinstance(config, dict) and "study" in config,
+                                isinstance(config, dict) and config.get("study"))):
+        if there and not isinstance(value, dict):
+            raise UserError("--resume {}: campaign.json is corrupt (its {} is {}, not an object); "
+                            "restore it or start a new campaign".format(results, what, json_kind(value)))
+
+
+def json_kind(value: Any) -> str:
+    """What a JSON value is, in words: a list, a string, a number, true, null."""
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    return {list: "a list", str: "a string", int: "a number", float: "a number"}.get(
+        type(value), "an object")
 
 
 def ran_with(meta: Dict[str, Any]) -> Optional[str]:
@@ -31,6 +55,15 @@ def rebuilt(meta: Dict[str, Any], results: str, given, specs: Callable[[], List[
     sessions = meta.get("sessions") or [{}]
     config = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
     config = config if isinstance(config, dict) else {}
+    shapes = [(key, config.get(key), kind) for key, kind in SHAPES.items()] + [  # each of its JSON
+        ("options." + k, v, dict) for k, v in dict(config.get("options") or {}).items()  # type
+    ] * isinstance(config.get("options"), dict)
+    for key, value, kind in shapes:  # what study_of_config reads of it
+        if value is not None and not isinstance(value, kind):
+            raise UserError("--resume {}: campaign.json is corrupt (its latest session's config, of an "
+                            "earlier compare, has {} {}, not {}); restore it or start a new "
+                            "campaign".format(results, key, json_kind(value), "a list" if kind is list
+                                              else "an object"))
     study, missing = study_of_config(config)
     missing, ran = [n for n in missing if n not in given], []
     if missing:  # what its results' specs say (the cells it ran)
@@ -53,6 +86,9 @@ OLD_NAMES = {"frameworks": "frameworks", "gpus": "gpus", "precisions": "precisio
              "executor_flags": "executor_flags"}
 OLD_COMMON = {"image_size": "image_size", "steps": "steps", "warmup_steps": "warmup",
               "windows": "windows", "compile": "compile"}
+# the parts of a RunConfig study_of_config reads whole, by their JSON type (each may be null)
+SHAPES = {"common": dict, "python": dict, "options": dict, "model_batches": dict, "image_sizes": dict,
+          "batch_search": list}
 OLD_KEYS = tuple(OLD_NAMES) + ("common", "options", "python", "batch_search")  # a RunConfig's
 REQUIRED = ("frameworks", "gpus", "precision", "batch_size", "device", "image_size", "steps", "warmup")
 

@@ -7,6 +7,7 @@ from typing import Any, Dict
 from backends.contract import RunSpec
 
 from .errors import UserError
+from .store import shown
 from .study import DECLARED, FREE, HELD, SPEC_NAMES
 
 # the HELD settings (study.py) every cell's RunSpec carries, by their RunSpec names
@@ -37,7 +38,7 @@ def settings_of_results(results, root="") -> Dict[str, Any]:
             if key in found and found[key][0] != value:
                 raise UserError("--resume{}: the campaign stored no settings (an earlier compare made "
                                 "it) and its results disagree: {} {} in {} vs {} in {}; start a new "
-                                "campaign".format(root and " {}".format(root), key, found[key][0],
-                                                  found[key][1], value, r.run_id))
+                                "campaign".format(root and " {}".format(root), key, shown(found[key][0]),
+                                                  found[key][1], shown(value), r.run_id))
             found.setdefault(key, (value, r.run_id))
     return {k: v for k, (v, _) in found.items()}

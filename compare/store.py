@@ -57,15 +57,16 @@ def default_root() -> Path:
     return Path("results") / datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-def check_new(root: Path) -> None:
+def check_new(root: Path, said: str = "--results", resume: str = "--resume") -> None:
     """A folder a new campaign may be created in: absent, empty, or what a creation that did
-    not finish left (or an earlier compare's lock file)."""
+    not finish left (or an earlier compare's lock file). `said`: the folder's setting as it was
+    given (a campaign file's key: study.toml: results), `resume` how to ask for --resume there."""
     if (root / CAMPAIGN_FILE).exists():
-        raise UserError("--results {}: already holds a campaign; add --resume to continue it, "
-                        "or give a new folder".format(root))
+        raise UserError("{} {}: already holds a campaign; add {} to continue it, or give a new "
+                        "folder".format(said, root, resume))
     if root.exists() and not _unfinished(root, empty_too=True):
-        raise UserError("--results {}: folder is not empty and not a campaign; give a new "
-                        "or empty folder".format(root))
+        raise UserError("{} {}: folder is not empty and not a campaign; give a new or empty "
+                        "folder".format(said, root))
 
 
 def _unfinished(root: Path, empty_too: bool = False) -> bool:
@@ -105,26 +106,28 @@ class Campaign:
         self._id: Optional[str] = None  # campaign.json's id, read once (attempt_nonce)
         self.opened: Dict[str, Any] = {}  # campaign.json as open() read and checked it
         self._held: Optional[Dict[str, Any]] = None  # campaign.json as last read or written locked
+        self._snapshot: Optional[Dict[str, Any]] = None  # a read-only campaign's one reading
 
     @classmethod
     def create(cls, root: Path, config: Dict[str, Any], machine: Dict[str, Any],
-               settings: Optional[Dict[str, Any]] = None) -> "Campaign":
+               settings: Optional[Dict[str, Any]] = None, said: str = "--results",
+               resume: str = "--resume") -> "Campaign":
         """A new campaign in `root` (new, empty, or left by a creation that did not finish),
         returned locked: the lock is taken before campaign.json is looked for and written, so
         of two first runs into one folder one creates it and the other is refused. campaign.json
         is written last: a creation that fails leaves a folder that can be created again."""
         root = Path(root)
-        files.check_writable_dir(root, "--results")
-        check_new(root)  # before anything is made in a folder that is not ours
+        files.check_writable_dir(root, said)
+        check_new(root, said, resume)  # before anything is made in a folder that is not ours
         try:
             root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UserError("--results {}: cannot create the folder ({}); give a folder you can "
-                            "write".format(files.short(root), exc.strerror or exc)) from None
+            raise UserError("{} {}: cannot create the folder ({}); give a folder you can "
+                            "write".format(said, files.short(root), exc.strerror or exc)) from None
         c = cls(root)
         c.lock()
         try:
-            check_new(root)  # again, holding the lock: the check that counts
+            check_new(root, said, resume)  # again, holding the lock: the check that counts
             for sub in SUBFOLDERS:
                 with files.folder(c.root / sub, c.root):
                     pass
@@ -166,10 +169,22 @@ class Campaign:
         campaign.opened = meta
         return campaign
 
+    @classmethod
+    def snapshot(cls, root: Path, opened: Dict[str, Any]) -> "Campaign":
+        """A campaign as one reading of it, which open() made and checked (`opened`: Study.campaign):
+        its meta is that reading and it writes nothing. `--resume --plan`: the study, the resume's
+        checks and the finished cells all see one campaign.json."""
+        campaign = cls(root)
+        campaign.opened = campaign._snapshot = opened
+        return campaign
+
     @property
     def meta(self) -> Dict[str, Any]:
         """campaign.json (a copy of it the caller may change). While this process holds the lock
-        no one else writes it, so it is read once and kept as written; unlocked, read each time."""
+        no one else writes it, so it is read once and kept as written; unlocked, read each time
+        (a snapshot: its one reading)."""
+        if self._snapshot is not None:
+            return json.loads(json.dumps(self._snapshot))
         if not self.locked:
             return _read_json(self.root, CAMPAIGN_FILE)
         if self._held is None:
@@ -181,6 +196,8 @@ class Campaign:
         return _read_json(self.root, "machine.json") if (self.root / "machine.json").exists() else {}
 
     def _write_meta(self, meta: Dict[str, Any]) -> None:
+        if self._snapshot is not None:
+            raise RuntimeError("a snapshot of {} writes nothing".format(self.root))
         files.write_json(self.root / CAMPAIGN_FILE, meta, self.root)
         self._held = json.loads(json.dumps(meta)) if self.locked else None
 
@@ -230,7 +247,7 @@ class Campaign:
             fixed, whose = reconstruct(self.results()[0]), "its results"
         changed = [k for k in sorted(settings) if k in fixed and fixed[k] != settings[k]]
         if changed:
-            differ = ["{} {} ({}) vs {} (now)".format(k, _show(fixed[k]), whose, _show(settings[k]))
+            differ = ["{} {} ({}) vs {} (now)".format(k, shown(fixed[k]), whose, shown(settings[k]))
                       for k in changed]
             keep = "; --executor {} keeps the campaign's executor".format(fixed["executor"]) \
                 if "executor" in changed else ""
@@ -394,8 +411,12 @@ def _not_ours(result: RunResult, path: Path, planned: Dict[str, str], campaign_i
     return why + "; results of another machine are never mixed in" if why else None
 
 
-def _show(value: Any) -> str:
-    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+def shown(value: Any) -> str:
+    """A held setting's value as campaign.json writes it (true, {"channels_last": true}), None
+    (compare's own choice, no --python given) as not given, as the study's messages say it."""
+    if value is None:
+        return "not given"
+    return json.dumps(value, sort_keys=True) if isinstance(value, (dict, list, bool)) else str(value)
 
 
 def neighbours(folder: Path, machine: Dict[str, Any],

@@ -22,7 +22,7 @@ from . import campaign_file, executors
 from . import frameworks as fws
 from . import parsing as p
 from .errors import UserError
-from .kept import asked_study, ran_with, rebuilt
+from .kept import asked_study, check_latest, json_kind, ran_with, rebuilt
 
 FREE, HELD, SESSION = "free", "held", "session"
 DEVICES = ("auto", "cuda", "cpu")
@@ -156,7 +156,8 @@ class Study:
     plan_from: Optional[str] = _s(None, "With --plan: the folder of earlier campaigns whose cell "
                                   "times make the estimate (default results).", p.folder,
                                   resume=SESSION)
-    # where each setting came from: "default", "file", "flag" or "flag over file" (not a setting)
+    # where each setting came from: "default", "file" (this command's --config), "flag", "flag over
+    # file" or "campaign" (--resume: kept from the campaign, as an earlier session gave it)
     sources: Dict[str, str] = field(default_factory=dict, compare=False)
     # campaign.json of the campaign --resume continues, as build() read it ({} otherwise)
     campaign: Dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
@@ -180,18 +181,28 @@ class Study:
             raise UserError("{}{} {}: {} is given twice; give each framework once".format(
                 self.at("python"), n("python"), twice[0], twice[0].split("=", 1)[0]))
         if self.data_only and set(self.data) == {"synthetic"}:
+            both = (self.ask("data_only", "data", "synthetic,DIR", '["synthetic", "DIR"]'),
+                    "data_only = true" if self.from_file("data_only") else "--data-only")
             raise UserError("{}{} times an input pipeline: give {} (a folder), e.g. {}".format(
                 self.at("data_only"), n("data_only"), self.ask("data_only", "data", "DIR", '"DIR"'),
-                self.ask("data_only", "data", "synthetic,DIR --data-only",
-                         '["synthetic", "DIR"] with data_only = true')))
+                (" " if all(x.startswith("--") for x in both) else " with ").join(both)))
         folders = [d for d in self.data if d != "synthetic"]
         if len(folders) > 1:  # a run id names the data mode (-real), not the folder
             raise UserError("{}{} {}: one folder per campaign (the cells of two folders would "
                             "have the same run ids, -real); run each folder in a campaign of its "
                             "own".format(self.at("data"), n("data"), ",".join(folders)))
-        object.__setattr__(self, "executor_flags", executors.check_flags(
-            self.executor, self.executor_flags, lambda key, owner: (self.label(key), self.ask(
-                key, "executor", owner, '"{}"'.format(owner)))))
+        try:
+            object.__setattr__(self, "executor_flags", executors.check_flags(
+                self.executor, self.executor_flags, lambda key, owner: (self.label(key), self.ask(
+                    key, "executor", owner, '"{}"'.format(owner)))))
+        except UserError as exc:  # the executor's words name its flag: a file's is its key
+            flag = next((k for k in self.executor_flags if self.from_file(k) and str(exc).startswith(
+                _setting(k).flag + " ")), None)
+            if flag is None:
+                raise
+            text = self.label(flag) + str(exc)[len(_setting(flag).flag):]
+            use = {s.flag: s.name for s in declared()}.get(text.rpartition("; use ")[2])
+            raise UserError(text.rpartition("; use ")[0] + "; use " + use if use else text) from None
         if self.batch_search is not None and not self.resume and p.AUTO not in (
                 self.batch_size or ()) and "tuned" not in self.mode:  # a resumed campaign holds it
             raise UserError("{}{} {}: bounds the batch search of {} auto and {} tuned, and no cell "
@@ -234,7 +245,7 @@ class Study:
 
     def from_file(self, name: str) -> bool:
         """Whether the setting's value is this command's campaign file's (not a flag's, not a
-        default; a resumed one's sources may name the file an earlier session read)."""
+        default, not one a resumed campaign kept: its source is then "campaign")."""
         return self.config is not None and self.sources.get(name) == "file"
 
     def at(self, *names: str) -> str:
@@ -253,10 +264,13 @@ class Study:
         return self.at(name) + self.said(name)
 
     def ask(self, trigger: str, name: str, flag_value: str = "", toml_value: str = "true") -> str:
-        """What to add to give `name`: a key of the campaign file where `trigger` came from it,
-        else a flag (a switch's flag alone)."""
-        if self.from_file(trigger):
-            return "{} = {}".format(name, toml_value)
+        """What to give for `name`, where it is in effect: its flag where a flag gave it (over
+        the file too), its key of the campaign file where the file did (the file named, where
+        `trigger` is a flag's); not given, as `trigger` was given: a key of the file, else a flag
+        (a switch's flag alone)."""
+        if self.from_file(name) or (not self.given(name) and self.from_file(trigger)):
+            return "{} = {}{}".format(name, toml_value, "" if self.from_file(trigger) else
+                                      " in {}".format(self.config))
         return "{} {}".format(DECLARED[name].flag, flag_value).rstrip()
 
     def options(self) -> Dict[str, Dict[str, Any]]:
@@ -314,18 +328,19 @@ def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
     try:
         if s.parse is None:
             if not isinstance(value, bool):
-                raise UserError("{} = {!r}: give true or false".format(label, value))
+                raise UserError("{} = {}: give true or false".format(label, campaign_file.toml(value)))
             return value
         if isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple, dict)) for v in value):
-            raise UserError("{} = {!r}: give a list of values, not of lists or tables".format(
-                label, value))
+            raise UserError("{} = {}: give a list of values, not of lists or tables".format(
+                label, campaign_file.toml(value)))
         if s.repeat:  # a parser may read several from one text (option: a comma list)
             parsed = [s.parse(_text(v), label, s) for v in (
                 value if isinstance(value, (list, tuple)) else [value])]
             return tuple(x for v in parsed for x in (v if isinstance(v, tuple) else (v,)))
         if isinstance(value, (list, tuple)):
             if not s.axis and s.sep == ",":
-                raise UserError("{} = {!r}: give one value, not a list".format(label, value))
+                raise UserError("{} = {}: give one value, not a list".format(
+                    label, campaign_file.toml(value)))
             value = s.sep.join(_text(v) for v in value)
         return s.parse(_text(value), label, s)
     except UserError as exc:
@@ -359,20 +374,39 @@ def build(flags: Dict[str, Any]) -> "Study":
         return Study(**own, executor_flags=ex, sources=sources)
     base, base_sources, its_own = stored(meta, own["results"], set(values))
     ran = ran_with(meta)
-    def said(k):  # a campaign file's setting by the file and its key, as its other messages
-        return "{}: {}".format(path, k) if sources.get(k) == "file" else DECLARED[k].flag
-    differ = ["{} {} (the campaign's: {}{})".format(said(k), show(v), show(base.get(
-        k, DECLARED[k].default)), ", which ran {}".format(ran) if k == "executor" and ran and
-        ran != base.get(k) else "") for k, v in own.items()
-        if DECLARED[k].resume == HELD and v != base.get(k, DECLARED[k].default)
-        and not (k == "executor" and v == ran)]  # auto's choice, named: what the error advises
+    def held(k, v):  # a held setting given anew, as it was given: a campaign file's by the file
+        s, in_file = DECLARED[k], sources.get(k) == "file"  # and its key in TOML, a flag's as typed
+        theirs = base.get(k, s.default)
+        return "{}{} (the campaign's: {}{})".format(
+            "{}: {} ".format(path, k) if in_file else "" if s.parse is None else s.flag + " ",
+            given_as(s, v, in_file), given_as(s, theirs, in_file), ", which ran {}".format(
+                given_as(s, ran, in_file)) if k == "executor" and ran and ran != theirs else "")
+    frameworks = own.get("frameworks", base.get("frameworks"))
+    differ = [held(k, v) for k, v in own.items() if DECLARED[k].resume == HELD and not _same(
+        k, v, base.get(k, DECLARED[k].default), frameworks) and not (k == "executor" and v == ran)]
+    # (auto's choice, named, is the campaign's: what the error advises)
     if differ and its_own:  # a rebuilt study's are checked as they resolve (Campaign.resume)
         raise UserError("--resume {}: {}: held by the campaign (they change what its cells measure); "
                         "leave them out (the campaign's are used) or start a new campaign".format(
                             own["results"], "; ".join(differ)))
     ex = dict(base.pop("executor_flags", {}), **ex)
-    return Study(**dict(base, **own), executor_flags=ex, sources=dict(base_sources, **sources),
-                 campaign=meta, kept=tuple(k for k in base if k not in own))
+    return Study(**dict(base, **own), executor_flags=ex, sources=dict(dict.fromkeys(
+        base_sources, "campaign"), **sources), campaign=meta, kept=tuple(k for k in base if k not in own))
+
+
+def _same(name: str, mine: Any, theirs: Any, frameworks) -> bool:
+    """Whether a held setting given anew is the campaign's: --option and --python by what they
+    say, in any order or spelling (loader_workers=1,channels_last=true is channels_last=1 and
+    loader_workers=1), each option as the frameworks of this run take it."""
+    if mine == theirs or name not in ("option", "python"):
+        return mine == theirs
+    if name == "python":
+        return dict(x.split("=", 1) for x in mine) == dict(x.split("=", 1) for x in theirs or ())
+    try:
+        chosen = [fws.get(n) for n in frameworks] if frameworks else list(fws.FRAMEWORKS)
+        return p.options(mine, chosen) == p.options(theirs or (), chosen, kept=True)
+    except UserError:  # a bad option given now: Study says so
+        return False
 
 
 def _campaign_json(results: str) -> Dict[str, Any]:
@@ -390,6 +424,22 @@ def show(value: Any) -> str:
     return "not given" if value is None else str(value)
 
 
+def given_as(s: Setting, value: Any, in_file: bool) -> str:
+    """A setting's value as its user gives it: a campaign file's as TOML writes it (true, "cpu",
+    "64-1024"), a flag's as typed (--compile or --no-compile, 1,2, 64-1024); None: not given."""
+    if value is None:
+        return "not given"
+    if isinstance(value, tuple) and s.sep != ",":  # one text in a file too (batch_search)
+        value = s.sep.join(map(str, value))
+    if in_file:
+        return campaign_file.toml(value)
+    if s.parse is None:
+        return s.flag if value else "--no-" + s.flag[2:]
+    if isinstance(value, tuple):
+        return ",".join(given_as(s, v, False) for v in value) or "none"
+    return p.plain(value) if isinstance(value, float) else str(value)
+
+
 def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], Dict[str, str], bool]:
     """(the settings campaign.json `meta` stored: its latest session's study, typed; where each came
     from; whether it is the study itself), the FREE ones given again left out. A campaign of an
@@ -397,6 +447,7 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
     results' specs (kept.py), and False says so (its held settings are then checked as they
     resolve: campaign.json's settings); a setting neither says, and not given now, is one line
     naming the flags to give (a campaign that ran nothing and says nothing takes today's)."""
+    check_latest(meta, results)
     asked, its_own = asked_study(meta), True
     if asked is None:
         from .store import Campaign
@@ -416,9 +467,9 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
         raise UserError("--resume {}: the campaign's study does not load again ({}); give that "
                         "setting anew where it may change, or start a new campaign".format(
                             results, exc)) from None
-    sources = asked.get("sources") or {}
+    sources = asked.get("sources", {})
     if not isinstance(sources, dict):  # where each setting came from: setting -> how
-        raise UserError("--resume {}: campaign.json is corrupt (its latest session's sources are a "
+        raise UserError("--resume {}: campaign.json is corrupt (its latest session's sources are "
                         "{}, not an object); restore it or start a new campaign".format(
-                            results, type(sources).__name__))
+                            results, json_kind(sources)))
     return values, {k: v for k, v in sources.items() if k in known}, its_own

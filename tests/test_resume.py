@@ -81,7 +81,7 @@ def test_resume_alone_continues_the_study_as_it_was_made(tmp_path, fake, capsys,
     assert sessions[2]["config"]["study"]["python"] == made["python"]  # reloaded, not given
     code, err = _run(["run", "--results", campaign, "--resume", "--steps", "5", "--compile"], capsys)
     assert (code, err) == (2, "compare: error: --resume {}: --steps 5 (the campaign's: 3); --compile "
-                              "True (the campaign's: False): held by the campaign (they change what "
+                              "(the campaign's: --no-compile): held by the campaign (they change what "
                               "its cells measure); leave them out (the campaign's are used) or start a "
                               "new campaign\n".format(campaign))
 
@@ -145,7 +145,18 @@ def test_a_campaign_files_study_reloads_without_the_file_and_the_report_says_whe
      "new campaign"),
     (lambda m: m["sessions"][-1]["config"].update(sources=["frameworks"]), "--resume {c}: campaign.json is "
      "corrupt (its latest session's sources are a list, not an object); restore it or start a new campaign"),
-], ids=["empty-settings", "planned-id", "planned-hash", "sources"])
+    (lambda m: m["sessions"][-1]["config"].update(sources=None), "--resume {c}: campaign.json is "
+     "corrupt (its latest session's sources are null, not an object); restore it or start a new campaign"),
+    (lambda m: m["sessions"][-1]["config"].update(study=["caffe2"]), "--resume {c}: campaign.json is "
+     "corrupt (its latest session's study is a list, not an object); restore it or start a new campaign"),
+    (lambda m: m["sessions"][-1]["config"].update(study=None), "--resume {c}: campaign.json is "
+     "corrupt (its latest session's study is null, not an object); restore it or start a new campaign"),
+    (lambda m: m["sessions"][-1].update(config="study"), "--resume {c}: campaign.json is corrupt (its "
+     "latest session's config is a string, not an object); restore it or start a new campaign"),
+    (lambda m: m["sessions"].append(7), "--resume {c}: campaign.json is corrupt (its latest session is "
+     "a number, not an object); restore it or start a new campaign"),
+], ids=["empty-settings", "planned-id", "planned-hash", "sources", "sources-null", "study", "study-null",
+        "config", "session"])
 def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake, capsys):
     campaign = tmp_path / "c"
     code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
@@ -298,6 +309,33 @@ def test_a_resume_reads_campaign_json_once_for_the_study_and_once_under_the_lock
     assert (reads["study"], reads["prepare"]) == (1, 2)  # prepare: opened, then read once locked
 
 
+def test_resume_plan_reads_campaign_json_once(tmp_path, fake, capsys, monkeypatch):
+    """--resume --plan writes nothing: the study, the resume's checks, the cells planned before and
+    the finished ones all come from one reading (Campaign.snapshot); the estimate reads the
+    campaigns of its folder as ever (eta.earlier_results), this one among them."""
+    import traceback
+    from collections import Counter
+
+    from compare import store
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    meta = (campaign / "campaign.json").read_bytes()
+    reads, read = Counter(), store._read_json
+
+    def counted(root, name):
+        if name == "campaign.json":
+            reads["estimate" if "earlier_results" in {f.name for f in traceback.extract_stack()}
+                  else "plan"] += 1
+        return read(root, name)
+    monkeypatch.setattr(store, "_read_json", counted)
+    code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--repeats",
+                                "2"], capsys)
+    assert code == 0 and out.startswith("plan: 1 cell on "), err
+    assert reads["plan"] == 1 and (campaign / "campaign.json").read_bytes() == meta
+
+
 def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_key(tmp_path, fake, capsys,
                                                                                 monkeypatch):
     campaign = tmp_path / "c"
@@ -333,3 +371,87 @@ def test_a_resume_that_leaves_a_framework_out_keeps_its_options_aside(tmp_path, 
                               "run's --frameworks (jax)\n")
     spec = json.loads((campaign / "results" / "caffe2-fp32-w1-b4-s32-r1.json").read_text())["spec"]
     assert spec["options"] == {"memory_limit_mb": 4096}
+
+
+def test_a_held_setting_given_anew_is_named_as_its_user_gives_it(tmp_path, fake, capsys, monkeypatch):
+    """A flag's value as the flag is typed (--compile, 8-64), a campaign file's as TOML writes it
+    (true, "8-64", "docker"): never Python's True or a tuple's 8,64."""
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    code, err = _run(["run", "--results", campaign, "--resume", "--batch-search", "8-64", "--compile"],
+                     capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: --batch-search 8-64 (the campaign's: not "
+                              "given); --compile (the campaign's: --no-compile): held by the campaign "
+                              "(they change what its cells measure); leave them out (the campaign's are "
+                              "used) or start a new campaign\n".format(campaign))
+    (tmp_path / "more.toml").write_text('compile = true\nbatch_search = "8-64"\nexecutor = "docker"\n'
+                                        'device = "cpu"\n')
+    monkeypatch.chdir(tmp_path)
+    code, err = _run(["run", "--config", "more.toml", "--results", campaign, "--resume"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: more.toml: compile true (the campaign's: "
+                              "false); more.toml: batch_search \"8-64\" (the campaign's: not given); "
+                              "more.toml: executor \"docker\" (the campaign's: \"local\"): held by the "
+                              "campaign (they change what its cells measure); leave them out (the "
+                              "campaign's are used) or start a new campaign\n".format(campaign))
+
+
+def test_a_held_setting_of_an_earlier_campaign_is_named_in_campaign_json_words(tmp_path, capsys,
+                                                                              monkeypatch):
+    # its settings are checked as they resolve, by their campaign.json keys: JSON's true, and
+    # not given for compare's own interpreter, not Python's False and None
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = _earlier_campaign(tmp_path)
+    may = ("resume with the campaign's settings or start a new campaign (--frameworks, --gpus, --nodes, "
+           "--precision, --batch-size, --mode, --repeats, --timeout, --data, --data-only, --model, "
+           "--concurrency and --gpu-hour-price may change)\n")
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--compile"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: settings differ from the campaign's: compile "
+                              "false (campaign) vs true (now); {}".format(campaign, may))
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--python",
+                      "caffe2={}".format(sys.executable)], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: settings differ from the campaign's: "
+                              "python.caffe2 not given (campaign) vs {} (now); {}".format(
+                                  campaign, sys.executable, may))
+
+
+@pytest.mark.parametrize("edit,what", [
+    ({"python": ["caffe2=/usr/bin/python3"]}, "python a list, not an object"),
+    ({"options": {"caffe2": 5}}, "options.caffe2 a number, not an object"),
+    ({"model_batches": [32]}, "model_batches a list, not an object"),
+    ({"batch_search": 8}, "batch_search a number, not a list"),
+], ids=["python", "options", "model-batches", "batch-search"])
+def test_an_earlier_campaign_whose_config_is_of_the_wrong_shape_is_corrupt(edit, what, tmp_path, capsys):
+    # a RunConfig of the wrong JSON types is a bad copy or a hand edit: one line, not an internal error
+    campaign = _earlier_campaign(tmp_path)
+    meta = json.loads((campaign / "campaign.json").read_text())
+    meta["sessions"][-1]["config"].update(edit)
+    (campaign / "campaign.json").write_text(json.dumps(meta))
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: campaign.json is corrupt (its latest session's "
+                              "config, of an earlier compare, has {}); restore it or start a new "
+                              "campaign\n".format(campaign, what))
+
+
+def test_options_and_pythons_given_again_in_another_order_are_the_campaigns(tmp_path, fake, capsys,
+                                                                            monkeypatch):
+    # held by what they say: another order or spelling of the same options is no change
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = tmp_path / "c"
+    _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake), "--results", campaign,
+          "--option", "channels_last=true", "--option", "loader_workers=1"] + FAST, capsys)
+    for given in ("loader_workers=1,channels_last=true", "caffe2.channels_last=1,loader_workers=1"):
+        code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--option",
+                                    given, "--python", "caffe2={}".format(fake)], capsys)
+        assert code == 0 and out.startswith("plan: 1 cell on "), err
+    code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--option",
+                      "channels_last=false,loader_workers=1"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: --option channels_last=false,loader_workers=1 "
+                              "(the campaign's: channels_last=true,loader_workers=1): held by the campaign "
+                              "(they change what its cells measure); leave them out (the campaign's are "
+                              "used) or start a new campaign\n".format(campaign))
+    from compare.study import _same
+    assert _same("python", ("jax=/b", "caffe2=/a"), ["caffe2=/a", "jax=/b"], ["caffe2", "jax"])
+    assert not _same("python", ("jax=/b",), ["caffe2=/a", "jax=/b"], ["caffe2", "jax"])

@@ -62,7 +62,13 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('gpu = [1, 2]\n', "{f}: unknown key 'gpu'; valid keys: frameworks, gpus, nodes, precision, "),
     ('gpus = "two"\n', "{f}: gpus 'two': not an integer; give integers >= 1, e.g. 1,2"),
     ('precision = ["fp8"]\n', "{f}: precision: unknown precision 'fp8'; choose from fp32, tf32, fp16, bf16"),
-    ('quick = "yes"\n', "{f}: quick = 'yes': give true or false"),
+    ('quick = "yes"\n', '{f}: quick = "yes": give true or false'),
+    ('compile = 2026-12-05\n', "{f}: compile = 2026-12-05: give true or false"),
+    ('compile = [true, 0.0]\n', "{f}: compile = [true, 0.0]: give true or false"),
+    ('steps = [1, 2.50]\n', "{f}: steps = [1, 2.50]: give one value, not a list"),
+    ('timeout = 1e400\n', "{f}: timeout 1e400: must be a finite number of seconds > 0"),
+    ('timeout = 0.0\n', "{f}: timeout 0.0: must be a finite number of seconds > 0"),
+    ('target_accuracy = -1e400\n', "{f}: target_accuracy -1e400: must be a top-1 accuracy in (0, 1]"),
     ('steps = [1, 2]\n', "{f}: steps = [1, 2]: give one value, not a list"),
     ('steps = true\n', "{f}: steps 'true': not an integer; give an integer >= 1"),
     ('gpus = [1, false]\n', "{f}: gpus 'false': not an integer; give integers >= 1, e.g. 1,2"),
@@ -81,10 +87,27 @@ def test_the_golden_campaigns_study_plans_the_cells_it_recorded():
     ('config = "other.toml"\n', "{f}: config: a campaign file cannot name another; give one --config, and "
                                "flags beside it\n"),
     ('python = ["caffe2=nope"]\n', "{f}: python 'caffe2={d}/nope': no interpreter at {d}/nope\n"),
-    ('[[option]]\nkey = "x"\n', "{f}: option = [{{'key': 'x'}}]: give a list of values, not of lists or "
-                                "tables\n"),
-], ids=["key", "int", "choice", "bool", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
-        "toml", "twice", "option", "option-framework", "nested-list", "config", "python", "array-of-tables"])
+    ('[[option]]\nkey = "x"\n', '{f}: option = [{{key = "x"}}]: give a list of values, not of lists or '
+                                'tables\n'),
+    ('slurm_option = "qos=high, constraint=a100"\n', '{f}: slurm_option "qos=high, constraint=a100": a '
+     'string is one sbatch option, as --slurm-option takes it (a value may hold commas and pairs: '
+     'gpu-freq=medium,memory=high); give a list: ["qos=high", "constraint=a100"] for several, ["qos=high, '
+     'constraint=a100"] for one\n'),
+    ('data = [1]\n', "{f}: data {d}/1: no such folder; give an ImageNet-layout folder"),
+    ('data = [["x"]]\n', '{f}: data = [["x"]]: give a list of values, not of lists or tables\n'),
+    ('python = [["caffe2=/x"]]\n', '{f}: python = [["caffe2=/x"]]: give a list of values, not of lists or '
+                                   'tables\n'),
+    ('results = [1]\n', "{f}: results = [1]: give one value, not a list\n"),
+    ('plan = true\nplan_from = ["."]\n', '{f}: plan_from = ["."]: give one value, not a list\n'),
+    ('executor = "slurm"\ntime_limit = "1h"\n', "{f}: time_limit '1h': not a Slurm time; give minutes (30), "
+                                               "MM:SS, HH:MM:SS (01:30:00) or D-HH:MM:SS\n"),
+    ('executor = "slurm"\nslurm_option = ["time=2"]\n', "{f}: slurm_option time=2: compare sets --time "
+                                                       "itself; use time_limit\n"),
+], ids=["key", "int", "choice", "bool", "bool-date", "bool-list", "list-of-floats", "inf-as-typed",
+        "zero-as-typed", "minus-inf-as-typed", "list", "toml-bool", "toml-bool-in-list", "bound", "target", "table",
+        "toml", "twice", "option", "option-framework", "nested-list", "config", "python", "array-of-tables",
+        "slurm-option-pairs", "data-number", "data-nested", "python-nested", "results-list",
+        "plan-from-list", "slurm-time-limit", "slurm-owned-option"])
 def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp_path, capsys,
                                                               monkeypatch):
     (tmp_path / "study.toml").write_text(text)
@@ -119,7 +142,7 @@ def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp
     ('concurrency = 100000\n', [], "{f}: concurrency 100000: on CPU each cell needs a core of its own and there "),
     ('plan_gpus = 2\n', ["--plan-from", "."], "{f}: plan_gpus belongs to plan (print the schedule and "
                                                "exit); add plan = true"),
-    ('partition = "gpu"\n', [], '{f}: partition is read by the slurm executor only; add executor = "slurm"'),
+    ('partition = "gpu"\n', [], '{f}: partition is read by the slurm executor only; add --executor slurm'),
 ], ids=["plan-gpus", "plan-from", "max-epochs", "data-only", "batch-search", "target", "windows",
         "windows-flag", "plan-gpus-cpu", "gpus-cores", "device-cuda", "concurrency", "plan-gpus-beside",
         "executor-flag"])
@@ -135,6 +158,25 @@ def test_a_rule_between_a_files_settings_names_the_file_and_its_keys(text, flags
                              + cpu + flags, capsys)
     assert code == 2 and err.startswith("compare: error: " + message.format(f="study.toml")), err
     assert err.count("\n") == 1 and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("text,flags,message", [
+    ('executor = "local"\n', ["--partition", "gpu"], '--partition is read by the slurm executor only; add '
+                                                    'executor = "slurm" in study.toml'),
+    ('batch_search = "8-16"\n', ["--batch-size", "8"], 'study.toml: batch_search 8-16: bounds the batch '
+     'search of --batch-size auto and mode tuned, and no cell searches; add --batch-size auto (or mode = '
+     '["tuned"]), or leave it out'),
+    ('data = "synthetic"\n', ["--data-only"], '--data-only times an input pipeline: give data = "DIR" in '
+     'study.toml (a folder), e.g. data = ["synthetic", "DIR"] in study.toml with --data-only'),
+], ids=["executor-in-the-file", "batch-size-flag", "data-in-the-file"])
+def test_a_rules_advice_names_a_setting_where_it_is_in_effect(text, flags, message, tmp_path, capsys,
+                                                              monkeypatch):
+    """What to change is named where it holds: a flag given beside the file (over it) as the flag,
+    a setting of the file as its key in the file, whichever gave the setting the rule is about."""
+    (tmp_path / "study.toml").write_text('frameworks = "caffe2"\ndevice = "cpu"\n' + text)
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--config", "study.toml", "--results", "c"] + flags, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
 
 
 @pytest.mark.parametrize("args,message", [
@@ -247,6 +289,17 @@ def test_option_as_a_comma_string_reads_as_the_flags_comma_list(tmp_path):
     assert flags.option == ("xla_flags=--a=X,Y", "sync_bn=true")
 
 
+def test_slurm_option_as_a_string_is_one_sbatch_option_as_the_flag_reads_it(tmp_path):
+    # a value may hold commas (gres=gpu:2,foo); a list gives several, or one holding a pair
+    (tmp_path / "study.toml").write_text('executor = "slurm"\nslurm_option = "gres=gpu:2,foo"\n')
+    one = study.build({"config": str(tmp_path / "study.toml")})
+    assert one.executor_flags["slurm_option"] == ["--gres=gpu:2,foo"]
+    (tmp_path / "study.toml").write_text('executor = "slurm"\nslurm_option = ["qos=high", '
+                                         '"gpu-freq=medium,memory=high"]\n')
+    two = study.build({"config": str(tmp_path / "study.toml")})
+    assert two.executor_flags["slurm_option"] == ["--qos=high", "--gpu-freq=medium,memory=high"]
+
+
 def test_python_as_a_comma_string_reads_as_a_list_and_a_framework_given_twice_is_one_line(
         tmp_path, capsys):
     """`python = "caffe2=P,jax=Q"` (or --python caffe2=P,jax=Q) is two interpreters, each path
@@ -281,3 +334,44 @@ def test_a_setting_an_earlier_session_read_from_its_file_is_named_by_its_flag_on
         study.Study(data_only=True, sources={"data_only": "file"})
     assert str(exc.value) == ("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
                               "--data synthetic,DIR --data-only")
+
+
+def test_a_setting_kept_from_an_earlier_sessions_file_is_not_this_files_on_resume(folder, tmp_path,
+                                                                                 capsys, monkeypatch):
+    """--resume --config more.toml: the settings the campaign keeps from study.toml are the
+    campaign's, not more.toml's: a rule names them by their flags, and the report says they were
+    kept, where both named more.toml for keys it never had."""
+    from compare.stages.report import origins
+    from compare.store import CAMPAIGN_KIND
+    campaign = tmp_path / "c"
+    campaign.mkdir()
+    made = {"study": {"frameworks": ["caffe2"], "device": "cpu", "executor": "local", "data_only": True,
+                      "data": ["synthetic", str(folder)]},
+            "sources": {k: "file" for k in ("frameworks", "device", "executor", "data_only", "data")},
+            "file": str(tmp_path / "study.toml")}
+    (campaign / "campaign.json").write_text(json.dumps({"kind": CAMPAIGN_KIND, "settings": {"device": "cpu"},
+                                                        "planned": {}, "sessions": [{"config": made}]}))
+    (tmp_path / "more.toml").write_text('data = "synthetic"\n')
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--config", "more.toml", "--results", "c", "--resume"], capsys)
+    assert (code, err) == (2, 'compare: error: --data-only times an input pipeline: give data = "DIR" in '
+                              'more.toml (a folder), e.g. data = ["synthetic", "DIR"] in more.toml with '
+                              '--data-only\n')
+    (tmp_path / "more.toml").write_text('repeats = 2\n')
+    resumed = study.build({"config": "more.toml", "results": "c", "resume": True})
+    lines = origins({"sources": resumed.sources, "file": str(tmp_path / "more.toml")})
+    assert lines[:2] == ["from the campaign file {}: repeats".format(tmp_path / "more.toml"),
+                         "kept from the campaign (as an earlier session gave them): frameworks, device, "
+                         "executor, data, data_only"]
+
+
+@pytest.mark.parametrize("plan", [["--plan"], []], ids=["plan", "run"])
+def test_a_files_results_that_holds_a_campaign_is_named_by_the_file_and_key(plan, tmp_path, capsys,
+                                                                            monkeypatch):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "campaign.json").write_text("{}")
+    (tmp_path / "study.toml").write_text('results = "c"\nframeworks = "caffe2"\ndevice = "cpu"\n')
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--config", "study.toml"] + plan, capsys)
+    assert (code, err) == (2, "compare: error: study.toml: results {}: already holds a campaign; add "
+                              "resume = true to continue it, or give a new folder\n".format(tmp_path / "c"))

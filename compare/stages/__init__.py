@@ -24,9 +24,9 @@ def execute(study: Study) -> int:
     plan = planning.make(study, lambda text: console.print(text, soft_wrap=True))  # paths whole
     if study.plan:  # the schedule and its estimate, then exit: nothing is created
         campaign = None
-        if study.resume:  # what the run would refuse, refused here too
-            from ..store import Campaign
-            campaign = Campaign.open(Path(study.results))
+        if study.resume:  # what the run would refuse, refused here too, on the one reading of
+            from ..store import Campaign  # campaign.json the study was built from
+            campaign = Campaign.snapshot(Path(study.results), study.campaign)
             prepare.check_resume(plan, campaign, write=False)
         return planning.show(plan, campaign)
     prepared = prepare.make(plan, console)  # fails before anything runs

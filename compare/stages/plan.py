@@ -239,12 +239,12 @@ def show(plan: Plan, campaign=None) -> int:
     from ..files import check_writable_dir
     from ..store import FINISHED, Campaign, check_new, default_root
     study = plan.study
-    if study.resume and campaign is None:
-        campaign = Campaign.open(Path(study.results))
+    if study.resume and campaign is None:  # the reading the study was built from
+        campaign = Campaign.snapshot(Path(study.results), study.campaign)
     done = [r for r in campaign.results()[0] if r.status in FINISHED] if study.resume else []
     if study.results and not study.resume:  # a folder the run would refuse is refused here
-        check_writable_dir(Path(study.results), "--results")
-        check_new(Path(study.results))
+        check_writable_dir(Path(study.results), study.label("results"))  # named as given
+        check_new(Path(study.results), study.label("results"), study.ask("results", "resume"))
     # the campaigns beside this one, as the run's own plan reads them (run.sweep)
     source = Path(study.plan_from) if study.plan_from else Path(study.results).absolute().parent \
         if study.results else default_root().parent

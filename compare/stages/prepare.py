@@ -57,7 +57,8 @@ def _campaign(plan: Plan) -> Campaign:
     study = plan.study
     root = Path(study.results or default_root()).absolute()
     if not study.resume:
-        campaign = Campaign.create(root, _asked(plan), plan.machine, plan.held())  # locked
+        campaign = Campaign.create(root, _asked(plan), plan.machine, plan.held(),  # locked
+                                   study.label("results"), study.ask("results", "resume"))
         campaign.plan(plan.cells)
         return campaign
     campaign = Campaign.open(root)

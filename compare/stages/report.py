@@ -97,9 +97,12 @@ def origins(asked: Dict[str, Any]) -> List[str]:
         return []
     kept = [s.name for s in declared() if s.resume != SESSION and (  # in the order of --help
         s.name in DECLARED or s.name in sources)]  # an executor's own flags where given
-    by = {how: [k for k in kept if sources.get(k) == how] for how in ("file", "flag over file", "flag")}
+    by = {how: [k for k in kept if sources.get(k) == how] for how in ("file", "flag over file", "flag",
+                                                                       "campaign")}
     rest = [k for k in kept if k not in sources]
     said = [("from the campaign file {}".format(path), by["file"]),
             ("from flags given beside it, over the file's", by["flag over file"]),
-            ("from flags given beside it", by["flag"]), ("at compare's defaults", rest)]
+            ("from flags given beside it", by["flag"]),
+            ("kept from the campaign (as an earlier session gave them)", by["campaign"]),
+            ("at compare's defaults", rest)]
     return ["{}: {}".format(what, ", ".join(keys)) for what, keys in said if keys]
