@@ -154,7 +154,8 @@ class Study:
     plan_gpus: Optional[int] = _int(None, "With --plan: the same study on a machine of this many "
                                     "GPUs.", 1, 1024, "GPUs of the planned machine", resume=SESSION)
     plan_from: Optional[str] = _s(None, "With --plan: the folder of earlier campaigns whose cell "
-                                  "times make the estimate (default results).", p.folder,
+                                  "times make the estimate (default: the folder holding "
+                                  "--results, else results/).", p.folder,
                                   resume=SESSION)
     # where each setting came from: "default", "file", "flag" or "flag over file" (not a setting)
     sources: Dict[str, str] = field(default_factory=dict, compare=False)

@@ -281,3 +281,11 @@ def test_a_setting_an_earlier_session_read_from_its_file_is_named_by_its_flag_on
         study.Study(data_only=True, sources={"data_only": "file"})
     assert str(exc.value) == ("--data-only times an input pipeline: give --data DIR (a folder), e.g. "
                               "--data synthetic,DIR --data-only")
+
+
+def test_plan_from_help_says_its_default_is_the_folder_holding_results(capsys):
+    # it said "(default results)", where `--results /x/c --plan` reads the campaigns under /x
+    code, out, _ = main_exit(["run", "--help"], capsys)
+    assert code == 0 and "--plan-from TEXT With --plan: the folder of earlier campaigns whose cell " \
+        "times make the estimate (default: the folder holding --results, else results/)." in " ".join(
+            out.split())
