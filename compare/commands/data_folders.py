@@ -160,6 +160,7 @@ def prepare(
     fw_list = fws.parse(frameworks) if frameworks else fws.FRAMEWORKS
     overrides = envs.parse_overrides(python)
     found = datasets.open_folder(folder, "compare data prepare")
+    envs.check_cache()  # the writers' environments (and a read-only folder's prepared side)
     if device == "auto":
         device = "cuda" if machine_record.gpus() else "cpu"
     console = _console()

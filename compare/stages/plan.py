@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from backends.contract import SchemaError
 
-from .. import defaults, executors, resources
+from .. import defaults, envs, executors, resources
 from ..errors import UserError
 from ..kept import asked_study, ran_with
 from ..matrix import QUICK, Matrix, image_sizes
@@ -64,6 +64,7 @@ class Plan:
 
 def make(study: Study, log=lambda text: None) -> Plan:
     """The plan of `study` (one UserError line for what cannot run where it would)."""
+    envs.check_cache()  # environments and prepared data go there: refused before anything runs
     fws = study.framework_list()
     ctx = executors.Context(fws, "auto", study.overrides, study.executor_flags, log=log)
     remote = executors.remote(study.executor)
