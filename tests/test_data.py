@@ -655,3 +655,15 @@ def test_make_inside_another_data_sets_train_folder_is_refused(tmp_path, capsys)
                                 "--workers", "1"], capsys)
     assert (code, err) == (2, "compare: error: {}: inside the data set {}; give a folder outside "
                               "it\n".format(tmp_path / "a" / "more", tmp_path / "a"))
+
+
+def test_prepare_for_cuda_on_a_machine_without_gpus_is_refused_as_run_refuses_it(tmp_path, capsys,
+                                                                                 monkeypatch):
+    # it went on to download the CUDA environments (GBs), where a CPU one writes the same formats
+    from compare import machine_record
+    monkeypatch.setattr(machine_record, "gpus", lambda: [])
+    make(tmp_path / "d", capsys=capsys)
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--device", "cuda"], capsys)
+    assert (code, out, err) == (2, "", "compare: error: --device cuda: no NVIDIA GPU found on this "
+                                       "machine (nvidia-smi lists none); use --device cpu: its "
+                                       "environments write the same formats, which GPU runs read\n")
