@@ -186,12 +186,16 @@ def doctor():
         print("executor: {} (--executor auto: {})".format(cls.name, why))
     except UserError as exc:
         print("executor: none ({})".format(exc))
+    problem = envs.cache_problem()
+    print("cache:   {}".format(problem or envs.cache_dir()))
     for fw in fws.FRAMEWORKS:
         if envs.in_current(fw):
             where = "current interpreter ({})".format(sys.executable)
         else:
-            found = envs.existing(fw, device)
+            found = None if problem else envs.existing(fw, device)
             where = "managed env {}".format(found) if found else \
+                "managed env not created yet (cannot be made: {} is not a folder)".format(
+                    problem.split(" ", 1)[0]) if problem else \
                 "managed env not created yet (made on first run: {})".format(envs.env_dir(fw, device))
         print("{:<8} {}".format(fw.name + ":", where))
 

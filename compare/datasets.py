@@ -303,9 +303,11 @@ def _bar(console, description: str, **kw):
 
 
 def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
-            writer: Writer, global_batch: int = 0) -> List[dataset.Prepared]:
+            writer: Writer, global_batch: int = 0, workers: int = 1,
+            accuracy: bool = False) -> List[dataset.Prepared]:
     """Before a sweep: check each real-data folder, and write the formats its frameworks lack.
-    A folder with fewer usable images than the largest global batch is said to repeat them."""
+    A folder with fewer usable images than the largest global batch (`workers` of them) is said
+    to repeat them; for time to accuracy (`accuracy`) it is refused: its epochs would be no step."""
     def log(text: str) -> None:
         console.print(text, soft_wrap=True)  # paths and reasons stay on one line
     out = []
@@ -313,6 +315,9 @@ def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
         prepared = checked(open_folder(d), console)
         log("data: " + summary(prepared))
         images = prepared.manifest["images"]
+        if images < global_batch and accuracy:  # corrupt files the plan's count included
+            raise too_few_to_train("--data " + d, prepared.manifest.get("class_root") or
+                                   prepared.root, images, global_batch, workers)
         if images < global_batch:
             log("warning: {} holds {} usable image{}, fewer than a global batch of {}: every step "
                 "repeats images, so the input pipeline decodes fewer distinct files than real data "
@@ -322,6 +327,31 @@ def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
         out.append(prepared)
         out += [checked_held_out(prepared, console, log)] if held_out(d) else []
     return out
+
+
+def jpegs_up_to(root: str, most: int) -> int:
+    """The JPEG files in root's class folders (as open_folder finds them), counted up to `most`:
+    enough to tell whether a folder holds a global batch without listing ImageNet."""
+    found = 0
+    for c in os.scandir(root):
+        if found >= most:
+            break
+        if _is(c, folder=True) and not c.name.startswith("."):
+            found += sum(1 for e in os.scandir(c.path)
+                         if e.name.lower().endswith(SUFFIXES) and _is(e, folder=False))
+    return found
+
+
+def too_few_to_train(what: str, train: str, images: int, global_batch: int,
+                     workers: int) -> UserError:
+    """Time to accuracy on fewer training images than a global batch: its epochs would be no step
+    (the backend's DataError, said before a cell runs)."""
+    return UserError("{}: {} holds {} training image{}, fewer than the global batch of {} ({} x "
+                     "{} worker{}): time to accuracy's epochs would be no step; give a --batch-size "
+                     "of at most {}, or a folder with more images".format(
+                         what, train, images, "" if images == 1 else "s", global_batch,
+                         global_batch // workers, workers, "" if workers == 1 else "s",
+                         max(1, images // workers)))
 
 
 def held_out(root: str) -> Optional[str]:

@@ -50,6 +50,29 @@ def cache_dir() -> Path:
     return Path(os.environ.get("COMPARE_CACHE", Path.home() / ".cache" / "compare"))
 
 
+def cache_problem() -> Optional[str]:
+    """Why the cache folder cannot be one (one line: it, or a folder above it, is a file), or None
+    (it is a folder, or can be made one)."""
+    root = cache_dir()
+    found = root
+    while not os.path.lexists(str(found)) and found != found.parent:
+        found = found.parent
+    if found.is_dir():
+        return None
+    return "{} {}: {}is a file, not a folder; give a folder compare may create or write ({})".format(
+        "COMPARE_CACHE" if os.environ.get("COMPARE_CACHE") else "cache", root,
+        "" if found == root else "{} ".format(found),
+        "or unset it: ~/.cache/compare" if os.environ.get("COMPARE_CACHE") else "COMPARE_CACHE=DIR")
+
+
+def check_cache() -> None:
+    """A UserError line where the cache cannot be a folder (the managed environments, the
+    prepared side of read-only data folders and the references live there)."""
+    problem = cache_problem()
+    if problem:
+        raise UserError(problem)
+
+
 def requirements_file(fw: Framework, variant: str) -> Path:
     return REQUIREMENTS / "{}-{}.txt".format(fw.backend, variant)
 

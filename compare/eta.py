@@ -5,7 +5,7 @@
 
 A cell's time is estimated from the cell times (phases cell_start -> cell_end) of earlier results
 on the same machine (machine_record.fingerprint: the same CPU, GPU models and driver; any number
-of GPUs) in the campaigns under --plan-from (default `results/`, where campaigns go by default),
+of GPUs) in the campaigns under --plan-from (default: the folder holding --results, else `results/`),
 from like cells only: the last three runs of the same cell (same settings: spec hash), marked
 `=`; else of cells of the same framework, model, precision, GPUs, nodes, device, executor, batch,
 mode, data mode and target accuracy (none: throughput), `~`; else of the framework's cells, or of

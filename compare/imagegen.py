@@ -109,9 +109,11 @@ def _write_range(args: Tuple[MakeSpec, str, int, int]) -> int:
 
 
 def check_destination(dest: Path, spec) -> bool:
-    """True if dest already holds exactly this folder; UserError if it holds anything else."""
+    """True if dest already holds exactly this folder; UserError if it holds anything else, or
+    lies inside another data set."""
     if dest.exists() and not dest.is_dir():
         raise UserError("{}: is a file, not a folder; give a new or empty folder".format(dest))
+    _outside_data_sets(dest)
     made = dest / MAKE_FILE
     if made.is_file():
         with contextlib.suppress(ValueError):
@@ -122,6 +124,30 @@ def check_destination(dest: Path, spec) -> bool:
     if dest.exists() and any(dest.iterdir()):
         raise UserError("{}: folder is not empty; give a new or empty folder".format(dest))
     return False
+
+
+def _outside_data_sets(dest: Path) -> None:
+    """A UserError where dest lies inside another data set: in its train/ or val/ it would be
+    one more class folder (a data set made by hand too: class folders of JPEGs), elsewhere in
+    one compare made, a folder of that one."""
+    inner = dest.absolute()
+    for above in inner.parents:
+        part = inner.relative_to(above).parts[0]
+        if part in ("train", "val") and _holds_classes(above / part):
+            raise UserError("{}: inside the {}/ of the data set {}, where it would be one more class "
+                            "folder; give a folder outside {}".format(dest, part, above, above))
+        if (above / MAKE_FILE).is_file():
+            raise UserError("{}: inside the data set {}; give a folder outside it".format(dest, above))
+
+
+def _holds_classes(folder: Path, look: int = 8) -> bool:
+    """Whether one of the first `look` subfolders of `folder` holds a JPEG (a data set's part)."""
+    from .datasets import SUFFIXES
+    try:
+        subs = [e for e in os.scandir(str(folder)) if e.is_dir()][:look]
+        return any(f.name.lower().endswith(SUFFIXES) for s in subs for f in os.scandir(s.path))
+    except OSError:  # not there (yet), or unreadable: not a data set compare can tell
+        return False
 
 
 def make(dest: Path, spec, workers: int, advance: Callable[[int, int], None]) -> int:

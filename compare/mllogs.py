@@ -5,10 +5,12 @@ rank 0 only: backends/accuracy.py). When the run is collected, the log moves to
 `logs/<run_id>.mllog`, and the result's accuracy['mllog'] names it. An attempt that ended
 without a finished result (failed, timed out, killed) keeps its partial log as
 `logs/<run_id>.<UTC time>.aborted.mllog`, marked with a closing comment line (mlperf-logging's
-parser reads only `:::MLLOG` lines); the cell runs again as a new attempt, whose log is its own.
+parser reads only `:::MLLOG` lines) saying what ended it and what becomes of the cell: one failed
+or stopped by Ctrl-C runs again on `--resume` as a new attempt, whose log is its own.
 """
 import datetime
 import os
+import shlex
 from pathlib import Path
 from typing import Optional
 
@@ -22,23 +24,31 @@ ANSWERS = ("oom", "unsupported", "skipped")  # unfinished, but --resume does not
 SUFFIX = ".mllog"
 
 
-def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Optional[Path]:
+def keep(campaign_root: Path, work: Optional[Path], result: RunResult,
+         stopped: bool = False) -> Optional[Path]:
     """After collecting `result` from the work folder: move its MLPerf log into logs/ (aborted
-    when the run did not finish). Returns where it went (None: the run wrote no log)."""
+    when the run did not finish). `stopped`: the sweep was interrupted (Ctrl-C, SIGTERM, SIGHUP)
+    and stopped the run, whose result is not recorded. Returns where it went (None: no log)."""
     source = Path(work) / mllog.FILE_NAME if work is not None else None
     if source is None or not source.is_file():
         return None
+    resume = "`compare run --results {} --resume` runs the cell again as a new attempt".format(
+        shlex.quote(str(campaign_root)))
+    if stopped:  # its result is a failure of the stop itself (killed by SIGTERM), never saved
+        return keep_aborted(campaign_root, result.run_id, work,
+                            "interrupted: compare was stopped while it ran",
+                            then="not recorded: " + resume)
     if result.status in FINISHED:
         dest = Path(campaign_root) / "logs" / (result.run_id + SUFFIX)
         files.move(source, dest, Path(campaign_root))
         if isinstance(result.accuracy, dict) and result.accuracy:
             result.accuracy["mllog"] = os.path.join("logs", dest.name)
         return dest
-    then = "the cell's answer: --resume does not run it again" if result.status in ANSWERS else \
-        "`compare run --resume` runs the cell again as a new attempt"
     dest = keep_aborted(campaign_root, result.run_id, work,
                         "{}: {}".format(result.status, ((result.reason or "").splitlines() or [""])[0]),
-                        then)
+                        then="the cell's answer: --resume does not run it again"
+                        if result.status in ANSWERS else "recorded as {}: {}".format(
+                            result.status, resume))
     if dest is not None and isinstance(result.accuracy, dict):
         result.accuracy["aborted_mllog"] = os.path.join("logs", dest.name)
     return dest
@@ -46,9 +56,10 @@ def keep(campaign_root: Path, work: Optional[Path], result: RunResult) -> Option
 
 def keep_aborted(campaign_root: Path, run_id: str, work: Path,
                  why: str = "the attempt was not collected (compare was stopped)",
-                 then: str = "the cell ran again as a new attempt") -> Optional[Path]:
+                 then: Optional[str] = None) -> Optional[Path]:
     """Keep a partial log that `work` holds as logs/<run_id>.<time>.aborted.mllog, before the
-    folder is reused by a new attempt. None when there is none."""
+    folder is reused by a new attempt. None when there is none. `then`: what becomes of the cell
+    (default: it runs again as a new attempt, as it is about to)."""
     source = Path(work) / mllog.FILE_NAME
     if not source.is_file() or source.is_symlink():
         return None
@@ -57,5 +68,5 @@ def keep_aborted(campaign_root: Path, run_id: str, work: Path,
         run_id, stamp.strftime("%Y%m%dT%H%M%SZ"), SUFFIX)
     files.move(source, dest, Path(campaign_root))
     files.append_text(dest, "# compare: attempt aborted ({}); {}\n".format(
-        why.replace("\n", " "), then), Path(campaign_root))
+        why.replace("\n", " "), then or "the cell ran again as a new attempt"), Path(campaign_root))
     return dest

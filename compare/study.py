@@ -154,7 +154,8 @@ class Study:
     plan_gpus: Optional[int] = _int(None, "With --plan: the same study on a machine of this many "
                                     "GPUs.", 1, 1024, "GPUs of the planned machine", resume=SESSION)
     plan_from: Optional[str] = _s(None, "With --plan: the folder of earlier campaigns whose cell "
-                                  "times make the estimate (default results).", p.folder,
+                                  "times make the estimate (default: the folder holding "
+                                  "--results, else results/).", p.folder,
                                   resume=SESSION)
     # where each setting came from: "default", "file" (this command's --config), "flag", "flag over
     # file" or "campaign" (--resume: kept from the campaign, as an earlier session gave it)
@@ -186,6 +187,8 @@ class Study:
             raise UserError("{}{} times an input pipeline: give {} (a folder), e.g. {}".format(
                 self.at("data_only"), n("data_only"), self.ask("data_only", "data", "DIR", '"DIR"'),
                 (" " if all(x.startswith("--") for x in both) else " with ").join(both)))
+        if set(self.data) == {"synthetic"}:
+            self._no_pipeline_options()
         folders = [d for d in self.data if d != "synthetic"]
         if len(folders) > 1:  # a run id names the data mode (-real), not the folder
             raise UserError("{}{} {}: one folder per campaign (the cells of two folders would "
@@ -213,6 +216,24 @@ class Study:
                                 self.ask("batch_search", "batch_size", "auto", '["auto"]'),
                                 self.ask("batch_search", "mode", "tuned", '["tuned"]')))
         self._accuracy_rules()
+
+    def _no_pipeline_options(self) -> None:
+        """Synthetic data has no input pipeline: an --option of one (its help says PIPELINE_HELP)
+        would do nothing, so it is refused, as --data-only without a folder is (a resumed
+        campaign's own options are left alone)."""
+        if self.resume and "option" in self.kept:
+            return
+        for item in self.option:
+            key = item.partition("=")[0].rpartition(".")[2]
+            if any(o.key == key and PIPELINE_HELP in o.help
+                   for fw in self.framework_list() for o in fw.options()):
+                raise UserError("{} {}: belongs to {} (the input pipeline of a JPEG folder), and "
+                                "this study's data is synthetic only; add {} ({} for both), or "
+                                "leave it out".format(
+                                    self.label("option"), item, self.said("data", "option"),
+                                    self.ask("option", "data", "DIR", '"DIR"'),
+                                    "synthetic,DIR" if not self.from_file("option") else
+                                    '["synthetic", "DIR"]'))
 
     def _accuracy_rules(self) -> None:
         """Time to accuracy trains on DIR/train and evaluates on DIR/val (docs/accuracy.md)."""
@@ -296,6 +317,9 @@ class Study:
         return {name: list(v) if isinstance(v, tuple) else v for name, v in vars(self).items()
                 if name == "executor_flags" or name in DECLARED and DECLARED[name].resume != SESSION}
 
+
+# what the help of a backend's --option that only an input pipeline reads says (backends/)
+PIPELINE_HELP = "with --data DIR"
 
 DECLARED: Dict[str, Setting] = {f.name: replace(f.metadata["setting"], name=f.name)
                                 for f in fields(Study) if "setting" in f.metadata}

@@ -633,3 +633,37 @@ def test_a_folder_make_cannot_create_is_one_line_before_any_progress(tmp_path, c
                                 "--classes", "2", "--workers", "1"], capsys)
     assert (code, err) == (2, "compare: error: {}: cannot create the folder (Not a directory); give "
                               "a new or empty folder you can write\n".format(tmp_path / "file" / "sub"))
+
+
+def test_make_inside_another_data_sets_train_folder_is_refused(tmp_path, capsys):
+    # it was made there, and the data set got a class folder more
+    make(tmp_path / "a", capsys=capsys)
+    (tmp_path / "b" / "train" / "n0").mkdir(parents=True)  # made by hand: no make.json
+    (tmp_path / "b" / "train" / "n0" / "x.JPEG").write_bytes(b"")
+    assert main_exit(["data", "make", str(tmp_path / "c"), "--learnable", "small", "--classes", "2",
+                      "--images", "4", "--workers", "1"], capsys)[0] == 0
+    for dest, root, part in ((tmp_path / "a" / "train" / "n9", tmp_path / "a", "train"),
+                             (tmp_path / "b" / "train" / "new" / "deeper", tmp_path / "b", "train"),
+                             (tmp_path / "c" / "val" / "x", tmp_path / "c", "val")):
+        code, out, err = main_exit(["data", "make", str(dest), "--images", "2", "--classes", "1",
+                                    "--workers", "1"], capsys)
+        assert (code, out, err) == (2, "", (
+            "compare: error: {}: inside the {}/ of the data set {}, where it would be one more class "
+            "folder; give a folder outside {}\n".format(dest, part, root, root)))
+        assert not dest.exists()
+    code, out, err = main_exit(["data", "make", str(tmp_path / "a" / "more"), "--images", "2",
+                                "--workers", "1"], capsys)
+    assert (code, err) == (2, "compare: error: {}: inside the data set {}; give a folder outside "
+                              "it\n".format(tmp_path / "a" / "more", tmp_path / "a"))
+
+
+def test_prepare_for_cuda_on_a_machine_without_gpus_is_refused_as_run_refuses_it(tmp_path, capsys,
+                                                                                 monkeypatch):
+    # it went on to download the CUDA environments (GBs), where a CPU one writes the same formats
+    from compare import machine_record
+    monkeypatch.setattr(machine_record, "gpus", lambda: [])
+    make(tmp_path / "d", capsys=capsys)
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--device", "cuda"], capsys)
+    assert (code, out, err) == (2, "", "compare: error: --device cuda: no NVIDIA GPU found on this "
+                                       "machine (nvidia-smi lists none); use --device cpu: its "
+                                       "environments write the same formats, which GPU runs read\n")

@@ -92,3 +92,32 @@ def test_a_build_step_that_fails_leaves_no_ready_environment(tmp_path, monkeypat
     assert str(exc.value).startswith("creating the jax environment failed at `bash ")
     assert "(exit 3)" in str(exc.value)
     assert envs.existing(frameworks.get("jax"), "cpu") is None
+
+
+def test_a_compare_cache_that_is_a_file_is_flagged_by_doctor_and_refused_by_run(tmp_path, capsys,
+                                                                                 monkeypatch):
+    # doctor said "made on first run: /etc/passwd/envs/…" unflagged, and `run` went on to fail
+    # each cell at its environment
+    from tests.helpers import main_exit
+    (tmp_path / "file").write_text("not a folder\n")
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path / "file"))
+    code, out, _ = main_exit(["doctor"], capsys)
+    problem = ("COMPARE_CACHE {}: is a file, not a folder; give a folder compare may create or "
+               "write (or unset it: ~/.cache/compare)".format(tmp_path / "file"))
+    assert code == 0 and "\ncache:   {}\n".format(problem) in out
+    assert "made on first run" not in out and "jax:     managed env not created yet (cannot be made: " \
+        "COMPARE_CACHE is not a folder)\n" in out
+    code, out, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor",
+                                "local", "--results", str(tmp_path / "c")], capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}\n".format(problem))
+    assert not (tmp_path / "c").exists()
+    (tmp_path / "d" / "train" / "n0").mkdir(parents=True)  # data prepare builds writers there too
+    (tmp_path / "d" / "train" / "n0" / "a.JPEG").write_bytes(b"")
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d")], capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}\n".format(problem))
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path / "file" / "cache"))  # inside a file
+    code, out, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor",
+                                "local", "--results", str(tmp_path / "c"), "--plan"], capsys)
+    assert (code, err) == (2, "compare: error: COMPARE_CACHE {}: {} is a file, not a folder; give a "
+                              "folder compare may create or write (or unset it: ~/.cache/compare)"
+                              "\n".format(tmp_path / "file" / "cache", tmp_path / "file"))

@@ -205,8 +205,8 @@ def test_a_partial_log_says_whether_the_cell_runs_again(tmp_path, folder):
     campaign = Campaign.create(tmp_path / "c", {}, {})
     for batch, status, says in ((16, "unsupported", "the cell's answer: --resume does not run it "
                                  "again"),
-                                (2, "failed", "`compare run --resume` runs the cell again as a new "
-                                 "attempt")):
+                                (2, "failed", "recorded as failed: `compare run --results {} --resume` "
+                                 "runs the cell again as a new attempt".format(campaign.root))):
         spec = _spec(folder, batch_size=batch)
         work = campaign.work_dir(spec.run_id)
         result, _, _ = _run(work.parent, spec, **({"fail_in_epoch": 1} if status == "failed" else {}))

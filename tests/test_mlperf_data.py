@@ -128,3 +128,27 @@ def test_a_flat_val_folder_is_told_val_layout_not_train_layout(tmp_path, capsys)
         "evaluates on DIR/val/<class>/*.JPEG, one folder per class of DIR/train (ImageNet's flat "
         "val/ sorted into class folders first), as `compare data make DIR --learnable small` "
         "writes it").format(v=tmp_path / "a" / "val"))
+
+
+def test_fewer_training_images_than_a_global_batch_is_refused_before_a_cell_runs(tmp_path, capsys):
+    # it was a warning ("every step repeats images") and a sweep of cells that each failed
+    from tests.helpers import fake_python
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    args = ["run", "--frameworks", "caffe2", "--data", str(tmp_path / "a"), "--target-accuracy",
+            "0.9", "--device", "cpu", "--executor", "local", "--gpus", "2", "--image-size", "32",
+            "--results", str(tmp_path / "c"), "--python", "caffe2={}".format(fake_python(tmp_path))]
+    for extra in (["--plan"], []):  # --plan refuses what the run would, and no campaign is made
+        code, out, err = main_exit(args + ["--batch-size", "8"] + extra, capsys)
+        assert code == 2 and not (tmp_path / "c").exists()
+        assert err.splitlines()[-1] == (
+            "compare: error: --data {0}: {0}/train holds 8 training images, fewer than the global "
+            "batch of 16 (8 x 2 workers): time to accuracy's epochs would be no step; give a "
+            "--batch-size of at most 4, or a folder with more images".format(
+                (tmp_path / "a").resolve()))
+    # a JPEG that does not decode: the plan counted 8 files, prepare counts 7 usable images
+    next((tmp_path / "a" / "train").rglob("*.JPEG")).write_bytes(b"not a JPEG")
+    code, out, err = main_exit(args + ["--batch-size", "4"], capsys)
+    assert code == 2 and err.splitlines()[-1] == (
+        "compare: error: --data {0}: {0}/train holds 7 training images, fewer than the global "
+        "batch of 8 (4 x 2 workers): time to accuracy's epochs would be no step; give a "
+        "--batch-size of at most 3, or a folder with more images".format((tmp_path / "a").resolve()))

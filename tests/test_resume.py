@@ -192,7 +192,11 @@ def test_a_time_to_accuracy_run_killed_mid_training_runs_again_and_keeps_its_par
     assert len(aborted) == 1 and killed["accuracy"]["aborted_mllog"] == "logs/" + aborted[0].name
     log = aborted[0].read_text()
     assert '"key": "epoch_start"' in log and '"key": "run_stop"' not in log  # killed in epoch 2
-    assert log.endswith("`compare run --resume` runs the cell again as a new attempt\n")
+    # written when the run failed, before any resume: what happened, and what --resume does
+    assert log.splitlines()[-1] == (
+        "# compare: attempt aborted (failed: {}); recorded as failed: `compare run --results {} "
+        "--resume` runs the cell again as a new attempt".format(killed["reason"].splitlines()[0],
+                                                               campaign))
     again = compare(["run", "--results", campaign, "--resume"])  # the study reloads, price and all
     assert again.returncode == 0 and "1 cell, 1 to run" in again.stderr, again.stderr
     done = json.loads((campaign / "results" / (run_id + ".json")).read_text())
@@ -200,6 +204,45 @@ def test_a_time_to_accuracy_run_killed_mid_training_runs_again_and_keeps_its_par
     assert done["accuracy"]["mllog"] == "logs/{}.mllog".format(run_id)
     assert list((campaign / "logs").glob(run_id + ".*.aborted.mllog")) == aborted  # still kept
     assert "## Time to accuracy (minutes to target)" in again.stdout and "$ to target" in again.stdout
+
+
+def test_a_time_to_accuracy_run_stopped_by_ctrl_c_keeps_its_log_marked_interrupted(tmp_path):
+    # its log said "failed: killed by SIGTERM … wrote no result; the cell ran again as a new
+    # attempt": it was not a failure (the sweep stopped it, and recorded nothing), nor run again
+    import signal
+
+    from compare import learnable
+    from compare.imagegen import make
+    from tests.helpers import start_compare, wait_for
+    data = tmp_path / "data"
+    make(data, learnable.LearnableSpec(classes=2, train_per_class=4, val_per_class=2), 1,
+         lambda n, b: None)
+    python = tmp_path / "tta-python"  # the first attempt waits in epoch 2 to be stopped
+    python.write_text(TTA_PYTHON.format(python=sys.executable, kill=True).replace(
+        "os.kill(os.getpid(), 9)", "time.sleep(300)"))
+    python.chmod(0o755)
+    campaign, run_id = tmp_path / "c", "caffe2-fp32-w1-b2-s32-real-tta-r0"
+    argv = ["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python), "--device", "cpu",
+            "--executor", "local", "--data", data, "--target-accuracy", "0.9", "--max-epochs", "4",
+            "--batch-size", "2", "--image-size", "32", "--results", campaign]
+    proc = start_compare(argv)
+    try:
+        assert wait_for(lambda: (tmp_path / "killed-once").exists(), 120), "epoch 2 never came"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert not (campaign / "results" / (run_id + ".json")).exists()  # the stopped cell: no result
+    aborted = list((campaign / "logs").glob(run_id + ".*.aborted.mllog"))
+    assert len(aborted) == 1 and '"key": "epoch_start"' in aborted[0].read_text()
+    assert aborted[0].read_text().splitlines()[-1] == (
+        "# compare: attempt aborted (interrupted: compare was stopped while it ran); not recorded: "
+        "`compare run --results {} --resume` runs the cell again as a new attempt".format(campaign))
+    again = compare(["run", "--results", campaign, "--resume"])
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((campaign / "results" / (run_id + ".json")).read_text())["status"] == "ok"
+    assert list((campaign / "logs").glob(run_id + ".*.aborted.mllog")) == aborted
 
 
 def _earlier_campaign(tmp_path):
@@ -441,15 +484,15 @@ def test_options_and_pythons_given_again_in_another_order_are_the_campaigns(tmp_
     monkeypatch.setenv("COLUMNS", "500")
     campaign = tmp_path / "c"
     _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake), "--results", campaign,
-          "--option", "channels_last=true", "--option", "loader_workers=1"] + FAST, capsys)
-    for given in ("loader_workers=1,channels_last=true", "caffe2.channels_last=1,loader_workers=1"):
+          "--option", "channels_last=true", "--option", "optimizer=foreach"] + FAST, capsys)
+    for given in ("optimizer=foreach,channels_last=true", "caffe2.channels_last=1,optimizer=foreach"):
         code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--option",
                                     given, "--python", "caffe2={}".format(fake)], capsys)
         assert code == 0 and out.startswith("plan: 1 cell on "), err
     code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--option",
-                      "channels_last=false,loader_workers=1"], capsys)
-    assert (code, err) == (2, "compare: error: --resume {}: --option channels_last=false,loader_workers=1 "
-                              "(the campaign's: channels_last=true,loader_workers=1): held by the campaign "
+                      "channels_last=false,optimizer=foreach"], capsys)
+    assert (code, err) == (2, "compare: error: --resume {}: --option channels_last=false,optimizer=foreach "
+                              "(the campaign's: channels_last=true,optimizer=foreach): held by the campaign "
                               "(they change what its cells measure); leave them out (the campaign's are "
                               "used) or start a new campaign\n".format(campaign))
     from compare.study import _same

@@ -221,9 +221,11 @@ def test_a_cache_that_is_a_file_is_one_line_naming_it(tmp_path, capsys, monkeypa
     monkeypatch.setenv("COMPARE_NO_CURRENT", "1")  # the managed environment, in the cache
     code, _, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor", "local",
                               "--quick", "--results", str(tmp_path / "c")], capsys)
-    assert (code, err.splitlines()[-1]) == (2, "compare: error: COMPARE_CACHE {}: cannot create {} "
-                                               "(Not a directory); give a folder you can write".format(
-                                                   cache, cache / "envs"))
+    # refused before the campaign is made (it was at the cell's environment, a campaign made)
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: COMPARE_CACHE {}: is a file, not a "
+                                               "folder; give a folder compare may create or write (or "
+                                               "unset it: ~/.cache/compare)".format(cache))
+    assert not (tmp_path / "c").exists()
 
 
 def test_a_campaign_without_settings_whose_results_disagree_is_not_resumed(tmp_path):

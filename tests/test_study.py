@@ -20,8 +20,8 @@ def folder(tmp_path_factory):
     from compare import learnable
     from compare.imagegen import make
     root = tmp_path_factory.mktemp("data") / "tiny"
-    make(root, learnable.LearnableSpec(classes=2, train_per_class=4, val_per_class=2), 1,
-         lambda n, b: None)
+    make(root, learnable.LearnableSpec(classes=2, train_per_class=16, val_per_class=2), 1,
+         lambda n, b: None)  # 32 training images: the global batch of each test's cells at most
     return root
 
 
@@ -273,13 +273,13 @@ def _write(tmp_path, text):
     return path
 
 
-def test_option_as_a_comma_string_reads_as_the_flags_comma_list(tmp_path):
+def test_option_as_a_comma_string_reads_as_the_flags_comma_list(tmp_path, folder):
     """`option = "a=1,b=2"` in a file is two options, as `--option a=1,b=2` and as a TOML array; a
     comma not followed by a declared KEY= stays in the value (jax's xla_flags may hold commas)."""
     (tmp_path / "study.toml").write_text('frameworks = "caffe2,jax"\noption = "caffe2.channels_last=true,'
-                                         ' loader_workers=2"\n')
+                                         ' loader_workers=2"\ndata = "{}"\n'.format(folder))
     from_file = study.build(dict(CPU, config=str(tmp_path / "study.toml")))
-    as_flag = study.build(dict(CPU, frameworks="caffe2,jax",
+    as_flag = study.build(dict(CPU, frameworks="caffe2,jax", data=str(folder),  # loader_workers'
                                option=["caffe2.channels_last=true, loader_workers=2"]))
     assert from_file.option == as_flag.option == ("caffe2.channels_last=true", "loader_workers=2")
     held = planning.make(from_file).held()
@@ -375,3 +375,11 @@ def test_a_files_results_that_holds_a_campaign_is_named_by_the_file_and_key(plan
     code, _, err = main_exit(["run", "--config", "study.toml"] + plan, capsys)
     assert (code, err) == (2, "compare: error: study.toml: results {}: already holds a campaign; add "
                               "resume = true to continue it, or give a new folder\n".format(tmp_path / "c"))
+
+
+def test_plan_from_help_says_its_default_is_the_folder_holding_results(capsys):
+    # it said "(default results)", where `--results /x/c --plan` reads the campaigns under /x
+    code, out, _ = main_exit(["run", "--help"], capsys)
+    assert code == 0 and "--plan-from TEXT With --plan: the folder of earlier campaigns whose cell " \
+        "times make the estimate (default: the folder holding --results, else results/)." in " ".join(
+            out.split())

@@ -149,3 +149,21 @@ def test_a_wheelhouse_that_is_a_file_or_a_ca_bundle_that_is_a_folder_is_one_line
     code, _, err = main_exit(["images", "build", "--ca-bundle", str(tmp_path)], capsys)
     assert (code, err) == (2, "compare: error: --ca-bundle {}: is a folder; give a CA certificate "
                               "file (PEM)\n".format(tmp_path))
+
+
+@pytest.mark.parametrize("option", ["decode=hw", "caffe2.loader_workers=2", "pipeline=dali"])
+def test_an_input_pipeline_option_without_a_data_folder_is_refused(option, capsys, tmp_path):
+    # it was accepted and did nothing: synthetic data has no input pipeline (as --data-only
+    # without --data is refused)
+    code, _, err = main_exit(_cpu(tmp_path) + ["--option", option], capsys)
+    assert (code, err) == (2, "compare: error: --option {}: belongs to --data (the input pipeline "
+                              "of a JPEG folder), and this study's data is synthetic only; add "
+                              "--data DIR (synthetic,DIR for both), or leave it out\n".format(option))
+    assert not (tmp_path / "c").exists()
+    # with a folder beside synthetic it is the folder's cells' (a synthetic cell ignores it)
+    folder = tmp_path / "d" / "train" / "n0"
+    folder.mkdir(parents=True)
+    (folder / "a.JPEG").write_bytes(b"")
+    code, out, err = main_exit(_cpu(tmp_path) + ["--option", option, "--data", "synthetic,{}".format(
+        tmp_path / "d"), "--plan"], capsys)
+    assert code == 0, err

@@ -160,8 +160,14 @@ def prepare(
     fw_list = fws.parse(frameworks) if frameworks else fws.FRAMEWORKS
     overrides = envs.parse_overrides(python)
     found = datasets.open_folder(folder, "compare data prepare")
+    envs.check_cache()  # the writers' environments (and a read-only folder's prepared side)
     if device == "auto":
         device = "cuda" if machine_record.gpus() else "cpu"
+    elif device == "cuda" and not machine_record.gpus():  # as `run --device cuda` refuses it;
+        # a format is the same whichever environment wrote it (the manifest's fingerprint alone)
+        raise UserError("--device cuda: no NVIDIA GPU found on this machine (nvidia-smi lists "
+                        "none); use --device cpu: its environments write the same formats, which "
+                        "GPU runs read")
     console = _console()
     prepared = datasets.checked(found, console)
     print(datasets.summary(prepared))

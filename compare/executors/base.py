@@ -77,6 +77,7 @@ class Attempt:
     slot: Any = None  # resources.Slot: the GPUs and cores of a cell packed beside others
     handle: Optional["Handle"] = None  # what launch() (or attach()) started
     notes: Dict[str, Any] = field(default_factory=dict)  # what an executor keeps between steps
+    stopped: bool = False  # close() stopped it: the sweep was interrupted, its result not recorded
 
 
 class Handle:
@@ -170,7 +171,8 @@ class Executor:
         except Refused as exc:
             return failure(attempt.spec, exc.status, str(exc), started_at=attempt.started)
         result = self.collect(attempt, outcome)
-        mllogs.keep(attempt.campaign.root, attempt.work, result)  # time to accuracy's MLPerf log
+        mllogs.keep(attempt.campaign.root, attempt.work, result,  # time to accuracy's MLPerf log
+                    stopped=attempt.stopped)
         result.environment.update(executor=self.name, **attempt.record)
         return result
 
@@ -241,4 +243,5 @@ class Executor:
         Ctrl-C or SIGTERM, from another thread): the running attempt's handle stopped."""
         attempt = self.attempt
         if attempt is not None and attempt.handle is not None:
+            attempt.stopped = True  # (after the sweep: an attempt already collected)
             attempt.handle.stop()

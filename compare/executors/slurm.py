@@ -135,7 +135,8 @@ class SlurmExecutor(Executor):
                 record = json.loads(out.strip().splitlines()[-1])
             except (st.SlurmError, ValueError, IndexError) as exc:
                 raise UserError("--executor slurm: the machine record could not be taken on a "
-                                "compute node ({}); check `srun -N1 python3 -V`".format(exc)) from None
+                                "compute node: {}{}; check `srun -N1 python3 -V`".format(
+                                    exc, _conf_hint())) from None  # as doctor says it
             record.update(machine_record.host_info())
             record["slurm"] = {"partitions": rows, "placement": placement}
             cls._machines[key] = record

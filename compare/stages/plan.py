@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from backends.contract import SchemaError
 
-from .. import defaults, executors, resources
+from .. import defaults, envs, executors, resources
 from ..errors import UserError
 from ..kept import asked_study, ran_with
 from ..matrix import QUICK, Matrix, image_sizes
@@ -64,6 +64,7 @@ class Plan:
 
 def make(study: Study, log=lambda text: None) -> Plan:
     """The plan of `study` (one UserError line for what cannot run where it would)."""
+    envs.check_cache()  # environments and prepared data go there: refused before anything runs
     fws = study.framework_list()
     ctx = executors.Context(fws, "auto", study.overrides, study.executor_flags, log=log)
     remote = executors.remote(study.executor)
@@ -106,6 +107,8 @@ def make(study: Study, log=lambda text: None) -> Plan:
             spec.validate()
         except SchemaError as exc:
             raise UserError("cell {}: {}".format(spec.run_id, exc)) from None
+    if study.target_accuracy is not None:
+        _check_epochs(study, cells)
     ctx = executors.Context(fws, device, study.overrides, flags=study.executor_flags, log=log,
                             needs=_needs(study, device))
     cls, why = executors.choose(study.executor, ctx, _resumed_executor(study))  # one that can run
@@ -165,6 +168,20 @@ def _classes(study: Study) -> Dict[str, int]:
         return {}
     return {d: sum(1 for e in os.scandir(os.path.join(d, "train")) if e.is_dir() and
                    not e.name.startswith(".")) for d in study.data}
+
+
+def _check_epochs(study: Study, cells) -> None:
+    """Time to accuracy: each folder's train/ holds at least the largest global batch (an epoch
+    of no step trains nothing; the backend fails such a cell), refused before a campaign is made.
+    Its JPEG files are counted; prepare counts again the usable ones (datasets.for_run)."""
+    from ..datasets import jpegs_up_to, too_few_to_train
+    widest = max(cells, key=lambda s: s.global_batch)
+    for folder in study.data:
+        train = os.path.join(folder, "train")
+        images = jpegs_up_to(train, widest.global_batch)
+        if images < widest.global_batch:
+            raise too_few_to_train("{}{} {}".format(study.at("data"), study.said("data"), folder),
+                                   train, images, widest.global_batch, widest.world_size)
 
 
 def _check_size(study: Study, given: Dict[str, Any], fws) -> None:

@@ -95,6 +95,8 @@ def _data(plan: Plan, executor: Executor, console) -> None:
         m = plan.matrix
         writer = executor.data_writer() or datasets.LocalWriter(plan.device, plan.study.overrides,
                                                                 plan.context.log)
+        workers = max(m.gpus) * max(m.nodes)
         executor.check_data(datasets.for_run(folders, m.frameworks, console, writer,
-                                             plan.largest_batch() * max(m.gpus) * max(m.nodes)))
+                                             plan.largest_batch() * workers, workers,
+                                             plan.study.target_accuracy is not None))
 

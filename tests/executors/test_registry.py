@@ -189,3 +189,23 @@ def test_a_resumed_docker_campaign_keeps_docker_after_the_code_changed(monkeypat
     ctx = _ctx()
     assert executors.choose("auto", ctx, keep="docker")[0].name == "local"  # it cannot run here
     assert ctx.requested == "auto"
+
+
+def test_a_slurm_run_that_finds_no_configuration_points_at_slurm_conf_as_doctor_does(
+        monkeypatch, tmp_path, capsys):
+    # it said "the machine record could not be taken on a compute node (…); check
+    # `srun -N1 python3 -V`", where doctor says SLURM_CONF is not set
+    from compare.executors import slurm
+
+    def no_config():
+        raise slurm.st.SlurmError("sinfo: fatal: Could not establish a configuration source")
+    monkeypatch.setattr(slurm.st, "partitions", no_config)
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    code, out, err = main_exit(["run", "--frameworks", "caffe2", "--executor", "slurm", "--device",
+                                "cpu", "--results", str(tmp_path / "c")], capsys)
+    assert (code, out) == (2, "") and err == (
+        "compare: error: --executor slurm: the machine record could not be taken on a compute node: "
+        "sinfo: fatal: Could not establish a configuration source (SLURM_CONF is not set: point it "
+        "at the cluster's slurm.conf; for the test cluster: eval \"$(scripts/slurm-cluster env)\"); "
+        "check `srun -N1 python3 -V`\n")
+    assert not (tmp_path / "c").exists()
