@@ -112,6 +112,95 @@ def test_a_gpu_hour_price_for_a_campaign_without_accuracy_runs_says_it_is_not_us
                                   "time-to-accuracy runs (--target-accuracy), and this campaign has none"
 
 
+def test_a_report_of_accuracy_runs_alone_opens_with_them_and_names_machine_and_software(
+        tmp_path, results, capsys):
+    # was "No results yet." on top (no throughput cell) and no Machine or Software line
+    from tests.helpers import main_exit, save_campaign
+    for r in results:
+        r.framework_version = "torch 2.3.1" if r.spec["framework"] == "caffe2" else "jax 0.4.30"
+    root = save_campaign(tmp_path / "c", results)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "No results yet" not in out
+    assert out.splitlines()[0] == "Time to accuracy: 3 cells, 11 runs to top-1 0.9: 10 reached the " \
+        "target; 1 not_converged (listed under \"Time-to-accuracy runs without a time to target\")."
+    assert "\nMachine: " in out and "NVIDIA RTX A6000" in out
+    assert "\nSoftware: PyTorch (Caffe2) = torch 2.3.1; JAX (Flax) = jax 0.4.30\n" in out
+
+
+def test_an_unsupported_or_failed_accuracy_run_shows_its_status_and_reason(tmp_path, results, capsys):
+    # was only "0/1 | n/a" in the time table: the status and the reason were nowhere
+    from tests.helpers import main_exit, save_campaign
+    spec = RunSpec(framework="mxnet", backend="mxnet", device="cuda", precision="fp16",
+                   batch_size=256, image_size=64, data="/d", target_accuracy=0.9, max_epochs=8)
+    unsupported = RunResult(run_id=spec.run_id, status="unsupported", spec=spec.to_dict(),
+                            reason="float16 on cpu(0): mxnet 1.9.1 says: only supported by CuDNN")
+    failed = _result("caffe2", 1, 5, 1.0, 100.0, status="failed")
+    failed.reason, failed.images_per_sec = "RuntimeError: boom\nTraceback line 2", None
+    root = save_campaign(tmp_path / "c", results + [unsupported, failed])
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    listed = out.split("## Time-to-accuracy runs without a time to target")[1]
+    # cell, run, status, seed, epochs, best top-1, the reason's first line, the MLPerf log
+    assert "| MXNet | resnet50 | default | fp16 | 256 | 64 | 1 | {} | unsupported | n/a | n/a | n/a | " \
+           "float16 on cpu(0): mxnet 1.9.1 says: only supported by CuDNN | n/a |".format(spec.run_id) in listed
+    assert "| {} | failed | {} | 3 | 0.900 | RuntimeError: boom | n/a |".format(
+        failed.run_id, failed.accuracy["seed"]) in listed  # its first line
+    assert "| not_converged | {} | 8 | 2.400 | target not reached | n/a |".format(
+        results[-1].accuracy["seed"]) in listed
+
+
+def test_compare_diff_of_two_accuracy_campaigns_compares_minutes_to_target(tmp_path, capsys):
+    # was "No comparable cells … 0 not comparable", with no accuracy cell listed
+    from tests.helpers import main_exit, save_campaign
+    minutes = [1.0, 1.2, 1.1, 0.9, 1.3]
+    a = [_result("caffe2", 1, r, m, 10000) for r, m in enumerate(minutes)]
+    b = [_result("caffe2", 1, r, m / 2, 20000) for r, m in enumerate(minutes)]
+    a.append(_result("jax", 1, 0, 2.0, 9000, status="not_converged", epochs=8))
+    b.append(_result("jax", 1, 0, 1.0, 9000))  # one seed: no interval
+    ra, rb = save_campaign(tmp_path / "a", a), save_campaign(tmp_path / "b", b)
+    code, out, err = main_exit(["diff", str(ra), str(rb), "--out", str(tmp_path / "d")], capsys)
+    assert code == 0, err
+    assert "B ({}, 8× NVIDIA RTX A6000) trains to the target 2.00× as fast as A ({}, 8× NVIDIA " \
+           "RTX A6000) over 1 comparable time-to-accuracy cell; 1 not comparable (listed " \
+           "below).".format(rb, ra) in out
+    assert "No comparable cells" not in out
+    assert "| PyTorch (Caffe2) | bf16 | 256 | 64 | 1 | 1.10 ±0.20 | 0.55 ±0.10 | 2.00× ±0.42 | better |" \
+        in out
+    assert "| JAX (Flax) | bf16 | 256 | 64 | 1 | n/a | 1.00 ±? | n/a | not comparable: A: no run " \
+           "reached the target (1 of 1: not_converged, target not reached) |" in out
+    assert out.rstrip().endswith("Cells: 1 better, 0 worse, 0 within noise, 1 not comparable.")
+    assert (tmp_path / "d" / "diff_time_to_accuracy.csv").read_text().count("\n") == 3
+
+
+def test_compare_history_of_accuracy_campaigns_follows_minutes_to_target(tmp_path, capsys):
+    # was "No cell of these campaigns has a result yet" for a campaign, and a folder's accuracy
+    # campaigns skipped without a word
+    from tests.helpers import main_exit, save_campaign, windowed
+    minutes = [1.0, 1.2, 1.1, 0.9, 1.3]
+    save_campaign(tmp_path / "all" / "c1", [_result("caffe2", 1, r, m, 100) for r, m in enumerate(minutes)],
+                  created_at="2026-12-01T09:00:00+00:00")
+    save_campaign(tmp_path / "all" / "c2", [_result("caffe2", 1, r, 2 * m, 100) for r, m in enumerate(minutes)],
+                  created_at="2026-12-02T09:00:00+00:00")
+    code, out, err = main_exit(["history", str(tmp_path / "all" / "c1")], capsys)
+    assert code == 0, err
+    assert "No cell of these campaigns has a result yet" not in out
+    assert "| 2026-12-01 09:00:00 | 0123456789 | c1 | 0.9 | 1.10 ±0.20 |  | first figure |" in out
+    code, out, err = main_exit(["history", str(tmp_path / "all"), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    assert "- 2 campaigns from 2026-12-01 09:00:00 to 2026-12-02 09:00:00; 1 cell of time to " \
+           "accuracy." in out
+    assert "- Regression: PyTorch (Caffe2) bf16 b256 64px ×1 (cuda), time to accuracy, at c2 " \
+           "(0123456789): trains to the target at 0.50× ±0.10 the previous speed." in out
+    assert "| c2 | 0.9 | 2.20 ±0.39 | 0.50× ±0.10 | worse — regression |" in out
+    assert (tmp_path / "h" / "history_time_to_accuracy.csv").exists()
+    save_campaign(tmp_path / "all" / "c3", [windowed("caffe2", "fp32", 1, [100.0, 101.0])],
+                  created_at="2026-12-03T09:00:00+00:00")  # a throughput campaign beside them
+    code, out, err = main_exit(["history", str(tmp_path / "all")], capsys)
+    assert code == 0 and "3 campaigns from 2026-12-01 09:00:00 to 2026-12-03 09:00:00; 2 cells (1 " \
+                         "of them time to accuracy)." in out
+
+
 def test_a_time_to_accuracy_campaign_report_says_what_it_holds_and_on_what_software(tmp_path, results):
     # a campaign of accuracy runs only: not "No results yet." above its tables, and the machine and
     # software lines a throughput report ends with (which framework version trained to the target)
@@ -124,7 +213,7 @@ def test_a_time_to_accuracy_campaign_report_says_what_it_holds_and_on_what_softw
         campaign.save_result(r)
     text, _, _ = write_report(campaign, tmp_path / "report", ("md",))
     assert "No results yet." not in text
-    assert text.startswith("No throughput cells: this campaign measured time to accuracy")
+    assert text.startswith("Time to accuracy: 3 cells, 11 runs to top-1 0.9: 10 reached the target")
     assert "Software: PyTorch (Caffe2) = 2.5.1; JAX (Flax) = 0.4.38" in text
 
 
@@ -138,9 +227,12 @@ def test_runs_that_did_not_reach_the_target_are_listed_with_their_reason_and_log
                        accuracy={"aborted_mllog": "logs/x.20261205T082837Z.aborted.mllog"})
     shown = [t for t in accuracy.tables(results + [killed]) if t.name == "tta_not_reached"]
     assert len(shown) == 1
-    rows = {row[0]: dict(zip(shown[0].header, row)) for row in shown[0].rows}
+    assert shown[0].title == "Time-to-accuracy runs without a time to target"
+    rows = {row[7]: dict(zip(shown[0].header, row)) for row in shown[0].rows}
     assert set(rows) == {results[-1].run_id, killed.run_id}
     jax = rows[results[-1].run_id]
+    assert [jax[k] for k in ("framework", "precision", "batch", "image", "N")] == [
+        "JAX (Flax)", "bf16", "256", "64", "1"]  # its cell, as the time table names it
     assert (jax["status"], jax["epochs"], jax["best top-1"], jax["MLPerf log"]) == (
         "not_converged", "8", "2.400", results[-1].accuracy["mllog"])
     assert jax["reason"] == results[-1].reason
@@ -173,26 +265,39 @@ def test_report_json_of_a_time_to_accuracy_campaign_holds_its_figures(tmp_path, 
     assert [r["status"] for r in jax["run_records"]] == ["not_converged"]
 
 
-def test_history_of_time_to_accuracy_campaigns_says_it_follows_throughput_only(tmp_path, results,
-                                                                              capsys):
-    # history follows images/sec cells; for campaigns of accuracy runs it said that none had a
-    # result yet, and to --resume them, when every run had finished
-    from tests.helpers import main_exit, save_campaign
-    save_campaign(tmp_path / "all" / "c", results)
+def test_history_of_time_to_accuracy_campaigns_follows_their_minutes_to_target_not_throughput(
+        tmp_path, results, capsys):
+    # for campaigns of accuracy runs history said that none had a result yet, and to --resume
+    # them, when every run had finished: it follows their minutes to target, a table per cell,
+    # and an accuracy run is never a point of a throughput cell's history
+    from compare.reporting import history
+    from tests.helpers import main_exit, save_campaign, windowed
+    save_campaign(tmp_path / "all" / "c", results, created_at="2026-12-01T09:00:00+00:00")
+    save_campaign(tmp_path / "all" / "t", [windowed("caffe2", "bf16", 1, [100.0, 101.0], image=64)],
+                  created_at="2026-12-02T09:00:00+00:00")  # a throughput campaign of the same cell
     code, out, _ = main_exit(["history", str(tmp_path / "all")], capsys)
     assert code == 0 and "has a result yet" not in out and "--resume" not in out
-    assert "11 time-to-accuracy runs, which history does not follow: it follows throughput cells " \
-        "(images/sec); `compare report CAMPAIGN` gives their minutes to target" in out
+    assert "which history does not follow" not in out
+    throughput, tta = out.split("## Time to accuracy: ", 1)
+    assert "| c |" not in throughput and "| t |" in throughput
+    assert out.count("## Time to accuracy: ") == 3 and "| t |" not in tta
+    assert "| c | 0.9 | 1.10 ±0.20 |  | first figure |" in tta
+    assert "| c | 0.9 | not_converged |  | no figure: not_converged |" in tta
+    h = history.history(history.campaigns([tmp_path / "all"]))
+    assert set(h.campaign) == {"t"}  # the throughput cells' frame holds no accuracy run
 
 
-def test_diff_of_time_to_accuracy_campaigns_says_their_runs_are_left_out(tmp_path, results, capsys):
-    # diff compares images/sec cells: two accuracy campaigns gave "No comparable cells" and
-    # "Cells: 0 better, ..." with no word of the 11 runs each held
+def test_diff_of_time_to_accuracy_campaigns_compares_their_runs_instead_of_leaving_them_out(
+        tmp_path, results, capsys):
+    # diff compared images/sec cells only: two accuracy campaigns gave "No comparable cells" and
+    # "Cells: 0 better, ..." with no word of the 11 runs each held; it compares minutes to target
     from tests.helpers import main_exit, save_campaign
     a, b = save_campaign(tmp_path / "a", results), save_campaign(tmp_path / "b", results)
-    code, _, err = main_exit(["diff", str(a), str(b)], capsys)
-    assert code == 0
-    for root in (a, b):
-        assert "compare: note: {}: 11 time-to-accuracy runs left out: diff compares throughput " \
-            "cells (images/sec); `compare report {}` gives their minutes to target".format(
-                root, root) in err.splitlines()
+    code, out, err = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0 and "left out" not in err and "No comparable cells" not in out
+    assert "over 2 comparable time-to-accuracy cells; 1 not comparable (listed below)." in out
+    assert "| PyTorch (Caffe2) | bf16 | 256 | 64 | 1 | 1.10 ±0.20 | 1.10 ±0.20 | 1.00× ±0.21 | " \
+           "within noise |" in out
+    assert "| JAX (Flax) | bf16 | 256 | 64 | 1 | n/a | n/a | n/a | not comparable: A: no run reached " \
+           "the target (1 of 1: not_converged, target not reached) |" in out
+    assert out.rstrip().endswith("Cells: 0 better, 0 worse, 2 within noise, 1 not comparable.")

@@ -228,6 +228,20 @@ def test_the_report_gives_the_study_wall_time_gpu_hours_and_duty_cycle_beside_th
     assert report_phases.study_lines(one)[1].startswith("GPU time: 1 GPU × 1:40 = 0.028 GPU-hours")
 
 
+def test_a_study_of_cells_one_after_the_other_says_one_cell_at_a_time_as_the_plan_does():
+    # was "(1:40 one after the other, the serial estimate; 1.00× by running up to 1 at once)",
+    # where nothing ran at once; the plan says "estimate: 0:52 wall, one cell at a time"
+    from compare.reporting import timeline as report_phases
+    from tests.helpers import result
+    cells = []
+    for precision, start, end in (("fp32", 0, 60), ("fp16", 60, 100)):
+        r = result("caffe2", precision, 1, 1000.0)
+        r.phases = {"cell_start": start, "timed_start": end - 20, "timed_end": end - 10, "cell_end": end}
+        cells.append(r)
+    lines = report_phases.study_lines(report_phases.study(cells))
+    assert lines == ["Study: 1:40 wall for 2 cells, one cell at a time."]
+
+
 def test_a_packed_figure_beyond_its_serial_interval_is_flagged(tmp_path):
     from compare.reporting import packing, tables
     from tests.helpers import machine_of, save_campaign, windowed

@@ -20,10 +20,9 @@ from ..study import DECLARED
 from . import err as _err
 
 
-def _cells(path: Path, command: str = ""):
-    """(campaign, its cells, planned cells without a result) with one warning line per result
-    left out: the campaign read once (the report stage's View). command: where given, a note of
-    the time-to-accuracy runs it leaves out (it compares throughput cells)."""
+def _cells(path: Path):
+    """(campaign, its throughput cells, planned cells without a result, every result) with one
+    warning line per result left out: the campaign read once (the report stage's View)."""
     from ..reporting.comparator import cells
     from ..stages.report import View
     from ..store import Campaign
@@ -31,12 +30,7 @@ def _cells(path: Path, command: str = ""):
     view = View.load(c)
     for e in view.warnings:
         _err("warning: {}: {}".format(path, e))
-    trained = len(view.results) - len(view.throughput)
-    if command and trained:
-        _err("note: {}: {} time-to-accuracy run{} left out: {} compares throughput cells "
-             "(images/sec); `compare report {}` gives their minutes to target".format(
-                 path, trained, "s" if trained != 1 else "", command, path))
-    return c, cells(view.throughput), view.missing
+    return c, cells(view.throughput), view.missing, view.results
 
 
 def report(
@@ -93,17 +87,22 @@ def diff(
     from ..reporting import tables
     if out is not None:
         check_writable_dir(out, "--out")
-    (ca, da, _), (cb, db, _) = _cells(campaign_a, "diff"), _cells(campaign_b, "diff")
+    (ca, da, _, ra), (cb, db, _, rb) = _cells(campaign_a), _cells(campaign_b)
     table = d.diff(da, db)
+    tta = d.tta_diff(d.tta_cells(ra), d.tta_cells(rb))  # minutes to target, B against A
     text = tables.markdown(d.sections(table, da, db, ca.machine, cb.machine, str(campaign_a),
-                                      str(campaign_b)))
+                                      str(campaign_b), tta))
     sys.stdout.write(text)
     if out is not None:
         with user_path(out, "--out"):  # each file made aside and renamed (files.py)
             write_text(out / "diff.md", text, out)
             write_text(out / "diff.csv", table.to_csv(index=False), out)
             write_text(out / "diff.json", json.dumps(d.records(table), indent=2) + "\n", out)
-        _err("wrote {}".format(", ".join(str(out / n) for n in ("diff.md", "diff.csv", "diff.json"))))
+            names = ["diff.md", "diff.csv", "diff.json"]
+            if len(tta):  # the time-to-accuracy cells: columns of their own
+                write_text(out / "diff_time_to_accuracy.csv", tta.to_csv(index=False), out)
+                names.append("diff_time_to_accuracy.csv")
+        _err("wrote {}".format(", ".join(str(out / n) for n in names)))
 
 
 def history(
@@ -117,9 +116,10 @@ def history(
     from ..reporting import history as hist
     if out is not None:
         check_writable_dir(out, "--out")
-    h = hist.history(hist.campaigns(campaigns, lambda w: _err("warning: " + w)),
-                     lambda w: _err("warning: " + w))
-    parts = hist.sections(h)
+    camps = hist.campaigns(campaigns, lambda w: _err("warning: " + w))
+    h = hist.history(camps, lambda w: _err("warning: " + w))
+    tta = hist.tta_history(camps)  # time-to-accuracy cells: minutes to target over time
+    parts = hist.sections(h, tta)
     text = tables.markdown([s for _, secs in parts for s in secs])
     sys.stdout.write(text)
     if out is None:
@@ -127,13 +127,16 @@ def history(
     body = []
     for key, secs in parts:
         chart = charts.history(h[[tuple(r) == key for r in h[hist.KEY].itertuples(index=False)]],
-                               hist.title(key)) if key else None
+                               hist.title(key)) if key and key[0] != "tta" else None
         body += ([html.figure(chart)] if chart else []) + [html.code(tables.html_fragment(secs))]
     with user_path(out, "--out"):  # each file made aside and renamed (files.py)
         write_text(out / "history.md", text, out)
         write_text(out / "history.csv", h.to_csv(index=False), out)
+        if len(tta):  # the time-to-accuracy cells: columns of their own
+            write_text(out / "history_time_to_accuracy.csv", tta.to_csv(index=False), out)
         write_text(out / "history.html", html.document("compare history", body), out)
-    _err("wrote {}".format(", ".join(str(out / n) for n in ("history.md", "history.csv", "history.html"))))
+    _err("wrote {}".format(", ".join(str(out / n) for n in ["history.md", "history.csv", "history.html"]
+                                     + (["history_time_to_accuracy.csv"] if len(tta) else []))))
 
 
 def check(
@@ -148,7 +151,7 @@ def check(
     from ..reporting import references, tables
     tol = references.parse_tolerance(tolerance)
     name, ref = references.load(reference)
-    c, cells, missing = _cells(campaign)
+    c, cells, missing, _ = _cells(campaign)
     secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing,
                                 cells)
     sys.stdout.write(tables.markdown(secs))

@@ -28,15 +28,16 @@ def parse_formats(csv: str) -> List[str]:
 def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dict],
                 results: Sequence = (), references: Sequence[Tuple[str, object]] = (),
                 extra: Sequence = (), charts: Sequence = (), defaults: Sequence[str] = (),
-                base: Optional[Path] = None) -> Tuple[str, List[Path]]:
+                base: Optional[Path] = None, trained: Sequence = ()) -> Tuple[str, List[Path]]:
     """report.md / .csv (one record per cell) + runs.csv (one per run) + tables/*.csv (each table
     as shown) / .json / .html from the cells `df`; return (Markdown text, paths written). Each
     file is made whole beside its name and renamed over it (files.py): never written through a
-    link below `base` (the campaign, when the report goes inside it), nor left half-written."""
+    link below `base` (the campaign, when the report goes inside it), nor left half-written.
+    trained: the campaign's time-to-accuracy runs (their tables come in `extra`)."""
     from .. import files
     from . import html, report, tables
     from .comparator import runs
-    rep = report.build(df, machine, list(defaults), references, results, extra)
+    rep = report.build(df, machine, list(defaults), references, results, extra, trained)
     text = tables.markdown(rep.sections())
     base = base if base is not None else out_dir
     written = []

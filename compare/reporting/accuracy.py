@@ -195,27 +195,33 @@ def records(results: Sequence, price: Optional[float] = None) -> List[Dict]:
     return out
 
 
+NOT_REACHED = "Time-to-accuracy runs without a time to target"
+
+
 def not_reached_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
-    """Every run that did not reach its target: not converged (its best, the epochs it
-    trained), failed or timed out, with its reason and its MLPerf log (a partial one kept aside
-    for a run that did not finish)."""
+    """Every run that did not reach its target (not converged, failed, unsupported, out of
+    memory, timed out), as "Cells without a figure" lists throughput cells: its cell, run, status,
+    seed, the epochs it trained, its best top-1, the first line of its reason and its MLPerf log
+    (a partial one kept aside for a run that did not finish)."""
     rows = []
-    for runs in groups.values():
+    for key, runs in groups.items():
         for x in runs:
             if x["status"] == "ok":
                 continue
-            rows.append([x["run_id"], x["status"], num(x["seed"], "{}"), num(x["epochs"], "{}"),
-                         num(x["best"], "{:.3f}"), (x["reason"] or "").splitlines()[0][:200]
-                         if x["reason"] else "n/a", x["log"] or "n/a"])
+            reason = (x["reason"] or "").strip()
+            rows.append(_label(key) + [
+                x["run_id"], x["status"], num(x["seed"], "{}"), num(x["epochs"], "{}"),
+                num(x["best"], "{:.3f}"), reason.splitlines()[0][:200] if reason
+                else "no reason recorded", x["log"] or "n/a"])
     if not rows:
         return None
-    return Table("Time-to-accuracy runs that did not reach the target", [
+    return Table(NOT_REACHED, HEAD + [
         "run", "status", "seed", "epochs", "best top-1", "reason", "MLPerf log"], rows, [
         "not_converged: trained its --max-epochs (or stopped at a non-finite loss) below the "
         "target; a finished cell, dropped from MLPerf's score. failed, timeout: ended before "
         "run_stop (`compare run ... --resume` runs it again); oom, unsupported: the cell's "
         "answer. A run that did not finish keeps its partial log."],
-        name="tta_not_reached", labels=1)
+        name="tta_not_reached", labels=len(HEAD))
 
 
 def _pm(e: Optional[intervals.Estimate], fmt: str) -> str:

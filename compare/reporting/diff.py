@@ -114,13 +114,17 @@ def counts(states) -> str:
 
 
 def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict, machine_b: Dict,
-             name_a: str, name_b: str) -> List[Section]:
-    """The diff as table models: summary and machines, the compared cells, the rest, the counts."""
+             name_a: str, name_b: str, t: Optional[pd.DataFrame] = None) -> List[Section]:
+    """The diff as table models: summary and machines, the compared cells, the rest, the
+    time-to-accuracy cells (t, tta_diff), the counts."""
+    t = t if t is not None else pd.DataFrame(columns=TTA_COLUMNS)
     label_a = "A ({}, {})".format(name_a, _gpu_label(machine_a))
     label_b = "B ({}, {})".format(name_b, _gpu_label(machine_b))
     unknown = [side for side, m in (("A", machine_a), ("B", machine_b)) if not m]
     differ = [] if unknown else machine_record.differences(machine_a, machine_b)
-    head = Text("{} versus {}".format(label_b, label_a), [summary(d, label_a, label_b)])
+    said = ([summary(d, label_a, label_b)] if len(d) or not len(t) else []) + \
+        ([tta_summary(t, label_a, label_b)] if len(t) else [])
+    head = Text("{} versus {}".format(label_b, label_a), said)
     lines = ["A: " + (machine_record.describe(machine_a) if machine_a else "no machine record"),
              "B: " + (machine_record.describe(machine_b) if machine_b else "no machine record"),
              "Whether the machines differ is unknown: {} no machine record.".format(
@@ -147,8 +151,111 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
         out.append(Table("Not comparable", first + ["why"],
                          [tables.label(r, fields) + [r.why] for _, r in bad.iterrows()],
                          name="not_comparable"))
-    return out + [Text("", [counts(d.state)])]
+    if len(t):
+        out.append(tta_table(t))
+    return out + [Text("", [counts(list(d.state) + list(t.state))])]
 
 
 def records(d: pd.DataFrame) -> List[Dict]:
     return json.loads(d.to_json(orient="records"))
+
+
+# --- time to accuracy: minutes to target of B against A, over the seeds of each side ----------
+TTA_MATCH = ["framework", "model", "mode", "precision", "batch_size", "image_size", "nodes", "gpus"]
+TTA_SETTINGS = ["target", "data"]
+TTA_COLUMNS = TTA_MATCH + ["device_a", "device_b", "minutes_a", "minutes_a_ci95", "minutes_b",
+                           "minutes_b_ci95", "converged_a", "runs_a", "converged_b", "runs_b",
+                           "ratio", "ratio_ci95", "state", "comparable", "why"]
+
+
+def tta_cells(results) -> Dict[tuple, Dict]:
+    """The time-to-accuracy cells of these runs (any device: diff crosses machines), each with
+    its minutes to target over its converged seeds (mean with its interval, as the report's)."""
+    from . import accuracy
+    groups: Dict[tuple, List[Dict]] = {}
+    for r in results:
+        if accuracy.is_accuracy(r):
+            rec = dict(accuracy.record(r), data=(r.spec or {}).get("data"))
+            groups.setdefault(tuple(rec[k] for k in TTA_MATCH), []).append(rec)
+    out = {}
+    for key, runs in groups.items():
+        s, last = accuracy.summary(runs), runs[-1]
+        missed = [x for x in runs if x["status"] != "ok"]
+        out[key] = dict(zip(TTA_MATCH, key), device=last["device"], target=last["target"],
+                        data=last["data"], runs=len(runs), converged=s["converged"],
+                        minutes=s["minutes"], status=missed[-1]["status"] if missed else "ok",
+                        reason=missed[-1]["reason"] if missed else None)
+    return out
+
+
+def _tta_why_not(a: Optional[Dict], b: Optional[Dict]) -> Optional[str]:
+    if a is None or b is None:
+        return "missing in {}".format("A" if a is None else "B")
+    for side, c in (("A", a), ("B", b)):
+        if not c["converged"]:
+            return "{}: no run reached the target ({} of {}: {}{})".format(
+                side, c["runs"] - c["converged"], c["runs"], c["status"], ", " + str(
+                    c["reason"]).splitlines()[0][:120] if c["reason"] else "")
+    differ = ["{} {} vs {}".format(k, a[k], b[k]) for k in TTA_SETTINGS if a[k] != b[k]]
+    return "settings differ: " + "; ".join(differ) if differ else None
+
+
+def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict]) -> pd.DataFrame:
+    """One row per time-to-accuracy cell of A or B: minutes to target on each side and A ÷ B
+    (how many times faster B trains to the target) with its 95 % interval from the seeds'
+    spread, and its state; else why not (a side without a converged run, another target or data
+    set, a side of one seed: no interval)."""
+    rows = []
+    for key in list(a) + [k for k in b if k not in a]:
+        ca, cb = a.get(key), b.get(key)
+        why = _tta_why_not(ca, cb)
+        r = None if why else intervals.ratio(ca["minutes"], cb["minutes"])
+        hw = r.half_width() if r else None
+        if r is not None and hw is None:
+            why = "no interval: a side has one converged run (one seed); use --repeats 5 as MLPerf does"
+        row = dict(zip(TTA_MATCH, key), ratio=r.value if r else None, ratio_ci95=hw, why=why,
+                   state=intervals.NOT_COMPARABLE if why else intervals.state(r.value, hw),
+                   comparable=why is None)
+        for side, c in (("a", ca), ("b", cb)):
+            m = c["minutes"] if c else None
+            row.update({"device_" + side: c["device"] if c else None,
+                        "minutes_" + side: m.value if m else None,
+                        "minutes_{}_ci95".format(side): m.half_width() if m else None,
+                        "converged_" + side: c["converged"] if c else None,
+                        "runs_" + side: c["runs"] if c else None})
+        rows.append(row)
+    d = pd.DataFrame(rows, columns=TTA_COLUMNS).astype(object)
+    return d.where(d.notna(), None)
+
+
+def tta_summary(t: pd.DataFrame, label_a: str = "A", label_b: str = "B") -> str:
+    """'B trains to the target 2.20× as fast as A over 1 comparable time-to-accuracy cell.'"""
+    ratios = [r for r in t[t.comparable.astype(bool)].ratio if r is not None]
+    skipped = len(t) - len(ratios)
+    tail = "; {} not comparable (listed below).".format(skipped) if skipped else "."
+    if not ratios:
+        return "No comparable time-to-accuracy cells between {} and {}{}".format(label_a, label_b, tail)
+    lo, hi = min(ratios), max(ratios)
+    span = "{:.2f}×".format(lo) if abs(hi - lo) < 0.005 else "{:.2f}–{:.2f}×".format(lo, hi)
+    return "{} trains to the target {} as fast as {} over {} comparable time-to-accuracy cell{}{}".format(
+        label_b, span, label_a, len(ratios), "s" if len(ratios) != 1 else "", tail)
+
+
+def tta_table(t: pd.DataFrame) -> Table:
+    def minutes(r, side):
+        if r["minutes_" + side] is None:
+            return "n/a"
+        text = intervals.pm(r["minutes_" + side], r["minutes_{}_ci95".format(side)], "{:.2f}")
+        runs, done = r["runs_" + side], r["converged_" + side]
+        return text + (" ({} of {} runs)".format(done, runs) if done != runs else "")
+    fields = tables.shown(t, ["framework", "model", "mode", "precision", "batch_size", "image_size", "N"])
+    rows = [tables.label(r, fields) + [minutes(r, "a"), minutes(r, "b"),
+                                       pm_ratio(r.ratio, r.ratio_ci95),
+                                       r.state if r.comparable else "not comparable: " + r.why]
+            for _, r in t.iterrows()]
+    return Table("Time to accuracy (minutes to target)", tables.heading(fields) + [
+        "A minutes", "B minutes", "A ÷ B", "state"], rows,
+        ["minutes = run_start → run_stop, the mean of each side's converged runs (one seed each) ± "
+         "the half width of its 95 % interval; A ÷ B > 1: B trains to the target faster. Epochs "
+         "to converge vary with the seed (MLPerf v0.5): throughput is the fairer cross-hardware "
+         "figure."], name="diff_time_to_accuracy", labels=len(fields))

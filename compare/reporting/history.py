@@ -6,7 +6,7 @@ regression. A point on another machine, or with other settings, is not comparabl
 before it and says why.
 """
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pandas as pd
 
@@ -61,10 +61,8 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
     """One row per cell per campaign, with the ratio to that cell's previous figure and its state;
     unreadable results are skipped, each with warn("CAMPAIGN: why")."""
     rows, last = [], {}  # last: cell key -> (cell record, machine record, campaign) of its previous figure
-    trained = 0  # time-to-accuracy runs: not followed here (their minutes are in each report)
     for camp in camps:
         results, skipped = camp.results()
-        trained += len(accuracy.split(results)[1])
         for why in skipped:
             warn("{}: {}".format(camp.root, why))
         m = camp.machine
@@ -96,9 +94,83 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
             if r.status == "ok" and r.images_per_sec is not None:
                 last[key] = (r, m, camp.root.name)
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
-    d = d.where(d.notna(), None)
-    d.attrs["accuracy_runs"] = trained
-    return d
+    return d.where(d.notna(), None)
+
+
+TTA_KEY = diff.TTA_MATCH + ["device"]
+TTA_COLUMNS = TTA_KEY + ["date", "commit", "campaign", "target", "status", "converged", "runs",
+                         "minutes", "minutes_ci95", "ratio", "ratio_ci95", "state", "regression",
+                         "why"]
+
+
+def tta_history(camps: Sequence) -> pd.DataFrame:
+    """The time-to-accuracy cells' history: one row per cell per campaign, minutes to target (the
+    mean of its converged seeds, with its interval) and the ratio previous ÷ now (> 1: it trains
+    to the target faster now) with its state, as diff.tta_diff takes it; a point on another
+    machine, or with another target or data set, is not comparable and says why."""
+    rows, last = [], {}  # cell key -> (cell, machine record, campaign) of its previous figure
+    for camp in camps:
+        m = camp.machine
+        facts = {"date": (camp.meta.get("created_at") or "")[:19].replace("T", " "),
+                 "commit": _commit(m), "campaign": camp.root.name}
+        for cell in diff.tta_cells(camp.results()[0]).values():
+            key = tuple(cell[c] for c in TTA_KEY)
+            before, est = last.get(key), cell["minutes"]
+            row = dict(zip(TTA_KEY, key), **facts, target=cell["target"], status=cell["status"],
+                       converged=cell["converged"], runs=cell["runs"],
+                       minutes=est.value if est else None,
+                       minutes_ci95=est.half_width() if est else None)
+            if before is None:
+                row.update(ratio=None, ratio_ci95=None, state=None, why="first figure" if est
+                           else "no figure" + (": " + cell["status"] if cell["status"] != "ok" else ""))
+            else:
+                t = diff.tta_diff({key: before[0]}, {key: cell}).iloc[0]
+                row.update(ratio=t.ratio, ratio_ci95=t.ratio_ci95, state=t.state,
+                           why=None if t.why is None else t.why.replace("A: ", "before: ").replace(
+                               "B: ", "now: "))
+                unknown = [name for name, record in ((before[2], before[1]), (camp.root.name, m))
+                           if not record]
+                changed = [] if unknown else machine_record.differences(before[1], m)
+                if unknown:
+                    row.update(state=intervals.NOT_COMPARABLE, why="machine unknown: {} {} no "
+                               "machine record".format(" and ".join(unknown),
+                                                       "have" if len(unknown) > 1 else "has"))
+                elif changed:
+                    row.update(state=intervals.NOT_COMPARABLE, why="machine changed: " + "; ".join(changed))
+            row["regression"] = row["state"] == intervals.WORSE
+            rows.append(row)
+            if est is not None:
+                last[key] = (cell, m, camp.root.name)
+    d = pd.DataFrame(rows, columns=TTA_COLUMNS).astype(object)
+    return d.where(d.notna(), None)
+
+
+def tta_title(key, prefix: str = "Time to accuracy: ") -> str:
+    k = dict(zip(TTA_KEY, key))
+    nodes = "" if int(k["nodes"]) == 1 else " on each of {} nodes".format(k["nodes"])
+    model = "" if k["model"] == DEFAULT_MODEL else " " + k["model"]
+    return prefix + "{}{} {} b{} {}px ×{}{} ({})".format(
+        frameworks.display(k["framework"], k["mode"]), model, k["precision"], k["batch_size"],
+        k["image_size"], k["gpus"], nodes, k["device"])
+
+
+def _tta_sections(t: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
+    out = []
+    for key, g in t.groupby(TTA_KEY, sort=False):
+        rows = [[r.date, r.commit, r.campaign, "{:g}".format(r.target),
+                 pm(r.minutes, r.minutes_ci95, "{:.2f}") + (
+                     " ({} of {} runs)".format(r.converged, r.runs) if r.converged != r.runs else "")
+                 if r.minutes is not None else r.status,
+                 pm_ratio(r.ratio, r.ratio_ci95, missing=""), _state(r)] for _, r in g.iterrows()]
+        out.append((("tta",) + tuple(key), [Table(tta_title(key), [
+            "date", "commit", "campaign", "target", "minutes to target", "previous ÷ now", "state"],
+            rows)]))
+    if out:  # once, under the last of them
+        out.append(((), [Text("", ["Time to accuracy: minutes = run_start → run_stop, the mean "
+                                   "of the converged runs (one seed each) ± the half width of its "
+                                   "95 % interval; previous ÷ now > 1: it trains to the target "
+                                   "faster now."])]))
+    return out
 
 
 def title(key) -> str:
@@ -119,28 +191,29 @@ def _state(r) -> str:
     return r.state + (" — regression" if r.regression else "")
 
 
-def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
-    """A summary, then per cell (its key, its table) in the order cells first appear."""
-    trained = h.attrs.get("accuracy_runs", 0)
-    if h.empty and trained:  # campaigns of time-to-accuracy runs only
-        return [((), [Text("History", ["These campaigns hold {} time-to-accuracy run{}, which "
-                                       "history does not follow: it follows throughput cells "
-                                       "(images/sec); `compare report CAMPAIGN` gives their "
-                                       "minutes to target.".format(trained, "s" if trained != 1
-                                                                   else "")], bullets=True)])]
-    if h.empty:  # campaigns planned or started, none with a result yet
+def sections(h: pd.DataFrame, t: Optional[pd.DataFrame] = None) -> List[Tuple[tuple, List[Section]]]:
+    """A summary, then per cell (its key, its table) in the order cells first appear: the
+    throughput cells (h), then the time-to-accuracy cells (t, tta_history; keys begin "tta")."""
+    t = t if t is not None else pd.DataFrame(columns=TTA_COLUMNS)
+    if h.empty and t.empty:  # campaigns planned or started, none with a result yet
         return [((), [Text("History", ["No cell of these campaigns has a result yet: nothing to "
                                        "follow over time (`compare run … --resume` runs them)."],
                            bullets=True)])]
-    dates = sorted(set(h.date))
-    bad = h[h.regression.astype(bool)]
-    lines = ["{} campaign{} from {} to {}; {} cell{}.".format(
-        h.campaign.nunique(), "s" if h.campaign.nunique() != 1 else "", dates[0], dates[-1],
-        len(h.groupby(KEY)), "s" if len(h.groupby(KEY)) != 1 else "")]
+    dates = sorted(set(h.date) | set(t.date))
+    n_cells = len(h.groupby(KEY)) + len(t.groupby(TTA_KEY))
+    n_camps = len(set(h.campaign) | set(t.campaign))
+    lines = ["{} campaign{} from {} to {}; {} cell{}{}.".format(
+        n_camps, "s" if n_camps != 1 else "", dates[0], dates[-1], n_cells,
+        "s" if n_cells != 1 else "", " ({} of them time to accuracy)".format(
+            len(t.groupby(TTA_KEY))) if len(t) and len(h) else
+        " of time to accuracy" if len(t) else "")]
     lines += ["Regression: {} at {} ({}): {} of the previous figure.".format(
         title(tuple(r[c] for c in KEY)), r.campaign, r.commit, pm_ratio(r.ratio, r.ratio_ci95))
-        for _, r in bad.iterrows()] or ["No regression: no cell is worse than its previous figure "
-                                        "beyond noise."]
+        for _, r in h[h.regression.astype(bool)].iterrows()] + [
+        "Regression: {}, time to accuracy, at {} ({}): trains to the target at {} the previous "
+        "speed.".format(tta_title(tuple(r[c] for c in TTA_KEY), ""), r.campaign, r.commit,
+            pm_ratio(r.ratio, r.ratio_ci95)) for _, r in t[t.regression.astype(bool)].iterrows()] or [
+        "No regression: no cell is worse than its previous figure beyond noise."]
     if any(findings.smoke(r) for _, r in h[h.status == "ok"].iterrows()):  # as `compare diff` says
         lines.append("Single runs on a CPU: their intervals only count the noise inside one run, so "
                      "a regression from them is a hint, not a finding (use --repeats 3 or more).")
@@ -153,4 +226,4 @@ def sections(h: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
                 for _, r in g.iterrows()]
         out.append((key, [Table(title(key), ["date", "commit", "campaign", "version", "img/s",
                                              "÷ previous", "state"], rows)]))
-    return out
+    return out + _tta_sections(t)

@@ -122,22 +122,47 @@ DEFAULTS_TITLE = "Defaults (flags not given: the seeds' study sized to this mach
 
 def build(df: pd.DataFrame, machine: Optional[Dict] = None, defaults: Optional[List[str]] = None,
           references: Sequence[Tuple[str, object]] = (), results: Sequence = (),
-          more: Sequence[Section] = ()) -> Report:
+          more: Sequence[Section] = (), trained: Sequence = ()) -> Report:
     """The report, every section in its order (the one list of them: reporting/__init__.py only
     renders it): the findings; the seed-style tables (throughput_tables); each `--reference`
-    compared; where the time goes (timeline.py, from `results`); then `more`, the campaign's own
-    sections in campaign_sections' order."""
+    compared; where the time goes (timeline.py, from `results`, the study's lines from `trained`
+    too); then `more`, the campaign's own sections in campaign_sections' order. A campaign of
+    time-to-accuracy runs alone (`trained`) opens with what they reached and ends with the
+    machine and software they ran on."""
     from . import references as refs
     from . import timeline
-    trained = any(isinstance(t, Table) and t.name == "time_to_accuracy" for t in more)
-    empty = "No throughput cells: this campaign measured time to accuracy (below)." if trained \
-        else "No results yet."  # an accuracy campaign's tables are in `more`
-    rep = Report(Text("", [empty])) if df.empty else \
-        Report(findings.summary(df, layout_of(df)), throughput_tables(df, machine, defaults))
+    if not df.empty:
+        rep = Report(findings.summary(df, layout_of(df)), throughput_tables(df, machine, defaults))
+    elif trained:
+        rep = Report(accuracy_summary(trained))
+    else:
+        rep = Report(Text("", ["No results yet."]))
     rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references
                    if not df.empty]  # no cell yet: nothing to set beside a published figure
-    rep.tables += timeline.sections(results, machine) + list(more)
+    rep.tables += timeline.sections(results, machine, trained) + list(more)
+    if df.empty and trained:  # throughput_tables ends with these lines; here nothing else does
+        from .comparator import runs
+        rep.tables.append(provenance(runs(trained), machine))
     return rep
+
+
+def accuracy_summary(trained: Sequence) -> Text:
+    """The opening lines of a campaign of time-to-accuracy runs: its cells and runs, how many
+    reached the target, and how many have no figure and why (listed below)."""
+    from . import accuracy
+    groups = accuracy.cells(trained)
+    recs = [x for runs in groups.values() for x in runs]
+    targets = ", ".join("{:g}".format(t) for t in sorted({x["target"] for x in recs}))
+    by = {}
+    for x in recs:
+        by[x["status"]] = by.get(x["status"], 0) + 1
+    line = "Time to accuracy: {} cell{}, {} run{} to top-1 {}: {} reached the target".format(
+        len(groups), "" if len(groups) == 1 else "s", len(recs), "" if len(recs) == 1 else "s",
+        targets, by.pop("ok", 0))
+    if by:
+        line += "; {} (listed under \"{}\")".format(", ".join(
+            "{} {}".format(n, status) for status, n in sorted(by.items())), accuracy.NOT_REACHED)
+    return Text("", [line + "."])
 
 
 def campaign_sections(view, results: Sequence, trained: Sequence,
@@ -147,9 +172,6 @@ def campaign_sections(view, results: Sequence, trained: Sequence,
     twins, the batch searches, result files left out."""
     from . import accuracy, packing, probes
     out: List[Section] = accuracy.tables(trained, price)
-    if trained and not results:  # no throughput tables to end with the machine and software
-        from .comparator import cells
-        out.append(provenance(cells(trained), view.machine))
     if view.missing:  # a half-done campaign says so, and which cells are still to run
         one = len(view.missing) == 1
         out.append(Text("Not run yet", ["{} of the campaign's {} planned cell{} {} no result: {}. "

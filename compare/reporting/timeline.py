@@ -136,11 +136,15 @@ def study(results: Sequence[RunResult], machine_gpus: Optional[int] = None) -> O
 
 def study_lines(s: Dict) -> List[str]:
     """The study's wall time, GPU-hours and duty cycle beside the serial estimate, in words."""
-    lines = ["Study: {} wall for {} cell{} ({} one after the other, the serial estimate; {:.2f}× "
-             "by running up to {} at once).".format(
-                 clock(s["wall_s"]), s["cells"], "" if s["cells"] == 1 else "s",
-                 clock(s["serial_s"]), s["serial_s"] / s["wall_s"] if s["wall_s"] else 1.0,
-                 s["at_once"])]
+    if s["at_once"] <= 1:  # nothing side by side: no "1.00× by running up to 1 at once" (as the plan)
+        lines = ["Study: {} wall for {} cell{}, one cell at a time.".format(
+            clock(s["wall_s"]), s["cells"], "" if s["cells"] == 1 else "s")]
+    else:
+        lines = ["Study: {} wall for {} cell{} ({} one after the other, the serial estimate; {:.2f}× "
+                 "by running up to {} at once).".format(
+                     clock(s["wall_s"]), s["cells"], "" if s["cells"] == 1 else "s",
+                     clock(s["serial_s"]), s["serial_s"] / s["wall_s"] if s["wall_s"] else 1.0,
+                     s["at_once"])]
     if "gpus" in s:
         lines.append("GPU time: {} GPU{} × {} = {:.3f} GPU-hours held, {:.3f} used by cells, "
                      "{:.3f} timed: a duty cycle of {:.1%} (serially {:.3f} GPU-hours held, "
@@ -151,9 +155,12 @@ def study_lines(s: Dict) -> List[str]:
     return lines
 
 
-def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> List[Section]:
+def sections(results: Sequence[RunResult], machine: Optional[Dict] = None,
+             trained: Sequence[RunResult] = ()) -> List[Section]:
     """The report's sections: a table of spans per cell, then the duty cycle and the study's
-    wall time, GPU-hours and duty cycle beside the serial estimate."""
+    wall time, GPU-hours and duty cycle beside the serial estimate. `trained`, the campaign's
+    time-to-accuracy runs, count in the study's lines (they took its time; their time to train
+    is what they measured), not in the table of throughput cells' spans."""
     table = rows(results)
     out: List[Section] = []
     if table:
@@ -171,7 +178,7 @@ def sections(results: Sequence[RunResult], machine: Optional[Dict] = None) -> Li
                           ["{:.1f}".format(r[c]) if r[c] is not None else "n/a" for c in columns]
                           for cell, r in zip(named, table)],
                          name="phases"))
-    whole = study(results, len((machine or {}).get("gpus") or []))
+    whole = study(list(results) + list(trained), len((machine or {}).get("gpus") or []))
     if whole is not None and whole["serial_s"] > 0:
         timed, cells, setup = whole["timed_s"], whole["serial_s"], whole["setup_s"]
         line = "Duty cycle: {:.1f} s timed of {:.1f} s in the cells = {:.1%} of the sweep spent " \

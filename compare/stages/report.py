@@ -80,7 +80,7 @@ def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
                               campaign_sections(view, throughput, trained, price),
                               [chart] if chart is not None else [],
                               lines(view.asked.get("defaults") or {}) + origins(view.asked),
-                              base=campaign.root if inside else out_dir)
+                              base=campaign.root if inside else out_dir, trained=trained)
     if trained and "json" in formats:  # report.json holds throughput cells: these beside it
         path = out_dir / "accuracy.json"
         files.write_text(path, json.dumps(accuracy.records(trained, price), indent=2,
