@@ -79,15 +79,7 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
                            if r.status == "ok" else "no figure: {}".format(r.status))
             else:
                 row.update(diff.versus(before[0], r, ("before", "now")))
-                unknown = [name for name, record in ((before[2], before[1]), (camp.root.name, m))
-                           if not record]  # no machine.json: whether it changed is not known
-                changed = [] if unknown else machine_record.differences(before[1], m)
-                if unknown:
-                    row.update(state=intervals.NOT_COMPARABLE, why="machine unknown: {} {} no "
-                               "machine record".format(" and ".join(unknown),
-                                                       "have" if len(unknown) > 1 else "has"))
-                elif changed:
-                    row.update(state=intervals.NOT_COMPARABLE, why="machine changed: " + "; ".join(changed))
+                row.update(_machines(before, camp.root.name, m))
             row["regression"] = row["state"] == intervals.WORSE
             row.pop("comparable", None)
             rows.append(row)
@@ -95,6 +87,19 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
                 last[key] = (r, m, camp.root.name)
     d = pd.DataFrame(rows, columns=COLUMNS).astype(object)
     return d.where(d.notna(), None)
+
+
+def _machines(before, name: str, machine) -> dict:
+    """A point's state where its machine is not the previous figure's (before: (figure, machine
+    record, campaign)): not comparable, saying why; {} where the same machine ran both. Without a
+    machine.json, whether it changed is not known."""
+    unknown = [n for n, record in ((before[2], before[1]), (name, machine)) if not record]
+    if unknown:
+        return dict(state=intervals.NOT_COMPARABLE, why="machine unknown: {} {} no machine "
+                    "record".format(" and ".join(unknown), "have" if len(unknown) > 1 else "has"))
+    changed = machine_record.differences(before[1], machine)
+    return dict(state=intervals.NOT_COMPARABLE, why="machine changed: " + "; ".join(changed)) \
+        if changed else {}
 
 
 TTA_KEY = diff.TTA_MATCH + ["device"]
@@ -128,15 +133,7 @@ def tta_history(camps: Sequence) -> pd.DataFrame:
                 row.update(ratio=t.ratio, ratio_ci95=t.ratio_ci95, state=t.state,
                            why=None if t.why is None else t.why.replace("A: ", "before: ").replace(
                                "B: ", "now: "))
-                unknown = [name for name, record in ((before[2], before[1]), (camp.root.name, m))
-                           if not record]
-                changed = [] if unknown else machine_record.differences(before[1], m)
-                if unknown:
-                    row.update(state=intervals.NOT_COMPARABLE, why="machine unknown: {} {} no "
-                               "machine record".format(" and ".join(unknown),
-                                                       "have" if len(unknown) > 1 else "has"))
-                elif changed:
-                    row.update(state=intervals.NOT_COMPARABLE, why="machine changed: " + "; ".join(changed))
+                row.update(_machines(before, camp.root.name, m))
             row["regression"] = row["state"] == intervals.WORSE
             rows.append(row)
             if est is not None:
