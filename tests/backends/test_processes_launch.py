@@ -25,6 +25,16 @@ def _launch(tmp_path, spec, rank):
     return code, result_file, err
 
 
+def _kernel_killed(pid, tmp_path, monkeypatch) -> str:
+    """A kernel log (the collector reads it in place of /dev/kmsg) whose OOM killer killed `pid`
+    just now; returns the line."""
+    line = "Out of memory: Killed process {} (python) total-vm:9123456kB".format(pid)
+    boot = time.time() - time.monotonic()
+    (tmp_path / "kmsg").write_text("3,7,{},-;{}\n".format(int((time.time() - boot) * 1e6), line))
+    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "kmsg"))
+    return line
+
+
 def test_a_process_killed_by_sigkill_is_named_and_an_oom_where_the_kernel_says_so(tmp_path, monkeypatch):
     spec = RunSpec("jax", "jax", gpus=2, options={"processes": 2})
     started = results.utc_now()
@@ -36,10 +46,7 @@ def test_a_process_killed_by_sigkill_is_named_and_an_oom_where_the_kernel_says_s
     assert recorded.reason.endswith(") was killed by SIGKILL")
     killed = recorded.reason.split(": ", 2)[2]
     pid = killed.split("pid ")[1].split(")")[0]
-    line = "Out of memory: Killed process {} (python) total-vm:9123456kB".format(pid)
-    boot = time.time() - time.monotonic()
-    (tmp_path / "kmsg").write_text("3,7,{},-;{}\n".format(int((time.time() - boot) * 1e6), line))
-    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "kmsg"))
+    line = _kernel_killed(pid, tmp_path, monkeypatch)
     result = collect(spec, Outcome(code), result_file, err, started, 600)
     assert (result.status, result.reason) == (
         "oom", "a worker was killed by the kernel's OOM killer: {} ({}) (rank 0 recorded: {})".format(
@@ -102,10 +109,7 @@ def test_a_killed_process_is_named_also_when_process_0_wrote_a_failure_of_its_ow
     killed = [line for line in err.read_text().splitlines() if "was killed by SIGKILL" in line]
     assert len(killed) == 1 and killed[0].startswith("compare: process 1 (pid ")
     pid = killed[0].split("pid ")[1].split(")")[0]
-    line = "Out of memory: Killed process {} (python) total-vm:9123456kB".format(pid)
-    boot = time.time() - time.monotonic()
-    (tmp_path / "kmsg").write_text("3,7,{},-;{}\n".format(int((time.time() - boot) * 1e6), line))
-    monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "kmsg"))
+    line = _kernel_killed(pid, tmp_path, monkeypatch)
     result = collect(spec, Outcome(code), result_file, err, started, 600)
     assert (result.status, result.reason) == (
         "oom", "a worker was killed by the kernel's OOM killer: process 1 (pid {}) was killed by "
