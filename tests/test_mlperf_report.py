@@ -301,3 +301,18 @@ def test_diff_of_time_to_accuracy_campaigns_compares_their_runs_instead_of_leavi
     assert "| JAX (Flax) | bf16 | 256 | 64 | 1 | n/a | n/a | n/a | not comparable: A: no run reached " \
            "the target (1 of 1: not_converged, target not reached) |" in out
     assert out.rstrip().endswith("Cells: 0 better, 0 worse, 2 within noise, 1 not comparable.")
+
+
+def test_a_report_of_accuracy_runs_alone_shows_its_table_before_where_the_time_went(
+        tmp_path, results, capsys):
+    # its opening line, then the duty cycle and the Study line, and only then the table the
+    # campaign was run for: a throughput report puts its own tables first, as this one does now
+    from tests.helpers import main_exit, save_campaign
+    for i, r in enumerate(results):
+        r.phases = {"cell_start": 10.0 * i, "launched": 10.0 * i + 1, "timed_start": 10.0 * i + 2,
+                    "timed_end": 10.0 * i + 8, "cell_end": 10.0 * i + 9}
+    code, out, err = main_exit(["report", str(save_campaign(tmp_path / "c", results))], capsys)
+    assert code == 0, err
+    assert "\nStudy: " in out
+    assert out.index("## Time to accuracy (minutes to target)") < out.index("\nStudy: ") < \
+        out.index("\nMachine: ")

@@ -127,8 +127,8 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None, defaults: Optional[L
     renders it): the findings; the seed-style tables (throughput_tables); each `--reference`
     compared; where the time goes (timeline.py, from `results`, the study's lines from `trained`
     too); then `more`, the campaign's own sections in campaign_sections' order. A campaign of
-    time-to-accuracy runs alone (`trained`) opens with what they reached and ends with the
-    machine and software they ran on."""
+    time-to-accuracy runs alone (`trained`) opens with what they reached and its tables (in
+    `more`), then where the time went, and ends with the machine and software they ran on."""
     from . import references as refs
     from . import timeline
     if not df.empty:
@@ -139,10 +139,13 @@ def build(df: pd.DataFrame, machine: Optional[Dict] = None, defaults: Optional[L
         rep = Report(Text("", ["No results yet."]))
     rep.tables += [refs.table(name, refs.compare(df, ref)) for name, ref in references
                    if not df.empty]  # no cell yet: nothing to set beside a published figure
-    rep.tables += timeline.sections(results, machine, trained) + list(more)
-    if df.empty and trained:  # throughput_tables ends with these lines; here nothing else does
+    if df.empty and trained:  # its own tables are its figures: they come first, where a
+        # throughput report has its seed-style tables, then where the time went
         from .comparator import runs
-        rep.tables.append(provenance(runs(trained), machine))
+        rep.tables += list(more) + timeline.sections(results, machine, trained)
+        rep.tables.append(provenance(runs(trained), machine))  # throughput_tables ends with it
+    else:
+        rep.tables += timeline.sections(results, machine, trained) + list(more)
     return rep
 
 
