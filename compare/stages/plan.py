@@ -181,7 +181,8 @@ def _check_epochs(study: Study, cells) -> None:
         images = jpegs_up_to(train, widest.global_batch)
         if images < widest.global_batch:
             raise too_few_to_train("{}{} {}".format(study.at("data"), study.said("data"), folder),
-                                   train, images, widest.global_batch, widest.world_size)
+                                   train, images, widest.global_batch, widest.world_size,
+                                   study.said("batch_size", "data"))
 
 
 def _check_size(study: Study, given: Dict[str, Any], fws) -> None:
