@@ -475,8 +475,9 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
     asked, its_own = asked_study(meta), True
     if asked is None:
         from .store import Campaign
-        asked, its_own = {"study": rebuilt(meta, results, given, lambda: [
-            r.spec for r in Campaign(Path(results)).results()[0]], lambda n: "{} {}".format(
+        asked, its_own = {"study": rebuilt(meta, results, given, lambda: [  # meta's own results
+            r.spec for r in Campaign.snapshot(Path(results), meta).results()[0]],
+            lambda n: "{} {}".format(
                 DECLARED[n].flag, "LIST" if DECLARED[n].axis else "VALUE")), "sources": {}}, False
     known = {s.name: s for s in declared()}
     values: Dict[str, Any] = {}

@@ -379,6 +379,33 @@ def test_resume_plan_reads_campaign_json_once(tmp_path, fake, capsys, monkeypatc
     assert reads["plan"] == 1 and (campaign / "campaign.json").read_bytes() == meta
 
 
+def test_resume_plan_of_an_earlier_campaign_reads_campaign_json_once(tmp_path, capsys, monkeypatch):
+    """A campaign of an earlier compare, its study rebuilt from its results' specs where its config
+    does not say: those results are the ones of the reading the study was built from (they were
+    read through a second reading of campaign.json, its planned cells and id)."""
+    from collections import Counter
+
+    from compare import store
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = _earlier_campaign(tmp_path)
+    meta = json.loads((campaign / "campaign.json").read_text())
+    for config in [meta["config"]] + [s["config"] for s in meta["sessions"]]:
+        del config["frameworks"]  # its results' specs say them
+    (campaign / "campaign.json").write_text(json.dumps(meta))
+    reads, read = Counter(), store._read_json
+
+    def counted(root, name):
+        import traceback
+        if name == "campaign.json" and "earlier_results" not in {
+                f.name for f in traceback.extract_stack()}:
+            reads["plan"] += 1
+        return read(root, name)
+    monkeypatch.setattr(store, "_read_json", counted)
+    code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan"], capsys)
+    assert code == 0 and out.startswith("plan: no cell to run on "), err
+    assert reads["plan"] == 1
+
+
 def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_key(tmp_path, fake, capsys,
                                                                                 monkeypatch):
     campaign = tmp_path / "c"
