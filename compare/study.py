@@ -298,7 +298,8 @@ class Study:
         """--option as {framework: {key: typed value}}; a resumed campaign's own (not given now)
         may name a framework the resume leaves out (parsing.options)."""
         return p.options(self.option, self.framework_list(), self.label("option"),
-                         kept=self.resume and "option" in self.kept)
+                         kept=self.resume and "option" in self.kept,
+                         named=self.said("frameworks", "option"))
 
     def framework_list(self) -> List[fws.Framework]:
         return [fws.get(n) for n in self.frameworks] if self.frameworks else list(fws.FRAMEWORKS)

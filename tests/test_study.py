@@ -143,9 +143,11 @@ def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp
     ('plan_gpus = 2\n', ["--plan-from", "."], "{f}: plan_gpus belongs to plan (print the schedule and "
                                                "exit); add plan = true"),
     ('partition = "gpu"\n', [], '{f}: partition is read by the slurm executor only; add --executor slurm'),
+    ('option = ["jax.xla_flags=x"]\n', [], "{f}: option jax.xla_flags=x: jax is not in this run's "
+                                           "frameworks (caffe2)"),  # it said --frameworks
 ], ids=["plan-gpus", "plan-from", "max-epochs", "data-only", "batch-search", "target", "windows",
         "windows-flag", "plan-gpus-cpu", "gpus-cores", "device-cuda", "concurrency", "plan-gpus-beside",
-        "executor-flag"])
+        "executor-flag", "option-framework"])
 def test_a_rule_between_a_files_settings_names_the_file_and_its_keys(text, flags, message, tmp_path,
                                                                      capsys, monkeypatch):
     """A setting from the campaign file is named as its key, after the file as the user gave it;
