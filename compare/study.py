@@ -223,17 +223,16 @@ class Study:
         campaign's own options are left alone)."""
         if self.resume and "option" in self.kept:
             return
+        add = self.ask("option", "data", "DIR", '"DIR"')  # both in the words of the one to give
+        both = "synthetic,DIR" if add.startswith("--") else '["synthetic", "DIR"]'
         for item in self.option:
             key = item.partition("=")[0].rpartition(".")[2]
             if any(o.key == key and PIPELINE_HELP in o.help
                    for fw in self.framework_list() for o in fw.options()):
                 raise UserError("{} {}: belongs to {} (the input pipeline of a JPEG folder), and "
                                 "this study's data is synthetic only; add {} ({} for both), or "
-                                "leave it out".format(
-                                    self.label("option"), item, self.said("data", "option"),
-                                    self.ask("option", "data", "DIR", '"DIR"'),
-                                    "synthetic,DIR" if not self.from_file("option") else
-                                    '["synthetic", "DIR"]'))
+                                "leave it out".format(self.label("option"), item,
+                                                      self.said("data", "option"), add, both))
 
     def _accuracy_rules(self) -> None:
         """Time to accuracy trains on DIR/train and evaluates on DIR/val (docs/accuracy.md)."""

@@ -170,7 +170,16 @@ def test_a_rule_between_a_files_settings_names_the_file_and_its_keys(text, flags
      '["tuned"]), or leave it out'),
     ('data = "synthetic"\n', ["--data-only"], '--data-only times an input pipeline: give data = "DIR" in '
      'study.toml (a folder), e.g. data = ["synthetic", "DIR"] in study.toml with --data-only'),
-], ids=["executor-in-the-file", "batch-size-flag", "data-in-the-file"])
+    # the data to add and the data "for both" were each in the other's words: "add data = "DIR"
+    # in study.toml (synthetic,DIR for both)", "add --data DIR (["synthetic", "DIR"] for both)"
+    ('data = "synthetic"\n', ["--option", "loader_workers=2"], '--option loader_workers=2: belongs '
+     'to data (the input pipeline of a JPEG folder), and this study\'s data is synthetic only; add '
+     'data = "DIR" in study.toml (["synthetic", "DIR"] for both), or leave it out'),
+    ('option = ["loader_workers=2"]\n', ["--data", "synthetic"], 'study.toml: option loader_workers=2: '
+     'belongs to --data (the input pipeline of a JPEG folder), and this study\'s data is synthetic '
+     'only; add --data DIR (synthetic,DIR for both), or leave it out'),
+], ids=["executor-in-the-file", "batch-size-flag", "data-in-the-file", "pipeline-option-flag",
+        "pipeline-option-in-the-file"])
 def test_a_rules_advice_names_a_setting_where_it_is_in_effect(text, flags, message, tmp_path, capsys,
                                                               monkeypatch):
     """What to change is named where it holds: a flag given beside the file (over it) as the flag,
