@@ -420,6 +420,34 @@ def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_ke
                               "campaign's are used) or start a new campaign\n".format(campaign))
 
 
+def test_a_campaign_another_run_holds_is_named_as_the_campaign_file_gives_it(tmp_path, fake, capsys,
+                                                                            monkeypatch):
+    # check_new named a campaign file's results by file and key; the lock's refusal of a second
+    # writer, its twin, still said "--results DIR: ... then --resume"
+    import subprocess
+    import sys
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    (tmp_path / "study.toml").write_text('results = "c"\nresume = true\n')
+    monkeypatch.chdir(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+                               "print('locked', flush=True); time.sleep(60)", str(campaign)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        code, err = _run(["run", "--config", "study.toml"], capsys)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (code, err.splitlines()[-1]) == (2, (
+        "compare: error: study.toml: results {}: another `compare run` (PID {}) is running this "
+        "campaign; wait for it to end or stop it, then resume = true").format(campaign, holder.pid))
+
+
 def test_a_resume_that_leaves_a_framework_out_keeps_its_options_aside(tmp_path, fake, capsys, monkeypatch):
     """--frameworks may change on --resume: the campaign's option of a framework left out is no
     error (it was refused: `caffe2 is not in this run's --frameworks`), and a later resume with it

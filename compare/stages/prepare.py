@@ -62,7 +62,7 @@ def _campaign(plan: Plan) -> Campaign:
         campaign.plan(plan.cells)
         return campaign
     campaign = Campaign.open(root)
-    campaign.lock()
+    campaign.lock(study.label("results"), study.ask("results", "resume"))
     return campaign
 
 
