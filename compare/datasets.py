@@ -304,10 +304,12 @@ def _bar(console, description: str, **kw):
 
 def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
             writer: Writer, global_batch: int = 0, workers: int = 1,
-            accuracy: bool = False) -> List[dataset.Prepared]:
+            accuracy: bool = False, named: Tuple[str, str] = ("--data", "--batch-size")
+            ) -> List[dataset.Prepared]:
     """Before a sweep: check each real-data folder, and write the formats its frameworks lack.
     A folder with fewer usable images than the largest global batch (`workers` of them) is said
-    to repeat them; for time to accuracy (`accuracy`) it is refused: its epochs would be no step."""
+    to repeat them; for time to accuracy (`accuracy`) it is refused: its epochs would be no step.
+    `named`: the data and batch size settings as the study names them (a campaign file's keys)."""
     def log(text: str) -> None:
         console.print(text, soft_wrap=True)  # paths and reasons stay on one line
     out = []
@@ -316,8 +318,8 @@ def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
         log("data: " + summary(prepared))
         images = prepared.manifest["images"]
         if images < global_batch and accuracy:  # corrupt files the plan's count included
-            raise too_few_to_train("--data " + d, prepared.manifest.get("class_root") or
-                                   prepared.root, images, global_batch, workers)
+            raise too_few_to_train("{} {}".format(named[0], d), prepared.manifest.get("class_root")
+                                   or prepared.root, images, global_batch, workers, named[1])
         if images < global_batch:
             log("warning: {} holds {} usable image{}, fewer than a global batch of {}: every step "
                 "repeats images, so the input pipeline decodes fewer distinct files than real data "
@@ -343,14 +345,15 @@ def jpegs_up_to(root: str, most: int) -> int:
 
 
 def too_few_to_train(what: str, train: str, images: int, global_batch: int,
-                     workers: int) -> UserError:
+                     workers: int, batch: str = "--batch-size") -> UserError:
     """Time to accuracy on fewer training images than a global batch: its epochs would be no step
-    (the backend's DataError, said before a cell runs)."""
+    (the backend's DataError, said before a cell runs). `batch`: the batch size setting as the
+    study names it (--batch-size, or a campaign file's batch_size)."""
     return UserError("{}: {} holds {} training image{}, fewer than the global batch of {} ({} x "
-                     "{} worker{}): time to accuracy's epochs would be no step; give a --batch-size "
+                     "{} worker{}): time to accuracy's epochs would be no step; give a {} "
                      "of at most {}, or a folder with more images".format(
                          what, train, images, "" if images == 1 else "s", global_batch,
-                         global_batch // workers, workers, "" if workers == 1 else "s",
+                         global_batch // workers, workers, "" if workers == 1 else "s", batch,
                          max(1, images // workers)))
 
 

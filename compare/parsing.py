@@ -202,8 +202,8 @@ def path(text: str, label: str, s: Setting) -> str:
     return os.path.abspath(text)
 
 
-def options(items, frameworks: List[fws.Framework], label: str = "--option", kept: bool = False
-            ) -> Dict[str, Dict[str, Any]]:
+def options(items, frameworks: List[fws.Framework], label: str = "--option", kept: bool = False,
+            named: str = "--frameworks") -> Dict[str, Dict[str, Any]]:
     """['channels_last=false', 'tf.xla=true'] -> {framework: {key: typed value}}.
 
     A plain KEY goes to every framework of the run that declares it (and must be declared by one);
@@ -211,7 +211,7 @@ def options(items, frameworks: List[fws.Framework], label: str = "--option", kep
     twice for one framework is one line (the last would win unseen). `label` names them in a
     message: the flag, or `study.toml: option` for a campaign file's. `kept`: the options a resumed
     campaign holds (checked when it began), where an option of a framework the resume leaves out
-    is left out too.
+    is left out too. `named`: the frameworks setting as the study names it (a file's key).
     """
     out: Dict[str, Dict[str, Any]] = {fw.name: {} for fw in frameworks}
     for item in items:
@@ -226,8 +226,8 @@ def options(items, frameworks: List[fws.Framework], label: str = "--option", kep
             if fw not in frameworks and kept:
                 continue
             if fw not in frameworks:
-                raise UserError("{} {}: {} is not in this run's --frameworks ({})".format(
-                    label, item, fw.name, ", ".join(f.name for f in frameworks)))
+                raise UserError("{} {}: {} is not in this run's {} ({})".format(
+                    label, item, fw.name, named, ", ".join(f.name for f in frameworks)))
             targets, key = [fw], bare
         takers = [fw for fw in targets if key in {o.key for o in fw.options()}]
         if not takers and kept:

@@ -125,7 +125,7 @@ class Campaign:
             raise UserError("{} {}: cannot create the folder ({}); give a folder you can "
                             "write".format(said, files.short(root), exc.strerror or exc)) from None
         c = cls(root)
-        c.lock()
+        c.lock(said, resume)
         try:
             check_new(root, said, resume)  # again, holding the lock: the check that counts
             for sub in SUBFOLDERS:
@@ -201,19 +201,20 @@ class Campaign:
         files.write_json(self.root / CAMPAIGN_FILE, meta, self.root)
         self._held = json.loads(json.dumps(meta)) if self.locked else None
 
-    def lock(self) -> None:
+    def lock(self, said: str = "--results", resume: str = "--resume") -> None:
         """Hold the campaign's lock until this process ends: one `compare run` writes a campaign at
         a time. The lock is a flock on the campaign folder itself: a dead holder's goes with it
         (the kernel drops it), and there is no file whose deletion would let a second writer in.
-        Holding it already is fine (create() returns the campaign locked)."""
+        Holding it already is fine (create() returns the campaign locked). `said`, `resume`: the
+        folder's setting and --resume as the study names them (check_new)."""
         if self._lock_fd is not None:
             return
         fd = files.lock_folder(self.root)
         if fd is None:
             holder = files.lock_holder(self.root)
-            raise UserError("--results {}: another `compare run` (PID {}) is running this campaign; "
-                            "wait for it to end or stop it, then --resume".format(
-                                self.root, holder or "unknown"))
+            raise UserError("{} {}: another `compare run` (PID {}) is running this campaign; "
+                            "wait for it to end or stop it, then {}".format(
+                                said, self.root, holder or "unknown", resume))
         self._lock_fd = fd  # inherited by no child (O_CLOEXEC); released by unlock() or at exit
         for sub in ("",) + SUBFOLDERS[:2] + ("probes",):  # what a killed writer left half-written
             files.remove_stale_temps(self.root / sub, self.root)

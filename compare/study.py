@@ -223,17 +223,16 @@ class Study:
         campaign's own options are left alone)."""
         if self.resume and "option" in self.kept:
             return
+        add = self.ask("option", "data", "DIR", '"DIR"')  # both in the words of the one to give
+        both = "synthetic,DIR" if add.startswith("--") else '["synthetic", "DIR"]'
         for item in self.option:
             key = item.partition("=")[0].rpartition(".")[2]
             if any(o.key == key and PIPELINE_HELP in o.help
                    for fw in self.framework_list() for o in fw.options()):
                 raise UserError("{} {}: belongs to {} (the input pipeline of a JPEG folder), and "
                                 "this study's data is synthetic only; add {} ({} for both), or "
-                                "leave it out".format(
-                                    self.label("option"), item, self.said("data", "option"),
-                                    self.ask("option", "data", "DIR", '"DIR"'),
-                                    "synthetic,DIR" if not self.from_file("option") else
-                                    '["synthetic", "DIR"]'))
+                                "leave it out".format(self.label("option"), item,
+                                                      self.said("data", "option"), add, both))
 
     def _accuracy_rules(self) -> None:
         """Time to accuracy trains on DIR/train and evaluates on DIR/val (docs/accuracy.md)."""
@@ -298,7 +297,8 @@ class Study:
         """--option as {framework: {key: typed value}}; a resumed campaign's own (not given now)
         may name a framework the resume leaves out (parsing.options)."""
         return p.options(self.option, self.framework_list(), self.label("option"),
-                         kept=self.resume and "option" in self.kept)
+                         kept=self.resume and "option" in self.kept,
+                         named=self.said("frameworks", "option"))
 
     def framework_list(self) -> List[fws.Framework]:
         return [fws.get(n) for n in self.frameworks] if self.frameworks else list(fws.FRAMEWORKS)
@@ -475,8 +475,9 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
     asked, its_own = asked_study(meta), True
     if asked is None:
         from .store import Campaign
-        asked, its_own = {"study": rebuilt(meta, results, given, lambda: [
-            r.spec for r in Campaign(Path(results)).results()[0]], lambda n: "{} {}".format(
+        asked, its_own = {"study": rebuilt(meta, results, given, lambda: [  # meta's own results
+            r.spec for r in Campaign.snapshot(Path(results), meta).results()[0]],
+            lambda n: "{} {}".format(
                 DECLARED[n].flag, "LIST" if DECLARED[n].axis else "VALUE")), "sources": {}}, False
     known = {s.name: s for s in declared()}
     values: Dict[str, Any] = {}

@@ -121,3 +121,17 @@ def test_a_compare_cache_that_is_a_file_is_flagged_by_doctor_and_refused_by_run(
     assert (code, err) == (2, "compare: error: COMPARE_CACHE {}: {} is a file, not a folder; give a "
                               "folder compare may create or write (or unset it: ~/.cache/compare)"
                               "\n".format(tmp_path / "file" / "cache", tmp_path / "file"))
+
+
+def test_images_build_with_a_cache_that_is_a_file_is_one_line(tmp_path, capsys, monkeypatch):
+    # `run`, `--plan` and `data prepare` refused it; `images build` asked the engine, then failed
+    # making its build log's folder inside the file
+    from compare.executors import docker_images
+    from tests.helpers import main_exit
+    (tmp_path / "file").write_text("not a folder\n")
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path / "file"))
+    monkeypatch.setattr(docker_images, "engine", lambda: (None, "no Docker engine answers"))
+    code, out, err = main_exit(["images", "build", "--frameworks", "caffe2", "--cpu"], capsys)
+    assert (code, out, err) == (2, "", "compare: error: COMPARE_CACHE {}: is a file, not a folder; "
+                                       "give a folder compare may create or write (or unset it: "
+                                       "~/.cache/compare)\n".format(tmp_path / "file"))

@@ -152,3 +152,31 @@ def test_fewer_training_images_than_a_global_batch_is_refused_before_a_cell_runs
         "compare: error: --data {0}: {0}/train holds 7 training images, fewer than the global "
         "batch of 8 (4 x 2 workers): time to accuracy's epochs would be no step; give a "
         "--batch-size of at most 3, or a folder with more images".format((tmp_path / "a").resolve()))
+
+
+def test_fewer_training_images_than_a_batch_from_a_campaign_file_names_its_keys(tmp_path, capsys):
+    # the rule named the campaign file's data by file and key, then advised "give a --batch-size
+    # of at most 4" for the file's batch_size; and where prepare counted fewer usable images than
+    # the plan's files, it said "--data DIR" of the file's data
+    from tests.helpers import fake_python
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    study = tmp_path / "study.toml"
+    study.write_text('frameworks = "caffe2"\ndata = "a"\ntarget_accuracy = 0.9\ndevice = "cpu"\n'
+                     'executor = "local"\ngpus = [2]\nimage_size = 32\nbatch_size = [8]\n'
+                     'results = "c"\npython = ["caffe2={}"]\n'.format(fake_python(tmp_path)))
+    for extra in (["--plan"], []):
+        code, out, err = main_exit(["run", "--config", str(study)] + extra, capsys)
+        assert code == 2 and not (tmp_path / "c").exists()
+        assert err.splitlines()[-1] == (
+            "compare: error: {1}: data {0}: {0}/train holds 8 training images, fewer than the "
+            "global batch of 16 (8 x 2 workers): time to accuracy's epochs would be no step; give "
+            "a batch_size of at most 4, or a folder with more images".format(
+                (tmp_path / "a").resolve(), study))
+    next((tmp_path / "a" / "train").rglob("*.JPEG")).write_bytes(b"not a JPEG")
+    study.write_text(study.read_text().replace("batch_size = [8]", "batch_size = [4]"))
+    code, out, err = main_exit(["run", "--config", str(study)], capsys)
+    assert code == 2 and err.splitlines()[-1] == (
+        "compare: error: {1}: data {0}: {0}/train holds 7 training images, fewer than the global "
+        "batch of 8 (4 x 2 workers): time to accuracy's epochs would be no step; give a "
+        "batch_size of at most 3, or a folder with more images".format((tmp_path / "a").resolve(),
+                                                                       study))

@@ -379,6 +379,33 @@ def test_resume_plan_reads_campaign_json_once(tmp_path, fake, capsys, monkeypatc
     assert reads["plan"] == 1 and (campaign / "campaign.json").read_bytes() == meta
 
 
+def test_resume_plan_of_an_earlier_campaign_reads_campaign_json_once(tmp_path, capsys, monkeypatch):
+    """A campaign of an earlier compare, its study rebuilt from its results' specs where its config
+    does not say: those results are the ones of the reading the study was built from (they were
+    read through a second reading of campaign.json, its planned cells and id)."""
+    from collections import Counter
+
+    from compare import store
+    monkeypatch.setenv("COLUMNS", "500")
+    campaign = _earlier_campaign(tmp_path)
+    meta = json.loads((campaign / "campaign.json").read_text())
+    for config in [meta["config"]] + [s["config"] for s in meta["sessions"]]:
+        del config["frameworks"]  # its results' specs say them
+    (campaign / "campaign.json").write_text(json.dumps(meta))
+    reads, read = Counter(), store._read_json
+
+    def counted(root, name):
+        import traceback
+        if name == "campaign.json" and "earlier_results" not in {
+                f.name for f in traceback.extract_stack()}:
+            reads["plan"] += 1
+        return read(root, name)
+    monkeypatch.setattr(store, "_read_json", counted)
+    code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan"], capsys)
+    assert code == 0 and out.startswith("plan: no cell to run on "), err
+    assert reads["plan"] == 1
+
+
 def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_key(tmp_path, fake, capsys,
                                                                                 monkeypatch):
     campaign = tmp_path / "c"
@@ -391,6 +418,34 @@ def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_ke
     assert (code, err) == (2, "compare: error: --resume {}: more.toml: steps 5 (the campaign's: 3): held by "
                               "the campaign (they change what its cells measure); leave them out (the "
                               "campaign's are used) or start a new campaign\n".format(campaign))
+
+
+def test_a_campaign_another_run_holds_is_named_as_the_campaign_file_gives_it(tmp_path, fake, capsys,
+                                                                            monkeypatch):
+    # check_new named a campaign file's results by file and key; the lock's refusal of a second
+    # writer, its twin, still said "--results DIR: ... then --resume"
+    import subprocess
+    import sys
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    (tmp_path / "study.toml").write_text('results = "c"\nresume = true\n')
+    monkeypatch.chdir(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+                               "print('locked', flush=True); time.sleep(60)", str(campaign)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        code, err = _run(["run", "--config", "study.toml"], capsys)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (code, err.splitlines()[-1]) == (2, (
+        "compare: error: study.toml: results {}: another `compare run` (PID {}) is running this "
+        "campaign; wait for it to end or stop it, then resume = true").format(campaign, holder.pid))
 
 
 def test_a_resume_that_leaves_a_framework_out_keeps_its_options_aside(tmp_path, fake, capsys, monkeypatch):

@@ -143,9 +143,11 @@ def test_a_bad_key_or_value_in_the_file_is_one_line_naming_it(text, message, tmp
     ('plan_gpus = 2\n', ["--plan-from", "."], "{f}: plan_gpus belongs to plan (print the schedule and "
                                                "exit); add plan = true"),
     ('partition = "gpu"\n', [], '{f}: partition is read by the slurm executor only; add --executor slurm'),
+    ('option = ["jax.xla_flags=x"]\n', [], "{f}: option jax.xla_flags=x: jax is not in this run's "
+                                           "frameworks (caffe2)"),  # it said --frameworks
 ], ids=["plan-gpus", "plan-from", "max-epochs", "data-only", "batch-search", "target", "windows",
         "windows-flag", "plan-gpus-cpu", "gpus-cores", "device-cuda", "concurrency", "plan-gpus-beside",
-        "executor-flag"])
+        "executor-flag", "option-framework"])
 def test_a_rule_between_a_files_settings_names_the_file_and_its_keys(text, flags, message, tmp_path,
                                                                      capsys, monkeypatch):
     """A setting from the campaign file is named as its key, after the file as the user gave it;
@@ -168,7 +170,16 @@ def test_a_rule_between_a_files_settings_names_the_file_and_its_keys(text, flags
      '["tuned"]), or leave it out'),
     ('data = "synthetic"\n', ["--data-only"], '--data-only times an input pipeline: give data = "DIR" in '
      'study.toml (a folder), e.g. data = ["synthetic", "DIR"] in study.toml with --data-only'),
-], ids=["executor-in-the-file", "batch-size-flag", "data-in-the-file"])
+    # the data to add and the data "for both" were each in the other's words: "add data = "DIR"
+    # in study.toml (synthetic,DIR for both)", "add --data DIR (["synthetic", "DIR"] for both)"
+    ('data = "synthetic"\n', ["--option", "loader_workers=2"], '--option loader_workers=2: belongs '
+     'to data (the input pipeline of a JPEG folder), and this study\'s data is synthetic only; add '
+     'data = "DIR" in study.toml (["synthetic", "DIR"] for both), or leave it out'),
+    ('option = ["loader_workers=2"]\n', ["--data", "synthetic"], 'study.toml: option loader_workers=2: '
+     'belongs to --data (the input pipeline of a JPEG folder), and this study\'s data is synthetic '
+     'only; add --data DIR (synthetic,DIR for both), or leave it out'),
+], ids=["executor-in-the-file", "batch-size-flag", "data-in-the-file", "pipeline-option-flag",
+        "pipeline-option-in-the-file"])
 def test_a_rules_advice_names_a_setting_where_it_is_in_effect(text, flags, message, tmp_path, capsys,
                                                               monkeypatch):
     """What to change is named where it holds: a flag given beside the file (over it) as the flag,

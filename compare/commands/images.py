@@ -11,6 +11,7 @@ from typing import Optional
 
 import typer
 
+from .. import envs
 from .. import frameworks as fws
 from ..errors import UserError
 
@@ -45,6 +46,7 @@ def build(
                 flag, path, "file" if folder else "folder",
                 "a folder of wheels (containers/wheelhouse.sh fills one)" if folder
                 else "a CA certificate file (PEM)"))
+    envs.check_cache()  # each build's log goes there (and the wheelhouse it may serve)
     c, why = images.engine()
     if c is None:
         raise UserError(why + "; start dockerd, or run without containers (--executor local)")

@@ -181,7 +181,8 @@ def _check_epochs(study: Study, cells) -> None:
         images = jpegs_up_to(train, widest.global_batch)
         if images < widest.global_batch:
             raise too_few_to_train("{}{} {}".format(study.at("data"), study.said("data"), folder),
-                                   train, images, widest.global_batch, widest.world_size)
+                                   train, images, widest.global_batch, widest.world_size,
+                                   study.said("batch_size", "data"))
 
 
 def _check_size(study: Study, given: Dict[str, Any], fws) -> None:
@@ -252,12 +253,11 @@ def searched(done) -> Dict[str, int]:
 
 def show(plan: Plan, campaign=None) -> int:
     """`--plan`: print the schedule of the cells still to run and its estimate; nothing is made.
-    `campaign`: the one --resume continues, as the resume's checks opened it."""
+    `campaign`: the one --resume continues, as the resume's checks opened it (a snapshot of the
+    reading the study was built from: stages.execute)."""
     from ..files import check_writable_dir
-    from ..store import FINISHED, Campaign, check_new, default_root
+    from ..store import FINISHED, check_new, default_root
     study = plan.study
-    if study.resume and campaign is None:  # the reading the study was built from
-        campaign = Campaign.snapshot(Path(study.results), study.campaign)
     done = [r for r in campaign.results()[0] if r.status in FINISHED] if study.resume else []
     if study.results and not study.resume:  # a folder the run would refuse is refused here
         check_writable_dir(Path(study.results), study.label("results"))  # named as given

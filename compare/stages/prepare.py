@@ -62,7 +62,7 @@ def _campaign(plan: Plan) -> Campaign:
         campaign.plan(plan.cells)
         return campaign
     campaign = Campaign.open(root)
-    campaign.lock()
+    campaign.lock(study.label("results"), study.ask("results", "resume"))
     return campaign
 
 
@@ -98,5 +98,7 @@ def _data(plan: Plan, executor: Executor, console) -> None:
         workers = max(m.gpus) * max(m.nodes)
         executor.check_data(datasets.for_run(folders, m.frameworks, console, writer,
                                              plan.largest_batch() * workers, workers,
-                                             plan.study.target_accuracy is not None))
+                                             plan.study.target_accuracy is not None,
+                                             (plan.study.label("data"),
+                                              plan.study.said("batch_size", "data"))))
 
