@@ -34,18 +34,18 @@ def results():
 
 
 def _rows(table):
-    return {tuple(row[:7]): dict(zip(table.header, row)) for row in table.rows}
+    return {tuple(row[:table.labels]): dict(zip(table.header, row)) for row in table.rows}
 
 
 def test_minutes_to_target_median_spread_and_mlperf_score(results):
     time_table = accuracy.tables(results)[0]
     rows = _rows(time_table)
-    one = rows[("PyTorch (Caffe2)", "resnet50", "default", "bf16", "256", "64", "1")]
+    one = rows[("PyTorch (Caffe2)", "bf16", "256", "64", "1")]
     assert one["converged"] == "5/5" and one["median"] == "1.10" and one["epochs"] == "3"
     assert one["MLPerf score"] == "1.10"  # mean of 1.0, 1.1, 1.2: fastest and slowest dropped
     assert one["spread"] == "36%"  # (1.3 - 0.9) / 1.1
     assert one["minutes to target"].startswith("1.10 ±")
-    jax = rows[("JAX (Flax)", "resnet50", "default", "bf16", "256", "64", "1")]
+    jax = rows[("JAX (Flax)", "bf16", "256", "64", "1")]
     assert (jax["converged"], jax["median"], jax["MLPerf score"], jax["best top-1"]) == \
         ("0/1", "n/a", "n<5", "2.400")
     assert "$ to target" not in time_table.header  # no price: no cost columns at all
@@ -53,16 +53,16 @@ def test_minutes_to_target_median_spread_and_mlperf_score(results):
 
 def test_cost_to_train_with_a_price(results):
     rows = _rows(accuracy.tables(results, price=2.5)[0])
-    two = rows[("PyTorch (Caffe2)", "resnet50", "default", "bf16", "256", "64", "2")]
+    two = rows[("PyTorch (Caffe2)", "bf16", "256", "64", "2")]
     assert two["$ to target"] == "{:.4f}".format(2.5 * 2 * 0.40 / 60)  # 2 GPUs, median 0.40 min
     assert two["$/M images"] == "{:.4f}".format(2.5 * 2 * 0.40 / 60 / 0.06)  # 60,000 images
 
 
 def test_speedup_in_time_to_train_is_flagged_where_it_beats_throughput(results):
     speedup = accuracy.tables(results)[1]
-    (row,) = speedup.rows
-    assert row[7].startswith("2.75×") and row[8].startswith("2.00×")
-    assert row[9] == "time to train scales better than throughput (seeds)"
+    (row,) = _rows(speedup).values()
+    assert row["time to train"].startswith("2.75×") and row["throughput"].startswith("2.00×")
+    assert row["verdict"] == "time to train scales better than throughput (seeds)"
     assert any("differ beyond their 95 % intervals" in n for n in speedup.notes)
 
 
@@ -142,12 +142,32 @@ def test_an_unsupported_or_failed_accuracy_run_shows_its_status_and_reason(tmp_p
     assert code == 0, err
     listed = out.split("## Time-to-accuracy runs without a time to target")[1]
     # cell, run, status, seed, epochs, best top-1, the reason's first line, the MLPerf log
-    assert "| MXNet | resnet50 | default | fp16 | 256 | 64 | 1 | {} | unsupported | n/a | n/a | n/a | " \
+    assert "| MXNet | fp16 | 256 | 64 | 1 | {} | unsupported | n/a | n/a | n/a | " \
            "float16 on cpu(0): mxnet 1.9.1 says: only supported by CuDNN | n/a |".format(spec.run_id) in listed
     assert "| {} | failed | {} | 3 | 0.900 | RuntimeError: boom | n/a |".format(
         failed.run_id, failed.accuracy["seed"]) in listed  # its first line
     assert "| not_converged | {} | 8 | 2.400 | target not reached | n/a |".format(
         results[-1].accuracy["seed"]) in listed
+
+
+def test_accuracy_tables_name_cells_as_every_other_table(tmp_path, results, capsys):
+    # they always had model and mode columns ("resnet50 | default"), where the campaign's other
+    # tables and compare diff's time-to-accuracy table (tables.shown) name one network and the
+    # default mode in no column; a tuned cell got a mode column with "PyTorch (Caffe2)" beside it
+    from tests.helpers import main_exit, save_campaign
+    head = ["framework", "precision", "batch", "image", "N"]
+    assert [t.header[:t.labels] for t in accuracy.tables(results)] == [head, head, head]
+    tuned = _result("caffe2", 1, 0, 1.0, 100.0)
+    tuned.spec["mode"], tuned.spec["model"] = "tuned", "resnet152"
+    for t in accuracy.tables(results + [tuned]):
+        assert t.header[:t.labels] == ["framework", "model", "mode", "precision", "batch", "image", "N"]
+    root = save_campaign(tmp_path / "c", results)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "| framework | precision | batch | image | N | converged | minutes to target |" in out
+    assert "| PyTorch (Caffe2) | bf16 | 256 | 64 | 1 | 5/5 | 1.10 ±" in out
+    code, out, err = main_exit(["diff", str(root), str(root)], capsys)
+    assert code == 0 and "| framework | precision | batch | image | N | A minutes |" in out
 
 
 def test_compare_diff_of_two_accuracy_campaigns_compares_minutes_to_target(tmp_path, capsys):
@@ -228,7 +248,7 @@ def test_runs_that_did_not_reach_the_target_are_listed_with_their_reason_and_log
     shown = [t for t in accuracy.tables(results + [killed]) if t.name == "tta_not_reached"]
     assert len(shown) == 1
     assert shown[0].title == "Time-to-accuracy runs without a time to target"
-    rows = {row[7]: dict(zip(shown[0].header, row)) for row in shown[0].rows}
+    rows = {r["run"]: r for r in (dict(zip(shown[0].header, row)) for row in shown[0].rows)}
     assert set(rows) == {results[-1].run_id, killed.run_id}
     jax = rows[results[-1].run_id]
     assert [jax[k] for k in ("framework", "precision", "batch", "image", "N")] == [
