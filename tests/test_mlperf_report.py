@@ -191,6 +191,13 @@ def test_compare_diff_of_two_accuracy_campaigns_compares_minutes_to_target(tmp_p
            "reached the target (1 of 1: not_converged, target not reached) |" in out
     assert out.rstrip().endswith("Cells: 1 better, 0 worse, 0 within noise, 1 not comparable.")
     assert (tmp_path / "d" / "diff_time_to_accuracy.csv").read_text().count("\n") == 3
+    # diff.json holds the throughput cells ([] here): the time-to-accuracy cells the Markdown
+    # lists were in no JSON file, as report.json's were before accuracy.json
+    import json
+    cells = json.loads((tmp_path / "d" / "diff_time_to_accuracy.json").read_text())
+    assert [(c["framework"], c["state"], c["minutes_a"], c["runs_b"]) for c in cells] == [
+        ("caffe2", "better", pytest.approx(1.1), 5), ("jax", "not comparable", None, 1)]
+    assert "diff_time_to_accuracy.json" in err
 
 
 def test_compare_history_of_accuracy_campaigns_follows_minutes_to_target(tmp_path, capsys):
