@@ -212,20 +212,40 @@ def test_compare_history_of_accuracy_campaigns_follows_minutes_to_target(tmp_pat
     code, out, err = main_exit(["history", str(tmp_path / "all" / "c1")], capsys)
     assert code == 0, err
     assert "No cell of these campaigns has a result yet" not in out
-    assert "| 2026-12-01 09:00:00 | 0123456789 | c1 | 0.9 | 1.10 ±0.20 |  | first figure |" in out
+    assert "| 2026-12-01 09:00:00 | 0123456789 | c1 |  | 0.9 | 1.10 ±0.20 |  | first figure |" in out
     code, out, err = main_exit(["history", str(tmp_path / "all"), "--out", str(tmp_path / "h")], capsys)
     assert code == 0, err
     assert "- 2 campaigns from 2026-12-01 09:00:00 to 2026-12-02 09:00:00; 1 cell of time to " \
            "accuracy." in out
     assert "- Regression: PyTorch (Caffe2) bf16 b256 64px ×1 (cuda), time to accuracy, at c2 " \
            "(0123456789): trains to the target at 0.50× ±0.10 the previous speed." in out
-    assert "| c2 | 0.9 | 2.20 ±0.39 | 0.50× ±0.10 | worse — regression |" in out
+    assert "| c2 |  | 0.9 | 2.20 ±0.39 | 0.50× ±0.10 | worse — regression |" in out
     assert (tmp_path / "h" / "history_time_to_accuracy.csv").exists()
     save_campaign(tmp_path / "all" / "c3", [windowed("caffe2", "fp32", 1, [100.0, 101.0])],
                   created_at="2026-12-03T09:00:00+00:00")  # a throughput campaign beside them
     code, out, err = main_exit(["history", str(tmp_path / "all")], capsys)
     assert code == 0 and "3 campaigns from 2026-12-01 09:00:00 to 2026-12-03 09:00:00; 2 cells (1 " \
                          "of them time to accuracy)." in out
+
+
+def test_history_of_time_to_accuracy_names_the_framework_version_of_each_point(tmp_path, capsys):
+    # a throughput cell's history has a version column (a regression after an upgrade shows
+    # which); a time-to-accuracy cell's had none, in history.md or history_time_to_accuracy.csv
+    import csv
+
+    from tests.helpers import main_exit, save_campaign
+    for name, day, version, factor in (("c1", 1, "torch 2.3.1", 1), ("c2", 2, "torch 2.4.0", 2)):
+        runs = [_result("caffe2", 1, r, factor * m, 100) for r, m in enumerate([1.0, 1.2, 1.1])]
+        for r in runs:
+            r.framework_version = version
+        save_campaign(tmp_path / "all" / name, runs, created_at="2026-12-0{}T09:00:00+00:00".format(day))
+    code, out, err = main_exit(["history", str(tmp_path / "all"), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    assert "| date | commit | campaign | version | target | minutes to target | previous ÷ now | state |" in out
+    assert "| 0123456789 | c1 | torch 2.3.1 | 0.9 | 1.10 ±" in out
+    assert "| 0123456789 | c2 | torch 2.4.0 | 0.9 | 2.20 ±" in out
+    with open(tmp_path / "h" / "history_time_to_accuracy.csv") as f:
+        assert [r["framework_version"] for r in csv.DictReader(f)] == ["torch 2.3.1", "torch 2.4.0"]
 
 
 def test_a_time_to_accuracy_campaign_report_says_what_it_holds_and_on_what_software(tmp_path, results):
@@ -308,8 +328,8 @@ def test_history_of_time_to_accuracy_campaigns_follows_their_minutes_to_target_n
     throughput, tta = out.split("## Time to accuracy: ", 1)
     assert "| c |" not in throughput and "| t |" in throughput
     assert out.count("## Time to accuracy: ") == 3 and "| t |" not in tta
-    assert "| c | 0.9 | 1.10 ±0.20 |  | first figure |" in tta
-    assert "| c | 0.9 | not_converged |  | no figure: not_converged |" in tta
+    assert "| c |  | 0.9 | 1.10 ±0.20 |  | first figure |" in tta
+    assert "| c |  | 0.9 | not_converged |  | no figure: not_converged |" in tta
     h = history.history(history.campaigns([tmp_path / "all"]))
     assert set(h.campaign) == {"t"}  # the throughput cells' frame holds no accuracy run
 

@@ -175,14 +175,18 @@ def tta_cells(results) -> Dict[tuple, Dict]:
     groups: Dict[tuple, List[Dict]] = {}
     for r in results:
         if accuracy.is_accuracy(r):
-            rec = dict(accuracy.record(r), data=(r.spec or {}).get("data"))
+            rec = dict(accuracy.record(r), data=(r.spec or {}).get("data"),
+                       framework_version=r.framework_version)
             groups.setdefault(tuple(rec[k] for k in TTA_MATCH), []).append(rec)
     out = {}
     for key, runs in groups.items():
         s, last = accuracy.summary(runs), runs[-1]
         missed = [x for x in runs if x["status"] != "ok"]
         out[key] = dict(zip(TTA_MATCH, key), device=last["device"], target=last["target"],
-                        data=last["data"], runs=len(runs), converged=s["converged"],
+                        data=last["data"], framework_version=next((
+                            x["framework_version"] for x in reversed(runs)
+                            if x["framework_version"]), None),
+                        runs=len(runs), converged=s["converged"],
                         minutes=s["minutes"], status=missed[-1]["status"] if missed else "ok",
                         reason=missed[-1]["reason"] if missed else None)
     return out
