@@ -228,6 +228,19 @@ def test_compare_history_of_accuracy_campaigns_follows_minutes_to_target(tmp_pat
                          "of them time to accuracy)." in out
 
 
+def test_the_study_line_counts_runs_of_cells_as_the_opening_line_does(tmp_path, results, capsys):
+    # "Time to accuracy: 3 cells, 11 runs ..." opened the report and "Study: ... for 11 cells"
+    # closed it: the Study line called every repeat (seed) a cell
+    from tests.helpers import main_exit, save_campaign
+    for i, r in enumerate(results):
+        r.phases = {"cell_start": 10.0 * i, "cell_end": 10.0 * i + 9}
+    root = save_campaign(tmp_path / "c", results)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert out.startswith("Time to accuracy: 3 cells, 11 runs to top-1 0.9")
+    assert "\nStudy: 1:39 wall for 11 runs of 3 cells, one run at a time.\n" in out
+
+
 def test_history_of_time_to_accuracy_names_the_framework_version_of_each_point(tmp_path, capsys):
     # a throughput cell's history has a version column (a regression after an upgrade shows
     # which); a time-to-accuracy cell's had none, in history.md or history_time_to_accuracy.csv
