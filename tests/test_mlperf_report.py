@@ -241,6 +241,22 @@ def test_the_study_line_counts_runs_of_cells_as_the_opening_line_does(tmp_path, 
     assert "\nStudy: 1:39 wall for 11 runs of 3 cells, one run at a time.\n" in out
 
 
+def test_history_says_why_a_time_to_accuracy_point_has_no_ratio_in_its_runs_own_words(tmp_path, capsys):
+    # the why of compare diff ("B: no run reached ...") was turned into history's by replacing
+    # every "A: " and "B: " in it, the run's reason included: "CUDA: out of memory" read
+    # "CUDbefore: out of memory"
+    from tests.helpers import main_exit, save_campaign
+    before = [_result("caffe2", 1, r, m, 100) for r, m in enumerate([1.0, 1.2, 1.1])]
+    now = _result("caffe2", 1, 0, 1.0, 100, status="failed")
+    now.reason, now.images_per_sec = "MXNetError: CUDA: an illegal memory access was encountered", None
+    save_campaign(tmp_path / "all" / "c1", before, created_at="2026-12-01T09:00:00+00:00")
+    save_campaign(tmp_path / "all" / "c2", [now], created_at="2026-12-02T09:00:00+00:00")
+    code, out, err = main_exit(["history", str(tmp_path / "all")], capsys)
+    assert code == 0, err
+    assert "not comparable: now: no run reached the target (1 of 1: failed, MXNetError: CUDA: an " \
+           "illegal memory access was encountered)" in out
+
+
 def test_history_of_time_to_accuracy_names_the_framework_version_of_each_point(tmp_path, capsys):
     # a throughput cell's history has a version column (a regression after an upgrade shows
     # which); a time-to-accuracy cell's had none, in history.md or history_time_to_accuracy.csv

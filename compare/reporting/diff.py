@@ -192,10 +192,12 @@ def tta_cells(results) -> Dict[tuple, Dict]:
     return out
 
 
-def _tta_why_not(a: Optional[Dict], b: Optional[Dict]) -> Optional[str]:
+def _tta_why_not(a: Optional[Dict], b: Optional[Dict], names=("A", "B")) -> Optional[str]:
+    """Why two time-to-accuracy cells cannot be divided (None: they can), each side called by
+    its name in `names` (history: before, now), as why_not names them."""
     if a is None or b is None:
-        return "missing in {}".format("A" if a is None else "B")
-    for side, c in (("A", a), ("B", b)):
+        return "missing in {}".format(names[0] if a is None else names[1])
+    for side, c in zip(names, (a, b)):
         if not c["converged"]:
             return "{}: no run reached the target ({} of {}: {}{})".format(
                 side, c["runs"] - c["converged"], c["runs"], c["status"], ", " + str(
@@ -204,7 +206,7 @@ def _tta_why_not(a: Optional[Dict], b: Optional[Dict]) -> Optional[str]:
     return "settings differ: " + "; ".join(differ) if differ else None
 
 
-def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict]) -> pd.DataFrame:
+def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict], names=("A", "B")) -> pd.DataFrame:
     """One row per time-to-accuracy cell of A or B: minutes to target on each side and A ÷ B
     (how many times faster B trains to the target) with its 95 % interval from the seeds'
     spread, and its state; else why not (a side without a converged run, another target or data
@@ -212,7 +214,7 @@ def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict]) -> pd.DataFrame:
     rows = []
     for key in list(a) + [k for k in b if k not in a]:
         ca, cb = a.get(key), b.get(key)
-        why = _tta_why_not(ca, cb)
+        why = _tta_why_not(ca, cb, names)
         r = None if why else intervals.ratio(ca["minutes"], cb["minutes"])
         hw = r.half_width() if r else None
         if r is not None and hw is None:

@@ -131,10 +131,8 @@ def tta_history(camps: Sequence) -> pd.DataFrame:
                 row.update(ratio=None, ratio_ci95=None, state=None, why="first figure" if est
                            else "no figure" + (": " + cell["status"] if cell["status"] != "ok" else ""))
             else:
-                t = diff.tta_diff({key: before[0]}, {key: cell}).iloc[0]
-                row.update(ratio=t.ratio, ratio_ci95=t.ratio_ci95, state=t.state,
-                           why=None if t.why is None else t.why.replace("A: ", "before: ").replace(
-                               "B: ", "now: "))
+                t = diff.tta_diff({key: before[0]}, {key: cell}, ("before", "now")).iloc[0]
+                row.update(ratio=t.ratio, ratio_ci95=t.ratio_ci95, state=t.state, why=t.why)
                 row.update(_machines(before, camp.root.name, m))
             row["regression"] = row["state"] == intervals.WORSE
             rows.append(row)
