@@ -336,6 +336,8 @@ def test_report_json_of_a_time_to_accuracy_campaign_holds_its_figures(tmp_path, 
     assert one["minutes_median"] == pytest.approx(1.1) and one["mlperf_score"] == pytest.approx(1.1)
     assert one["minutes_mean"] == pytest.approx(1.1) and one["minutes_ci95"] > 0
     assert one["cost_to_target"] == pytest.approx(2.5 * 1.1 / 60)
+    # the table's $/M images too (it was in report.md and not in accuracy.json)
+    assert one["cost_per_million_images"] == pytest.approx(2.5 * 1.1 / 60 / 0.09)  # 90,000 images
     jax = [c for c in cells if c["framework"] == "jax"][0]
     assert (jax["converged"], jax["mlperf_score"], jax["best"]) == (0, None, pytest.approx(2.4))
     assert [r["status"] for r in jax["run_records"]] == ["not_converged"]

@@ -144,12 +144,17 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
                  labels=len(shown))
 
 
-def _cost(s: Dict, key: Tuple, price: float) -> List[str]:
-    if s["median"] is None:
-        return ["n/a", "n/a"]
+def costs(s: Dict, key: Tuple, price: Optional[float]) -> Tuple[Optional[float], Optional[float]]:
+    """(dollars to target, dollars per million images trained) of a cell (COST_NOTE): the
+    table's two cost columns and accuracy.json's, from one rule. None where there is no figure."""
+    if price is None or s["median"] is None:
+        return None, None
     dollars = price * key[-2] * key[-1] * s["median"] / 60
-    per_m = dollars / (s["images"] / 1e6) if s["images"] else None
-    return ["{:.4f}".format(dollars), num(per_m, "{:.4f}")]
+    return dollars, dollars / (s["images"] / 1e6) if s["images"] else None
+
+
+def _cost(s: Dict, key: Tuple, price: float) -> List[str]:
+    return [num(x, "{:.4f}") for x in costs(s, key, price)]
 
 
 def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
@@ -200,8 +205,8 @@ def records(results: Sequence, price: Optional[float] = None) -> List[Dict]:
             minutes_ci95=minutes.half_width() if minutes else None, minutes_median=s["median"],
             spread=s["spread"], epochs_to_target=s["epochs"], mlperf_score=s["score"],
             best=s["best"], images_per_sec=ips.value if ips else None,
-            cost_to_target=price * key[-2] * key[-1] * s["median"] / 60
-            if price is not None and s["median"] is not None else None,
+            cost_to_target=costs(s, key, price)[0],
+            cost_per_million_images=costs(s, key, price)[1],
             run_records=[{k: x[k] for k in RUN_FIELDS} for x in runs])
         out.append(cell)
     return out
