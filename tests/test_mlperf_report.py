@@ -34,18 +34,18 @@ def results():
 
 
 def _rows(table):
-    return {tuple(row[:7]): dict(zip(table.header, row)) for row in table.rows}
+    return {tuple(row[:table.labels]): dict(zip(table.header, row)) for row in table.rows}
 
 
 def test_minutes_to_target_median_spread_and_mlperf_score(results):
     time_table = accuracy.tables(results)[0]
     rows = _rows(time_table)
-    one = rows[("PyTorch (Caffe2)", "resnet50", "default", "bf16", "256", "64", "1")]
+    one = rows[("PyTorch (Caffe2)", "bf16", "256", "64", "1")]
     assert one["converged"] == "5/5" and one["median"] == "1.10" and one["epochs"] == "3"
     assert one["MLPerf score"] == "1.10"  # mean of 1.0, 1.1, 1.2: fastest and slowest dropped
     assert one["spread"] == "36%"  # (1.3 - 0.9) / 1.1
     assert one["minutes to target"].startswith("1.10 ±")
-    jax = rows[("JAX (Flax)", "resnet50", "default", "bf16", "256", "64", "1")]
+    jax = rows[("JAX (Flax)", "bf16", "256", "64", "1")]
     assert (jax["converged"], jax["median"], jax["MLPerf score"], jax["best top-1"]) == \
         ("0/1", "n/a", "n<5", "2.400")
     assert "$ to target" not in time_table.header  # no price: no cost columns at all
@@ -53,16 +53,16 @@ def test_minutes_to_target_median_spread_and_mlperf_score(results):
 
 def test_cost_to_train_with_a_price(results):
     rows = _rows(accuracy.tables(results, price=2.5)[0])
-    two = rows[("PyTorch (Caffe2)", "resnet50", "default", "bf16", "256", "64", "2")]
+    two = rows[("PyTorch (Caffe2)", "bf16", "256", "64", "2")]
     assert two["$ to target"] == "{:.4f}".format(2.5 * 2 * 0.40 / 60)  # 2 GPUs, median 0.40 min
     assert two["$/M images"] == "{:.4f}".format(2.5 * 2 * 0.40 / 60 / 0.06)  # 60,000 images
 
 
 def test_speedup_in_time_to_train_is_flagged_where_it_beats_throughput(results):
     speedup = accuracy.tables(results)[1]
-    (row,) = speedup.rows
-    assert row[7].startswith("2.75×") and row[8].startswith("2.00×")
-    assert row[9] == "time to train scales better than throughput (seeds)"
+    (row,) = _rows(speedup).values()
+    assert row["time to train"].startswith("2.75×") and row["throughput"].startswith("2.00×")
+    assert row["verdict"] == "time to train scales better than throughput (seeds)"
     assert any("differ beyond their 95 % intervals" in n for n in speedup.notes)
 
 
@@ -142,12 +142,32 @@ def test_an_unsupported_or_failed_accuracy_run_shows_its_status_and_reason(tmp_p
     assert code == 0, err
     listed = out.split("## Time-to-accuracy runs without a time to target")[1]
     # cell, run, status, seed, epochs, best top-1, the reason's first line, the MLPerf log
-    assert "| MXNet | resnet50 | default | fp16 | 256 | 64 | 1 | {} | unsupported | n/a | n/a | n/a | " \
+    assert "| MXNet | fp16 | 256 | 64 | 1 | {} | unsupported | n/a | n/a | n/a | " \
            "float16 on cpu(0): mxnet 1.9.1 says: only supported by CuDNN | n/a |".format(spec.run_id) in listed
     assert "| {} | failed | {} | 3 | 0.900 | RuntimeError: boom | n/a |".format(
         failed.run_id, failed.accuracy["seed"]) in listed  # its first line
     assert "| not_converged | {} | 8 | 2.400 | target not reached | n/a |".format(
         results[-1].accuracy["seed"]) in listed
+
+
+def test_accuracy_tables_name_cells_as_every_other_table(tmp_path, results, capsys):
+    # they always had model and mode columns ("resnet50 | default"), where the campaign's other
+    # tables and compare diff's time-to-accuracy table (tables.shown) name one network and the
+    # default mode in no column; a tuned cell got a mode column with "PyTorch (Caffe2)" beside it
+    from tests.helpers import main_exit, save_campaign
+    head = ["framework", "precision", "batch", "image", "N"]
+    assert [t.header[:t.labels] for t in accuracy.tables(results)] == [head, head, head]
+    tuned = _result("caffe2", 1, 0, 1.0, 100.0)
+    tuned.spec["mode"], tuned.spec["model"] = "tuned", "resnet152"
+    for t in accuracy.tables(results + [tuned]):
+        assert t.header[:t.labels] == ["framework", "model", "mode", "precision", "batch", "image", "N"]
+    root = save_campaign(tmp_path / "c", results)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "| framework | precision | batch | image | N | converged | minutes to target |" in out
+    assert "| PyTorch (Caffe2) | bf16 | 256 | 64 | 1 | 5/5 | 1.10 ±" in out
+    code, out, err = main_exit(["diff", str(root), str(root)], capsys)
+    assert code == 0 and "| framework | precision | batch | image | N | A minutes |" in out
 
 
 def test_compare_diff_of_two_accuracy_campaigns_compares_minutes_to_target(tmp_path, capsys):
@@ -171,6 +191,13 @@ def test_compare_diff_of_two_accuracy_campaigns_compares_minutes_to_target(tmp_p
            "reached the target (1 of 1: not_converged, target not reached) |" in out
     assert out.rstrip().endswith("Cells: 1 better, 0 worse, 0 within noise, 1 not comparable.")
     assert (tmp_path / "d" / "diff_time_to_accuracy.csv").read_text().count("\n") == 3
+    # diff.json holds the throughput cells ([] here): the time-to-accuracy cells the Markdown
+    # lists were in no JSON file, as report.json's were before accuracy.json
+    import json
+    cells = json.loads((tmp_path / "d" / "diff_time_to_accuracy.json").read_text())
+    assert [(c["framework"], c["state"], c["minutes_a"], c["runs_b"]) for c in cells] == [
+        ("caffe2", "better", pytest.approx(1.1), 5), ("jax", "not comparable", None, 1)]
+    assert "diff_time_to_accuracy.json" in err
 
 
 def test_compare_history_of_accuracy_campaigns_follows_minutes_to_target(tmp_path, capsys):
@@ -185,20 +212,69 @@ def test_compare_history_of_accuracy_campaigns_follows_minutes_to_target(tmp_pat
     code, out, err = main_exit(["history", str(tmp_path / "all" / "c1")], capsys)
     assert code == 0, err
     assert "No cell of these campaigns has a result yet" not in out
-    assert "| 2026-12-01 09:00:00 | 0123456789 | c1 | 0.9 | 1.10 ±0.20 |  | first figure |" in out
+    assert "| 2026-12-01 09:00:00 | 0123456789 | c1 |  | 0.9 | 1.10 ±0.20 |  | first figure |" in out
     code, out, err = main_exit(["history", str(tmp_path / "all"), "--out", str(tmp_path / "h")], capsys)
     assert code == 0, err
     assert "- 2 campaigns from 2026-12-01 09:00:00 to 2026-12-02 09:00:00; 1 cell of time to " \
            "accuracy." in out
     assert "- Regression: PyTorch (Caffe2) bf16 b256 64px ×1 (cuda), time to accuracy, at c2 " \
            "(0123456789): trains to the target at 0.50× ±0.10 the previous speed." in out
-    assert "| c2 | 0.9 | 2.20 ±0.39 | 0.50× ±0.10 | worse — regression |" in out
+    assert "| c2 |  | 0.9 | 2.20 ±0.39 | 0.50× ±0.10 | worse — regression |" in out
     assert (tmp_path / "h" / "history_time_to_accuracy.csv").exists()
     save_campaign(tmp_path / "all" / "c3", [windowed("caffe2", "fp32", 1, [100.0, 101.0])],
                   created_at="2026-12-03T09:00:00+00:00")  # a throughput campaign beside them
     code, out, err = main_exit(["history", str(tmp_path / "all")], capsys)
     assert code == 0 and "3 campaigns from 2026-12-01 09:00:00 to 2026-12-03 09:00:00; 2 cells (1 " \
                          "of them time to accuracy)." in out
+
+
+def test_the_study_line_counts_runs_of_cells_as_the_opening_line_does(tmp_path, results, capsys):
+    # "Time to accuracy: 3 cells, 11 runs ..." opened the report and "Study: ... for 11 cells"
+    # closed it: the Study line called every repeat (seed) a cell
+    from tests.helpers import main_exit, save_campaign
+    for i, r in enumerate(results):
+        r.phases = {"cell_start": 10.0 * i, "cell_end": 10.0 * i + 9}
+    root = save_campaign(tmp_path / "c", results)
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert out.startswith("Time to accuracy: 3 cells, 11 runs to top-1 0.9")
+    assert "\nStudy: 1:39 wall for 11 runs of 3 cells, one run at a time.\n" in out
+
+
+def test_history_says_why_a_time_to_accuracy_point_has_no_ratio_in_its_runs_own_words(tmp_path, capsys):
+    # the why of compare diff ("B: no run reached ...") was turned into history's by replacing
+    # every "A: " and "B: " in it, the run's reason included: "CUDA: out of memory" read
+    # "CUDbefore: out of memory"
+    from tests.helpers import main_exit, save_campaign
+    before = [_result("caffe2", 1, r, m, 100) for r, m in enumerate([1.0, 1.2, 1.1])]
+    now = _result("caffe2", 1, 0, 1.0, 100, status="failed")
+    now.reason, now.images_per_sec = "MXNetError: CUDA: an illegal memory access was encountered", None
+    save_campaign(tmp_path / "all" / "c1", before, created_at="2026-12-01T09:00:00+00:00")
+    save_campaign(tmp_path / "all" / "c2", [now], created_at="2026-12-02T09:00:00+00:00")
+    code, out, err = main_exit(["history", str(tmp_path / "all")], capsys)
+    assert code == 0, err
+    assert "not comparable: now: no run reached the target (1 of 1: failed, MXNetError: CUDA: an " \
+           "illegal memory access was encountered)" in out
+
+
+def test_history_of_time_to_accuracy_names_the_framework_version_of_each_point(tmp_path, capsys):
+    # a throughput cell's history has a version column (a regression after an upgrade shows
+    # which); a time-to-accuracy cell's had none, in history.md or history_time_to_accuracy.csv
+    import csv
+
+    from tests.helpers import main_exit, save_campaign
+    for name, day, version, factor in (("c1", 1, "torch 2.3.1", 1), ("c2", 2, "torch 2.4.0", 2)):
+        runs = [_result("caffe2", 1, r, factor * m, 100) for r, m in enumerate([1.0, 1.2, 1.1])]
+        for r in runs:
+            r.framework_version = version
+        save_campaign(tmp_path / "all" / name, runs, created_at="2026-12-0{}T09:00:00+00:00".format(day))
+    code, out, err = main_exit(["history", str(tmp_path / "all"), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    assert "| date | commit | campaign | version | target | minutes to target | previous ÷ now | state |" in out
+    assert "| 0123456789 | c1 | torch 2.3.1 | 0.9 | 1.10 ±" in out
+    assert "| 0123456789 | c2 | torch 2.4.0 | 0.9 | 2.20 ±" in out
+    with open(tmp_path / "h" / "history_time_to_accuracy.csv") as f:
+        assert [r["framework_version"] for r in csv.DictReader(f)] == ["torch 2.3.1", "torch 2.4.0"]
 
 
 def test_a_time_to_accuracy_campaign_report_says_what_it_holds_and_on_what_software(tmp_path, results):
@@ -228,7 +304,7 @@ def test_runs_that_did_not_reach_the_target_are_listed_with_their_reason_and_log
     shown = [t for t in accuracy.tables(results + [killed]) if t.name == "tta_not_reached"]
     assert len(shown) == 1
     assert shown[0].title == "Time-to-accuracy runs without a time to target"
-    rows = {row[7]: dict(zip(shown[0].header, row)) for row in shown[0].rows}
+    rows = {r["run"]: r for r in (dict(zip(shown[0].header, row)) for row in shown[0].rows)}
     assert set(rows) == {results[-1].run_id, killed.run_id}
     jax = rows[results[-1].run_id]
     assert [jax[k] for k in ("framework", "precision", "batch", "image", "N")] == [
@@ -260,6 +336,8 @@ def test_report_json_of_a_time_to_accuracy_campaign_holds_its_figures(tmp_path, 
     assert one["minutes_median"] == pytest.approx(1.1) and one["mlperf_score"] == pytest.approx(1.1)
     assert one["minutes_mean"] == pytest.approx(1.1) and one["minutes_ci95"] > 0
     assert one["cost_to_target"] == pytest.approx(2.5 * 1.1 / 60)
+    # the table's $/M images too (it was in report.md and not in accuracy.json)
+    assert one["cost_per_million_images"] == pytest.approx(2.5 * 1.1 / 60 / 0.09)  # 90,000 images
     jax = [c for c in cells if c["framework"] == "jax"][0]
     assert (jax["converged"], jax["mlperf_score"], jax["best"]) == (0, None, pytest.approx(2.4))
     assert [r["status"] for r in jax["run_records"]] == ["not_converged"]
@@ -281,8 +359,8 @@ def test_history_of_time_to_accuracy_campaigns_follows_their_minutes_to_target_n
     throughput, tta = out.split("## Time to accuracy: ", 1)
     assert "| c |" not in throughput and "| t |" in throughput
     assert out.count("## Time to accuracy: ") == 3 and "| t |" not in tta
-    assert "| c | 0.9 | 1.10 ±0.20 |  | first figure |" in tta
-    assert "| c | 0.9 | not_converged |  | no figure: not_converged |" in tta
+    assert "| c |  | 0.9 | 1.10 ±0.20 |  | first figure |" in tta
+    assert "| c |  | 0.9 | not_converged |  | no figure: not_converged |" in tta
     h = history.history(history.campaigns([tmp_path / "all"]))
     assert set(h.campaign) == {"t"}  # the throughput cells' frame holds no accuracy run
 

@@ -78,7 +78,9 @@ def report(
 def diff(
     campaign_a: Path = typer.Argument(..., help="Campaign A (e.g. the T4 machine)."),
     campaign_b: Path = typer.Argument(..., help="Campaign B (e.g. the V100 machine): ratios are B ÷ A."),
-    out: Optional[Path] = typer.Option(None, help="Also write diff.md, diff.csv, diff.json here."),
+    out: Optional[Path] = typer.Option(None, help="Also write diff.md, diff.csv, diff.json here "
+                                       "(and diff_time_to_accuracy.csv/.json where there are "
+                                       "time-to-accuracy cells)."),
 ):
     """Machine versus machine: B ÷ A on every comparable cell, better / worse / within noise; the
     others listed with the reason."""
@@ -99,16 +101,20 @@ def diff(
             write_text(out / "diff.csv", table.to_csv(index=False), out)
             write_text(out / "diff.json", json.dumps(d.records(table), indent=2) + "\n", out)
             names = ["diff.md", "diff.csv", "diff.json"]
-            if len(tta):  # the time-to-accuracy cells: columns of their own
+            if len(tta):  # the time-to-accuracy cells: columns of their own, in both formats
                 write_text(out / "diff_time_to_accuracy.csv", tta.to_csv(index=False), out)
-                names.append("diff_time_to_accuracy.csv")
+                write_text(out / "diff_time_to_accuracy.json",
+                           json.dumps(d.records(tta), indent=2) + "\n", out)
+                names += ["diff_time_to_accuracy.csv", "diff_time_to_accuracy.json"]
         _err("wrote {}".format(", ".join(str(out / n) for n in names)))
 
 
 def history(
     campaigns: List[Path] = typer.Argument(..., help="Campaign folders, or one folder holding them."),
     out: Optional[Path] = typer.Option(None, help="Also write history.md, history.csv and "
-                                       "history.html (a chart per cell) here."),
+                                       "history.html (a chart per cell) here (and "
+                                       "history_time_to_accuracy.csv where there are "
+                                       "time-to-accuracy cells)."),
 ):
     """Each cell's figure over time (date, commit, versions), regressions flagged."""
     from ..files import check_writable_dir, user_path, write_text

@@ -15,8 +15,9 @@ from .. import frameworks
 from ..mllogs import FINISHED
 from ..mlperf import REQUIRED_RUNS, olympic_mean
 from . import intervals, metrics
+from . import tables as _tables
 from .charts import Chart, _plt, _png
-from .tables import Table, n_of, num
+from .tables import Table, num
 
 CELL = ("framework", "model", "mode", "precision", "batch_size", "image_size", "device")
 COST_NOTE = ("$ = gpu_hour_price × GPUs (or CPU workers) × time to train, per run (median over "
@@ -86,13 +87,24 @@ def summary(runs: List[Dict]) -> Dict:
             "images": statistics.median([x["images_trained"] for x in done]) if done else None}
 
 
-def _label(key: Tuple) -> List[str]:
-    fw, model, mode, precision, batch, size, device, nodes, gpus = key
-    return [frameworks.display(fw), model, mode, precision, str(batch), str(size),
-            n_of(nodes, gpus) + (" (CPU)" if device == "cpu" else "")]
+FIELDS = ["framework", "model", "mode", "precision", "batch_size", "image_size", "N"]
 
 
-HEAD = ["framework", "model", "mode", "precision", "batch", "image", "N"]
+def fields(groups: Dict[Tuple, List[Dict]]) -> List[str]:
+    """The columns that name these cells, as every other table of the report names its cells
+    (tables.shown): the model and the mode only where the cells hold several, or another mode."""
+    return _tables.shown([_cell(key) for key in groups], FIELDS)
+
+
+def _cell(key: Tuple) -> Dict:
+    return dict(zip(CELL + ("nodes", "gpus"), key))
+
+
+def _label(key: Tuple, shown: List[str]) -> List[str]:
+    out = _tables.label(_cell(key), shown)
+    if "N" in shown and key[CELL.index("device")] == "cpu":
+        out[shown.index("N")] += " (CPU)"
+    return out
 
 
 def _epochs(xs: List[int]) -> str:
@@ -104,10 +116,10 @@ def _epochs(xs: List[int]) -> str:
 
 def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table:
     """Minutes to target per cell over its seeds (and cost to train with a price)."""
-    rows = []
+    rows, shown = [], fields(groups)
     for key, runs in groups.items():
         s = summary(runs)
-        row = _label(key) + [
+        row = _label(key, shown) + [
             "{}/{}".format(s["converged"], s["runs"]), _pm(s["minutes"], "{:.2f}"),
             num(s["median"], "{:.2f}"), num(s["spread"], "{:.0%}"), _epochs(s["epochs"]),
             "{:.2f}".format(s["score"]) if s["score"] is not None else
@@ -116,7 +128,7 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
         if price is not None:
             row += _cost(s, key, price)
         rows.append(row)
-    head = HEAD + ["converged", "minutes to target", "median", "spread", "epochs",
+    head = _tables.heading(shown) + ["converged", "minutes to target", "median", "spread", "epochs",
                    "MLPerf score", "best top-1"] + (["$ to target", "$/M images"] if price
                                                    is not None else [])
     target = sorted({x["target"] for runs in groups.values() for x in runs})
@@ -129,21 +141,26 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
     if price is not None:
         notes.append(COST_NOTE.replace("gpu_hour_price", "${:g}/GPU-hour".format(price)))
     return Table("Time to accuracy (minutes to target)", head, rows, notes, name="time_to_accuracy",
-                 labels=len(HEAD))
+                 labels=len(shown))
+
+
+def costs(s: Dict, key: Tuple, price: Optional[float]) -> Tuple[Optional[float], Optional[float]]:
+    """(dollars to target, dollars per million images trained) of a cell (COST_NOTE): the
+    table's two cost columns and accuracy.json's, from one rule. None where there is no figure."""
+    if price is None or s["median"] is None:
+        return None, None
+    dollars = price * key[-2] * key[-1] * s["median"] / 60
+    return dollars, dollars / (s["images"] / 1e6) if s["images"] else None
 
 
 def _cost(s: Dict, key: Tuple, price: float) -> List[str]:
-    if s["median"] is None:
-        return ["n/a", "n/a"]
-    dollars = price * key[-2] * key[-1] * s["median"] / 60
-    per_m = dollars / (s["images"] / 1e6) if s["images"] else None
-    return ["{:.4f}".format(dollars), num(per_m, "{:.4f}")]
+    return [num(x, "{:.4f}") for x in costs(s, key, price)]
 
 
 def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
     """Speedup versus the cell's 1-GPU twin in time to train and in training throughput (the
     same runs), and whether the two differ beyond noise."""
-    rows, flagged = [], False
+    rows, flagged, shown = [], False, fields(groups)
     for key, runs in groups.items():
         one = groups.get(key[:-2] + (1, 1))
         if one is None or key[-2] * key[-1] == 1:
@@ -157,7 +174,7 @@ def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
                 intervals.WORSE: "time to train scales worse than throughput (seeds)"}.get(
                     verdict, verdict)
         flagged = flagged or verdict in (intervals.BETTER, intervals.WORSE)
-        rows.append(_label(key) + [_pm(tta, "{:.2f}×"), _pm(tput, "{:.2f}×"), flag])
+        rows.append(_label(key, shown) + [_pm(tta, "{:.2f}×"), _pm(tput, "{:.2f}×"), flag])
     if not rows:
         return None
     notes = ["time to train: minutes(1) ÷ minutes(N) of converged runs; throughput: training "
@@ -165,9 +182,9 @@ def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
              "time to train can scale super-linearly where throughput does not (MLPerf v0.5)."]
     if flagged:
         notes.append("A flagged row: the two speedups differ beyond their 95 % intervals.")
-    return Table("Speedup in time to train beside speedup in throughput", HEAD + [
+    return Table("Speedup in time to train beside speedup in throughput", _tables.heading(shown) + [
         "time to train", "throughput", "verdict"], rows, notes, name="tta_speedup",
-        labels=len(HEAD))
+        labels=len(shown))
 
 
 RUN_FIELDS = ("run_id", "status", "seed", "minutes", "epochs", "epochs_to_target", "best",
@@ -188,8 +205,8 @@ def records(results: Sequence, price: Optional[float] = None) -> List[Dict]:
             minutes_ci95=minutes.half_width() if minutes else None, minutes_median=s["median"],
             spread=s["spread"], epochs_to_target=s["epochs"], mlperf_score=s["score"],
             best=s["best"], images_per_sec=ips.value if ips else None,
-            cost_to_target=price * key[-2] * key[-1] * s["median"] / 60
-            if price is not None and s["median"] is not None else None,
+            cost_to_target=costs(s, key, price)[0],
+            cost_per_million_images=costs(s, key, price)[1],
             run_records=[{k: x[k] for k in RUN_FIELDS} for x in runs])
         out.append(cell)
     return out
@@ -203,25 +220,25 @@ def not_reached_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
     memory, timed out), as "Cells without a figure" lists throughput cells: its cell, run, status,
     seed, the epochs it trained, its best top-1, the first line of its reason and its MLPerf log
     (a partial one kept aside for a run that did not finish)."""
-    rows = []
+    rows, shown = [], fields(groups)
     for key, runs in groups.items():
         for x in runs:
             if x["status"] == "ok":
                 continue
             reason = (x["reason"] or "").strip()
-            rows.append(_label(key) + [
+            rows.append(_label(key, shown) + [
                 x["run_id"], x["status"], num(x["seed"], "{}"), num(x["epochs"], "{}"),
                 num(x["best"], "{:.3f}"), reason.splitlines()[0][:200] if reason
                 else "no reason recorded", x["log"] or "n/a"])
     if not rows:
         return None
-    return Table(NOT_REACHED, HEAD + [
+    return Table(NOT_REACHED, _tables.heading(shown) + [
         "run", "status", "seed", "epochs", "best top-1", "reason", "MLPerf log"], rows, [
         "not_converged: trained its --max-epochs (or stopped at a non-finite loss) below the "
         "target; a finished cell, dropped from MLPerf's score. failed, timeout: ended before "
         "run_stop (`compare run ... --resume` runs it again); oom, unsupported: the cell's "
         "answer. A run that did not finish keeps its partial log."],
-        name="tta_not_reached", labels=len(HEAD))
+        name="tta_not_reached", labels=len(shown))
 
 
 def _pm(e: Optional[intervals.Estimate], fmt: str) -> str:

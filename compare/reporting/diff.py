@@ -175,23 +175,29 @@ def tta_cells(results) -> Dict[tuple, Dict]:
     groups: Dict[tuple, List[Dict]] = {}
     for r in results:
         if accuracy.is_accuracy(r):
-            rec = dict(accuracy.record(r), data=(r.spec or {}).get("data"))
+            rec = dict(accuracy.record(r), data=(r.spec or {}).get("data"),
+                       framework_version=r.framework_version)
             groups.setdefault(tuple(rec[k] for k in TTA_MATCH), []).append(rec)
     out = {}
     for key, runs in groups.items():
         s, last = accuracy.summary(runs), runs[-1]
         missed = [x for x in runs if x["status"] != "ok"]
         out[key] = dict(zip(TTA_MATCH, key), device=last["device"], target=last["target"],
-                        data=last["data"], runs=len(runs), converged=s["converged"],
+                        data=last["data"], framework_version=next((
+                            x["framework_version"] for x in reversed(runs)
+                            if x["framework_version"]), None),
+                        runs=len(runs), converged=s["converged"],
                         minutes=s["minutes"], status=missed[-1]["status"] if missed else "ok",
                         reason=missed[-1]["reason"] if missed else None)
     return out
 
 
-def _tta_why_not(a: Optional[Dict], b: Optional[Dict]) -> Optional[str]:
+def _tta_why_not(a: Optional[Dict], b: Optional[Dict], names=("A", "B")) -> Optional[str]:
+    """Why two time-to-accuracy cells cannot be divided (None: they can), each side called by
+    its name in `names` (history: before, now), as why_not names them."""
     if a is None or b is None:
-        return "missing in {}".format("A" if a is None else "B")
-    for side, c in (("A", a), ("B", b)):
+        return "missing in {}".format(names[0] if a is None else names[1])
+    for side, c in zip(names, (a, b)):
         if not c["converged"]:
             return "{}: no run reached the target ({} of {}: {}{})".format(
                 side, c["runs"] - c["converged"], c["runs"], c["status"], ", " + str(
@@ -200,7 +206,7 @@ def _tta_why_not(a: Optional[Dict], b: Optional[Dict]) -> Optional[str]:
     return "settings differ: " + "; ".join(differ) if differ else None
 
 
-def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict]) -> pd.DataFrame:
+def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict], names=("A", "B")) -> pd.DataFrame:
     """One row per time-to-accuracy cell of A or B: minutes to target on each side and A ÷ B
     (how many times faster B trains to the target) with its 95 % interval from the seeds'
     spread, and its state; else why not (a side without a converged run, another target or data
@@ -208,7 +214,7 @@ def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict]) -> pd.DataFrame:
     rows = []
     for key in list(a) + [k for k in b if k not in a]:
         ca, cb = a.get(key), b.get(key)
-        why = _tta_why_not(ca, cb)
+        why = _tta_why_not(ca, cb, names)
         r = None if why else intervals.ratio(ca["minutes"], cb["minutes"])
         hw = r.half_width() if r else None
         if r is not None and hw is None:

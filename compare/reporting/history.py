@@ -103,7 +103,8 @@ def _machines(before, name: str, machine) -> dict:
 
 
 TTA_KEY = diff.TTA_MATCH + ["device"]
-TTA_COLUMNS = TTA_KEY + ["date", "commit", "campaign", "target", "status", "converged", "runs",
+TTA_COLUMNS = TTA_KEY + ["date", "commit", "campaign", "framework_version", "target", "status",
+                         "converged", "runs",
                          "minutes", "minutes_ci95", "ratio", "ratio_ci95", "state", "regression",
                          "why"]
 
@@ -121,7 +122,8 @@ def tta_history(camps: Sequence) -> pd.DataFrame:
         for cell in diff.tta_cells(camp.results()[0]).values():
             key = tuple(cell[c] for c in TTA_KEY)
             before, est = last.get(key), cell["minutes"]
-            row = dict(zip(TTA_KEY, key), **facts, target=cell["target"], status=cell["status"],
+            row = dict(zip(TTA_KEY, key), **facts, framework_version=cell["framework_version"],
+                       target=cell["target"], status=cell["status"],
                        converged=cell["converged"], runs=cell["runs"],
                        minutes=est.value if est else None,
                        minutes_ci95=est.half_width() if est else None)
@@ -129,10 +131,8 @@ def tta_history(camps: Sequence) -> pd.DataFrame:
                 row.update(ratio=None, ratio_ci95=None, state=None, why="first figure" if est
                            else "no figure" + (": " + cell["status"] if cell["status"] != "ok" else ""))
             else:
-                t = diff.tta_diff({key: before[0]}, {key: cell}).iloc[0]
-                row.update(ratio=t.ratio, ratio_ci95=t.ratio_ci95, state=t.state,
-                           why=None if t.why is None else t.why.replace("A: ", "before: ").replace(
-                               "B: ", "now: "))
+                t = diff.tta_diff({key: before[0]}, {key: cell}, ("before", "now")).iloc[0]
+                row.update(ratio=t.ratio, ratio_ci95=t.ratio_ci95, state=t.state, why=t.why)
                 row.update(_machines(before, camp.root.name, m))
             row["regression"] = row["state"] == intervals.WORSE
             rows.append(row)
@@ -154,13 +154,14 @@ def tta_title(key, prefix: str = "Time to accuracy: ") -> str:
 def _tta_sections(t: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
     out = []
     for key, g in t.groupby(TTA_KEY, sort=False):
-        rows = [[r.date, r.commit, r.campaign, "{:g}".format(r.target),
+        rows = [[r.date, r.commit, r.campaign, r.framework_version or "", "{:g}".format(r.target),
                  pm(r.minutes, r.minutes_ci95, "{:.2f}") + (
                      " ({} of {} runs)".format(r.converged, r.runs) if r.converged != r.runs else "")
                  if r.minutes is not None else r.status,
                  pm_ratio(r.ratio, r.ratio_ci95, missing=""), _state(r)] for _, r in g.iterrows()]
         out.append((("tta",) + tuple(key), [Table(tta_title(key), [
-            "date", "commit", "campaign", "target", "minutes to target", "previous ÷ now", "state"],
+            "date", "commit", "campaign", "version", "target", "minutes to target", "previous ÷ now",
+            "state"],
             rows)]))
     if out:  # once, under the last of them
         out.append(((), [Text("", ["Time to accuracy: minutes = run_start → run_stop, the mean "
