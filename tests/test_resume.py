@@ -58,6 +58,12 @@ def fake(tmp_path):
     return fake_python(tmp_path)
 
 
+def _held(campaign, said):
+    """The line a --resume that changes a held setting gets: what was said, then the rule."""
+    return "compare: error: --resume {}: {}: held by the campaign (they change what its cells measure); " \
+           "leave them out (the campaign's are used) or start a new campaign\n".format(campaign, said)
+
+
 def _run(argv, capsys):
     code, out, err = main_exit([str(a) for a in argv], capsys)
     return code, err
@@ -80,10 +86,8 @@ def test_resume_alone_continues_the_study_as_it_was_made(tmp_path, fake, capsys,
     assert [s["config"]["study"]["repeats"] for s in sessions] == [1, 1, 2]
     assert sessions[2]["config"]["study"]["python"] == made["python"]  # reloaded, not given
     code, err = _run(["run", "--results", campaign, "--resume", "--steps", "5", "--compile"], capsys)
-    assert (code, err) == (2, "compare: error: --resume {}: --steps 5 (the campaign's: 3); --compile "
-                              "(the campaign's: --no-compile): held by the campaign (they change what "
-                              "its cells measure); leave them out (the campaign's are used) or start a "
-                              "new campaign\n".format(campaign))
+    assert (code, err) == (2, _held(campaign, "--steps 5 (the campaign's: 3); --compile (the campaign's: "
+                                              "--no-compile)"))
 
 
 def test_resume_takes_the_executor_the_campaign_ran_with_when_named(tmp_path, fake, capsys,
@@ -98,17 +102,12 @@ def test_resume_takes_the_executor_the_campaign_ran_with_when_named(tmp_path, fa
                       "--results", campaign] + fast, capsys)
     assert code == 0 and "executor: local (" in err, err
     code, err = _run(["run", "--results", campaign, "--resume", "--executor", "docker"], capsys)
-    assert (code, err) == (2, "compare: error: --resume {}: --executor docker (the campaign's: auto, "
-                              "which ran local): held by the campaign (they change what its cells "
-                              "measure); leave them out (the campaign's are used) or start a new "
-                              "campaign\n".format(campaign))
+    assert (code, err) == (2, _held(campaign, "--executor docker (the campaign's: auto, which ran local)"))
     code, err = _run(["run", "--results", campaign, "--resume", "--executor", "local", "--repeats",
                       "2"], capsys)
     assert code == 0 and "2 cells, 1 to run" in err, err
     code, err = _run(["run", "--results", campaign, "--resume", "--executor", "docker"], capsys)
-    assert (code, err) == (2, "compare: error: --resume {}: --executor docker (the campaign's: local): "
-                              "held by the campaign (they change what its cells measure); leave them "
-                              "out (the campaign's are used) or start a new campaign\n".format(campaign))
+    assert (code, err) == (2, _held(campaign, "--executor docker (the campaign's: local)"))
 
 
 def test_a_campaign_files_study_reloads_without_the_file_and_the_report_says_where_each_came_from(
@@ -293,9 +292,7 @@ def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, 
             study["warmup"], study["windows"], study["image_size"], study["repeats"]) == (
         ["caffe2"], [1, 2], ["fp32"], [32], 2, 1, 2, 32, 2)
     code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--steps", "50"], capsys)
-    assert (code, err) == (2, "compare: error: --resume {}: --steps 50 (the campaign's: 2): held by the "
-                              "campaign (they change what its cells measure); leave them out (the "
-                              "campaign's are used) or start a new campaign\n".format(campaign))
+    assert (code, err) == (2, _held(campaign, "--steps 50 (the campaign's: 2)"))
 
 
 def test_an_earlier_campaign_that_does_not_say_a_setting_asks_for_its_flag(tmp_path, capsys,
@@ -415,9 +412,7 @@ def test_a_held_setting_of_a_campaign_file_given_on_resume_names_the_file_and_ke
     (tmp_path / "more.toml").write_text("steps = 5\nrepeats = 2\n")
     monkeypatch.chdir(tmp_path)
     code, err = _run(["run", "--config", "more.toml", "--results", campaign, "--resume"], capsys)
-    assert (code, err) == (2, "compare: error: --resume {}: more.toml: steps 5 (the campaign's: 3): held by "
-                              "the campaign (they change what its cells measure); leave them out (the "
-                              "campaign's are used) or start a new campaign\n".format(campaign))
+    assert (code, err) == (2, _held(campaign, "more.toml: steps 5 (the campaign's: 3)"))
 
 
 def test_a_campaign_another_run_holds_is_named_as_the_campaign_file_gives_it(tmp_path, fake, capsys,
@@ -481,19 +476,15 @@ def test_a_held_setting_given_anew_is_named_as_its_user_gives_it(tmp_path, fake,
     assert code == 0, err
     code, err = _run(["run", "--results", campaign, "--resume", "--batch-search", "8-64", "--compile"],
                      capsys)
-    assert (code, err) == (2, "compare: error: --resume {}: --batch-search 8-64 (the campaign's: not "
-                              "given); --compile (the campaign's: --no-compile): held by the campaign "
-                              "(they change what its cells measure); leave them out (the campaign's are "
-                              "used) or start a new campaign\n".format(campaign))
+    assert (code, err) == (2, _held(campaign, "--batch-search 8-64 (the campaign's: not given); --compile "
+                                              "(the campaign's: --no-compile)"))
     (tmp_path / "more.toml").write_text('compile = true\nbatch_search = "8-64"\nexecutor = "docker"\n'
                                         'device = "cpu"\n')
     monkeypatch.chdir(tmp_path)
     code, err = _run(["run", "--config", "more.toml", "--results", campaign, "--resume"], capsys)
-    assert (code, err) == (2, "compare: error: --resume {}: more.toml: compile true (the campaign's: "
-                              "false); more.toml: batch_search \"8-64\" (the campaign's: not given); "
-                              "more.toml: executor \"docker\" (the campaign's: \"local\"): held by the "
-                              "campaign (they change what its cells measure); leave them out (the "
-                              "campaign's are used) or start a new campaign\n".format(campaign))
+    assert (code, err) == (2, _held(campaign, "more.toml: compile true (the campaign's: false); more.toml: "
+                                              "batch_search \"8-64\" (the campaign's: not given); more.toml: "
+                                              "executor \"docker\" (the campaign's: \"local\")"))
 
 
 def test_a_held_setting_of_an_earlier_campaign_is_named_in_campaign_json_words(tmp_path, capsys,
@@ -546,10 +537,8 @@ def test_options_and_pythons_given_again_in_another_order_are_the_campaigns(tmp_
         assert code == 0 and out.startswith("plan: 1 cell on "), err
     code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--option",
                       "channels_last=false,optimizer=foreach"], capsys)
-    assert (code, err) == (2, "compare: error: --resume {}: --option channels_last=false,optimizer=foreach "
-                              "(the campaign's: channels_last=true,optimizer=foreach): held by the campaign "
-                              "(they change what its cells measure); leave them out (the campaign's are "
-                              "used) or start a new campaign\n".format(campaign))
+    assert (code, err) == (2, _held(campaign, "--option channels_last=false,optimizer=foreach (the "
+                                              "campaign's: channels_last=true,optimizer=foreach)"))
     from compare.study import _same
     assert _same("python", ("jax=/b", "caffe2=/a"), ["caffe2=/a", "jax=/b"], ["caffe2", "jax"])
     assert not _same("python", ("jax=/b",), ["caffe2=/a", "jax=/b"], ["caffe2", "jax"])
