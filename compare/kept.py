@@ -5,6 +5,7 @@ results' specs. Reads no file: study.build reads campaign.json once and passes i
 import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from . import parsing as p
 from .errors import UserError
 
 
@@ -106,7 +107,7 @@ def study_of_config(config: Dict[str, Any]) -> Tuple[Dict[str, Any], List[str]]:
     if config.get("batch_search"):
         out["batch_search"] = "-".join(str(b) for b in config["batch_search"])
     out["python"] = ["{}={}".format(k, v) for k, v in dict(config.get("python") or {}).items()]
-    out["option"] = ["{}.{}={}".format(fw, k, _option_text(v)) for fw, given in
+    out["option"] = ["{}.{}={}".format(fw, k, p.as_text(v)) for fw, given in
                      dict(config.get("options") or {}).items() for k, v in dict(given).items()]
     batches = set(dict(config.get("model_batches") or {}).values())
     if out.get("batch_size") == [] and len(batches) == 1:  # the default batch of its networks
@@ -152,7 +153,3 @@ def study_of_specs(specs, names) -> Dict[str, Any]:
         elif len(values) == 1:
             out[name] = values[0]
     return out
-
-
-def _option_text(value: Any) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)

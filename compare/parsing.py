@@ -22,6 +22,12 @@ def plain(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
+def as_text(value: Any) -> str:
+    """A value as a flag's text: a boolean as TOML and campaign.json write it (true, not Python's
+    True), anything else as str() gives it."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
 def bounded(v, label: str, s: Setting):
     if s.low is not None and v < s.low:
         raise UserError("{} {}: must be >= {}{}".format(label, v, plain(s.low), s.low_why))

@@ -340,11 +340,6 @@ def declared() -> List[Setting]:
     return own[:at] + extra + own[at:]
 
 
-def _text(value: Any) -> str:
-    """A file's value as its text: a TOML boolean as the file writes it (true, not Python's True)."""
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
 def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
     """A value as given (text from a flag; text, number, list or boolean from a file `where`)
     -> typed; a message about a file's value names the file and the key."""
@@ -358,15 +353,15 @@ def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
             raise UserError("{} = {}: give a list of values, not of lists or tables".format(
                 label, campaign_file.toml(value)))
         if s.repeat:  # a parser may read several from one text (option: a comma list)
-            parsed = [s.parse(_text(v), label, s) for v in (
+            parsed = [s.parse(p.as_text(v), label, s) for v in (
                 value if isinstance(value, (list, tuple)) else [value])]
             return tuple(x for v in parsed for x in (v if isinstance(v, tuple) else (v,)))
         if isinstance(value, (list, tuple)):
             if not s.axis and s.sep == ",":
                 raise UserError("{} = {}: give one value, not a list".format(
                     label, campaign_file.toml(value)))
-            value = s.sep.join(_text(v) for v in value)
-        return s.parse(_text(value), label, s)
+            value = s.sep.join(p.as_text(v) for v in value)
+        return s.parse(p.as_text(value), label, s)
     except UserError as exc:
         if where and not str(exc).startswith(label):
             raise UserError("{}: {}".format(label, exc)) from None
