@@ -12,9 +12,14 @@ from .errors import UserError
 def asked_study(meta: Dict[str, Any]) -> Optional[Dict[str, Any]]:
     """What a campaign's latest session asked (campaign.json: its study, the settings' sources),
     where it stored a study; None for a campaign of an earlier compare."""
-    sessions = meta.get("sessions") or [{}]
-    asked = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
+    asked = _latest_config(meta)
     return asked if isinstance(asked, dict) and isinstance(asked.get("study"), dict) else None
+
+
+def _latest_config(meta: Dict[str, Any]) -> Any:
+    """campaign.json's latest session's config, whatever it holds (None where it has none)."""
+    session = (meta.get("sessions") or [{}])[-1]
+    return session.get("config") if isinstance(session, dict) else None
 
 
 def check_latest(meta: Dict[str, Any], results: str) -> None:
@@ -53,8 +58,7 @@ def rebuilt(meta: Dict[str, Any], results: str, given, specs: Callable[[], List[
     study) from its RunConfig, then from its results' `specs()` for what that does not say; what
     neither says and is not `given` now is one line naming each `flag(setting)` to give. Where
     nothing ran and its config says nothing, today's flags and defaults hold, as a new one's."""
-    sessions = meta.get("sessions") or [{}]
-    config = sessions[-1].get("config") if isinstance(sessions[-1], dict) else None
+    config = _latest_config(meta)
     config = config if isinstance(config, dict) else {}
     shapes = [(key, config.get(key), kind) for key, kind in SHAPES.items()] + [  # each of its JSON
         ("options." + k, v, dict) for k, v in dict(config.get("options") or {}).items()  # type
