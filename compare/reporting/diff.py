@@ -78,9 +78,10 @@ def diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     return d.where(d.notna(), None)
 
 
-def _rests_on(r, side: str) -> str:
-    """' (2 of 3 runs)' where a compared side's figure rests on fewer runs than it ran."""
-    return rests_on({"status": "ok", "repeats": r["repeats_" + side], "runs": r["runs_" + side]})
+def _rests_on(r, side: str, used: str = "repeats") -> str:
+    """' (2 of 3 runs)' where a compared side's figure rests on fewer runs (`used`: its ok
+    repeats, or a time-to-accuracy cell's converged runs) than it ran."""
+    return rests_on({"status": "ok", "repeats": r[used + "_" + side], "runs": r["runs_" + side]})
 
 
 def _gpu_label(m: Dict) -> str:
@@ -251,9 +252,8 @@ def tta_table(t: pd.DataFrame) -> Table:
     def minutes(r, side):
         if r["minutes_" + side] is None:
             return "n/a"
-        text = intervals.pm(r["minutes_" + side], r["minutes_{}_ci95".format(side)], "{:.2f}")
-        runs, done = r["runs_" + side], r["converged_" + side]
-        return text + (" ({} of {} runs)".format(done, runs) if done != runs else "")
+        return intervals.pm(r["minutes_" + side], r["minutes_{}_ci95".format(side)], "{:.2f}") + \
+            _rests_on(r, side, "converged")
     fields = tables.shown(t, ["framework", "model", "mode", "precision", "batch_size", "image_size", "N"])
     rows = [tables.label(r, fields) + [minutes(r, "a"), minutes(r, "b"),
                                        pm_ratio(r.ratio, r.ratio_ci95),
