@@ -66,8 +66,7 @@ def history(camps: Sequence, warn: Callable[[str], None] = lambda s: None) -> pd
         for why in skipped:
             warn("{}: {}".format(camp.root, why))
         m = camp.machine
-        facts = {"date": (camp.meta.get("created_at") or "")[:19].replace("T", " "),
-                 "commit": _commit(m), "campaign": camp.root.name}
+        facts = _facts(camp)
         for _, r in cells(accuracy.split(results)[0]).iterrows():  # throughput cells, as reports
             key = tuple(r[c] for c in KEY)
             before = last.get(key)
@@ -117,8 +116,7 @@ def tta_history(camps: Sequence) -> pd.DataFrame:
     rows, last = [], {}  # cell key -> (cell, machine record, campaign) of its previous figure
     for camp in camps:
         m = camp.machine
-        facts = {"date": (camp.meta.get("created_at") or "")[:19].replace("T", " "),
-                 "commit": _commit(m), "campaign": camp.root.name}
+        facts = _facts(camp)
         for cell in diff.tta_cells(camp.results()[0]).values():
             key = tuple(cell[c] for c in TTA_KEY)
             before, est = last.get(key), cell["minutes"]
@@ -143,20 +141,15 @@ def tta_history(camps: Sequence) -> pd.DataFrame:
 
 
 def tta_title(key, prefix: str = "Time to accuracy: ") -> str:
-    k = dict(zip(TTA_KEY, key))
-    nodes = "" if int(k["nodes"]) == 1 else " on each of {} nodes".format(k["nodes"])
-    model = "" if k["model"] == DEFAULT_MODEL else " " + k["model"]
-    return prefix + "{}{} {} b{} {}px ×{}{} ({})".format(
-        frameworks.display(k["framework"], k["mode"]), model, k["precision"], k["batch_size"],
-        k["image_size"], k["gpus"], nodes, k["device"])
+    return prefix + _named(dict(zip(TTA_KEY, key)), "")
 
 
 def _tta_sections(t: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
     out = []
     for key, g in t.groupby(TTA_KEY, sort=False):
         rows = [[r.date, r.commit, r.campaign, r.framework_version or "", "{:g}".format(r.target),
-                 pm(r.minutes, r.minutes_ci95, "{:.2f}") + (
-                     " ({} of {} runs)".format(r.converged, r.runs) if r.converged != r.runs else "")
+                 pm(r.minutes, r.minutes_ci95, "{:.2f}") + rests_on(
+                     {"status": "ok", "repeats": r.converged, "runs": r.runs})
                  if r.minutes is not None else r.status,
                  pm_ratio(r.ratio, r.ratio_ci95, missing=""), _state(r)] for _, r in g.iterrows()]
         out.append((("tta",) + tuple(key), [Table(tta_title(key), [
@@ -173,12 +166,24 @@ def _tta_sections(t: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
 
 def title(key) -> str:
     k = dict(zip(KEY, key))
+    return _named(k, {"synthetic": "", "real": ", real data"}.get(k["data_mode"],
+                                                                  ", " + str(k["data_mode"])))
+
+
+def _named(k: Dict, data: str) -> str:
+    """A cell's history title from its key's fields (k): 'PyTorch (Caffe2) fp32 b256 224px ×2 on
+    each of 2 nodes, real data (cuda)', the network only where it is not ResNet-50."""
     model = "" if k["model"] == DEFAULT_MODEL else " " + k["model"]  # ResNet-50 titles as before
-    data = {"synthetic": "", "real": ", real data"}.get(k["data_mode"], ", " + str(k["data_mode"]))
     nodes = "" if int(k["nodes"]) == 1 else " on each of {} nodes".format(k["nodes"])
     return "{}{} {} b{} {}px ×{}{}{} ({})".format(frameworks.display(k["framework"], k["mode"]), model,
                                                 k["precision"], k["batch_size"], k["image_size"],
                                                 k["gpus"], nodes, data, k["device"])
+
+
+def _facts(camp) -> Dict[str, str]:
+    """What a history row says of its campaign: its date, its commit, its name."""
+    return {"date": (camp.meta.get("created_at") or "")[:19].replace("T", " "),
+            "commit": _commit(camp.machine), "campaign": camp.root.name}
 
 
 def _state(r) -> str:
