@@ -198,15 +198,15 @@ def records(results: Sequence, price: Optional[float] = None) -> List[Dict]:
     for key, runs in cells(results).items():
         s = summary(runs)
         minutes, ips = s["minutes"], s["ips"]
-        cell: Dict = dict(zip(CELL + ("nodes", "gpus"), key))
+        dollars, per_million = costs(s, key, price)
+        cell: Dict = _cell(key)
         cell.update(
             target=runs[0]["target"], runs=s["runs"], converged=s["converged"],
             finished=s["finished"], minutes_mean=minutes.value if minutes else None,
             minutes_ci95=minutes.half_width() if minutes else None, minutes_median=s["median"],
             spread=s["spread"], epochs_to_target=s["epochs"], mlperf_score=s["score"],
             best=s["best"], images_per_sec=ips.value if ips else None,
-            cost_to_target=costs(s, key, price)[0],
-            cost_per_million_images=costs(s, key, price)[1],
+            cost_to_target=dollars, cost_per_million_images=per_million,
             run_records=[{k: x[k] for k in RUN_FIELDS} for x in runs])
         out.append(cell)
     return out
