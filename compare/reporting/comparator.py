@@ -78,8 +78,18 @@ def run_record(r: RunResult) -> Dict:
            "telemetry_samples": tel.get("samples"), "started_at": r.started_at,
            "data_mode": data_mode(s)}
     row.update({k: tel.get(k) if ok else None for k in TELEMETRY})
+    row["power_avg_w"] = job_power(row["power_avg_w"], row["nodes"])
     row.update({k: settings.get(k) for k in DATA_SETTINGS + NOTES})
     return row
+
+
+def job_power(node_watts, nodes) -> Optional[float]:
+    """Watts of the whole job: rank 0 samples its own node's GPUs (backends/telemetry.py), so the
+    job draws about `nodes` times that (the other nodes taken to draw the same); None without a
+    reading. Every power figure of the report (runs.csv, report.csv, the Energy table) is this."""
+    if node_watts is None or node_watts != node_watts:
+        return None
+    return float(node_watts) * int(nodes)
 
 
 def runs(results: Sequence[RunResult]) -> pd.DataFrame:
@@ -108,19 +118,10 @@ def _cell(key, g: pd.DataFrame) -> Dict:
     for col in ("device_name", "framework_version", "distribution", "data", "compile",
                 "options", "batch_chosen") + NOTES + DATA_SETTINGS:
         cell[col] = last[col]
-    for col in TELEMETRY:
+    for col in TELEMETRY:  # power_avg_w: the whole job's, every node's (run_record)
         cell[col] = metrics.median(ok[col])
-    # rank 0 samples its own node's GPUs (backends/telemetry.py): the job draws about `nodes`
-    # times that, so img/s of the whole job is divided by it (not by one node's power)
-    cell["images_per_watt"] = metrics.images_per_watt(cell["images_per_sec"], job_power(cell))
+    cell["images_per_watt"] = metrics.images_per_watt(cell["images_per_sec"], cell["power_avg_w"])
     return cell
-
-
-def job_power(cell) -> Optional[float]:
-    """Watts of the whole job: the power rank 0 measured on its node's GPUs, times the nodes
-    (the others taken to draw the same); None without a reading."""
-    power = cell["power_avg_w"]
-    return None if power is None or power != power else float(power) * int(cell["nodes"])
 
 
 def _failed_runs(g: pd.DataFrame) -> Optional[str]:

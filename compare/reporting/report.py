@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import frameworks
 from . import data_table, findings, metrics, tables
-from .comparator import MIXED, NOTES, job_power, rests_on
+from .comparator import MIXED, NOTES, rests_on
 from .intervals import pm
 from .tables import Section, Table, Text, num
 
@@ -311,7 +311,7 @@ def energy(df: pd.DataFrame, lay: Layout) -> Table:
              "same."] if (measured.nodes > 1).any() else []
     return pivot(measured, "Energy (img/s per W of the job's GPUs; average power in brackets)",
                  lambda r: "{} ({})".format(num(r["images_per_watt"], "{:.2f}"),
-                                            num(job_power(r), "{:.0f} W")), lay, notes)
+                                            num(r["power_avg_w"], "{:.0f} W")), lay, notes)
 
 
 def failures(df: pd.DataFrame, lay: Layout) -> Table:

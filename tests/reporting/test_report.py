@@ -230,3 +230,21 @@ def test_energy_of_a_job_on_two_nodes_counts_the_power_of_both():
     energy = text.split("## Energy")[1].split("##")[0]
     assert "| 2.00 (1000 W) | 2.00 (2000 W) |" in energy
     assert "measured on the first node's GPUs" in energy
+
+
+def test_report_csv_power_is_the_whole_jobs_on_two_nodes(tmp_path):
+    """report.csv, report.json and runs.csv say the power of the whole cell (both nodes: rank 0's
+    1000 W counted once per node), the figure the Energy table shows and img/s per W divides by:
+    a reader dividing images_per_sec by power_avg_w gets images_per_watt on every row."""
+    one = result("caffe2", "fp32", 2, 2000.0, watts=1000.0)
+    two = result("caffe2", "fp32", 2, 4000.0, watts=1000.0)
+    two.spec = dict(two.spec, nodes=2)
+    two.run_id = "caffe2-fp32-n2-g2-b256-s224-r0"
+    df = comparator.cells([one, two])
+    write_files(df, tmp_path, ["csv", "json"], None, [one, two])
+    cells = pd.read_csv(tmp_path / "report.csv")
+    assert list(zip(cells.nodes, cells.power_avg_w)) == [(1, 1000.0), (2, 2000.0)]
+    assert list(cells.images_per_sec / cells.power_avg_w) == list(cells.images_per_watt)
+    assert [r["power_avg_w"] for r in json.loads((tmp_path / "report.json").read_text())] == [
+        1000.0, 2000.0]
+    assert list(pd.read_csv(tmp_path / "runs.csv").power_avg_w) == [1000.0, 2000.0]
