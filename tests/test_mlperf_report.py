@@ -270,7 +270,8 @@ def test_history_of_time_to_accuracy_names_the_framework_version_of_each_point(t
         save_campaign(tmp_path / "all" / name, runs, created_at="2026-12-0{}T09:00:00+00:00".format(day))
     code, out, err = main_exit(["history", str(tmp_path / "all"), "--out", str(tmp_path / "h")], capsys)
     assert code == 0, err
-    assert "| date | commit | campaign | version | target | minutes to target | previous ÷ now | state |" in out
+    assert "| date | commit | campaign | version | target | minutes to target | speed now ÷ previous | " \
+        "state |" in out
     assert "| 0123456789 | c1 | torch 2.3.1 | 0.9 | 1.10 ±" in out
     assert "| 0123456789 | c2 | torch 2.4.0 | 0.9 | 2.20 ±" in out
     with open(tmp_path / "h" / "history_time_to_accuracy.csv") as f:

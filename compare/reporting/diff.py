@@ -24,6 +24,9 @@ MATCH = ["framework", "model", "precision", "batch_size", "image_size", "data_mo
 SETTINGS = ["data", "compile", "options"]
 # runs_X: the runs a side's cell ran; repeats_X: the ok ones its figure rests on (counts, for a
 # machine reading diff.csv; the Markdown says "(2 of 3 runs)" where they differ)
+# both ratios of a diff, img/s and minutes to target, are B's speed over A's (> 1: B faster; the
+# csv's `ratio` too): one heading says so, as history's says now over previous
+SPEED = "speed B ÷ A"
 COLUMNS = MATCH + ["device_a", "device_b", "images_per_sec_a", "images_per_sec_b", "runs_a",
                    "repeats_a", "runs_b", "repeats_b", "ratio", "ratio_ci95", "state", "comparable",
                    "why"]
@@ -142,11 +145,12 @@ def sections(d: pd.DataFrame, a: pd.DataFrame, b: pd.DataFrame, machine_a: Dict,
                               "image_size", "data_mode", "N"])
     first = tables.heading(fields)
     if len(ok):
-        out.append(Table("", first + ["A img/s", "B img/s", "B ÷ A", "state"],
+        out.append(Table("", first + ["A img/s", "B img/s", SPEED, "state"],
                          [tables.label(r, fields) + ["{:.2f}".format(r.images_per_sec_a) + _rests_on(r, "a"),
                            "{:.2f}".format(r.images_per_sec_b) + _rests_on(r, "b"),
                            pm_ratio(r.ratio, r.ratio_ci95), r.state]
-                          for _, r in ok.iterrows()], name="diff"))
+                          for _, r in ok.iterrows()],
+                         [SPEED + " = B's img/s ÷ A's img/s; > 1: B is faster."], name="diff"))
     bad = d[~d.comparable.astype(bool)]
     if len(bad):
         out.append(Table("Not comparable", first + ["why"],
@@ -209,9 +213,9 @@ def _tta_why_not(a: Optional[Dict], b: Optional[Dict], names=("A", "B")) -> Opti
 
 def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict], names=("A", "B")) -> pd.DataFrame:
     """One row per time-to-accuracy cell of A or B: minutes to target on each side and A ÷ B
-    (how many times faster B trains to the target) with its 95 % interval from the seeds'
-    spread, and its state; else why not (a side without a converged run, another target or data
-    set, a side of one seed: no interval)."""
+    (B's speed over A's, as diff's img/s ratio: how many times faster B trains to the target)
+    with its 95 % interval from the seeds' spread, and its state; else why not (a side without a
+    converged run, another target or data set, a side of one seed: no interval)."""
     rows = []
     for key in list(a) + [k for k in b if k not in a]:
         ca, cb = a.get(key), b.get(key)
@@ -260,8 +264,9 @@ def tta_table(t: pd.DataFrame) -> Table:
                                        r.state if r.comparable else "not comparable: " + r.why]
             for _, r in t.iterrows()]
     return Table("Time to accuracy (minutes to target)", tables.heading(fields) + [
-        "A minutes", "B minutes", "A ÷ B", "state"], rows,
+        "A minutes", "B minutes", SPEED, "state"], rows,
         ["minutes = run_start → run_stop, the mean of each side's converged runs (one seed each) ± "
-         "the half width of its 95 % interval; A ÷ B > 1: B trains to the target faster. Epochs "
+         "the half width of its 95 % interval; " + SPEED + " = A's minutes ÷ B's minutes; > 1: B "
+         "trains to the target faster. Epochs "
          "to converge vary with the seed (MLPerf v0.5): throughput is the fairer cross-hardware "
          "figure."], name="diff_time_to_accuracy", labels=len(fields))

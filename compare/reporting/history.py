@@ -101,6 +101,9 @@ def _machines(before, name: str, machine) -> dict:
         if changed else {}
 
 
+# both ratios, img/s and minutes to target, are the speed now over the previous figure's (> 1:
+# faster now), as diff's are B's over A's (diff.SPEED); one heading says so
+SPEED = "speed now ÷ previous"
 TTA_KEY = diff.TTA_MATCH + ["device"]
 TTA_COLUMNS = TTA_KEY + ["date", "commit", "campaign", "framework_version", "target", "status",
                          "converged", "runs",
@@ -110,9 +113,10 @@ TTA_COLUMNS = TTA_KEY + ["date", "commit", "campaign", "framework_version", "tar
 
 def tta_history(camps: Sequence) -> pd.DataFrame:
     """The time-to-accuracy cells' history: one row per cell per campaign, minutes to target (the
-    mean of its converged seeds, with its interval) and the ratio previous ÷ now (> 1: it trains
-    to the target faster now) with its state, as diff.tta_diff takes it; a point on another
-    machine, or with another target or data set, is not comparable and says why."""
+    mean of its converged seeds, with its interval) and the ratio previous ÷ now, its speed now
+    over the previous (> 1: it trains to the target faster now, as img/s now ÷ previous > 1)
+    with its state, as diff.tta_diff takes it; a point on another machine, or with another
+    target or data set, is not comparable and says why."""
     rows, last = [], {}  # cell key -> (cell, machine record, campaign) of its previous figure
     for camp in camps:
         m = camp.machine
@@ -153,14 +157,13 @@ def _tta_sections(t: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
                  if r.minutes is not None else r.status,
                  pm_ratio(r.ratio, r.ratio_ci95, missing=""), _state(r)] for _, r in g.iterrows()]
         out.append((("tta",) + tuple(key), [Table(tta_title(key), [
-            "date", "commit", "campaign", "version", "target", "minutes to target", "previous ÷ now",
-            "state"],
+            "date", "commit", "campaign", "version", "target", "minutes to target", SPEED, "state"],
             rows)]))
     if out:  # once, under the last of them
         out.append(((), [Text("", ["Time to accuracy: minutes = run_start → run_stop, the mean "
                                    "of the converged runs (one seed each) ± the half width of its "
-                                   "95 % interval; previous ÷ now > 1: it trains to the target "
-                                   "faster now."])]))
+                                   "95 % interval; " + SPEED + " = the previous minutes ÷ now's; "
+                                   "> 1: it trains to the target faster now."])]))
     return out
 
 
@@ -228,5 +231,5 @@ def sections(h: pd.DataFrame, t: Optional[pd.DataFrame] = None) -> List[Tuple[tu
                  pm_ratio(r.ratio, r.ratio_ci95, missing=""), _state(r)]
                 for _, r in g.iterrows()]
         out.append((key, [Table(title(key), ["date", "commit", "campaign", "version", "img/s",
-                                             "÷ previous", "state"], rows)]))
+                                             SPEED, "state"], rows)]))
     return out + _tta_sections(t)

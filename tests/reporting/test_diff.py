@@ -184,3 +184,30 @@ def test_the_heading_names_each_side_machine_as_its_record_does(tmp_path, capsys
     assert "CPU None" not in out
     # not "Machines differ in: cpu_model: AMD EPYC 7543 vs None; …": B's machine is not known
     assert "- Whether the machines differ is unknown: B has no machine record." in out
+
+
+def test_throughput_and_time_to_accuracy_ratios_go_one_way_and_their_headings_say_so(tmp_path, capsys):
+    """B twice as fast as A, in img/s and in minutes to target: both tables show 2.00× under one
+    heading, 'speed B ÷ A' (the time table said 'A ÷ B' beside the other's 'B ÷ A'), and both CSV
+    files hold 2.0, with the direction in the notes."""
+    import csv
+
+    from tests.test_mlperf_report import _result
+    minutes = [1.0, 1.2, 1.1, 0.9, 1.3]
+    a = [windowed("caffe2", "fp32", 1, WINDOWS)] + [_result("caffe2", 1, r, m, 100) for r, m in
+                                                     enumerate(minutes)]
+    b = [scaled(windowed("caffe2", "fp32", 1, WINDOWS), 2.0)] + [
+        _result("caffe2", 1, r, m / 2, 200) for r, m in enumerate(minutes)]
+    ca, cb = save_campaign(tmp_path / "a", a), save_campaign(tmp_path / "b", b)
+    code, out, err = main_exit(["diff", str(ca), str(cb), "--out", str(tmp_path / "d")], capsys)
+    assert code == 0, err
+    heads = [line for line in out.splitlines() if line.startswith("| framework")]
+    assert heads[0].endswith("| A img/s | B img/s | speed B ÷ A | state |")
+    assert heads[1].endswith("| A minutes | B minutes | speed B ÷ A | state |")
+    assert "| 1000.60 | 2001.20 | 2.00× ±0.02 | better |" in out
+    assert "| 1.10 ±0.20 | 0.55 ±0.10 | 2.00× ±0.42 | better |" in out
+    assert "speed B ÷ A = B's img/s ÷ A's img/s; > 1: B is faster." in out
+    assert "speed B ÷ A = A's minutes ÷ B's minutes; > 1: B trains to the target faster." in out
+    for name in ("diff.csv", "diff_time_to_accuracy.csv"):
+        with open(str(tmp_path / "d" / name)) as f:
+            assert float(next(csv.DictReader(f))["ratio"]) == pytest.approx(2.0, rel=1e-3), name

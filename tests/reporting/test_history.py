@@ -226,3 +226,24 @@ def test_a_cell_of_two_nodes_is_titled_by_its_gpus_per_node_and_its_nodes(tmp_pa
     titles = [line for line in out.splitlines() if line.startswith("## PyTorch")]
     assert code == 0 and titles == ["## PyTorch (Caffe2) fp32 b256 224px ×2 (cuda)",
                                     "## PyTorch (Caffe2) fp32 b256 224px ×2 on each of 2 nodes (cuda)"]
+
+
+def test_throughput_and_time_to_accuracy_histories_head_their_ratio_alike(tmp_path, capsys):
+    """A cell twice as fast now, in img/s and in minutes to target: both tables show 2.00× under
+    one heading, 'speed now ÷ previous' (they said '÷ previous' and 'previous ÷ now')."""
+    from tests.test_mlperf_report import _result
+    minutes = [1.0, 1.2, 1.1, 0.9, 1.3]
+    for name, day, factor in (("c1", 1, 1.0), ("c2", 2, 2.0)):
+        save_campaign(tmp_path / "all" / name, [scaled(windowed("caffe2", "fp32", 1, WINDOWS), factor)] + [
+            _result("caffe2", 1, r, m / factor, 100) for r, m in enumerate(minutes)],
+            created_at="2026-12-0{}T09:00:00+00:00".format(day))
+    code, out, err = main_exit(["history", str(tmp_path / "all")], capsys)
+    assert code == 0, err
+    heads = [line for line in out.splitlines() if line.startswith("| date")]
+    assert heads == ["| date | commit | campaign | version | img/s | speed now ÷ previous | state |",
+                     "| date | commit | campaign | version | target | minutes to target | speed now ÷ "
+                     "previous | state |"]
+    assert "| 2001.20 ±" in out and "| 2.00× ±0.02 | better |" in out
+    assert "| 0.55 ±0.10 | 2.00× ±0.42 | better |" in out
+    assert "speed now ÷ previous = the previous minutes ÷ now's; > 1: it trains to the target " \
+           "faster now." in out
