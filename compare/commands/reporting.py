@@ -118,8 +118,8 @@ def history(
 ):
     """Each cell's figure over time (date, commit, versions), regressions flagged."""
     from ..files import check_writable_dir, user_path, write_text
-    from ..reporting import charts, html, tables
     from ..reporting import history as hist
+    from ..reporting import html, tables
     if out is not None:
         check_writable_dir(out, "--out")
     camps = hist.campaigns(campaigns, lambda w: _err("warning: " + w))
@@ -132,8 +132,7 @@ def history(
         return
     body = []
     for key, secs in parts:
-        chart = charts.history(h[[tuple(r) == key for r in h[hist.KEY].itertuples(index=False)]],
-                               hist.title(key)) if key and key[0] != "tta" else None
+        chart = hist.chart(key, h, tta)  # img/s, or minutes to target, over the campaigns
         body += ([html.figure(chart)] if chart else []) + [html.code(tables.html_fragment(secs))]
     with user_path(out, "--out"):  # each file made aside and renamed (files.py)
         write_text(out / "history.md", text, out)

@@ -1,8 +1,8 @@
 """The report's charts, drawn with matplotlib (Agg, no display) from the comparator's cells.
 
-Each chart function takes the cells DataFrame of `comparator.cells()` (or, for `history`, the rows
-of `history.history()`) and returns a `Chart` (title, caption that says how to read it, PNG bytes),
-or None when there is nothing to draw.
+Each chart function takes the cells DataFrame of `comparator.cells()` (or, for `history` and
+`tta_history`, the rows of `history.history()` and `history.tta_history()`) and returns a `Chart`
+(title, caption that says how to read it, PNG bytes), or None when there is nothing to draw.
 """
 import io
 from dataclasses import dataclass
@@ -200,25 +200,42 @@ def energy(df: pd.DataFrame) -> Optional[Chart]:
 
 def history(h: pd.DataFrame, title: str) -> Optional[Chart]:
     """One cell over time: img/s with its 95 % interval per campaign, regressions in red."""
-    ok = h[h.images_per_sec.notna()]
+    return _over_time(h, "images_per_sec", "images/sec (whole job)", title,
+                      "Each point is one campaign (date, commit), with its 95 % interval; a red "
+                      "triangle marks a figure worse than the one before beyond noise.")
+
+
+def tta_history(t: pd.DataFrame, title: str) -> Optional[Chart]:
+    """One time-to-accuracy cell over time (history.tta_history's rows): minutes to target with
+    its 95 % interval per campaign, regressions (slower) in red."""
+    return _over_time(t, "minutes", "minutes to target", title,
+                      "Each point is one campaign (date, commit): minutes to target, the mean of its "
+                      "converged runs, with its 95 % interval; a red triangle marks a time slower "
+                      "than the one before beyond noise. Lower is better.")
+
+
+def _over_time(rows: pd.DataFrame, value: str, ylabel: str, title: str,
+               caption: str) -> Optional[Chart]:
+    """rows[value] per campaign with rows[value + '_ci95'] as error bars, a red triangle where
+    `regression`; None with fewer than two points."""
+    ok = rows[rows[value].notna()]
     if len(ok) < 2:
         return None
     plt = _plt()
     xs = list(range(len(ok)))
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(ok) + 3), 3.6))
-    ax.errorbar(xs, ok.images_per_sec.astype(float), yerr=[v or 0.0 for v in ok.images_per_sec_ci95],
+    ax.errorbar(xs, ok[value].astype(float), yerr=[v or 0.0 for v in ok[value + "_ci95"]],
                 fmt="o-", color=frameworks.color(ok.framework.iloc[0]), capsize=3)
-    bad = [(x, y) for x, y, flag in zip(xs, ok.images_per_sec, ok.regression) if flag]
+    bad = [(x, y) for x, y, flag in zip(xs, ok[value], ok.regression) if flag]
     if bad:
         ax.plot([x for x, _ in bad], [y for _, y in bad], "v", color="#d93025", markersize=11,
                 label="regression")
         ax.legend(fontsize=8)
     ax.set_xticks(xs)
     ax.set_xticklabels(["{}\n{}".format(d[:10], c[:7]) for d, c in zip(ok.date, ok.commit)], fontsize=7)
-    ax.set_ylabel("images/sec (whole job)")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    return Chart(title, "Each point is one campaign (date, commit), with its 95 % interval; a red "
-                 "triangle marks a figure worse than the one before beyond noise.", _png(fig))
+    return Chart(title, caption, _png(fig))
 
 
 def all_charts(df: pd.DataFrame) -> List[Chart]:

@@ -144,6 +144,19 @@ def tta_history(camps: Sequence) -> pd.DataFrame:
     return d.where(d.notna(), None)
 
 
+def chart(key: tuple, h: pd.DataFrame, t: pd.DataFrame):
+    """The chart of one cell of sections() (its key; () for none): img/s of a throughput cell,
+    minutes to target of a time-to-accuracy cell (key "tta", ...), over the campaigns; None
+    where there is nothing to draw."""
+    from . import charts
+    if not key:
+        return None
+    if key[0] == "tta":
+        return charts.tta_history(t[[tuple(r) == key[1:] for r in t[TTA_KEY].itertuples(index=False)]],
+                                  tta_title(key[1:]))
+    return charts.history(h[[tuple(r) == key for r in h[KEY].itertuples(index=False)]], title(key))
+
+
 def tta_title(key, prefix: str = "Time to accuracy: ") -> str:
     return prefix + _named(dict(zip(TTA_KEY, key)), "")
 

@@ -247,3 +247,28 @@ def test_throughput_and_time_to_accuracy_histories_head_their_ratio_alike(tmp_pa
     assert "| 0.55 ±0.10 | 2.00× ±0.42 | better |" in out
     assert "speed now ÷ previous = the previous minutes ÷ now's; > 1: it trains to the target " \
            "faster now." in out
+
+
+def test_history_html_charts_minutes_to_target_as_it_charts_img_s(tmp_path, capsys):
+    """history.html drew a chart per throughput cell and none for a time-to-accuracy cell: it
+    draws minutes to target per campaign with their 95 % intervals, the regression marked, under
+    the cell's title; a cell with one point has no chart, as a throughput cell's."""
+    import re
+
+    from tests.test_mlperf_report import _result
+    minutes = [1.0, 1.2, 1.1, 0.9, 1.3]
+    for name, day, factor in (("c1", 1, 1.0), ("c2", 2, 1.0), ("c3", 3, 2.0)):
+        runs = [_result("caffe2", 1, r, factor * m, 100) for r, m in enumerate(minutes)]
+        runs += [_result("jax", 1, 0, 1.0, 100)] if name == "c1" else []  # one point: no chart
+        save_campaign(tmp_path / "all" / name, runs + [windowed("caffe2", "fp32", 1, WINDOWS)],
+                      created_at="2026-12-0{}T09:00:00+00:00".format(day))
+    code, out, err = main_exit(["history", str(tmp_path / "all"), "--out", str(tmp_path / "h")], capsys)
+    assert code == 0, err
+    page = (tmp_path / "h" / "history.html").read_text()
+    titles = re.findall(r'<figure class="chart"><h2>([^<]*)</h2>', page)
+    assert titles == ["PyTorch (Caffe2) fp32 b256 224px ×1 (cuda)",
+                      "Time to accuracy: PyTorch (Caffe2) bf16 b256 64px ×1 (cuda)"]
+    caption = page.split(titles[1])[2].split("<figcaption>")[1].split("</figcaption>")[0]
+    assert caption == ("Each point is one campaign (date, commit): minutes to target, the mean of "
+                       "its converged runs, with its 95 % interval; a red triangle marks a time "
+                       "slower than the one before beyond noise. Lower is better.")
