@@ -77,10 +77,12 @@ def _fastest(ok: pd.DataFrame, lay) -> List[str]:
     top = ranked.iloc[0]
     model = lay.model_column
     images = "image_size" in _settings(ok)  # the image size where the cells ran several
-    text = "Fastest: {} at {}, batch {}{}, on {}: {} images/sec".format(
+    ci95 = top.images_per_sec_ci95  # '1900.0 ±12.3 images/sec', '1900.0 images/sec, one run: …'
+    figure = intervals.pm(top.images_per_sec, ci95, "{:.1f}") + " images/sec" if ci95 is not None \
+        else "{:.1f} images/sec, {}".format(top.images_per_sec, intervals.NO_INTERVAL)
+    text = "Fastest: {} at {}, batch {}{}, on {}: {}".format(
         _name(top.framework, model and top.model), top.precision, _batch(top),
-        ", image {}".format(top.image_size) if images else "", lay.label(top.nodes, top.gpus),
-        intervals.pm(top.images_per_sec, top.images_per_sec_ci95, "{:.1f}"))
+        ", image {}".format(top.image_size) if images else "", lay.label(top.nodes, top.gpus), figure)
     if len(ranked) > 1:
         second = ranked.iloc[1]
         r = ratio(top, second)

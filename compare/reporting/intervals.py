@@ -133,14 +133,20 @@ def state(value: Optional[float], half_width: Optional[float], null: float = 1.0
     return NOISE
 
 
+# what a figure without an interval says beside it: only a figure (or a ratio with a side) that
+# rests on one run of one timed window, or one seed, has none (cell(), accuracy.estimate)
+NO_INTERVAL = "one run: no interval"
+
+
 def pm(value: Optional[float], half_width: Optional[float], fmt: str = "{:.2f}",
        hw_fmt: Optional[str] = None, missing: str = "n/a") -> str:
-    """'1.95 ±0.02' (the half width in hw_fmt, default the value's format); '1.95 ±?' when the
-    interval is unknown."""
+    """'1.95 ±0.02' (the half width in hw_fmt, default the value's format); '1.95, one run: no
+    interval' when there is none (it said '1.95 ±?')."""
     if value is None:
         return missing
-    return "{} ±{}".format(fmt.format(value), "?" if half_width is None else
-                           (hw_fmt or fmt).format(half_width).lstrip("+"))
+    if half_width is None:
+        return "{}, {}".format(fmt.format(value), NO_INTERVAL)
+    return "{} ±{}".format(fmt.format(value), (hw_fmt or fmt).format(half_width).lstrip("+"))
 
 
 def pm_ratio(value: Optional[float], half_width: Optional[float], missing: str = "n/a") -> str:

@@ -96,4 +96,4 @@ def test_ratio_interval_and_states():
     assert intervals.state(1.05, 0.04) == "better" and intervals.state(0.95, 0.04) == "worse"
     assert intervals.state(1.03, 0.04) == "within noise" and intervals.state(1.0, None) == "not comparable"
     assert intervals.state(0.30, 0.05, null=0.0) == "better"  # a precision gain against no gain
-    assert intervals.pm(1.952, 0.0021, "{:.3f}") == "1.952 ±0.002" and intervals.pm(1.5, None) == "1.50 ±?"
+    assert intervals.pm(1.952, 0.0021, "{:.3f}") == "1.952 ±0.002" and intervals.pm(1.5, None) == "1.50, one run: no interval"

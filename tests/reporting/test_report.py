@@ -248,3 +248,21 @@ def test_report_csv_power_is_the_whole_jobs_on_two_nodes(tmp_path):
     assert [r["power_avg_w"] for r in json.loads((tmp_path / "report.json").read_text())] == [
         1000.0, 2000.0]
     assert list(pd.read_csv(tmp_path / "runs.csv").power_avg_w) == [1000.0, 2000.0]
+
+
+def test_a_figure_of_one_run_says_it_has_no_interval_in_words_in_every_format(tmp_path):
+    """One run of one timed window per cell: the speedup has no interval, and the report said
+    '1.900 ±?'. Markdown, HTML and the table's CSV say 'one run: no interval' instead; so does a
+    time to accuracy of one seed."""
+    from tests.test_mlperf_report import _result
+    runs = [windowed("caffe2", "fp32", 1, [1000.0]), windowed("caffe2", "fp32", 2, [1900.0])]
+    trained = [_result("jax", 1, 0, 1.0, 9000)]
+    df = comparator.cells(runs)
+    from compare.reporting import accuracy
+    text, _ = write_files(df, tmp_path, ["md", "csv", "html"], None, runs,
+                          extra=accuracy.tables(trained), trained=trained)
+    assert "| 1000.00 | 1900.00 (1.900, one run: no interval) |" in text
+    assert "| 1/1 | 1.00, one run: no interval |" in text
+    assert "±?" not in text and "±?" not in (tmp_path / "report.html").read_text()
+    assert "1900.00 (1.900, one run: no interval)" in (tmp_path / "report.html").read_text()
+    assert "1900.00 (1.900, one run: no interval)" in (tmp_path / "tables" / "images_sec.csv").read_text()
