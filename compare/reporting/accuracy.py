@@ -17,6 +17,7 @@ from ..mlperf import REQUIRED_RUNS, olympic_mean
 from . import intervals, metrics
 from . import tables as _tables
 from .charts import Chart, _plt, _png
+from .comparator import short_of
 from .tables import Table, num
 
 CELL = ("framework", "model", "mode", "precision", "batch_size", "image_size", "device")
@@ -122,8 +123,7 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
         row = _label(key, shown) + [
             "{}/{}".format(s["converged"], s["runs"]), _pm(s["minutes"], "{:.2f}"),
             num(s["median"], "{:.2f}"), num(s["spread"], "{:.0%}"), _epochs(s["epochs"]),
-            "{:.2f}".format(s["score"]) if s["score"] is not None else
-            ("n<{}".format(REQUIRED_RUNS) if s["finished"] < REQUIRED_RUNS else "n/a"),
+            _score(s, runs),
             num(s["best"], "{:.3f}")]
         if price is not None:
             row += _cost(s, key, price)
@@ -142,6 +142,18 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
         notes.append(COST_NOTE.replace("gpu_hour_price", "${:g}/GPU-hour".format(price)))
     return Table("Time to accuracy (minutes to target)", head, rows, notes, name="time_to_accuracy",
                  labels=len(shown))
+
+
+def _score(s: Dict, runs: List[Dict]) -> str:
+    """MLPerf's score; 'n<5' of a cell that ran fewer runs, '4 of 5 runs (1 timeout)' of one that
+    ran 5 of which some did not finish, 'n/a' (more than one not converged) otherwise."""
+    if s["score"] is not None:
+        return "{:.2f}".format(s["score"])
+    if s["finished"] >= REQUIRED_RUNS:
+        return "n/a"
+    if s["runs"] < REQUIRED_RUNS:
+        return "n<{}".format(REQUIRED_RUNS)
+    return short_of(s["finished"], s["runs"], [x["status"] for x in runs if x["status"] not in FINISHED])
 
 
 def costs(s: Dict, key: Tuple, price: Optional[float]) -> Tuple[Optional[float], Optional[float]]:

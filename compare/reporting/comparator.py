@@ -11,11 +11,12 @@ across modes: `ratio()` refuses two cells of different modes. A searched batch (
 cell whatever batch its search chose (`batch_chosen`).
 """
 import json
+import re
 from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 
-from backends.contract import DEFAULT_MODEL, RunResult, data_mode
+from backends.contract import DEFAULT_MODEL, STATUSES, RunResult, data_mode
 
 from .. import frameworks
 from . import intervals, metrics
@@ -136,7 +137,27 @@ def rests_on(cell) -> str:
     """' (2 of 3 runs)' where a cell's figure rests on fewer runs than it ran; '' otherwise."""
     if cell["status"] != "ok" or cell["repeats"] >= cell["runs"]:
         return ""
-    return " ({} of {} runs)".format(cell["repeats"], cell["runs"])
+    return " ({})".format(OF_RUNS.format(cell["repeats"], cell["runs"]))
+
+
+OF_RUNS = "{} of {} runs"
+
+
+def short_of(kept: int, ran: int, statuses: Sequence[str]) -> str:
+    """'4 of 5 runs (1 timeout)': where a figure needs more runs than have one (MLPerf's 5) but
+    the cell ran enough, how many have one and what the others ended as (their reasons are listed
+    under the runs without a figure), not 'n<5' of a cell that ran 5."""
+    ended: Dict[str, int] = {}
+    for status in statuses:
+        ended[status] = ended.get(status, 0) + 1
+    return OF_RUNS.format(kept, ran) + " ({})".format(", ".join(
+        "{} {}".format(n, status) for status, n in sorted(ended.items())))
+
+
+def failed_statuses(failed_runs: Optional[str]) -> List[str]:
+    """The statuses of a cell's runs without a figure, from its failed_runs ('r4: timeout: …;
+    r2: oom')."""
+    return re.findall(r"(?:^|; )r\d+: ({})(?=: |; |$)".format("|".join(STATUSES)), failed_runs or "")
 
 
 def estimate(row) -> Optional[intervals.Estimate]:

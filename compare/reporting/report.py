@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import frameworks
 from . import data_table, findings, metrics, tables
-from .comparator import MIXED, NOTES, rests_on
+from .comparator import MIXED, NOTES, failed_statuses, rests_on, short_of
 from .intervals import pm
 from .tables import Section, Table, Text, num
 
@@ -297,11 +297,19 @@ def repeats(df: pd.DataFrame, lay: Layout) -> Table:
         return [str(r.repeats) if r.repeats >= r.runs else "{} of {}".format(r.repeats, r.runs),
                 pm(r.images_per_sec, r.images_per_sec_ci95),
                 "{:.2f}–{:.2f}".format(r.ips_min, r.ips_max), num(r.spread, "{:.1%}"),
-                num(r.cv, "{:.1%}"), num(r.mlperf_mean, "{:.2f}") if r.repeats >= 5 else "n<5"]
+                num(r.cv, "{:.1%}"), mlperf_mean(r)]
     return _listing("Repeats (img/s of each cell over its runs)", df[df.repeats > 1], lay,
                     ["runs", "median", "min–max", "spread", "CV", "MLPerf mean"], values,
                     ["spread = (max − min) ÷ median; CV = standard deviation ÷ mean; MLPerf mean = "
                      "mean after dropping the fastest and the slowest run (5 runs or more)."])
+
+
+def mlperf_mean(r) -> str:
+    """A cell's MLPerf mean; 'n<5' where it ran fewer than 5 runs, '4 of 5 runs (1 timeout)'
+    where it ran 5 but some have no figure."""
+    if r.repeats >= 5:
+        return num(r.mlperf_mean, "{:.2f}")
+    return short_of(r.repeats, r.runs, failed_statuses(r.failed_runs)) if r.runs >= 5 else "n<5"
 
 
 def energy(df: pd.DataFrame, lay: Layout) -> Table:
