@@ -49,7 +49,7 @@ def test_a_process_killed_by_sigkill_is_named_and_an_oom_where_the_kernel_says_s
     line = _kernel_killed(pid, tmp_path, monkeypatch)
     result = collect(spec, Outcome(code), result_file, err, started, 600)
     assert (result.status, result.reason) == (
-        "oom", "a worker was killed by the kernel's OOM killer: {} ({}) (rank 0 recorded: {})".format(
+        "oom", "a worker was killed: {} (the kernel's OOM killer: {}) (rank 0 recorded: {})".format(
             killed, line, recorded.reason))
 
 
@@ -112,5 +112,5 @@ def test_a_killed_process_is_named_also_when_process_0_wrote_a_failure_of_its_ow
     line = _kernel_killed(pid, tmp_path, monkeypatch)
     result = collect(spec, Outcome(code), result_file, err, started, 600)
     assert (result.status, result.reason) == (
-        "oom", "a worker was killed by the kernel's OOM killer: process 1 (pid {}) was killed by "
-               "SIGKILL ({}) (rank 0 recorded: JaxRuntimeError: Connection closed by peer)".format(pid, line))
+        "oom", "a worker was killed: process 1 (pid {}) was killed by SIGKILL (the kernel's OOM "
+               "killer: {}) (rank 0 recorded: JaxRuntimeError: Connection closed by peer)".format(pid, line))
