@@ -38,7 +38,7 @@ HEADLINE_CHARS = 1000  # a headline longer than this (a shape list, a path) is c
 # lines of TensorFlow's messages that say where an error happened, not what it was
 WHERE_LINE = re.compile(r"Node: |\[\[|\[Op:|Hint: |\d+ root error\(s\) found|\d+ successful operations|"
                         r"\d+ derived errors ignored")
-# a line that already names its exception ("RuntimeError: …", as a worker's traceback ends)
+# a line that already names its exception ("RuntimeError: …", as an embedded traceback ends)
 EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Failure): ")
 
 
@@ -135,7 +135,8 @@ def error_reason(exc: BaseException) -> str:
     its last REASON_TAIL_CHARS for context."""
     text = str(exc).strip()
     line = headline(text)
-    first = line if EXCEPTION_LINE.match(line) else "{}: {}".format(type(exc).__name__, line)
+    embedded = "(most recent call last)" in text  # its line may name its own exception
+    first = line if embedded and EXCEPTION_LINE.match(line) else "{}: {}".format(type(exc).__name__, line)
     if text == line:
         return first
     return first + "\n" + (text if len(text) <= REASON_TAIL_CHARS else "…" + text[-REASON_TAIL_CHARS:])

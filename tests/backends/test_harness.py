@@ -206,5 +206,6 @@ def test_an_error_raised_in_another_process_is_named_by_its_own_line(tmp_path):
     result = _failed_with(tmp_path, MXNetError(engine))
     assert (result.status, result.reason.splitlines()[0]) == (
         "oom", "MXNetError: cudnnFindConvolutionForwardAlgorithmEx failed: CUDNN_STATUS_ALLOC_FAILED")
-    # a message that is its own first line stays one line
+    # a message that is its own first line stays one line, under its own exception's name
     assert _failed_with(tmp_path, KeyError("images")).reason == "KeyError: 'images'"
+    assert _failed_with(tmp_path, SystemError("RuntimeError: x")).reason == "SystemError: RuntimeError: x"
