@@ -194,18 +194,8 @@ class Study:
             raise UserError("{}{} {}: one folder per campaign (the cells of two folders would "
                             "have the same run ids, -real); run each folder in a campaign of its "
                             "own".format(self.at("data"), n("data"), ",".join(folders)))
-        try:
-            object.__setattr__(self, "executor_flags", executors.check_flags(
-                self.executor, self.executor_flags, lambda key, owner: (self.label(key), self.ask(
-                    key, "executor", owner, '"{}"'.format(owner)))))
-        except UserError as exc:  # the executor's words name its flag: a file's is its key
-            flag = next((k for k in self.executor_flags if self.from_file(k) and str(exc).startswith(
-                _setting(k).flag + " ")), None)
-            if flag is None:
-                raise
-            text = self.label(flag) + str(exc)[len(_setting(flag).flag):]
-            use = {s.flag: s.name for s in declared()}.get(text.rpartition("; use ")[2])
-            raise UserError(text.rpartition("; use ")[0] + "; use " + use if use else text) from None
+        object.__setattr__(self, "executor_flags", executors.check_flags(
+            self.executor, self.executor_flags, self.named))
         if self.batch_search is not None and not self.resume and p.AUTO not in (
                 self.batch_size or ()) and "tuned" not in self.mode:  # a resumed campaign holds it
             raise UserError("{}{} {}: bounds the batch search of {} auto and {} tuned, and no cell "
@@ -282,6 +272,16 @@ class Study:
     def label(self, name: str) -> str:
         """One setting in a message about it alone: `study.toml: gpus` or `--gpus`."""
         return self.at(name) + self.said(name)
+
+    def named(self, name: str, about: str = "", value: Optional[str] = None) -> str:
+        """A setting as the executors' messages name it (executors.check_flags' `named`): the
+        message's subject `name` as label() says it; another setting to give instead of what
+        `about` holds, in the words `about` was given in; with a `value`, as ask() says it."""
+        if value is not None:
+            return self.ask(about, name, value, '"{}"'.format(value))
+        if not about:
+            return self.label(name)
+        return name if self.from_file(about) else _setting(name).flag
 
     def ask(self, trigger: str, name: str, flag_value: str = "", toml_value: str = "true") -> str:
         """What to give for `name`, where it is in effect: its flag where a flag gave it (over

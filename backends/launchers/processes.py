@@ -5,23 +5,28 @@ coordinator on 127.0.0.1 (JAX's `processes=N`: jax.distributed). Stdlib only.
 
 N is the backend's option `processes`, at most one process per device of the run. Each process
 finds the others through COMPARE_COORDINATOR, COMPARE_NUM_PROCESSES, COMPARE_PROCESS_ID and
-COMPARE_LOCAL_RANK (backends/world.py). Once one process fails the others get KILL_GRACE_S to
-notice it themselves, then they are killed; if process 0 wrote no result, this launcher writes
-a `failed` one, naming a process killed by SIGKILL that it did not kill itself (the kernel's OOM
-killer's signal: the host looks for its evidence, compare/executors/results.py).
+COMPARE_LOCAL_RANK (backends/world.py). Once one process has ended, failed or not, the others
+may be waiting for it in a collective that never completes: they get KILL_GRACE_S (it failed) or
+EXIT_GRACE_S (it exited 0) to end themselves, then they are killed. If process 0 wrote no result,
+this launcher writes a `failed` one, naming the process that ended first and a process killed by
+SIGKILL that it did not kill itself (the kernel's OOM killer's signal: the host looks for its
+evidence, compare/executors/results.py).
 """
 import os
 import signal
 import socket
 import sys
 import time
-from typing import List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import harness, lifeline, options
 from ..protocol import RunSpec
 from . import launcher
 
 KILL_GRACE_S = 20.0  # after one process fails, the others get this long to notice it themselves
+# after one exits 0: in a run that went well every process ends within the harness's CLOSE_WAIT_S
+# of the others (past the last barrier, process 0 writes the result, each closes its trainer)
+EXIT_GRACE_S = 40.0
 
 
 class Processes(launcher.Launcher):
@@ -48,22 +53,58 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait(procs) -> Tuple[List[Optional[int]], Set[int]]:
-    """Wait for every process; once one fails, give the rest KILL_GRACE_S, then kill them.
-    Returns their exit codes and which of them this launcher killed."""
-    failed_at, killed = None, set()  # type: Optional[float], Set[int]
+class Ended:
+    """How the wait for the processes ended: their exit codes, which of them this launcher
+    killed, and the process that ended first while others ran (a failed one before one that
+    exited 0) with the grace the others were given after it."""
+
+    def __init__(self, codes: List[Optional[int]], killed: Set[int], first: Optional[int],
+                 grace: float) -> None:
+        self.codes, self.killed, self.first, self.grace = codes, killed, first, grace
+
+    def said(self) -> str:
+        """"; process 1 ended first (exit code 1) and this launcher killed process 0, still
+        running 20 s later", or "" where it killed none."""
+        if not self.killed or self.first is None:
+            return ""
+        return "; process {} ended first (exit code {}) and this launcher killed process{} {}, " \
+               "still running {:g} s later".format(
+                   self.first, self.codes[self.first], "es" if len(self.killed) > 1 else "",
+                   ", ".join(map(str, sorted(self.killed))), self.grace)
+
+
+def _wait(procs) -> Ended:
+    """Wait for every process; once one has ended while the others run, give them KILL_GRACE_S
+    (it failed) or EXIT_GRACE_S (it exited 0), then kill them."""
+    ended = {}  # type: Dict[int, float]  # process -> when this launcher saw it end
+    killed = set()  # type: Set[int]
     while True:
         codes = [p.poll() for p in procs]
-        if all(c is not None for c in codes):
-            return codes, killed
-        if failed_at is None and any(c not in (None, 0) for c in codes):
-            failed_at = time.time()
-        if failed_at is not None and time.time() - failed_at > KILL_GRACE_S:
+        now = time.time()
+        for i, code in enumerate(codes):
+            if code is not None and i not in ended:
+                ended[i] = now
+        if len(ended) == len(procs):
+            return Ended(codes, killed, *_first(codes, ended, killed))
+        first, grace = _first(codes, ended, killed)
+        if first is not None and now - ended[first] > grace:
             for i, p in enumerate(procs):
                 if p.poll() is None:
                     p.kill()
                     killed.add(i)
         time.sleep(0.2)
+
+
+def _first(codes: Sequence[Optional[int]], ended: Dict[int, float],
+           killed: Set[int]) -> Tuple[Optional[int], float]:
+    """(the process whose end sets the others' deadline, their grace): the first that failed
+    (not killed by this launcher), else the first that ended; (None, 0) while none has."""
+    failed = [i for i in ended if codes[i] != 0 and i not in killed]
+    if failed:
+        return min(failed, key=lambda i: (ended[i], i)), KILL_GRACE_S
+    if ended:
+        return min(ended, key=lambda i: (ended[i], i)), EXIT_GRACE_S
+    return None, 0.0
 
 
 def killed_by_signal(procs, codes: Sequence[Optional[int]], killed: Set[int]) -> str:
@@ -91,12 +132,13 @@ def main(rank: Sequence[str]) -> int:
                                    COMPARE_NUM_PROCESSES=str(n), COMPARE_PROCESS_ID=str(i),
                                    COMPARE_LOCAL_RANK=str(i)))
              for i in range(n)]
-    codes, killed = _wait(procs)
-    by_signal = killed_by_signal(procs, codes, killed)
+    ended = _wait(procs)
+    codes = ended.codes
+    by_signal = killed_by_signal(procs, codes, ended.killed)
     if not launcher.wrote_result(result_path, started):
         return launcher.record(spec, result_path, RuntimeError(
-            "the {} {} processes exited with codes {} before process 0 wrote a result{}".format(
-                n, spec.framework, codes, by_signal)))
+            "the {} {} processes exited with codes {} before process 0 wrote a result{}{}".format(
+                n, spec.framework, codes, ended.said(), by_signal)))
     # process 0 wrote the result (its own failure, a peer gone): the run's log names the process
     # killed by SIGKILL all the same, for the host to look for the kernel's word on it
     for line in by_signal.split(": ")[1:]:

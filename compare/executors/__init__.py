@@ -10,10 +10,10 @@ everything the study asks for, and says available; each answer carries the reaso
 `compare run` prints and `compare doctor` lists.
 """
 import importlib
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..errors import UserError
-from .base import Attempt, Context, Executor, Flag, Handle, Refused
+from .base import Attempt, Context, Executor, Flag, Handle, Refused, flag_named
 from .results import Outcome
 
 __all__ = ["Attempt", "Context", "Executor", "Flag", "Handle", "Outcome", "Refused", "EXECUTORS",
@@ -119,20 +119,21 @@ def flags() -> List[Tuple[str, Flag]]:
     return [(name, flag) for name in names() for flag in load(name).FLAGS]
 
 
-def check_flags(requested: str, given: Dict[str, Any], named=None) -> Dict[str, Any]:
+def check_flags(requested: str, given: Dict[str, Any],
+                named: Callable[..., str] = flag_named) -> Dict[str, Any]:
     """The executor-specific flags given (empty ones dropped), checked by the executor that reads
-    them; a flag given to another executor is a UserError naming the one that reads it.
-    `named(key, owner)`: (the flag, how to choose executor `owner`) in the words the user gave
-    them (a campaign file's key), where they are not the flags'."""
+    them; a flag given to another executor is a UserError naming the one that reads it. Every
+    message names its settings through `named(name, about="", value=None)` (base.flag_named: by
+    their flags), so a campaign file's keys are said as the user wrote them."""
     given = {k: v for k, v in given.items() if v not in (None, "", [], ())}
     cls = load(requested) if requested != AUTO else None
     owners = {flag.key: (name, flag) for name, flag in flags()}
     for key in given:
         if cls is None or key not in {f.key for f in cls.FLAGS}:
-            owner, flag = owners[key]
-            said, add = named(key, owner) if named else (flag.option, "--executor " + owner)
-            raise UserError("{} is read by the {} executor only; add {}".format(said, owner, add))
-    return cls.check_flags(given) if cls is not None else {}
+            owner = owners[key][0]
+            raise UserError("{} is read by the {} executor only; add {}".format(
+                named(key), owner, named("executor", key, owner)))
+    return cls.check_flags(given, named) if cls is not None else {}
 
 
 def remote(requested: str) -> Optional[type]:

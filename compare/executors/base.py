@@ -34,6 +34,14 @@ class Flag:
         return "--" + self.key.replace("_", "-")
 
 
+def flag_named(name: str, about: str = "", value: Optional[str] = None) -> str:
+    """How an executor's messages name a setting of `compare run` (check_flags' `named`), here by
+    its flag: "--time-limit", "--executor slurm" with the `value` to give. `about`: the setting
+    the message is about, where `name` is another one (to give instead); "" where `name` is the
+    message's subject. A study read from a campaign file passes its own (its keys, the file)."""
+    return "--" + name.replace("_", "-") + ("" if value is None else " " + value)
+
+
 @dataclass
 class Context:
     """What an executor is told about the sweep it runs."""
@@ -109,8 +117,9 @@ class Executor:
         raise NotImplementedError
 
     @classmethod
-    def check_flags(cls, flags: Dict[str, Any]) -> Dict[str, Any]:
-        """Its flags (keys of FLAGS) checked and typed; a UserError (one line) if bad."""
+    def check_flags(cls, flags: Dict[str, Any], named: Callable[..., str] = flag_named) -> Dict[str, Any]:
+        """Its flags (keys of FLAGS) checked and typed; a UserError (one line) if bad, naming
+        each setting through `named` (flag_named: the words the user gave them in)."""
         return dict(flags)
 
     @classmethod

@@ -143,9 +143,7 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                 # the launcher outlived its child launcher (horovodrun) killed so, and said it
                 evidence, unknown = memory_evidence(outcome, started_at)
                 result.status = "oom" if evidence else result.status
-                result.reason = "{} (the kernel's OOM killer: {})".format(result.reason, evidence) \
-                    if evidence else "{}; whether by the kernel's OOM killer is not known: {}".format(
-                        result.reason, unknown)
+                result.reason = "{}{}".format(result.reason, oom_killer(evidence, unknown))
             elif result.status == "failed" and (error := first_error(text)) and \
                     _kind(error) != _kind(result.reason or ""):
                 # another worker failed first; what rank 0 (or the launcher) saw followed from it
@@ -159,8 +157,7 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
                    "attempt's {}: a process left over from an earlier sweep)".format(
                        result.nonce, spec.nonce)
     last = [line for line in stderr_tail.splitlines() if line.strip()]
-    how, kernel, signum = "exited with code {}".format(outcome.exit_code), None, outcome.signal
-    unknown = ""
+    how, signum, verdict = "exited with code {}".format(outcome.exit_code), outcome.signal, ""
     error = first_error(text)
     said = ": " + (error or last[-1])[-300:] if error or last else ""
     task = next(iter(SRUN_TASK.finditer(text)), None)
@@ -174,14 +171,13 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
     if signum:  # failed, with the signal; out of memory only where the kernel's log says so
         how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
         kernel, why = (None, "") if oom else memory_evidence(outcome, started_at)
+        if kernel or (signum == signal.SIGKILL and not oom):  # the OOM killer's signal, and others'
+            verdict = oom_killer(kernel, why)
         oom = oom or kernel
-        if signum == signal.SIGKILL and not oom:  # the OOM killer's signal, and others' too
-            unknown = " (whether by the kernel's OOM killer is not known: {})".format(why)
     elif not oom and (worker := killed_worker(text)):  # the launcher outlived a killed worker
         oom, said = _worker_killed(worker, None, outcome, started_at)
         said = ": " + said
-    reason = "{} and wrote no result{}{}{}".format(
-        how, note, said, " (the kernel's OOM killer: {})".format(kernel) if kernel else unknown)
+    reason = "{} and wrote no result{}{}{}".format(how, note, said, verdict)
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
 
 
@@ -235,13 +231,19 @@ def _worker_killed(worker: str, recorded: Optional[str], outcome: Outcome,
     memory cgroup says so; else the reason says what is not known and why: the launcher shows
     only the worker's signal."""
     evidence, unknown = memory_evidence(outcome, started_at)
-    if evidence:
-        return True, "a worker was killed by the kernel's OOM killer: {} ({}){}".format(
-            worker, evidence, " (rank 0 recorded: {})".format(recorded) if recorded else "")
     # the worker first: reports show a reason's first line, and rank 0's may run over many
-    return False, "a worker was killed: {}; whether by the kernel's OOM killer is not known: " \
-                  "{}{}".format(worker, unknown, " (rank 0 recorded: {})".format(recorded)
-                                if recorded else "")
+    return bool(evidence), "a worker was killed: {}{}{}".format(
+        worker, oom_killer(evidence, unknown),
+        " (rank 0 recorded: {})".format(recorded) if recorded else "")
+
+
+def oom_killer(evidence: Optional[str], unknown: str) -> str:
+    """What is known of the kernel's OOM killer's part in a SIGKILL, in the one wording every
+    reason uses: " (the kernel's OOM killer: EVIDENCE)", else " (whether by the kernel's OOM
+    killer is not known: WHY)" (memory_evidence()'s two answers)."""
+    if evidence:
+        return " (the kernel's OOM killer: {})".format(evidence)
+    return " (whether by the kernel's OOM killer is not known: {})".format(unknown)
 
 
 def memory_evidence(outcome: Outcome, started_at: str) -> Tuple[Optional[str], str]:

@@ -22,7 +22,7 @@ import os
 import re
 import time
 from pathlib import Path
-from typing import Any, ClassVar, Dict, List, Optional, Tuple
+from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
 
 from backends.contract import RunResult, utc_now
 from backends.contract.shared import MACHINE_SCRIPT, dataset, launchers
@@ -32,7 +32,7 @@ from ..errors import UserError
 from ..frameworks import Framework, get
 from . import processes
 from . import slurm_tools as st
-from .base import Attempt, Context, Executor, Flag, Refused
+from .base import Attempt, Context, Executor, Flag, Refused, flag_named
 from .local import managed_environment, stage_backends
 from .processes import own_env
 from .results import Outcome
@@ -42,10 +42,10 @@ JOBS_FILE = "jobs"  # JSON lines: one per submitted, collected or cancelled job
 TIME_LIMIT = re.compile(r"^(\d+-)?\d+(:\d+){0,2}$")  # Slurm: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
 OPTION_KEY = re.compile(r"^[a-z][a-z0-9-]+$")
 # sbatch options compare sets itself, and the flag of compare to use instead
-OWNED = {"nodes": "--nodes", "ntasks": "--gpus", "ntasks-per-node": "--gpus", "gpus": "--gpus",
-         "gpus-per-node": "--gpus", "time": "--time-limit", "partition": "--partition",
-         "account": "--account", "output": "--results", "error": "--results", "chdir": "--results",
-         "job-name": "--results"}
+OWNED = {"nodes": "nodes", "ntasks": "gpus", "ntasks-per-node": "gpus", "gpus": "gpus",
+         "gpus-per-node": "gpus", "time": "time_limit", "partition": "partition",
+         "account": "account", "output": "results", "error": "results", "chdir": "results",
+         "job-name": "results"}
 PROBE_TIMEOUT = 900  # seconds to wait for a node to take the machine record (it may queue)
 _PORT_OFFSETS = itertools.count(1)  # one per executor: no two steps running at once share a port
 # run on a compute node with paths as arguments: "NODE readable", or "NODE unreadable PATH"
@@ -87,21 +87,21 @@ class SlurmExecutor(Executor):
         return lines
 
     @classmethod
-    def check_flags(cls, flags: Dict[str, Any]) -> Dict[str, Any]:
+    def check_flags(cls, flags: Dict[str, Any], named: Callable[..., str] = flag_named) -> Dict[str, Any]:
         out = dict(flags)
         limit = out.get("time_limit")
         if limit is not None and not TIME_LIMIT.match(str(limit)):
-            raise UserError("--time-limit {!r}: not a Slurm time; give minutes (30), MM:SS, "
-                            "HH:MM:SS (01:30:00) or D-HH:MM:SS".format(limit))
+            raise UserError("{} {!r}: not a Slurm time; give minutes (30), MM:SS, HH:MM:SS "
+                            "(01:30:00) or D-HH:MM:SS".format(named("time_limit"), limit))
         options = []
         for item in out.get("slurm_option") or []:
             key, sep, value = item.lstrip("-").partition("=")
             if not sep or not value or not OPTION_KEY.match(key):
-                raise UserError("--slurm-option {!r}: expected KEY=VALUE of an sbatch option, e.g. "
-                                "qos=high or constraint=a100 (passed as --KEY=VALUE)".format(item))
+                raise UserError("{} {!r}: expected KEY=VALUE of an sbatch option, e.g. qos=high or "
+                                "constraint=a100 (passed as --KEY=VALUE)".format(named("slurm_option"), item))
             if key in OWNED:
-                raise UserError("--slurm-option {}: compare sets --{} itself; use {}".format(
-                    item, key, OWNED[key]))
+                raise UserError("{} {}: compare sets --{} itself; use {}".format(
+                    named("slurm_option"), item, key, named(OWNED[key], "slurm_option")))
             options.append("--{}={}".format(key, value))
         if options:
             out["slurm_option"] = options

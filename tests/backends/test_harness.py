@@ -142,3 +142,70 @@ def test_a_backend_folder_is_run_prepare_then_runtime_then_trainer_phases_in_ord
     marks = result.phases
     assert marks["framework_imported"] <= marks["devices_ready"] <= marks["model_built"]
     sys.modules.pop("fake_backend", None)
+
+
+# TensorFlow 2.12's message for an out-of-memory inside a tf.function (trimmed frames repeated to
+# its real length): the graph's Python traceback first, the error itself near the end
+TF_FRAMES = "".join(
+    "    File \"/usr/local/lib/python3.10/dist-packages/keras/engine/training.py\", line {}, in "
+    "train_step\n      y_pred = self(x, training=True)\n".format(1000 + i) for i in range(40))
+TF_OOM_LINE = ("OOM when allocating tensor with shape[256,64,112,112] and type half on "
+               "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc")
+TF_OOM_MESSAGE = (
+    "Graph execution error:\n\n"
+    "Detected at node 'resnet50/conv1/Conv2D' defined at (most recent call last):\n" + TF_FRAMES +
+    "Node: 'resnet50/conv1/Conv2D'\n" + TF_OOM_LINE + "\n"
+    "\t [[{{node resnet50/conv1/Conv2D}}]]\n"
+    "Hint: If you want to see a list of allocated tensors when OOM happens, add "
+    "report_tensor_allocations_upon_oom to RunOptions for current allocation info. This isn't "
+    "available when eager execution is enabled.\n"
+    " [Op:__inference_train_function_12345]")
+
+
+def _failed_with(tmp_path, exc):
+    def setup(spec):
+        raise exc
+    return harness.run(_spec(), str(tmp_path / "r.json"), setup)
+
+
+def test_a_long_tensorflow_error_is_recorded_with_its_own_line_first(tmp_path):
+    """Reports show a reason's first line. Before, the reason was the type and the message's last
+    2000 characters, whose first line here was 'ResourceExhaustedError: ng=True)': a frame cut."""
+    class ResourceExhaustedError(RuntimeError):
+        pass
+    assert len(TF_OOM_MESSAGE) > 4000
+    result = _failed_with(tmp_path, ResourceExhaustedError(TF_OOM_MESSAGE))
+    assert result.status == "oom"
+    lines = result.reason.splitlines()
+    assert lines[0] == "ResourceExhaustedError: " + TF_OOM_LINE
+    assert lines[1].startswith("…") and result.reason.endswith(" [Op:__inference_train_function_12345]")
+    assert len(result.reason) < 2200  # the context is the message's tail, as before
+
+
+def test_an_error_raised_in_another_process_is_named_by_its_own_line(tmp_path):
+    # PyTorch re-raises a DataLoader worker's error with the worker's traceback in the message;
+    # MXNet's engine puts its C++ frames before its error
+    worker = ("Caught RuntimeError in DataLoader worker process 0.\n"
+              "Original Traceback (most recent call last):\n"
+              "  File \"/usr/lib/python3/dist-packages/torch/utils/data/_utils/worker.py\", line 308, "
+              "in _worker_loop\n    data = fetcher.fetch(index)\n"
+              "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at "
+              "entry 0 and [3, 200, 200] at entry 1\n")
+    result = _failed_with(tmp_path, RuntimeError(worker))
+    assert result.reason.splitlines()[0] == (
+        "RuntimeError: stack expects each tensor to be equal size, but got [3, 224, 224] at entry 0 "
+        "and [3, 200, 200] at entry 1")
+    assert result.reason.endswith(worker.strip())
+
+    class MXNetError(Exception):
+        pass
+    engine = ("Traceback (most recent call last):\n"
+              "  [bt] (1) /usr/local/lib/python3.8/dist-packages/mxnet/libmxnet.so(+0x2d5b9b) [0x7f]\n"
+              "  File \"src/operator/nn/./cudnn/cudnn_convolution-inl.h\", line 1012\n"
+              "MXNetError: cudnnFindConvolutionForwardAlgorithmEx failed: CUDNN_STATUS_ALLOC_FAILED")
+    result = _failed_with(tmp_path, MXNetError(engine))
+    assert (result.status, result.reason.splitlines()[0]) == (
+        "oom", "MXNetError: cudnnFindConvolutionForwardAlgorithmEx failed: CUDNN_STATUS_ALLOC_FAILED")
+    # a message that is its own first line stays one line, under its own exception's name
+    assert _failed_with(tmp_path, KeyError("images")).reason == "KeyError: 'images'"
+    assert _failed_with(tmp_path, SystemError("RuntimeError: x")).reason == "SystemError: RuntimeError: x"

@@ -49,7 +49,7 @@ def test_a_process_killed_by_sigkill_is_named_and_an_oom_where_the_kernel_says_s
     line = _kernel_killed(pid, tmp_path, monkeypatch)
     result = collect(spec, Outcome(code), result_file, err, started, 600)
     assert (result.status, result.reason) == (
-        "oom", "a worker was killed by the kernel's OOM killer: {} ({}) (rank 0 recorded: {})".format(
+        "oom", "a worker was killed: {} (the kernel's OOM killer: {}) (rank 0 recorded: {})".format(
             killed, line, recorded.reason))
 
 
@@ -66,9 +66,9 @@ def test_processes_the_launcher_killed_itself_are_not_reported_killed(tmp_path, 
 
         def kill(self):
             self.code = -9
-    codes, killed = processes._wait([Proc(1), Proc(None)])
-    assert (codes, killed) == ([1, -9], {1})
-    assert processes.killed_by_signal([Proc(1), Proc(-9)], [1, -9], killed) == ""
+    ended = processes._wait([Proc(1), Proc(None)])
+    assert (ended.codes, ended.killed, ended.first) == ([1, -9], {1}, 0)
+    assert processes.killed_by_signal([Proc(1), Proc(-9)], [1, -9], ended.killed) == ""
 
 
 def test_a_single_process_killed_by_sigkill_ends_the_launcher_as_a_shell_says_so(tmp_path, monkeypatch):
@@ -112,5 +112,65 @@ def test_a_killed_process_is_named_also_when_process_0_wrote_a_failure_of_its_ow
     line = _kernel_killed(pid, tmp_path, monkeypatch)
     result = collect(spec, Outcome(code), result_file, err, started, 600)
     assert (result.status, result.reason) == (
-        "oom", "a worker was killed by the kernel's OOM killer: process 1 (pid {}) was killed by "
-               "SIGKILL ({}) (rank 0 recorded: JaxRuntimeError: Connection closed by peer)".format(pid, line))
+        "oom", "a worker was killed: process 1 (pid {}) was killed by SIGKILL (the kernel's OOM "
+               "killer: {}) (rank 0 recorded: JaxRuntimeError: Connection closed by peer)".format(pid, line))
+
+
+# per-rank divergence: one process ends while the others wait for it in a collective that never
+# completes (here: sleep). The launcher, its grace cut to 0.5 s, must end them long before the
+# cell's timeout; each test's own timeout stands for that
+GRACE = ("import sys; from backends.launchers import processes; processes.KILL_GRACE_S = "
+         "processes.EXIT_GRACE_S = 0.5; sys.exit(processes.main(sys.argv[1:]))")
+WAITS = "import time; time.sleep(120)  # in a collective its peer never joins\n"
+RANK1_FAILS = ("import os\n"
+               "class InjectedFailure(RuntimeError):\n    pass\n"
+               "if os.environ['COMPARE_PROCESS_ID'] == '1':\n"
+               "    raise InjectedFailure(\"fail_at=timed on rank 1 (asked for by the spec's options)\")\n"
+               + WAITS)
+RANK1_EXITS_0 = "import os\nif os.environ['COMPARE_PROCESS_ID'] == '1':\n    raise SystemExit(0)\n" + WAITS
+RANK0_UNSUPPORTED = (
+    "import os, sys\n"
+    "from backends.protocol import RunResult, read_spec, write_result\n"
+    "if os.environ['COMPARE_PROCESS_ID'] == '0':\n"
+    "    spec = read_spec(sys.argv[-2])\n"
+    "    write_result(sys.argv[-1], RunResult(run_id=spec.run_id, status='unsupported', "
+    "spec=spec.to_dict(), nonce=spec.nonce, reason='bf16 needs compute capability 8.0 (gpu 0: 7.0)'))\n"
+    "    raise SystemExit(0)\n" + WAITS)
+
+
+def _diverge(tmp_path, rank):
+    spec = RunSpec("jax", "jax", gpus=2, options={"processes": 2})
+    spec_file, result_file, err = tmp_path / "spec.json", tmp_path / "result.json", tmp_path / "err"
+    write_spec(str(spec_file), spec)
+    started, began = results.utc_now(), time.monotonic()
+    with err.open("w") as stderr:
+        code = subprocess.run([sys.executable, "-c", GRACE, sys.executable, "-c", rank, str(spec_file),
+                               str(result_file)], cwd=str(ROOT), stderr=stderr, timeout=15).returncode
+    assert time.monotonic() - began < 10
+    return collect(spec, Outcome(code), result_file, err, started, 600)
+
+
+def test_a_failed_process_ends_the_waiting_ones_and_its_error_is_the_reason(tmp_path):
+    """Before, the record said only 'exited with codes [-9, 1]': which process failed first and
+    that the launcher ended the other were unsaid."""
+    result = _diverge(tmp_path, RANK1_FAILS)
+    assert (result.status, result.reason) == (
+        "failed", "InjectedFailure: fail_at=timed on rank 1 (asked for by the spec's options) (the "
+                  "first error in the run's log; the result recorded: RuntimeError: the 2 jax processes "
+                  "exited with codes [-9, 1] before process 0 wrote a result; process 1 ended first "
+                  "(exit code 1) and this launcher killed process 0, still running 0.5 s later)")
+
+
+def test_a_process_that_exits_0_early_does_not_leave_the_others_waiting(tmp_path):
+    """Before, only a failure started the grace: the others waited until the cell's timeout."""
+    result = _diverge(tmp_path, RANK1_EXITS_0)
+    assert (result.status, result.reason) == (
+        "failed", "RuntimeError: the 2 jax processes exited with codes [-9, 0] before process 0 wrote "
+                  "a result; process 1 ended first (exit code 0) and this launcher killed process 0, "
+                  "still running 0.5 s later")
+
+
+def test_process_0s_unsupported_stays_the_result_when_a_peer_is_left_waiting(tmp_path):
+    """Before: the cell hung to its timeout, and then was `timeout`, not `unsupported`."""
+    result = _diverge(tmp_path, RANK0_UNSUPPORTED)
+    assert (result.status, result.reason) == ("unsupported", "bf16 needs compute capability 8.0 (gpu 0: 7.0)")

@@ -147,10 +147,10 @@ def test_horovodrun_killed_by_a_signal_is_recorded_so_and_an_oom_where_the_kerne
     err.write_text("compare: horovodrun ...\n")
     monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
     result = collect(spec, Outcome(code), result_file, err, started, 600)
-    assert (result.status, result.reason) == ("failed", recorded.reason + "; whether by the kernel's "
+    assert (result.status, result.reason) == ("failed", recorded.reason + " (whether by the kernel's "
                                               "OOM killer is not known: the kernel's log is not "
                                               "readable here and no memory cgroup counted an OOM "
-                                              "kill while the run ran")
+                                              "kill while the run ran)")
     line = "Out of memory: Killed process 4242 (python) total-vm:9123456kB"
     boot = time.time() - time.monotonic()
     (tmp_path / "kmsg").write_text("3,7,{},-;{}\n".format(int((time.time() - boot) * 1e6), line))

@@ -191,8 +191,8 @@ def test_a_worker_of_a_launcher_killed_by_the_oom_killer_is_an_oom(tmp_path, mon
     err.write_text(TORCHRUN_RANK1_KILLED)
     result = collect(TORCH_SPEC, Outcome(1), tmp_path / "none.json", err, _iso(started), 600)
     assert (result.status, result.reason) == (
-        "oom", "exited with code 1 and wrote no result: a worker was killed by the kernel's OOM "
-               "killer: Signal 9 (SIGKILL) received by PID 4242 ({})".format(KERNEL_KILLED_4242))
+        "oom", "exited with code 1 and wrote no result: a worker was killed: Signal 9 (SIGKILL) "
+               "received by PID 4242 (the kernel's OOM killer: {})".format(KERNEL_KILLED_4242))
     # rank 0 saw its peer vanish and wrote a failure of its own first: still an oom
     result_file = tmp_path / "result.json"
     write_result(str(result_file), RunResult(run_id=TORCH_SPEC.run_id, status="failed",
@@ -200,8 +200,8 @@ def test_a_worker_of_a_launcher_killed_by_the_oom_killer_is_an_oom(tmp_path, mon
                                              reason="RuntimeError: Connection closed by peer"))
     result = collect(TORCH_SPEC, Outcome(1), result_file, err, _iso(started), 600)
     assert (result.status, result.reason) == (
-        "oom", "a worker was killed by the kernel's OOM killer: Signal 9 (SIGKILL) received by PID "
-               "4242 ({}) (rank 0 recorded: RuntimeError: Connection closed by peer)".format(
+        "oom", "a worker was killed: Signal 9 (SIGKILL) received by PID 4242 (the kernel's OOM "
+               "killer: {}) (rank 0 recorded: RuntimeError: Connection closed by peer)".format(
                    KERNEL_KILLED_4242))
 
 
@@ -212,9 +212,9 @@ def test_a_killed_worker_without_memory_evidence_stays_failed_and_says_why(tmp_p
     result = collect(TORCH_SPEC, Outcome(1), tmp_path / "none.json", err, _iso(time.time()), 600)
     assert (result.status, result.reason) == (
         "failed", "exited with code 1 and wrote no result: a worker was killed: Signal 9 (SIGKILL) "
-                  "received by PID 4242; whether by the kernel's OOM killer is not known: the "
+                  "received by PID 4242 (whether by the kernel's OOM killer is not known: the "
                   "kernel's log is not readable here and no memory cgroup counted an OOM kill "
-                  "while the run ran")
+                  "while the run ran)")
 
 
 def test_an_oom_kill_the_runs_memory_cgroup_counted_makes_a_killed_worker_an_oom(tmp_path, monkeypatch):
@@ -224,8 +224,8 @@ def test_an_oom_kill_the_runs_memory_cgroup_counted_makes_a_killed_worker_an_oom
     result = collect(TORCH_SPEC, Outcome(1, cgroup_oom_kills=1), tmp_path / "none.json", err,
                      _iso(time.time()), 600)
     assert (result.status, result.reason) == (
-        "oom", "exited with code 1 and wrote no result: a worker was killed by the kernel's OOM "
-               "killer: Signal 9 (SIGKILL) received by PID 4242 (its memory cgroup counted 1 OOM "
+        "oom", "exited with code 1 and wrote no result: a worker was killed: Signal 9 (SIGKILL) "
+               "received by PID 4242 (the kernel's OOM killer: its memory cgroup counted 1 OOM "
                "kill while the run ran)")
 
 
@@ -293,15 +293,15 @@ def test_horovodruns_gloo_report_of_a_killed_worker_is_recognised(tmp_path, monk
                                              nonce=SPEC.nonce, reason=HOROVOD_RANK0_RECORDED))
     result = collect(SPEC, Outcome(1), result_file, err, _iso(started), 600)
     assert (result.status, result.reason) == (
-        "oom", "a worker was killed by the kernel's OOM killer: horovodrun: Process name: 1 Exit "
-               "code: 137 (Out of memory: Killed process 13162 (python) total-vm:9123456kB, "
+        "oom", "a worker was killed: horovodrun: Process name: 1 Exit code: 137 (the kernel's OOM "
+               "killer: Out of memory: Killed process 13162 (python) total-vm:9123456kB, "
                "anon-rss:8123456kB) (rank 0 recorded: {})".format(HOROVOD_RANK0_RECORDED))
     # no evidence of memory: failed, and the reason names the killed worker beside rank 0's error
     monkeypatch.setattr(results, "KERNEL_LOG", str(tmp_path / "no-kernel-log"))
     result = collect(SPEC, Outcome(1), result_file, err, _iso(started), 600)
     assert result.status == "failed"
     assert result.reason.startswith("a worker was killed: horovodrun: Process name: 1 Exit code: "
-                                    "137; whether by the kernel's OOM")
+                                    "137 (whether by the kernel's OOM")
     assert result.reason.endswith("(rank 0 recorded: {})".format(HOROVOD_RANK0_RECORDED))
     # the summary may name another worker that failed first: the shell's "Killed" still counts
     err.write_text(HOROVOD_GLOO_RANK1_KILLED.replace("Process name: 1\nExit code: 137",
@@ -320,8 +320,8 @@ def test_sruns_report_of_a_killed_task_is_recognised(tmp_path, monkeypatch):
                                              reason=recorded))
     result = collect(TORCH_SPEC, Outcome(137), result_file, err, _iso(started), 600)
     assert (result.status, result.reason) == (
-        "oom", "a worker was killed by the kernel's OOM killer: srun: error: nodeA: task 1: Killed "
-               "({}) (rank 0 recorded: {})".format(KERNEL_KILLED_4242, recorded))
+        "oom", "a worker was killed: srun: error: nodeA: task 1: Killed (the kernel's OOM killer: "
+               "{}) (rank 0 recorded: {})".format(KERNEL_KILLED_4242, recorded))
     assert results.killed_worker("srun: error: nodeB: tasks 0-1: Killed\n") == \
         "srun: error: nodeB: tasks 0-1: Killed"
 
@@ -378,17 +378,17 @@ def test_a_slurm_jobs_killed_task_is_not_judged_by_the_submitting_hosts_kernel_l
     result = collect(TORCH_SPEC, outcome, tmp_path / "none.json", err, _iso(started), 600)
     assert (result.status, result.reason) == (
         "failed", "exited with code 137 and wrote no result: a worker was killed: srun: error: nodeA: "
-                  "task 1: Killed; whether by the kernel's OOM killer is not known: the run's tasks "
-                  "ran on Slurm's nodes, whose kernel logs are not read from here")
+                  "task 1: Killed (whether by the kernel's OOM killer is not known: the run's tasks "
+                  "ran on Slurm's nodes, whose kernel logs are not read from here)")
     result_file = tmp_path / "result.json"
     write_result(str(result_file), RunResult(run_id=TORCH_SPEC.run_id, status="failed",
                                              spec=TORCH_SPEC.to_dict(), nonce=TORCH_SPEC.nonce,
                                              reason="RuntimeError: Connection closed by peer"))
     result = collect(TORCH_SPEC, outcome, result_file, err, _iso(started), 600)
     assert (result.status, result.reason) == (
-        "failed", "a worker was killed: srun: error: nodeA: task 1: Killed; whether by the kernel's "
+        "failed", "a worker was killed: srun: error: nodeA: task 1: Killed (whether by the kernel's "
                   "OOM killer is not known: the run's tasks ran on Slurm's nodes, whose kernel logs "
-                  "are not read from here (rank 0 recorded: RuntimeError: Connection closed by peer)")
+                  "are not read from here) (rank 0 recorded: RuntimeError: Connection closed by peer)")
 
 
 # rank 0's reason as the harness recorded it in the real horovodrun run above: TensorFlow's
@@ -415,9 +415,9 @@ def test_a_killed_worker_leads_the_reason_where_reports_show_its_first_line(tmp_
     result = collect(SPEC, Outcome(1), result_file, err, _iso(time.time()), 600)
     assert result.status == "failed"
     assert result.reason.splitlines()[0] == (
-        "a worker was killed: horovodrun: Process name: 1 Exit code: 137; whether by the kernel's "
+        "a worker was killed: horovodrun: Process name: 1 Exit code: 137 (whether by the kernel's "
         "OOM killer is not known: the kernel's log is not readable here and no memory cgroup counted "
-        "an OOM kill while the run ran (rank 0 recorded: UnknownError: /tf_horovod-cpu-58f6d2f1bc57/"
+        "an OOM kill while the run ran) (rank 0 recorded: UnknownError: /tf_horovod-cpu-58f6d2f1bc57/"
         "lib/python3.11/site-packages/horovod/tensorflow/__init__.py\", line 1076, in gradient")
     assert result.reason.endswith(HOROVOD_RANK0_TRACEBACK + ")")
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from compare import executors, frameworks
+from compare.errors import UserError
 from tests.helpers import ROOT, assert_phases, main_exit, run_compare
 
 TINY = ["--image-size", "32", "--batch-size", "4", "--steps", "2", "--warmup", "1", "--windows", "1",
@@ -45,6 +46,31 @@ def test_slurm_flags_without_the_slurm_executor_are_refused(argv, capsys):
     assert (code, err) == (2, "compare: error: {} is read by the slurm executor only; add --executor "
                               "slurm\n".format(argv[0]))
 
+
+
+def test_an_executor_words_every_flag_message_as_check_flags_is_told():
+    """check_flags' `named` names each setting a message names, in the caller's words (a campaign
+    file's keys): an executor's own messages too. Before, `named` reached only 'is read by the …
+    executor', and study.py rewrote the others' text afterwards by matching their start."""
+    def named(name, about="", value=None):  # as a study from study.toml names its keys
+        if value is not None:
+            return '{} = "{}"'.format(name, value)
+        return name if about else "study.toml: " + name
+
+    def message(requested, flags):
+        with pytest.raises(UserError) as refused:
+            executors.check_flags(requested, flags, named)
+        return str(refused.value)
+    assert message("slurm", {"time_limit": "1h"}) == (
+        "study.toml: time_limit '1h': not a Slurm time; give minutes (30), MM:SS, HH:MM:SS (01:30:00) "
+        "or D-HH:MM:SS")
+    assert message("slurm", {"slurm_option": ["qos"]}) == (
+        "study.toml: slurm_option 'qos': expected KEY=VALUE of an sbatch option, e.g. qos=high or "
+        "constraint=a100 (passed as --KEY=VALUE)")
+    assert message("slurm", {"slurm_option": ["ntasks=2"]}) == (
+        "study.toml: slurm_option ntasks=2: compare sets --ntasks itself; use gpus")
+    assert message("local", {"partition": "gpu"}) == (
+        'study.toml: partition is read by the slurm executor only; add executor = "slurm"')
 
 def test_a_step_of_an_allocation_takes_its_share_of_cpus_and_memory_and_a_port_of_its_own():
     from backends.protocol import RunSpec
