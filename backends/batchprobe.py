@@ -25,6 +25,7 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import phases
+from .contract.rules import error_reason
 from .protocol import RunSpec, Unsupported
 
 PROBE = {"warmup_steps": 5, "steps": 10, "windows": 2}  # at most; a cell asking fewer keeps its own
@@ -177,7 +178,7 @@ def in_process(spec: RunSpec, setup: Callable[[RunSpec], Any], measure: Callable
         except Unsupported:
             raise
         except Exception as exc:  # the framework's own error: this probe's result only
-            failure = (classify(exc), "{}: {}".format(type(exc).__name__, str(exc).strip()[-500:]))
+            failure = (classify(exc), error_reason(exc))
             _forget_frames(exc)
         probe = {"batch_size": batch, "status": "ok", "reason": None, "steps": pspec.steps,
                  "warmup_steps": pspec.warmup_steps,

@@ -87,7 +87,8 @@ def summary_keys() -> List[str]:
 class Sampler:
     """Samples `provider` every `interval` seconds on a daemon thread between start() and stop().
 
-    Power is the sum over the job's GPUs (the whole job's draw, to divide global img/s by);
+    Power is the sum over the GPUs this process samples (rank 0's node's: the host's report
+    counts it once per node for the whole job's draw);
     utilisation, clocks and temperature are the mean over GPUs; memory is the largest GPU's.
     """
 

@@ -48,3 +48,43 @@ def visible_gpus(environ: Optional[Mapping[str, str]] = None) -> Optional[List[s
     if "CUDA_VISIBLE_DEVICES" not in environ:
         return None
     return [x.strip() for x in environ["CUDA_VISIBLE_DEVICES"].split(",") if x.strip()]
+
+
+# a failure's recorded reason (the harness's for a cell, the batch search's for a probe)
+REASON_TAIL_CHARS = 2000  # of a long error message, the end kept for context after its headline
+HEADLINE_CHARS = 1000  # a headline longer than this (a shape list, a path) is cut
+# lines of TensorFlow's messages that say where an error happened, not what it was
+WHERE_LINE = re.compile(r"Node: |\[\[|\[Op:|Hint: |\d+ root error\(s\) found|\d+ successful operations|"
+                        r"\d+ derived errors ignored")
+# a line that already names its exception ("RuntimeError: …", as an embedded traceback ends)
+EXCEPTION_LINE = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Failure): ")
+
+
+def error_reason(exc: BaseException) -> str:
+    """The recorded reason of a framework's exception: "Type: the line that says what failed"
+    first (reports show a reason's first line), then, where the message is more than that line,
+    its last REASON_TAIL_CHARS for context."""
+    text = str(exc).strip()
+    line = headline(text)
+    embedded = "(most recent call last)" in text  # its line may name its own exception
+    first = line if embedded and EXCEPTION_LINE.match(line) else "{}: {}".format(type(exc).__name__, line)
+    if text == line:
+        return first
+    return first + "\n" + (text if len(text) <= REASON_TAIL_CHARS else "…" + text[-REASON_TAIL_CHARS:])
+
+
+def headline(message: str) -> str:
+    """The line of an exception's message that says what failed: its first, unless the message
+    holds a traceback of its own (TensorFlow's "Detected at node … (most recent call last):",
+    a DataLoader worker's, MXNet's engine's): then the first line after its last one's frames
+    (indented) that is not a pointer to where (TF's "Node:", "[[{{node …}}]]", "Hint:")."""
+    lines = message.splitlines()
+    marks = [i for i, line in enumerate(lines) if "(most recent call last)" in line]
+    if marks:
+        after = lines[marks[-1] + 1:]
+        while after and (not after[0].strip() or after[0][0].isspace()):
+            after.pop(0)
+        found = [ln.strip() for ln in after if ln.strip() and not WHERE_LINE.match(ln.strip())]
+        if found:
+            return found[0][:HEADLINE_CHARS]
+    return next((ln.strip() for ln in lines if ln.strip()), "")[:HEADLINE_CHARS]

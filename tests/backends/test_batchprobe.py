@@ -102,3 +102,27 @@ def test_a_cell_whose_search_ended_below_its_start_is_read_back_as_the_planned_c
     result = load_result(tmp_path / "r.json")  # validate.result: the spec re-hashed
     assert (result.status, result.spec["batch_size"], result.spec["steps"]) == ("ok", 48, 6)
     assert result.spec_hash == result.spec["spec_hash"] == cell.spec_hash
+
+
+def test_a_probe_out_of_memory_in_tensorflow_words_is_recorded_with_its_own_line_first():
+    """A probe's reason was the type and the message's last 500 characters: for TensorFlow's
+    long graph errors its first line (the one the batch search prints) was a frame cut midway."""
+    from tests.backends.test_harness import TF_OOM_LINE, TF_OOM_MESSAGE
+
+    class ResourceExhaustedError(RuntimeError):
+        pass
+
+    class TfToy(Toy):
+        def __init__(self, spec, fits, step_s):
+            if spec.batch_size > fits:
+                raise ResourceExhaustedError(TF_OOM_MESSAGE)
+            self.spec, self.step_s = spec, step_s
+
+    spec = RunSpec("tf", "tf_horovod", batch_size=32, batch_auto=True, steps=4, warmup_steps=1,
+                   windows=2, search={"bounds": [8, 128], "budget_s": 60})
+    phases._marks.clear()
+    batchprobe.in_process(spec, lambda s: TfToy(s, 50, lambda b: 0.01), harness.measure,
+                          harness._status)
+    oom = batchprobe.settings()["batch_search"]["probes"][1]
+    assert (oom["batch_size"], oom["status"]) == (64, "oom")
+    assert oom["reason"].splitlines()[0] == "ResourceExhaustedError: " + TF_OOM_LINE
