@@ -144,12 +144,13 @@ class Campaign:
         return c
 
     @classmethod
-    def open(cls, root: Path) -> "Campaign":
-        """An existing campaign; UserError (one line) for a folder that is not one or is corrupt."""
+    def open(cls, root: Path, resume: str = "--resume") -> "Campaign":
+        """An existing campaign; UserError (one line) for a folder that is not one or is corrupt.
+        `resume`: what to leave out to create it instead (a flag, or a campaign file's key)."""
         root = Path(root)
         if not (root / CAMPAIGN_FILE).is_file() and root.is_dir() and _unfinished(root):
-            raise UserError("{}: its creation did not finish (no {}); run again without --resume "
-                            "to create it".format(root, CAMPAIGN_FILE))
+            raise UserError("{}: its creation did not finish (no {}); run again without {} "
+                            "to create it".format(root, CAMPAIGN_FILE, resume))
         if not (root / CAMPAIGN_FILE).is_file():
             raise UserError("{}: not a campaign folder (no {}); give a folder made by "
                             "`compare run`".format(root, CAMPAIGN_FILE))
@@ -231,19 +232,20 @@ class Campaign:
 
     def resume(self, config: Dict[str, Any], settings: Dict[str, Any],
                reconstruct: Callable[[List[RunResult]], Dict[str, Any]] = lambda rs: {},
-               write: bool = True, free: Sequence[str] = ()) -> None:
+               write: bool = True, free: Sequence[str] = (), said: Optional[str] = None) -> None:
         """Continue the campaign with `config`: its settings must be the campaign's (new keys, e.g.
         a framework's options when a framework is added, are recorded); else one UserError line.
         A campaign of an earlier compare stored none: `reconstruct` reads them from its results
         (a UserError when they disagree), and they are held to just the same. `write` False:
-        the check alone (`--resume --plan`); `free`: the flags a resume may change, for the message."""
-        meta = self.meta
+        the check alone (`--resume --plan`); `free`: the flags a resume may change, for the message;
+        `said`: the resume as the message names it (default `--resume ROOT`: study.resuming)."""
+        meta, said = self.meta, said or "--resume {}".format(self.root)
         if "settings" in meta:  # a campaign always holds some (the device, the executor)
             fixed, whose = meta.get("settings"), "campaign"
             if not fixed:
-                raise UserError("--resume {}: {} holds no settings (an empty object): nothing would "
+                raise UserError("{}: {} holds no settings (an empty object): nothing would "
                                 "hold the resumed cells to the campaign's; restore it or start a new "
-                                "campaign".format(self.root, CAMPAIGN_FILE))
+                                "campaign".format(said, CAMPAIGN_FILE))
         else:
             fixed, whose = reconstruct(self.results()[0]), "its results"
         changed = [k for k in sorted(settings) if k in fixed and fixed[k] != settings[k]]
@@ -252,9 +254,9 @@ class Campaign:
                       for k in changed]
             keep = "; --executor {} keeps the campaign's executor".format(fixed["executor"]) \
                 if "executor" in changed else ""
-            raise UserError("--resume {}: settings differ from the campaign's{}: {}; resume with the "
+            raise UserError("{}: settings differ from the campaign's{}: {}; resume with the "
                             "campaign's settings or start a new campaign{}{}".format(
-                                self.root, "" if whose == "campaign" else
+                                said, "" if whose == "campaign" else
                                 " (it stored none: read from its results)", "; ".join(differ),
                                 " ({} and {} may change)".format(", ".join(free[:-1]), free[-1])
                                 if free else "", keep))
@@ -264,12 +266,12 @@ class Campaign:
         meta.setdefault("sessions", []).append({"started_at": utc_now(), "config": config})
         self._write_meta(meta)
 
-    def plan(self, specs: List[RunSpec], write: bool = True) -> None:
+    def plan(self, specs: List[RunSpec], write: bool = True, said: Optional[str] = None) -> None:
         """Record the cells this session will run (the campaign's planned cells are the union).
         A cell planned before must be the same cell (its spec hash), every planned id a run id
         (it names files), and where a cell's spec, result and logs go the campaign's own (no
         link, no folder): else one UserError line, before anything runs. `write` False: the
-        checks alone."""
+        checks alone; `said`: the resume as a message names it (Campaign.resume)."""
         self.check_cells([s.run_id for s in specs])
         meta = self.meta
         planned = meta.get("planned") or {}
@@ -279,10 +281,10 @@ class Campaign:
                             "restore it or start a new campaign".format(self.root, CAMPAIGN_FILE, bad[0]))
         other = [s for s in specs if planned.get(s.run_id, s.spec_hash) != s.spec_hash]
         if other:
-            raise UserError("--resume {}: cell {} was planned with other settings (spec hash {}, now "
+            raise UserError("{}: cell {} was planned with other settings (spec hash {}, now "
                             "{}): resume with the campaign's (its --data, its options) or start a new "
-                            "campaign".format(self.root, other[0].run_id, planned[other[0].run_id],
-                                              other[0].spec_hash))
+                            "campaign".format(said or "--resume {}".format(self.root), other[0].run_id,
+                                              planned[other[0].run_id], other[0].spec_hash))
         if not write:
             return
         planned.update({s.run_id: s.spec_hash for s in specs})

@@ -17,6 +17,7 @@ from ..errors import UserError
 from ..executors import Executor
 from ..settings import FREE_FLAGS, settings_of_results
 from ..store import FINISHED, Campaign, default_root
+from ..study import resume_off
 from .plan import Plan
 
 
@@ -61,7 +62,7 @@ def _campaign(plan: Plan) -> Campaign:
                                    study.label("results"), study.ask("results", "resume"))
         campaign.plan(plan.cells)
         return campaign
-    campaign = Campaign.open(root)
+    campaign = Campaign.open(root, resume_off(study.sources, study.config))
     campaign.lock(study.label("results"), study.ask("results", "resume"))
     return campaign
 
@@ -76,15 +77,15 @@ def check_resume(plan: Plan, campaign: Campaign, write: bool = True) -> None:
     """A resume's checks (one UserError line): the same machine, the settings the campaign
     holds, a cell planned before the same cell. `write`: record this session and its cells;
     False for `--resume --plan`, which must refuse what the run would refuse and write nothing."""
-    recorded = campaign.machine
+    recorded, said = campaign.machine, plan.study.resuming(campaign.root)
     differ = machine_record.differences(recorded, plan.machine) if recorded else []
     if differ:  # one campaign, one machine: never mix two machines' figures silently
-        raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
+        raise UserError("{}: the campaign was recorded on another machine ({}); "
                         "start a new campaign and use `compare diff`".format(
-                            campaign.root, "; ".join(differ)))
+                            said, "; ".join(differ)))
     campaign.resume(_asked(plan), plan.held(), lambda rs: settings_of_results(rs, campaign.root),
-                    write=write, free=FREE_FLAGS)
-    campaign.plan(plan.cells, write=write)  # a cell planned before must be the same cell
+                    write=write, free=FREE_FLAGS, said=said)
+    campaign.plan(plan.cells, write=write, said=said)  # a cell planned before must be the same cell
 
 
 def _data(plan: Plan, executor: Executor, console) -> None:
