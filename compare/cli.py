@@ -272,8 +272,8 @@ def _main(argv: Optional[List[str]]) -> None:
         _err("error: {}".format(exc))
         sys.exit(exc.exit_code)
     except Interrupted as exc:
-        _err("interrupted ({}): {} cell{} recorded, {} not run; resume with: {}".format(
-            signal.Signals(exc.signum).name, exc.recorded, "" if exc.recorded == 1 else "s",
+        _err("interrupted ({}): {} {}{} recorded, {} not run; resume with: {}".format(
+            signal.Signals(exc.signum).name, exc.recorded, exc.word, "" if exc.recorded == 1 else "s",
             exc.remaining, "compare run --results {} --resume".format(  # it keeps its study
                 shlex.quote(str(exc.campaign.root)))))
         sys.exit(exc.exit_code)

@@ -61,14 +61,15 @@ class _Status(ProgressColumn):
 class SweepProgress:
     def __init__(self, console: Console, total: int, work: Optional[Path] = None,
                  estimates: Optional[Dict[str, float]] = None, overlap: float = 1.0,
-                 building: Callable[[RunSpec], bool] = lambda spec: False):
+                 building: Callable[[RunSpec], bool] = lambda spec: False, word: str = "cell"):
         """work: the campaign's work folder (each cell's phase file); estimates: the plan's
         seconds per cell (run id), at `overlap` cells at once on average; building(spec): whether
-        the cell's environment is being built."""
+        the cell's environment is being built; word: what the bar counts (cell, or run where
+        cells are repeated: store.counted)."""
         self.console, self.work, self.estimates = console, work, dict(estimates or {})
         self.overlap, self.building = max(overlap, 1.0), building
         self.running: Dict[str, tuple] = {}  # run id -> (spec, started)
-        self.progress = Progress(TextColumn("cell"), MofNCompleteColumn(), BarColumn(),
+        self.progress = Progress(TextColumn(word), MofNCompleteColumn(), BarColumn(),
                                  TextColumn("{task.description}"), _Status(self),
                                  TimeElapsedColumn(), console=console, transient=False)
         self.task = self.progress.add_task("", total=total)

@@ -44,6 +44,22 @@ FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
 FAILED_RUN = ("failed", "timeout")
 
 
+REPEAT = re.compile(r"-r\d+\Z")  # a run id's repeat: the cell's id without it
+
+
+def counted(run_ids: Sequence[str], repeated: bool) -> Tuple[str, str]:
+    """Runs counted as the report counts them (`4 runs of 2 cells`) where the study repeats its
+    cells, else as cells (`2 cells`); and the word for one of them (run, cell)."""
+    cells = len({REPEAT.sub("", i) for i in run_ids})
+    if not repeated:
+        return _many(len(run_ids), "cell"), "cell"
+    return "{} of {}".format(_many(len(run_ids), "run"), _many(cells, "cell")), "run"
+
+
+def _many(n: int, word: str) -> str:
+    return "{} {}{}".format(n, word, "" if n == 1 else "s")
+
+
 def campaign_folders(folder: Path) -> List[Path]:
     """The campaigns a folder names: itself where it is one, else those one level below it (by
     name; [] where there are none). How history, the plan and the packing table find them."""
@@ -361,8 +377,9 @@ class Campaign:
         failed = ["{}: {}".format(r.run_id, r.status) for r in results if r.status in FAILED_RUN]
         if not failed:
             return 0, None
-        return 1, "{} cell{} failed or timed out ({}{}); `compare run … --resume` runs {} again".format(
-            len(failed), "s" if len(failed) != 1 else "", ", ".join(failed[:5]),
+        repeated = any(REPEAT.search(i) and not i.endswith("-r0") for i in self.meta.get("planned") or {})
+        return 1, "{} failed or timed out ({}{}); `compare run … --resume` runs {} again".format(
+            _many(len(failed), "run" if repeated else "cell"), ", ".join(failed[:5]),
             ", …" if len(failed) > 5 else "", "them" if len(failed) != 1 else "it")
 
     def results(self) -> Tuple[List[RunResult], List[str]]:

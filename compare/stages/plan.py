@@ -56,6 +56,11 @@ class Plan:
             out["python." + fw.name] = self.study.overrides.get(fw.name)  # None: compare's choice
         return out
 
+    @property
+    def repeated(self) -> bool:
+        """Whether a cell runs more than once: the plan and the sweep then count runs of cells."""
+        return any(s.repeat for s in self.cells)
+
     def largest_batch(self) -> int:
         """The largest per-GPU batch a cell may run: given, or the top of a search."""
         auto = any(s.batch_auto for s in self.cells)
@@ -238,7 +243,7 @@ def schedule(plan: Plan, todo, folder: Path, known=()) -> Tuple[str, Dict[str, f
                                                plan.machine, plan.executor.name, unbuilt,
                                                plan.study.timeout, known)
     text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
-        plan.study.concurrency or AUTO), notes)
+        plan.study.concurrency or AUTO), notes, plan.repeated)
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
     return text, {it.spec.run_id: it.end - it.start for it in items}, \
         serial / wall if wall else 1.0, unbuilt
