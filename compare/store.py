@@ -236,6 +236,21 @@ class Campaign:
         for sub in ("",) + SUBFOLDERS[:2] + ("probes",):  # what a killed writer left half-written
             files.remove_stale_temps(self.root / sub, self.root)
 
+    def discard(self) -> None:
+        """Unmake a campaign create() made whose sweep never began (its prepare failed): its
+        campaign.json, written last, removed, so the folder is one whose creation did not finish
+        (check_new lets the same command create it again; open() says to leave --resume out).
+        Call holding the lock."""
+        with contextlib.suppress(FileNotFoundError), files.folder(self.root, self.root, create=False) as fd:
+            os.unlink(CAMPAIGN_FILE, dir_fd=fd)
+        self._held = None
+
+    def restore(self, meta: Dict[str, Any]) -> None:
+        """Write campaign.json back as `meta` (as it was before a resume whose prepare failed:
+        no session that ran nothing, no planned cell it never ran), if it changed since."""
+        if self.meta != meta:
+            self._write_meta(meta)
+
     @property
     def locked(self) -> bool:
         """This process holds the campaign's lock (lock())."""

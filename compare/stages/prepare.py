@@ -3,8 +3,11 @@ folder (created; or opened to resume: the same machine, the same held settings, 
 the executor, each --data folder checked and the frameworks' native formats written. The machine
 record is the plan's (taken once). Environments and images are made by the executor when a
 framework's first cell needs them (its result records how long), so a sweep stopped early builds
-only what it used. A failure here leaves nothing running and the campaign unlocked.
+only what it used. A failure here leaves nothing running and the campaign unlocked; no cell ran,
+so a new campaign is not kept (the same command creates it again) and a resumed one's
+campaign.json is as it was.
 """
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +36,13 @@ class Prepared:
 
 def make(plan: Plan, console) -> Prepared:
     """The campaign, the executor and the data of `plan` (one UserError line if one is amiss)."""
-    campaign = _campaign(plan)
+    campaign, before = _campaign(plan), None
     try:
         if plan.study.resume:  # the same machine, the same held settings, the same cells
+            before = campaign.meta  # campaign.json as it was, read under the lock
             check_resume(plan, campaign)
+        else:
+            campaign.plan(plan.cells)
         console.print("executor: {} ({})".format(plan.executor.name, plan.why))
         executor = plan.executor(plan.context)
         try:
@@ -45,23 +51,28 @@ def make(plan: Plan, console) -> Prepared:
         except BaseException:
             executor.close()  # a writer's container, a Slurm check
             raise
-    except BaseException:
-        campaign.unlock()
+    except BaseException:  # no cell ran: a new campaign is not kept, a resumed one is as it was
+        try:
+            with contextlib.suppress(Exception):  # the failure is what the user must see
+                if not plan.study.resume:
+                    campaign.discard()
+                elif before is not None:
+                    campaign.restore(before)
+        finally:
+            campaign.unlock()
         raise
     return Prepared(plan, campaign, executor, {r.run_id: r for r in results if r.status in FINISHED})
 
 
 def _campaign(plan: Plan) -> Campaign:
-    """Create the campaign, or open it to resume (make() checks it first); locked either way.
+    """Create the campaign, or open it to resume (make() checks it and plans its cells); locked.
     campaign.json's `config` of each session: the study, where each setting came from, and why
     each the machine decided is what it is (the report's "Defaults")."""
     study = plan.study
     root = Path(study.results or default_root()).absolute()
     if not study.resume:
-        campaign = Campaign.create(root, _asked(plan), plan.machine, plan.held(),  # locked
-                                   study.label("results"), study.ask("results", "resume"))
-        campaign.plan(plan.cells)
-        return campaign
+        return Campaign.create(root, _asked(plan), plan.machine, plan.held(),  # locked
+                               study.label("results"), study.ask("results", "resume"))
     campaign = Campaign.open(root, resume_off(study.sources, study.config))
     campaign.lock(study.label("results"), study.ask("results", "resume"))
     return campaign
