@@ -69,26 +69,29 @@ class SweepProgress:
         self.console, self.work, self.estimates = console, work, dict(estimates or {})
         self.overlap, self.building = max(overlap, 1.0), building
         self.running: Dict[str, tuple] = {}  # run id -> (spec, started)
+        self.status_column = _Status(self)
         self.progress = Progress(TextColumn(word), MofNCompleteColumn(), BarColumn(),
-                                 TextColumn("{task.description}"), _Status(self),
+                                 TextColumn("{task.description}"), self.status_column,
                                  TimeElapsedColumn(), console=console, transient=False)
         self.task = self.progress.add_task("", total=total)
-        self.last = ""
+        self.last, self.what = "", ""  # the last figure; the cell started last, in words
 
     def __enter__(self) -> "SweepProgress":
-        self.progress.__enter__()
+        if self.progress.tasks[0].total:  # nothing to run (a finished campaign resumed): no bar
+            self.progress.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.progress.__exit__(*exc)
+        if self.progress.tasks[0].total:
+            self.progress.__exit__(*exc)
 
     def start(self, spec: RunSpec) -> None:
         self.running[spec.run_id] = (spec, time.monotonic())
         unit = "GPU" if spec.device == "cuda" else "worker"
-        self.progress.update(self.task, description="{} {} x{} {}{} b{}{}{}".format(
+        self.what = "{} {} x{} {}{} b{}{}".format(
             spec.framework, spec.precision, spec.gpus, unit, "s" if spec.gpus > 1 else "",
-            "auto" if spec.batch_auto else spec.batch_size,
-            "" if spec.mode == "default" else " " + spec.mode, self.last))
+            "auto" if spec.batch_auto else spec.batch_size, "" if spec.mode == "default" else " " + spec.mode)
+        self.progress.update(self.task, description=self.what + self.last)
 
     def phase(self, spec: RunSpec) -> str:
         found = phase_of(self.work / spec.run_id / PHASE_FILE) if self.work else None
@@ -134,4 +137,7 @@ class SweepProgress:
             figure = "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok" \
                 else (result.reason or "").splitlines()[0][:100] if result.reason else ""
         self.console.print("{:<36} {:>8}  {}".format(result.run_id, result.status, figure))
-        self.progress.advance(self.task)
+        # the figure just measured, and the phases and ETA read anew (the bar's last line, once
+        # every cell is done, is not what was read while the last one ran)
+        self.status_column.read_at = 0.0
+        self.progress.update(self.task, description=self.what + self.last, advance=1)
