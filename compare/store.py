@@ -160,19 +160,22 @@ class Campaign:
         return c
 
     @classmethod
-    def open(cls, root: Path, resume: str = "--resume") -> "Campaign":
+    def open(cls, root: Path, resume: str = "--resume", said: Optional[str] = None) -> "Campaign":
         """An existing campaign; UserError (one line) for a folder that is not one or is corrupt.
-        `resume`: what to leave out to create it instead (a flag, or a campaign file's key)."""
+        `resume`: what to leave out to create it instead (a flag, or a campaign file's key);
+        `said`: the folder as the message names it (default the folder; `--resume DIR` where a
+        resume opens it: study.resuming)."""
         root = Path(root)
+        said = said or str(root)
         if not (root / CAMPAIGN_FILE).is_file() and root.is_dir() and _unfinished(root):
             raise UserError("{}: its creation did not finish (no {}); run again without {} "
-                            "to create it".format(root, CAMPAIGN_FILE, resume))
+                            "to create it".format(said, CAMPAIGN_FILE, resume))
         if not (root / CAMPAIGN_FILE).is_file():
             raise UserError("{}: not a campaign folder (no {}); give a folder made by "
-                            "`compare run`".format(root, CAMPAIGN_FILE))
+                            "`compare run`".format(said, CAMPAIGN_FILE))
         meta = _read_json(root, CAMPAIGN_FILE)
         if meta.get("kind") != CAMPAIGN_KIND:
-            raise UserError("{}: {} is not a compare campaign".format(root, CAMPAIGN_FILE))
+            raise UserError("{}: {} is not a compare campaign".format(said, CAMPAIGN_FILE))
         if not isinstance(meta.get("sessions", []), list) or not isinstance(
                 meta.get("planned", {}), dict) or not isinstance(meta.get("settings", {}), dict):
             raise _corrupt(root, CAMPAIGN_FILE, "sessions, planned or settings of the wrong type")

@@ -393,11 +393,10 @@ def build(flags: Dict[str, Any]) -> "Study":
                 "file" if where else "flag")
     own = {k: v for k, v in values.items() if k in DECLARED}
     ex = {k: v for k, v in values.items() if k not in DECLARED}
-    resumed = own.get("resume") and own.get("results")
-    meta = _campaign_json(own["results"], resume_off(sources, path)) if resumed else None
-    if meta is None:
+    if not (own.get("resume") and own.get("results")):
         return Study(**own, executor_flags=ex, sources=sources)
     said = resuming(sources, path, own["results"])  # the message's start names the file, if any
+    meta = _campaign_json(own["results"], resume_off(sources, path), said)
     base, base_sources, its_own = stored(meta, own["results"], set(values), said)
     ran = ran_with(meta)
     def held(k, v):  # a held setting given anew, as it was given: a campaign file's by the file
@@ -452,12 +451,12 @@ def _same(name: str, mine: Any, theirs: Any, frameworks) -> bool:
         return False
 
 
-def _campaign_json(results: str, resume: str) -> Dict[str, Any]:
+def _campaign_json(results: str, resume: str, said: str) -> Dict[str, Any]:
     """campaign.json of the campaign --resume continues, read once: the study, the executor and
     the steps it resolved are each taken from this one reading (Study.campaign). `resume`: what
-    to leave out to create it instead (resume_off)."""
+    to leave out to create it instead (resume_off); `said`: the resume in messages (resuming)."""
     from .store import Campaign
-    return Campaign.open(Path(results), resume).opened
+    return Campaign.open(Path(results), resume, said).opened
 
 
 def show(value: Any) -> str:

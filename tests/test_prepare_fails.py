@@ -44,7 +44,7 @@ def test_a_new_campaign_whose_prepare_fails_is_made_again_by_the_same_command(st
         2, "compare: error: the test's executor: cannot start (its environment failed)")
     assert not (tmp_path / "c" / "campaign.json").exists()
     code, out, err = _run(["run", "--results", tmp_path / "c", "--resume"], capsys)
-    assert (code, err) == (2, "compare: error: {}: its creation did not finish (no campaign.json); "
+    assert (code, err) == (2, "compare: error: --resume {}: its creation did not finish (no campaign.json); "
                               "run again without --resume to create it\n".format(tmp_path / "c"))
     failing.on = False  # fixed: the same command makes the campaign and runs it
     code, out, err = _run(study, capsys)

@@ -60,9 +60,9 @@ def test_an_unfinished_campaign_a_file_resumes_says_to_leave_the_files_key_out(t
     (tmp_path / "study.toml").write_text('results = "c"\nresume = true\n')
     monkeypatch.chdir(tmp_path)
     code, _, err = main_exit(["run", "--config", "study.toml"], capsys)
-    assert (code, err) == (2, "compare: error: {}: its creation did not finish (no campaign.json); "
-                              "run again without resume = true in study.toml to create it\n".format(
-                                  tmp_path / "c"))
+    assert (code, err) == (2, "compare: error: study.toml: resume = true (results {}): its creation did "
+                              "not finish (no campaign.json); run again without resume = true in "
+                              "study.toml to create it\n".format(tmp_path / "c"))
 
 
 def test_a_cell_planned_otherwise_in_a_campaign_a_file_resumes_names_the_file(campaign, capsys,
@@ -77,3 +77,12 @@ def test_a_cell_planned_otherwise_in_a_campaign_a_file_resumes_names_the_file(ca
     assert code == 2 and err.startswith(
         "compare: error: more.toml: resume = true (results {}): cell {} was planned with other "
         "settings (spec hash 0000000000000000, now ".format(campaign, cell)), err
+
+
+def test_a_resume_of_a_folder_that_does_not_exist_is_named_by_the_file(tmp_path, capsys, monkeypatch):
+    (tmp_path / "study.toml").write_text('results = "nowhere"\nresume = true\n')
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--config", "study.toml"], capsys)
+    assert (code, err) == (2, "compare: error: study.toml: resume = true (results {}): not a campaign "
+                              "folder (no campaign.json); give a folder made by `compare run`\n".format(
+                                  tmp_path / "nowhere"))

@@ -73,7 +73,7 @@ def _campaign(plan: Plan) -> Campaign:
     if not study.resume:
         return Campaign.create(root, _asked(plan), plan.machine, plan.held(),  # locked
                                study.label("results"), study.ask("results", "resume"))
-    campaign = Campaign.open(root, resume_off(study.sources, study.config))
+    campaign = Campaign.open(root, resume_off(study.sources, study.config), study.resuming(root))
     campaign.lock(study.label("results"), study.ask("results", "resume"))
     return campaign
 
