@@ -90,3 +90,16 @@ def test_a_resume_refused_for_a_cell_planned_otherwise_writes_no_session(study, 
     code, out, err = _run(["run", "--results", tmp_path / "c", "--resume"], capsys)
     assert code == 2 and "was planned with other settings" in err, err
     assert json.loads((tmp_path / "c" / "campaign.json").read_text()) == meta
+
+
+def test_a_resume_says_which_result_files_it_left_out_before_running_their_cells_again(study, tmp_path,
+                                                                                      capsys):
+    code, out, err = _run(study, capsys)
+    assert code == 0, err
+    (tmp_path / "c" / "results" / "caffe2-fp32-w1-b4-s32-r0.json").write_text("{bad")
+    code, out, err = _run(["run", "--results", tmp_path / "c", "--resume"], capsys)
+    lines = err.splitlines()
+    warning = "warning: skipped corrupt result caffe2-fp32-w1-b4-s32-r0.json: not valid JSON " \
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
+    assert code == 0 and warning in lines, err  # said before its cell runs again (and replaces it)
+    assert lines.index(warning) < lines.index("campaign {}: 1 cell, 1 to run".format(tmp_path / "c"))

@@ -47,7 +47,9 @@ def make(plan: Plan, console) -> Prepared:
         executor = plan.executor(plan.context)
         try:
             _data(plan, executor, console)
-            results = campaign.results()[0] if plan.study.resume else []
+            results, left_out = campaign.results() if plan.study.resume else ([], [])
+            for line in left_out:  # a result file its cell's run will replace: said first
+                console.print("warning: " + line)
         except BaseException:
             executor.close()  # a writer's container, a Slurm check
             raise
