@@ -22,6 +22,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -389,16 +390,17 @@ class Campaign:
         return out
 
     def run_outcome(self) -> Tuple[int, Optional[str]]:
-        """`compare run`'s exit code once its sweep has ended: 1 and a line naming them when
-        cells failed or timed out (FAILED_RUN), else 0 and None."""
+        """`compare run`'s exit code once its sweep has ended: 1 and a line naming them, and the
+        command that runs them again, when cells failed or timed out (FAILED_RUN), else 0 and None."""
         results, _ = self.results()
         failed = ["{}: {}".format(r.run_id, r.status) for r in results if r.status in FAILED_RUN]
         if not failed:
             return 0, None
         repeated = any(REPEAT.search(i) and not i.endswith("-r0") for i in self.meta.get("planned") or {})
-        return 1, "{} failed or timed out ({}{}); `compare run … --resume` runs {} again".format(
-            _many(len(failed), "run" if repeated else "cell"), ", ".join(failed[:5]),
-            ", …" if len(failed) > 5 else "", "them" if len(failed) != 1 else "it")
+        return 1, "{} failed or timed out ({}{}); `compare run --results {} --resume` runs {} " \
+            "again".format(_many(len(failed), "run" if repeated else "cell"), ", ".join(failed[:5]),
+                           ", …" if len(failed) > 5 else "", shlex.quote(str(self.root)),
+                           "them" if len(failed) != 1 else "it")
 
     def results(self) -> Tuple[List[RunResult], List[str]]:
         """Every result that belongs to a planned cell (one per `<run_id>.json`), and one warning

@@ -53,7 +53,7 @@ def test_failed_repeats_are_named_runs_in_the_line_that_ends_the_sweep(tmp_path,
                            "--repeats", "2", "--results", tmp_path / "c"] + FAST, capsys)
     assert code == 1 and err.splitlines()[-1] == (
         "2 runs failed or timed out (caffe2-fp32-w1-b4-s32-r0: failed, caffe2-fp32-w1-b4-s32-r1: "
-        "failed); `compare run … --resume` runs them again"), err
+        "failed); `compare run --results {} --resume` runs them again".format(tmp_path / "c")), err
 
 
 def test_a_sweep_of_repeats_stopped_by_ctrl_c_counts_runs(tmp_path):
