@@ -45,6 +45,12 @@ def phase_of(path: Path) -> Optional[str]:
     return WORDS.get(latest, latest)
 
 
+def _shortened(reason: str, most: int = 200) -> str:
+    """A failed cell's reason in its line: whole up to `most` characters, else its start and its
+    end, where a reason says where to look (`see …/jax-cpu-….log`)."""
+    return reason if len(reason) <= most else reason[:most // 2] + " … " + reason[-(most // 2 - 3):]
+
+
 class _Status(ProgressColumn):
     """Phase of the running cells and the sweep's ETA, read at most once a second."""
 
@@ -135,7 +141,7 @@ class SweepProgress:
             self.last = " | last: " + ("{:.1f} img/s".format(result.images_per_sec)
                                        if result.status == "ok" else result.status)
             figure = "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok" \
-                else (result.reason or "").splitlines()[0][:100] if result.reason else ""
+                else _shortened((result.reason or "").splitlines()[0]) if result.reason else ""
         self.console.print("{:<36} {:>8}  {}".format(result.run_id, result.status, figure))
         # the figure just measured, and the phases and ETA read anew (the bar's last line, once
         # every cell is done, is not what was read while the last one ran)

@@ -117,3 +117,20 @@ def test_a_sweep_with_nothing_to_run_draws_no_bar(tmp_path):
     with SweepProgress(Console(file=out, width=200), 0, tmp_path, {}):
         pass
     assert out.getvalue() == ""
+
+
+def test_a_failed_cells_line_keeps_the_end_of_its_reason_where_it_says_where_to_look(tmp_path):
+    # an environment that failed to build ended "... failed at `/…/bin/python -m pip" (100
+    # characters), its "(exit 1); see /…/jax-cpu-….log" cut off
+    from backends.protocol import RunResult
+    spec = RunSpec("jax", "jax", precision="fp32")
+    out = io.StringIO()
+    bar = SweepProgress(Console(file=out, width=400), 2, tmp_path, {})
+    reason = ("creating the jax environment failed at `/root/.cache/compare/envs/jax-cpu-c60267d24615/"
+              "bin/python -m pip install` (exit 1); see /root/.cache/compare/envs/jax-cpu-c60267d24615.log")
+    bar.done(RunResult(spec.run_id, "failed", spec.to_dict(), reason=reason + "\nmore"))
+    assert out.getvalue().splitlines()[-1] == "{:<36} {:>8}  {}".format(spec.run_id, "failed", reason)
+    long = "exited with code 3 and wrote no result: " + "x" * 400 + " | see the log"
+    bar.done(RunResult(spec.run_id, "failed", spec.to_dict(), reason=long))
+    line = out.getvalue().splitlines()[-1]
+    assert line.endswith(" … " + long[-97:]) and len(line.split("  ", 1)[1].strip()) <= 240, line
