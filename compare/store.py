@@ -240,13 +240,20 @@ class Campaign:
         for sub in ("",) + SUBFOLDERS[:2] + ("probes",):  # what a killed writer left half-written
             files.remove_stale_temps(self.root / sub, self.root)
 
-    def discard(self) -> None:
+    def discard(self, whole: bool = False) -> None:
         """Unmake a campaign create() made whose sweep never began (its prepare failed): its
         campaign.json, written last, removed, so the folder is one whose creation did not finish
-        (check_new lets the same command create it again; open() says to leave --resume out).
-        Call holding the lock."""
+        (check_new lets the same command create it again; open() says to leave --resume out);
+        `whole`: the rest create() made too (machine.json, the empty subfolders, the folder
+        where it is empty then), for a folder no one named (default_root). Call holding the lock."""
         with contextlib.suppress(FileNotFoundError), files.folder(self.root, self.root, create=False) as fd:
             os.unlink(CAMPAIGN_FILE, dir_fd=fd)
+            for name in ("machine.json",) + SUBFOLDERS if whole else ():
+                with contextlib.suppress(OSError):  # a subfolder not empty stays
+                    os.rmdir(name, dir_fd=fd) if name in SUBFOLDERS else os.unlink(name, dir_fd=fd)
+        if whole:
+            with contextlib.suppress(OSError):
+                self.root.rmdir()
         self._held = None
 
     def restore(self, meta: Dict[str, Any]) -> None:

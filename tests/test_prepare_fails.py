@@ -103,3 +103,13 @@ def test_a_resume_says_which_result_files_it_left_out_before_running_their_cells
         "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))"
     assert code == 0 and warning in lines, err  # said before its cell runs again (and replaces it)
     assert lines.index(warning) < lines.index("campaign {}: 1 cell, 1 to run".format(tmp_path / "c"))
+
+
+def test_a_campaign_of_the_default_folder_whose_prepare_fails_leaves_no_folder(study, failing, tmp_path,
+                                                                               capsys, monkeypatch):
+    # results/<time> is named by no one: nothing to resume there, nothing to keep
+    monkeypatch.chdir(tmp_path)
+    without = [a for a in study if a not in ("--results", tmp_path / "c")]
+    code, out, err = _run(without, capsys)
+    assert code == 2 and err.endswith("cannot start (its environment failed)\n"), err
+    assert list((tmp_path / "results").iterdir()) == []

@@ -57,7 +57,7 @@ def make(plan: Plan, console) -> Prepared:
         try:
             with contextlib.suppress(Exception):  # the failure is what the user must see
                 if not plan.study.resume:
-                    campaign.discard()
+                    campaign.discard(whole=not plan.study.results)  # results/<time>: named by none
                 elif before is not None:
                     campaign.restore(before)
         finally:
