@@ -296,12 +296,15 @@ def _machine(pool: Pool) -> str:
 def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
              machine: Dict[str, Any], executor: Optional[str] = None,
              unbuilt: Sequence[str] = (), timeout: Optional[float] = None,
-             known: Sequence[str] = ()) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
+             known: Sequence[str] = (), repeated: bool = False
+             ) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
     """(the planned cells, each one's mark, where the estimates came from, notes). `executor`:
     the one that will run them (like cells ran on it); `unbuilt`: the frameworks whose
     environment the sweep builds first (to_build), each counted once, in its first cell;
     `timeout`: --timeout, which a cell estimated from a run (not a guess) is held against;
-    `known`: the spec hashes of auto cells whose batch an earlier session found."""
+    `known`: the spec hashes of auto cells whose batch an earlier session found; `repeated`: the
+    study repeats its cells (the notes count runs of cells: store.counted)."""
+    from .store import counted
     results, campaigns = earlier_results(folder, machine)
     references, measured = reference_results(machine)
     estimates = Estimates(results, executor, references)
@@ -334,9 +337,9 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
                          "{} {:.0f} s ({})".format(fw, s, how) for fw, (s, how) in builds.items())))
     if over:
         longest = max(over, key=over.get)
-        notes.append("warning: {} cell{} estimated beyond --timeout {:.0f} s (the longest, {}: {:.0f} "
+        notes.append("warning: {} estimated beyond --timeout {:.0f} s (the longest, {}: {:.0f} "
                      "s): a run is stopped there and recorded timeout; give a larger --timeout".format(
-                         len(over), "" if len(over) == 1 else "s", timeout, longest, over[longest]))
+                         counted(list(over), repeated)[0], timeout, longest, over[longest]))
     if estimates.first_steps:
         notes.append("of the cells' time, first steps (compilation, autotuning) ~{:.0f} s, from "
                      "the earlier runs' own (compile caches now warm may shorten them)".format(

@@ -75,3 +75,30 @@ def test_a_sweep_of_repeats_stopped_by_ctrl_c_counts_runs(tmp_path):
             proc.kill()
     assert proc.returncode == 130 and \
         "compare: interrupted (SIGINT): 0 runs recorded, 2 not run; resume with: " in err, err
+
+
+def test_the_plans_timeout_warning_counts_runs_of_cells(tmp_path, capsys, wide):
+    # two cells of 70 and 80 s run twice each under --timeout 60: "4 cells estimated beyond"
+    # counted the runs as cells
+    import os
+    import sys
+
+    from backends.protocol import RunSpec
+    from compare import machine_record
+    from tests.helpers import result, save_campaign
+    earlier = []
+    for gpus, seconds in ((1, 70.0), (2, 80.0)):
+        r = result("caffe2", "fp32", gpus, 1000.0)
+        r.phases = {"cell_start": 1000.0, "cell_end": 1000.0 + seconds}
+        r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
+        earlier.append(r)
+    save_campaign(tmp_path / "runs" / "old", earlier, machine={
+        "cpu_model": machine_record.cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
+    code, out, err = _run(["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32",
+                           "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from",
+                           tmp_path / "runs", "--python", "caffe2={}".format(sys.executable),
+                           "--timeout", "60", "--repeats", "2"], capsys)
+    assert code == 0, err
+    assert ("warning: 4 runs of 2 cells estimated beyond --timeout 60 s (the longest, "
+            "caffe2-fp32-g2-b256-s224-r0: 80 s): a run is stopped there and recorded timeout; give "
+            "a larger --timeout") in out.splitlines(), out

@@ -256,7 +256,7 @@ def schedule(plan: Plan, todo, folder: Path, known=()) -> Tuple[str, Dict[str, f
                            plan.executor.name)
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
                                                plan.machine, plan.executor.name, unbuilt,
-                                               plan.study.timeout, known)
+                                               plan.study.timeout, known, plan.repeated)
     text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
         plan.study.concurrency or AUTO), notes, plan.repeated)
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
