@@ -75,7 +75,7 @@ def test_a_data_folder_no_frameworks_can_use_leaves_no_campaign(study, tmp_path,
         (tmp_path / "bad" / "train" / name / "x.JPEG").write_text("junk")
     code, out, err = _run(study + ["--data", tmp_path / "bad"], capsys)
     assert code == 2 and err.splitlines()[-1].startswith(
-        "compare: error: {}: none of its 2 JPEG files can be used".format(tmp_path / "bad")), err
+        "compare: error: --data {}: none of its 2 JPEG files can be used".format(tmp_path / "bad")), err
     code, out, err = _run(study + ["--data", "synthetic"], capsys)  # the folder fixed: run again
     assert code == 0 and "1 cell, 1 to run" in err, err
 
@@ -113,3 +113,15 @@ def test_a_campaign_of_the_default_folder_whose_prepare_fails_leaves_no_folder(s
     code, out, err = _run(without, capsys)
     assert code == 2 and err.endswith("cannot start (its environment failed)\n"), err
     assert list((tmp_path / "results").iterdir()) == []
+
+
+def test_a_data_folder_a_campaign_file_gives_is_named_by_the_file(study, tmp_path, capsys, monkeypatch):
+    for name in ("a", "b"):
+        (tmp_path / "bad" / "train" / name).mkdir(parents=True)
+        (tmp_path / "bad" / "train" / name / "x.JPEG").write_text("junk")
+    (tmp_path / "study.toml").write_text('data = "bad"\n')
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _run(study + ["--config", "study.toml"], capsys)
+    assert code == 2 and err.splitlines()[-1].startswith(
+        "compare: error: study.toml: data {}: none of its 2 JPEG files can be used".format(
+            tmp_path / "bad")), err

@@ -110,9 +110,15 @@ def _data(plan: Plan, executor: Executor, console) -> None:
         writer = executor.data_writer() or datasets.LocalWriter(plan.device, plan.study.overrides,
                                                                 plan.context.log)
         workers = max(m.gpus) * max(m.nodes)
-        executor.check_data(datasets.for_run(folders, m.frameworks, console, writer,
-                                             plan.largest_batch() * workers, workers,
-                                             plan.study.target_accuracy is not None,
-                                             (plan.study.label("data"),
-                                              plan.study.said("batch_size", "data"))))
+        try:
+            prepared = datasets.for_run(folders, m.frameworks, console, writer,
+                                        plan.largest_batch() * workers, workers,
+                                        plan.study.target_accuracy is not None,
+                                        (plan.study.label("data"), plan.study.said("batch_size", "data")))
+        except UserError as exc:  # a folder it cannot use, named as the study names --data
+            bad = next((d for d in folders if str(exc).startswith(d + ": ")), None)
+            if bad is None:
+                raise
+            raise UserError("{} {}".format(plan.study.label("data"), exc)) from None
+        executor.check_data(prepared)
 
