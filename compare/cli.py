@@ -7,6 +7,7 @@ error one line and exit 70; a traceback only with --debug.
 import functools
 import inspect
 import os
+import re
 import shlex
 import signal
 import sys
@@ -15,9 +16,9 @@ from typing import Any, Dict, List, Optional
 import typer
 
 try:  # typer >= 0.2x vendors click
-    from typer._click.exceptions import UsageError
+    from typer._click.exceptions import MissingParameter, UsageError
 except ImportError:  # pragma: no cover - older typer on real click
-    from click.exceptions import UsageError
+    from click.exceptions import MissingParameter, UsageError
 
 from . import executors
 from . import frameworks as fws
@@ -241,11 +242,35 @@ def _not_an_integer(exc: UsageError) -> Optional[str]:
         max(opts, key=len), str(first.get("input")))
 
 
+def _arguments(exc: UsageError) -> Optional[str]:
+    """A command given too few arguments (or not a required option): what it needs, with its
+    help; given too many: what it takes. None for any other usage error."""
+    ctx = exc.ctx
+    if ctx is None:
+        return None
+    more = "(`{} --help` says ".format(ctx.command_path)
+    param = getattr(exc, "param", None)
+    if isinstance(exc, MissingParameter) and param is not None:
+        name = max(param.opts, key=len) if param.param_type_name == "option" else param.name.upper()
+        text = (getattr(param, "help", None) or "").strip().rstrip(".")
+        if text[:1].isupper() and not text[1:2].isupper():  # "A folder" -> "a folder", not "DIR"
+            text = text[0].lower() + text[1:]
+        return "{} needs {}{} {}more)".format(ctx.command_path, name, ": " + text if text else "", more)
+    extra = re.match(r"Got unexpected extra arguments? ?(?:\(s\))? \((.*)\)$", exc.format_message())
+    if extra:
+        takes = [p.name.upper() for p in ctx.command.params if p.param_type_name == "argument"]
+        return "{} takes {}; got {}{} {}what it does)".format(
+            ctx.command_path, " ".join(takes) or "no argument", extra.group(1), " too" * bool(takes),
+            more)
+    return None
+
+
 def _usage_line(exc: UsageError) -> str:
     """click's message in one line; where a command group wants a command (none given, or one it
-    does not have), with the commands it has, as every other bad value names the valid ones."""
+    does not have), with the commands it has, as every other bad value names the valid ones;
+    where a command lacks an argument or has one too many, what it needs or takes."""
     line = exc.format_message().splitlines()[0]
-    bad = _not_an_integer(exc)
+    bad = _not_an_integer(exc) or _arguments(exc)
     if bad:
         return bad
     ctx = exc.ctx
@@ -272,8 +297,8 @@ def _main(argv: Optional[List[str]]) -> None:
         _err("error: {}".format(exc))
         sys.exit(exc.exit_code)
     except Interrupted as exc:
-        _err("interrupted ({}): {} cell{} recorded, {} not run; resume with: {}".format(
-            signal.Signals(exc.signum).name, exc.recorded, "" if exc.recorded == 1 else "s",
+        _err("interrupted ({}): {} {}{} recorded, {} not run; resume with: {}".format(
+            signal.Signals(exc.signum).name, exc.recorded, exc.word, "" if exc.recorded == 1 else "s",
             exc.remaining, "compare run --results {} --resume".format(  # it keeps its study
                 shlex.quote(str(exc.campaign.root)))))
         sys.exit(exc.exit_code)

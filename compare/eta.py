@@ -251,13 +251,16 @@ def first_step(r: RunResult) -> float:
 
 
 def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency: int,
-           source: str, asked: str, notes: Sequence[str] = ()) -> str:
-    """The plan as text: one line per cell in start order, then the totals."""
+           source: str, asked: str, notes: Sequence[str] = (), repeated: bool = False) -> str:
+    """The plan as text: one line per run in start order, then the totals. `repeated`: the study
+    repeats its cells, and the plan counts runs of cells, as the report does (store.counted)."""
+    from .store import counted
+    what, word = counted([it.spec.run_id for it in items], repeated)
     if not items:  # `--resume --plan` of a campaign whose every cell is finished
-        return "plan: no cell to run on {}: every cell of the study has its result already\n".format(
-            _machine(pool))
-    lines = ["plan: {} cell{} on {}, up to {} at once ({}); {}".format(
-        len(items), "" if len(items) == 1 else "s", _machine(pool), concurrency, asked, source)]
+        return "plan: {} to run on {}: every {} of the study has its result already\n".format(
+            "nothing" if repeated else "no cell", _machine(pool), word)
+    lines = ["plan: {} on {}, up to {} at once ({}); {}".format(
+        what, _machine(pool), concurrency, asked, source)]
     lines += ["note: " + n for n in pool.notes]
     rows = [(clock(it.start), clock(it.end), ",".join(it.slot.gpus) or "-",
              cpuset(it.slot.cores) if it.slot.cores else ("-" if pool.gpu and not pool.cores[
@@ -269,15 +272,15 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
     gpus_w, cores_w, time_w = (max([least] + [len(r[i]) for r in rows])
                                for i, least in ((2, 5), (3, 9), (4, 6)))
     row = "{:>8} {:>8}  {:<%d} {:<%d} {:>%d}  {}" % (gpus_w, cores_w, time_w)
-    lines.append(row.format("start", "end", "GPUs", "cores", "time", "cell"))
+    lines.append(row.format("start", "end", "GPUs", "cores", "time", word))
     lines += [row.format(*r) for r in rows]
     wall = max((it.end for it in items), default=0.0)
     serial = sum(it.end - it.start for it in items)
     if serial - wall < 0.5:  # nothing side by side (a CPU, --concurrency 1): no "1.00× faster"
-        total = "estimate: {} wall, one cell at a time".format(clock(wall))
+        total = "estimate: {} wall, one {} at a time".format(clock(wall), word)
     else:
-        total = "estimate: {} wall, against {} one cell at a time ({:.2f}× faster)".format(
-            clock(wall), clock(serial), serial / wall)
+        total = "estimate: {} wall, against {} one {} at a time ({:.2f}× faster)".format(
+            clock(wall), clock(serial), word, serial / wall)
     if pool.gpu:
         total += "; {} held {:.2f} GPU-hours".format(_machine(pool), len(pool.units) * wall / 3600)
     return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"
@@ -293,12 +296,15 @@ def _machine(pool: Pool) -> str:
 def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Path,
              machine: Dict[str, Any], executor: Optional[str] = None,
              unbuilt: Sequence[str] = (), timeout: Optional[float] = None,
-             known: Sequence[str] = ()) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
+             known: Sequence[str] = (), repeated: bool = False
+             ) -> Tuple[List[Planned], Dict[str, str], str, List[str]]:
     """(the planned cells, each one's mark, where the estimates came from, notes). `executor`:
     the one that will run them (like cells ran on it); `unbuilt`: the frameworks whose
     environment the sweep builds first (to_build), each counted once, in its first cell;
     `timeout`: --timeout, which a cell estimated from a run (not a guess) is held against;
-    `known`: the spec hashes of auto cells whose batch an earlier session found."""
+    `known`: the spec hashes of auto cells whose batch an earlier session found; `repeated`: the
+    study repeats its cells (the notes count runs of cells: store.counted)."""
+    from .store import counted
     results, campaigns = earlier_results(folder, machine)
     references, measured = reference_results(machine)
     estimates = Estimates(results, executor, references)
@@ -331,9 +337,9 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
                          "{} {:.0f} s ({})".format(fw, s, how) for fw, (s, how) in builds.items())))
     if over:
         longest = max(over, key=over.get)
-        notes.append("warning: {} cell{} estimated beyond --timeout {:.0f} s (the longest, {}: {:.0f} "
+        notes.append("warning: {} estimated beyond --timeout {:.0f} s (the longest, {}: {:.0f} "
                      "s): a run is stopped there and recorded timeout; give a larger --timeout".format(
-                         len(over), "" if len(over) == 1 else "s", timeout, longest, over[longest]))
+                         counted(list(over), repeated)[0], timeout, longest, over[longest]))
     if estimates.first_steps:
         notes.append("of the cells' time, first steps (compilation, autotuning) ~{:.0f} s, from "
                      "the earlier runs' own (compile caches now warm may shorten them)".format(

@@ -22,10 +22,11 @@ def _latest_config(meta: Dict[str, Any]) -> Any:
     return session.get("config") if isinstance(session, dict) else None
 
 
-def check_latest(meta: Dict[str, Any], results: str) -> None:
+def check_latest(meta: Dict[str, Any], said: str) -> None:
     """One line where campaign.json's latest session, its config or that config's study is there
     but not an object: a hand edit or a bad copy (an earlier compare's session kept a RunConfig
-    object and no study), never a campaign to rebuild as an earlier compare's."""
+    object and no study), never a campaign to rebuild as an earlier compare's. `said`: the resume
+    as messages name it (`--resume DIR`, or a campaign file's key: study.resuming)."""
     session = (meta.get("sessions") or [{}])[-1]
     config = session.get("config", {}) if isinstance(session, dict) else {}
     for what, there, value in (("latest session", True, session),
@@ -33,8 +34,8 @@ def check_latest(meta: Dict[str, Any], results: str) -> None:
                                ("latest session's study", isinstance(config, dict) and "study" in config,
                                 isinstance(config, dict) and config.get("study"))):
         if there and not isinstance(value, dict):
-            raise UserError("--resume {}: campaign.json is corrupt (its {} is {}, not an object); "
-                            "restore it or start a new campaign".format(results, what, json_kind(value)))
+            raise UserError("{}: campaign.json is corrupt (its {} is {}, not an object); "
+                            "restore it or start a new campaign".format(said, what, json_kind(value)))
 
 
 def json_kind(value: Any) -> str:
@@ -52,12 +53,13 @@ def ran_with(meta: Dict[str, Any]) -> Optional[str]:
     return settings.get("executor") if isinstance(settings, dict) else None
 
 
-def rebuilt(meta: Dict[str, Any], results: str, given, specs: Callable[[], List[Dict[str, Any]]],
+def rebuilt(meta: Dict[str, Any], said: str, given, specs: Callable[[], List[Dict[str, Any]]],
             flag: Callable[[str], str]) -> Dict[str, Any]:
     """The study of a campaign of an earlier compare (`meta`: its campaign.json, which kept no
     study) from its RunConfig, then from its results' `specs()` for what that does not say; what
     neither says and is not `given` now is one line naming each `flag(setting)` to give. Where
-    nothing ran and its config says nothing, today's flags and defaults hold, as a new one's."""
+    nothing ran and its config says nothing, today's flags and defaults hold, as a new one's.
+    `said`: the resume as messages name it (check_latest)."""
     config = _latest_config(meta)
     config = config if isinstance(config, dict) else {}
     shapes = [(key, config.get(key), kind) for key, kind in SHAPES.items()] + [  # each of its JSON
@@ -65,9 +67,9 @@ def rebuilt(meta: Dict[str, Any], results: str, given, specs: Callable[[], List[
     ] * isinstance(config.get("options"), dict)
     for key, value, kind in shapes:  # what study_of_config reads of it
         if value is not None and not isinstance(value, kind):
-            raise UserError("--resume {}: campaign.json is corrupt (its latest session's config, of an "
+            raise UserError("{}: campaign.json is corrupt (its latest session's config, of an "
                             "earlier compare, has {} {}, not {}); restore it or start a new "
-                            "campaign".format(results, key, json_kind(value), "a list" if kind is list
+                            "campaign".format(said, key, json_kind(value), "a list" if kind is list
                                               else "an object"))
     study, missing = study_of_config(config)
     missing, ran = [n for n in missing if n not in given], []
@@ -76,9 +78,9 @@ def rebuilt(meta: Dict[str, Any], results: str, given, specs: Callable[[], List[
         study.update(study_of_specs(ran, missing))
         missing = [n for n in missing if n not in study]
     if missing and (ran or set(config) & set(OLD_KEYS)):
-        raise UserError("--resume {}: the campaign was made by an earlier compare, which stored no "
+        raise UserError("{}: the campaign was made by an earlier compare, which stored no "
                         "study, and its campaign.json does not say its {}; give {} as the campaign "
-                        "was made".format(results, ", ".join(missing), " ".join(map(flag, missing))))
+                        "was made".format(said, ", ".join(missing), " ".join(map(flag, missing))))
     return study
 
 

@@ -45,6 +45,12 @@ def phase_of(path: Path) -> Optional[str]:
     return WORDS.get(latest, latest)
 
 
+def _shortened(reason: str, most: int = 200) -> str:
+    """A failed cell's reason in its line: whole up to `most` characters, else its start and its
+    end, where a reason says where to look (`see …/jax-cpu-….log`)."""
+    return reason if len(reason) <= most else reason[:most // 2] + " … " + reason[-(most // 2 - 3):]
+
+
 class _Status(ProgressColumn):
     """Phase of the running cells and the sweep's ETA, read at most once a second."""
 
@@ -61,33 +67,37 @@ class _Status(ProgressColumn):
 class SweepProgress:
     def __init__(self, console: Console, total: int, work: Optional[Path] = None,
                  estimates: Optional[Dict[str, float]] = None, overlap: float = 1.0,
-                 building: Callable[[RunSpec], bool] = lambda spec: False):
+                 building: Callable[[RunSpec], bool] = lambda spec: False, word: str = "cell"):
         """work: the campaign's work folder (each cell's phase file); estimates: the plan's
         seconds per cell (run id), at `overlap` cells at once on average; building(spec): whether
-        the cell's environment is being built."""
+        the cell's environment is being built; word: what the bar counts (cell, or run where
+        cells are repeated: store.counted)."""
         self.console, self.work, self.estimates = console, work, dict(estimates or {})
         self.overlap, self.building = max(overlap, 1.0), building
         self.running: Dict[str, tuple] = {}  # run id -> (spec, started)
-        self.progress = Progress(TextColumn("cell"), MofNCompleteColumn(), BarColumn(),
-                                 TextColumn("{task.description}"), _Status(self),
+        self.status_column = _Status(self)
+        self.progress = Progress(TextColumn(word), MofNCompleteColumn(), BarColumn(),
+                                 TextColumn("{task.description}"), self.status_column,
                                  TimeElapsedColumn(), console=console, transient=False)
         self.task = self.progress.add_task("", total=total)
-        self.last = ""
+        self.last, self.what = "", ""  # the last figure; the cell started last, in words
 
     def __enter__(self) -> "SweepProgress":
-        self.progress.__enter__()
+        if self.progress.tasks[0].total:  # nothing to run (a finished campaign resumed): no bar
+            self.progress.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.progress.__exit__(*exc)
+        if self.progress.tasks[0].total:
+            self.progress.__exit__(*exc)
 
     def start(self, spec: RunSpec) -> None:
         self.running[spec.run_id] = (spec, time.monotonic())
         unit = "GPU" if spec.device == "cuda" else "worker"
-        self.progress.update(self.task, description="{} {} x{} {}{} b{}{}{}".format(
+        self.what = "{} {} x{} {}{} b{}{}".format(
             spec.framework, spec.precision, spec.gpus, unit, "s" if spec.gpus > 1 else "",
-            "auto" if spec.batch_auto else spec.batch_size,
-            "" if spec.mode == "default" else " " + spec.mode, self.last))
+            "auto" if spec.batch_auto else spec.batch_size, "" if spec.mode == "default" else " " + spec.mode)
+        self.progress.update(self.task, description=self.what + self.last)
 
     def phase(self, spec: RunSpec) -> str:
         found = phase_of(self.work / spec.run_id / PHASE_FILE) if self.work else None
@@ -131,6 +141,9 @@ class SweepProgress:
             self.last = " | last: " + ("{:.1f} img/s".format(result.images_per_sec)
                                        if result.status == "ok" else result.status)
             figure = "{:.2f} img/s".format(result.images_per_sec) if result.status == "ok" \
-                else (result.reason or "").splitlines()[0][:100] if result.reason else ""
+                else _shortened((result.reason or "").splitlines()[0]) if result.reason else ""
         self.console.print("{:<36} {:>8}  {}".format(result.run_id, result.status, figure))
-        self.progress.advance(self.task)
+        # the figure just measured, and the phases and ETA read anew (the bar's last line, once
+        # every cell is done, is not what was read while the last one ran)
+        self.status_column.read_at = 0.0
+        self.progress.update(self.task, description=self.what + self.last, advance=1)

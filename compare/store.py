@@ -22,6 +22,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -42,6 +43,22 @@ FINISHED = ("ok", "oom", "unsupported", "skipped", "not_converged")
 # a run that did not end as measured, so `compare run` exits 1: the others are what was measured
 # (oom, unsupported, skipped and not_converged are the cell's answer, reported as such)
 FAILED_RUN = ("failed", "timeout")
+
+
+REPEAT = re.compile(r"-r\d+\Z")  # a run id's repeat: the cell's id without it
+
+
+def counted(run_ids: Sequence[str], repeated: bool) -> Tuple[str, str]:
+    """Runs counted as the report counts them (`4 runs of 2 cells`) where the study repeats its
+    cells, else as cells (`2 cells`); and the word for one of them (run, cell)."""
+    cells = len({REPEAT.sub("", i) for i in run_ids})
+    if not repeated:
+        return _many(len(run_ids), "cell"), "cell"
+    return "{} of {}".format(_many(len(run_ids), "run"), _many(cells, "cell")), "run"
+
+
+def _many(n: int, word: str) -> str:
+    return "{} {}{}".format(n, word, "" if n == 1 else "s")
 
 
 def campaign_folders(folder: Path) -> List[Path]:
@@ -144,18 +161,22 @@ class Campaign:
         return c
 
     @classmethod
-    def open(cls, root: Path) -> "Campaign":
-        """An existing campaign; UserError (one line) for a folder that is not one or is corrupt."""
+    def open(cls, root: Path, resume: str = "--resume", said: Optional[str] = None) -> "Campaign":
+        """An existing campaign; UserError (one line) for a folder that is not one or is corrupt.
+        `resume`: what to leave out to create it instead (a flag, or a campaign file's key);
+        `said`: the folder as the message names it (default the folder; `--resume DIR` where a
+        resume opens it: study.resuming)."""
         root = Path(root)
+        said = said or str(root)
         if not (root / CAMPAIGN_FILE).is_file() and root.is_dir() and _unfinished(root):
-            raise UserError("{}: its creation did not finish (no {}); run again without --resume "
-                            "to create it".format(root, CAMPAIGN_FILE))
+            raise UserError("{}: its creation did not finish (no {}); run again without {} "
+                            "to create it".format(said, CAMPAIGN_FILE, resume))
         if not (root / CAMPAIGN_FILE).is_file():
             raise UserError("{}: not a campaign folder (no {}); give a folder made by "
-                            "`compare run`".format(root, CAMPAIGN_FILE))
+                            "`compare run`".format(said, CAMPAIGN_FILE))
         meta = _read_json(root, CAMPAIGN_FILE)
         if meta.get("kind") != CAMPAIGN_KIND:
-            raise UserError("{}: {} is not a compare campaign".format(root, CAMPAIGN_FILE))
+            raise UserError("{}: {} is not a compare campaign".format(said, CAMPAIGN_FILE))
         if not isinstance(meta.get("sessions", []), list) or not isinstance(
                 meta.get("planned", {}), dict) or not isinstance(meta.get("settings", {}), dict):
             raise _corrupt(root, CAMPAIGN_FILE, "sessions, planned or settings of the wrong type")
@@ -219,6 +240,28 @@ class Campaign:
         for sub in ("",) + SUBFOLDERS[:2] + ("probes",):  # what a killed writer left half-written
             files.remove_stale_temps(self.root / sub, self.root)
 
+    def discard(self, whole: bool = False) -> None:
+        """Unmake a campaign create() made whose sweep never began (its prepare failed): its
+        campaign.json, written last, removed, so the folder is one whose creation did not finish
+        (check_new lets the same command create it again; open() says to leave --resume out);
+        `whole`: the rest create() made too (machine.json, the empty subfolders, the folder
+        where it is empty then), for a folder no one named (default_root). Call holding the lock."""
+        with contextlib.suppress(FileNotFoundError), files.folder(self.root, self.root, create=False) as fd:
+            os.unlink(CAMPAIGN_FILE, dir_fd=fd)
+            for name in ("machine.json",) + SUBFOLDERS if whole else ():
+                with contextlib.suppress(OSError):  # a subfolder not empty stays
+                    os.rmdir(name, dir_fd=fd) if name in SUBFOLDERS else os.unlink(name, dir_fd=fd)
+        if whole:
+            with contextlib.suppress(OSError):
+                self.root.rmdir()
+        self._held = None
+
+    def restore(self, meta: Dict[str, Any]) -> None:
+        """Write campaign.json back as `meta` (as it was before a resume whose prepare failed:
+        no session that ran nothing, no planned cell it never ran), if it changed since."""
+        if self.meta != meta:
+            self._write_meta(meta)
+
     @property
     def locked(self) -> bool:
         """This process holds the campaign's lock (lock())."""
@@ -231,19 +274,20 @@ class Campaign:
 
     def resume(self, config: Dict[str, Any], settings: Dict[str, Any],
                reconstruct: Callable[[List[RunResult]], Dict[str, Any]] = lambda rs: {},
-               write: bool = True, free: Sequence[str] = ()) -> None:
+               write: bool = True, free: Sequence[str] = (), said: Optional[str] = None) -> None:
         """Continue the campaign with `config`: its settings must be the campaign's (new keys, e.g.
         a framework's options when a framework is added, are recorded); else one UserError line.
         A campaign of an earlier compare stored none: `reconstruct` reads them from its results
         (a UserError when they disagree), and they are held to just the same. `write` False:
-        the check alone (`--resume --plan`); `free`: the flags a resume may change, for the message."""
-        meta = self.meta
+        the check alone (`--resume --plan`); `free`: the flags a resume may change, for the message;
+        `said`: the resume as the message names it (default `--resume ROOT`: study.resuming)."""
+        meta, said = self.meta, said or "--resume {}".format(self.root)
         if "settings" in meta:  # a campaign always holds some (the device, the executor)
             fixed, whose = meta.get("settings"), "campaign"
             if not fixed:
-                raise UserError("--resume {}: {} holds no settings (an empty object): nothing would "
+                raise UserError("{}: {} holds no settings (an empty object): nothing would "
                                 "hold the resumed cells to the campaign's; restore it or start a new "
-                                "campaign".format(self.root, CAMPAIGN_FILE))
+                                "campaign".format(said, CAMPAIGN_FILE))
         else:
             fixed, whose = reconstruct(self.results()[0]), "its results"
         changed = [k for k in sorted(settings) if k in fixed and fixed[k] != settings[k]]
@@ -252,9 +296,9 @@ class Campaign:
                       for k in changed]
             keep = "; --executor {} keeps the campaign's executor".format(fixed["executor"]) \
                 if "executor" in changed else ""
-            raise UserError("--resume {}: settings differ from the campaign's{}: {}; resume with the "
+            raise UserError("{}: settings differ from the campaign's{}: {}; resume with the "
                             "campaign's settings or start a new campaign{}{}".format(
-                                self.root, "" if whose == "campaign" else
+                                said, "" if whose == "campaign" else
                                 " (it stored none: read from its results)", "; ".join(differ),
                                 " ({} and {} may change)".format(", ".join(free[:-1]), free[-1])
                                 if free else "", keep))
@@ -264,12 +308,12 @@ class Campaign:
         meta.setdefault("sessions", []).append({"started_at": utc_now(), "config": config})
         self._write_meta(meta)
 
-    def plan(self, specs: List[RunSpec], write: bool = True) -> None:
+    def plan(self, specs: List[RunSpec], write: bool = True, said: Optional[str] = None) -> None:
         """Record the cells this session will run (the campaign's planned cells are the union).
         A cell planned before must be the same cell (its spec hash), every planned id a run id
         (it names files), and where a cell's spec, result and logs go the campaign's own (no
         link, no folder): else one UserError line, before anything runs. `write` False: the
-        checks alone."""
+        checks alone; `said`: the resume as a message names it (Campaign.resume)."""
         self.check_cells([s.run_id for s in specs])
         meta = self.meta
         planned = meta.get("planned") or {}
@@ -279,10 +323,10 @@ class Campaign:
                             "restore it or start a new campaign".format(self.root, CAMPAIGN_FILE, bad[0]))
         other = [s for s in specs if planned.get(s.run_id, s.spec_hash) != s.spec_hash]
         if other:
-            raise UserError("--resume {}: cell {} was planned with other settings (spec hash {}, now "
+            raise UserError("{}: cell {} was planned with other settings (spec hash {}, now "
                             "{}): resume with the campaign's (its --data, its options) or start a new "
-                            "campaign".format(self.root, other[0].run_id, planned[other[0].run_id],
-                                              other[0].spec_hash))
+                            "campaign".format(said or "--resume {}".format(self.root), other[0].run_id,
+                                              planned[other[0].run_id], other[0].spec_hash))
         if not write:
             return
         planned.update({s.run_id: s.spec_hash for s in specs})
@@ -353,15 +397,17 @@ class Campaign:
         return out
 
     def run_outcome(self) -> Tuple[int, Optional[str]]:
-        """`compare run`'s exit code once its sweep has ended: 1 and a line naming them when
-        cells failed or timed out (FAILED_RUN), else 0 and None."""
+        """`compare run`'s exit code once its sweep has ended: 1 and a line naming them, and the
+        command that runs them again, when cells failed or timed out (FAILED_RUN), else 0 and None."""
         results, _ = self.results()
         failed = ["{}: {}".format(r.run_id, r.status) for r in results if r.status in FAILED_RUN]
         if not failed:
             return 0, None
-        return 1, "{} cell{} failed or timed out ({}{}); `compare run … --resume` runs {} again".format(
-            len(failed), "s" if len(failed) != 1 else "", ", ".join(failed[:5]),
-            ", …" if len(failed) > 5 else "", "them" if len(failed) != 1 else "it")
+        repeated = any(REPEAT.search(i) and not i.endswith("-r0") for i in self.meta.get("planned") or {})
+        return 1, "{} failed or timed out ({}{}); `compare run --results {} --resume` runs {} " \
+            "again".format(_many(len(failed), "run" if repeated else "cell"), ", ".join(failed[:5]),
+                           ", …" if len(failed) > 5 else "", shlex.quote(str(self.root)),
+                           "them" if len(failed) != 1 else "it")
 
     def results(self) -> Tuple[List[RunResult], List[str]]:
         """Every result that belongs to a planned cell (one per `<run_id>.json`), and one warning

@@ -293,6 +293,11 @@ class Study:
                                       " in {}".format(self.config))
         return "{} {}".format(DECLARED[name].flag, flag_value).rstrip()
 
+    def resuming(self, folder: Any = None) -> str:
+        """The resume in a message about the campaign it continues (`folder`, default --results):
+        `--resume DIR`, or the campaign file's key where the file asked for it."""
+        return resuming(self.sources, self.config, self.results if folder is None else folder)
+
     def options(self) -> Dict[str, Dict[str, Any]]:
         """--option as {framework: {key: typed value}}; a resumed campaign's own (not given now)
         may name a framework the resume leaves out (parsing.options)."""
@@ -388,16 +393,18 @@ def build(flags: Dict[str, Any]) -> "Study":
                 "file" if where else "flag")
     own = {k: v for k, v in values.items() if k in DECLARED}
     ex = {k: v for k, v in values.items() if k not in DECLARED}
-    meta = _campaign_json(own["results"]) if own.get("resume") and own.get("results") else None
-    if meta is None:
+    if not (own.get("resume") and own.get("results")):
         return Study(**own, executor_flags=ex, sources=sources)
-    base, base_sources, its_own = stored(meta, own["results"], set(values))
+    said = resuming(sources, path, own["results"])  # the message's start names the file, if any
+    meta = _campaign_json(own["results"], resume_off(sources, path), said)
+    base, base_sources, its_own = stored(meta, own["results"], set(values), said)
     ran = ran_with(meta)
     def held(k, v):  # a held setting given anew, as it was given: a campaign file's by the file
         s, in_file = DECLARED[k], sources.get(k) == "file"  # and its key in TOML, a flag's as typed
         theirs = base.get(k, s.default)
         return "{}{} (the campaign's: {}{})".format(
-            "{}: {} ".format(path, k) if in_file else "" if s.parse is None else s.flag + " ",
+            "{}{} ".format("" if said.startswith(path + ": ") else path + ": ", k) if in_file else
+            "" if s.parse is None else s.flag + " ",
             given_as(s, v, in_file), given_as(s, theirs, in_file), ", which ran {}".format(
                 given_as(s, ran, in_file)) if k == "executor" and ran and ran != theirs else "")
     frameworks = own.get("frameworks", base.get("frameworks"))
@@ -405,12 +412,28 @@ def build(flags: Dict[str, Any]) -> "Study":
         k, v, base.get(k, DECLARED[k].default), frameworks) and not (k == "executor" and v == ran)]
     # (auto's choice, named, is the campaign's: what the error advises)
     if differ and its_own:  # a rebuilt study's are checked as they resolve (Campaign.resume)
-        raise UserError("--resume {}: {}: held by the campaign (they change what its cells measure); "
+        raise UserError("{}: {}: held by the campaign (they change what its cells measure); "
                         "leave them out (the campaign's are used) or start a new campaign".format(
-                            own["results"], "; ".join(differ)))
+                            said, "; ".join(differ)))
     ex = dict(base.pop("executor_flags", {}), **ex)
     return Study(**dict(base, **own), executor_flags=ex, sources=dict(dict.fromkeys(
         base_sources, "campaign"), **sources), campaign=meta, kept=tuple(k for k in base if k not in own))
+
+
+def resuming(sources: Dict[str, str], config: Optional[str], folder: Any) -> str:
+    """How a message names the resume of the campaign in `folder`: as typed (`--resume DIR`), or,
+    where campaign file `config` asked for it, by the file and its key, the folder as given
+    (`study.toml: resume = true (results DIR)`, or `(--results DIR)` where a flag named it)."""
+    if config and sources.get("resume") == "file":
+        return "{}: resume = true ({} {})".format(config, "results" if sources.get("results") == "file"
+                                                  else "--results", folder)
+    return "--resume {}".format(folder)
+
+
+def resume_off(sources: Dict[str, str], config: Optional[str]) -> str:
+    """What to leave out to create a campaign instead of resuming it: the flag, or the file's key."""
+    return "resume = true in {}".format(config) if config and sources.get("resume") == "file" \
+        else "--resume"
 
 
 def _same(name: str, mine: Any, theirs: Any, frameworks) -> bool:
@@ -428,11 +451,12 @@ def _same(name: str, mine: Any, theirs: Any, frameworks) -> bool:
         return False
 
 
-def _campaign_json(results: str) -> Dict[str, Any]:
+def _campaign_json(results: str, resume: str, said: str) -> Dict[str, Any]:
     """campaign.json of the campaign --resume continues, read once: the study, the executor and
-    the steps it resolved are each taken from this one reading (Study.campaign)."""
+    the steps it resolved are each taken from this one reading (Study.campaign). `resume`: what
+    to leave out to create it instead (resume_off); `said`: the resume in messages (resuming)."""
     from .store import Campaign
-    return Campaign.open(Path(results)).opened
+    return Campaign.open(Path(results), resume, said).opened
 
 
 def show(value: Any) -> str:
@@ -459,18 +483,21 @@ def given_as(s: Setting, value: Any, in_file: bool) -> str:
     return p.plain(value) if isinstance(value, float) else str(value)
 
 
-def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], Dict[str, str], bool]:
+def stored(meta: Dict[str, Any], results: str, given,
+           said: str = "") -> Tuple[Dict[str, Any], Dict[str, str], bool]:
     """(the settings campaign.json `meta` stored: its latest session's study, typed; where each came
     from; whether it is the study itself), the FREE ones given again left out. A campaign of an
     earlier compare stored no study: it is rebuilt from that compare's `config`, else from its
     results' specs (kept.py), and False says so (its held settings are then checked as they
     resolve: campaign.json's settings); a setting neither says, and not given now, is one line
-    naming the flags to give (a campaign that ran nothing and says nothing takes today's)."""
-    check_latest(meta, results)
+    naming the flags to give (a campaign that ran nothing and says nothing takes today's).
+    `said`: the resume as messages name it (resuming)."""
+    said = said or "--resume {}".format(results)
+    check_latest(meta, said)
     asked, its_own = asked_study(meta), True
     if asked is None:
         from .store import Campaign
-        asked, its_own = {"study": rebuilt(meta, results, given, lambda: [  # meta's own results
+        asked, its_own = {"study": rebuilt(meta, said, given, lambda: [  # meta's own results
             r.spec for r in Campaign.snapshot(Path(results), meta).results()[0]],
             lambda n: "{} {}".format(
                 DECLARED[n].flag, "LIST" if DECLARED[n].axis else "VALUE")), "sources": {}}, False
@@ -484,12 +511,12 @@ def stored(meta: Dict[str, Any], results: str, given) -> Tuple[Dict[str, Any], D
             elif s and s.resume != SESSION and not (s.resume == FREE and name in given):
                 values[name] = None if value is None else _typed(s, value)
     except (UserError, TypeError, ValueError) as exc:
-        raise UserError("--resume {}: the campaign's study does not load again ({}); give that "
+        raise UserError("{}: the campaign's study does not load again ({}); give that "
                         "setting anew where it may change, or start a new campaign".format(
-                            results, exc)) from None
+                            said, exc)) from None
     sources = asked.get("sources", {})
     if not isinstance(sources, dict):  # where each setting came from: setting -> how
-        raise UserError("--resume {}: campaign.json is corrupt (its latest session's sources are "
+        raise UserError("{}: campaign.json is corrupt (its latest session's sources are "
                         "{}, not an object); restore it or start a new campaign".format(
-                            results, json_kind(sources)))
+                            said, json_kind(sources)))
     return values, {k: v for k, v in sources.items() if k in known}, its_own

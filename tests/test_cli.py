@@ -71,7 +71,8 @@ def test_results_not_writable(capsys):
 def test_resume_on_a_folder_that_is_not_a_campaign(tmp_path, capsys):
     code, _, err = main_exit(["run", "--device", "cpu", "--resume", "--results", str(tmp_path)], capsys)
     assert code == 2
-    assert err == "compare: error: {}: not a campaign folder (no campaign.json); give a folder made by `compare run`\n".format(tmp_path)
+    assert err == "compare: error: --resume {}: not a campaign folder (no campaign.json); give a folder made by " \
+                  "`compare run`\n".format(tmp_path)
 
 
 def test_unknown_option_is_one_line(capsys):

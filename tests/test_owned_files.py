@@ -189,7 +189,7 @@ def test_a_campaign_whose_creation_was_cut_short_can_be_created_again(tmp_path, 
         (root / sub).mkdir(parents=True)
     (root / "machine.json").write_text("{}")
     code, _, err = run(_args(tmp_path, root) + ["--resume"])
-    assert (code, err.splitlines()[-1]) == (2, "compare: error: {}: its creation did not finish (no "
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: --resume {}: its creation did not finish (no "
                                                "campaign.json); run again without --resume to create "
                                                "it".format(root))
     code, _, err = run(_args(tmp_path, root))

@@ -91,3 +91,46 @@ def test_a_finished_time_to_accuracy_run_says_its_minutes_to_target_not_only_img
     assert line.split(None, 2)[2] == "1.55 min to top-1 0.9 (3 epochs)"
     assert len(line.rstrip()) <= 80  # one line of a terminal's 80 columns
     assert bar.last == " | last: 1.55 min to target"
+
+
+def test_the_bar_as_it_ends_shows_the_last_figure_and_no_phase_or_eta_of_a_cell_done(tmp_path):
+    # it ended "cell 4/4 ... caffe2 bf16 x1 worker b4 | last: <the figure before the last> ...
+    # timed · ETA ~0:01": the status read while the last cell ran, and its description set
+    # when that cell started
+    from backends.protocol import RunResult
+    a, b = (RunSpec("caffe2", "caffe2_torch", precision=p) for p in ("fp32", "bf16"))
+    out = io.StringIO()
+    bar = SweepProgress(Console(file=out, width=200), 2, tmp_path, {a.run_id: 60.0, b.run_id: 60.0})
+    with bar:
+        for spec, ips in ((a, 11.0), (b, 22.0)):
+            bar.start(spec)
+            bar.progress.refresh()  # what runs, read while it runs
+            bar.done(RunResult(spec.run_id, "ok", spec.to_dict(), images_per_sec=ips))
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("cell 2/2 ") and "last: 22.0 img/s" in last, last
+    assert "ETA" not in last and "starting" not in last, last
+
+
+def test_a_sweep_with_nothing_to_run_draws_no_bar(tmp_path):
+    # `--resume` of a finished campaign ended its lines with an empty "cell 0/0 ━━━ 0:00:00"
+    out = io.StringIO()
+    with SweepProgress(Console(file=out, width=200), 0, tmp_path, {}):
+        pass
+    assert out.getvalue() == ""
+
+
+def test_a_failed_cells_line_keeps_the_end_of_its_reason_where_it_says_where_to_look(tmp_path):
+    # an environment that failed to build ended "... failed at `/…/bin/python -m pip" (100
+    # characters), its "(exit 1); see /…/jax-cpu-….log" cut off
+    from backends.protocol import RunResult
+    spec = RunSpec("jax", "jax", precision="fp32")
+    out = io.StringIO()
+    bar = SweepProgress(Console(file=out, width=400), 2, tmp_path, {})
+    reason = ("creating the jax environment failed at `/root/.cache/compare/envs/jax-cpu-c60267d24615/"
+              "bin/python -m pip install` (exit 1); see /root/.cache/compare/envs/jax-cpu-c60267d24615.log")
+    bar.done(RunResult(spec.run_id, "failed", spec.to_dict(), reason=reason + "\nmore"))
+    assert out.getvalue().splitlines()[-1] == "{:<36} {:>8}  {}".format(spec.run_id, "failed", reason)
+    long = "exited with code 3 and wrote no result: " + "x" * 400 + " | see the log"
+    bar.done(RunResult(spec.run_id, "failed", spec.to_dict(), reason=long))
+    line = out.getvalue().splitlines()[-1]
+    assert line.endswith(" … " + long[-97:]) and len(line.split("  ", 1)[1].strip()) <= 240, line

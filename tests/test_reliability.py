@@ -332,7 +332,7 @@ def test_a_failed_repeat_shows_in_the_report_and_fails_the_check(tmp_path, run, 
     assert "falls short: 1 of its 2 runs failed (" + killed in check.stdout
     assert " counted an OOM kill while the run ran)); `compare run … --resume` runs it again" in check.stdout
     again = run(args + ["--resume"])
-    assert again.returncode == 0 and "2 cells, 1 to run" in again.stderr
+    assert again.returncode == 0 and "2 runs of 1 cell, 1 to run" in again.stderr
     assert " (1 of 2 runs)" not in (campaign / "report" / "report.md").read_text()
     assert run(["check", campaign, "--reference", ref]).returncode == 0
 

@@ -81,7 +81,7 @@ def test_resume_alone_continues_the_study_as_it_was_made(tmp_path, fake, capsys,
     code, err = _run(["run", "--results", campaign, "--resume"], capsys)  # no other flag
     assert code == 0 and "1 cell, 0 to run" in err, err
     code, err = _run(["run", "--results", campaign, "--resume", "--repeats", "2"], capsys)  # FREE
-    assert code == 0 and "2 cells, 1 to run" in err, err
+    assert code == 0 and "2 runs of 1 cell, 1 to run" in err, err
     sessions = json.loads((campaign / "campaign.json").read_text())["sessions"]
     assert [s["config"]["study"]["repeats"] for s in sessions] == [1, 1, 2]
     assert sessions[2]["config"]["study"]["python"] == made["python"]  # reloaded, not given
@@ -105,7 +105,7 @@ def test_resume_takes_the_executor_the_campaign_ran_with_when_named(tmp_path, fa
     assert (code, err) == (2, _held(campaign, "--executor docker (the campaign's: auto, which ran local)"))
     code, err = _run(["run", "--results", campaign, "--resume", "--executor", "local", "--repeats",
                       "2"], capsys)
-    assert code == 0 and "2 cells, 1 to run" in err, err
+    assert code == 0 and "2 runs of 1 cell, 1 to run" in err, err
     code, err = _run(["run", "--results", campaign, "--resume", "--executor", "docker"], capsys)
     assert (code, err) == (2, _held(campaign, "--executor docker (the campaign's: local)"))
 
@@ -283,7 +283,7 @@ def test_a_campaign_of_the_earlier_format_resumes_and_reports(tmp_path, capsys, 
     code, err = _run(["run", "--results", campaign, "--resume", "--plan"], capsys)
     assert code == 0 and (campaign / "campaign.json").read_bytes() == meta, err
     code, err = _run(["run", "--results", campaign, "--resume"], capsys)  # no other flag
-    assert code == 0 and "4 cells, 0 to run" in err, err
+    assert code == 0 and "4 runs of 2 cells, 0 to run" in err, err
     assert {p.name: p.read_bytes() for p in (campaign / "results").iterdir()} == before
     assert "| PyTorch (Caffe2) | fp32 | 32 | 32 | 9.36 | 58.47 (6.246 ±7.773) |" in (
         campaign / "report" / "report.md").read_text()
@@ -307,7 +307,7 @@ def test_an_earlier_campaign_that_does_not_say_a_setting_asks_for_its_flag(tmp_p
         del config["frameworks"], config["common"]["steps"]
     (campaign / "campaign.json").write_text(json.dumps(meta))
     code, err = _run(["run", "--results", campaign, "--resume"], capsys)
-    assert code == 0 and "4 cells, 0 to run" in err, err
+    assert code == 0 and "4 runs of 2 cells, 0 to run" in err, err
     (campaign / "campaign.json").write_text(json.dumps(meta))  # as it was: no study stored
     shutil.rmtree(str(campaign / "results"))
     (campaign / "results").mkdir()
@@ -318,7 +318,7 @@ def test_an_earlier_campaign_that_does_not_say_a_setting_asks_for_its_flag(tmp_p
                               "was made\n".format(campaign))
     code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--frameworks",
                                 "caffe2", "--steps", "2"], capsys)
-    assert code == 0 and out.startswith("plan: 4 cells on "), err
+    assert code == 0 and out.startswith("plan: 4 runs of 2 cells on "), err
 
 
 def test_a_resume_reads_campaign_json_once_for_the_study_and_once_under_the_lock(tmp_path, fake, capsys,
@@ -345,7 +345,7 @@ def test_a_resume_reads_campaign_json_once_for_the_study_and_once_under_the_lock
         return read(root, name)
     monkeypatch.setattr(store, "_read_json", counted)
     code, err = _run(["run", "--results", campaign, "--resume", "--repeats", "2"], capsys)
-    assert code == 0 and "2 cells, 1 to run" in err, err
+    assert code == 0 and "2 runs of 1 cell, 1 to run" in err, err
     assert (reads["study"], reads["prepare"]) == (1, 2)  # prepare: opened, then read once locked
 
 
@@ -372,7 +372,7 @@ def test_resume_plan_reads_campaign_json_once(tmp_path, fake, capsys, monkeypatc
     monkeypatch.setattr(store, "_read_json", counted)
     code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan", "--repeats",
                                 "2"], capsys)
-    assert code == 0 and out.startswith("plan: 1 cell on "), err
+    assert code == 0 and out.startswith("plan: 1 run of 1 cell on "), err
     assert reads["plan"] == 1 and (campaign / "campaign.json").read_bytes() == meta
 
 
@@ -399,7 +399,7 @@ def test_resume_plan_of_an_earlier_campaign_reads_campaign_json_once(tmp_path, c
         return read(root, name)
     monkeypatch.setattr(store, "_read_json", counted)
     code, out, err = main_exit(["run", "--results", str(campaign), "--resume", "--plan"], capsys)
-    assert code == 0 and out.startswith("plan: no cell to run on "), err
+    assert code == 0 and out.startswith("plan: nothing to run on "), err
     assert reads["plan"] == 1
 
 
@@ -455,9 +455,9 @@ def test_a_resume_that_leaves_a_framework_out_keeps_its_options_aside(tmp_path, 
     assert code == 0, err
     code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "jax", "--repeats", "2"],
                      capsys)
-    assert code == 0 and "2 cells, 1 to run" in err, err
+    assert code == 0 and "2 runs of 1 cell, 1 to run" in err, err
     code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "caffe2,jax"], capsys)
-    assert code == 0 and "4 cells, 1 to run" in err, err  # its repeats: the latest session's, 2
+    assert code == 0 and "4 runs of 2 cells, 1 to run" in err, err  # its repeats: the latest session's, 2
     code, err = _run(["run", "--results", campaign, "--resume", "--frameworks", "jax", "--option",
                       "caffe2.memory_limit_mb=4096"], capsys)
     assert (code, err) == (2, "compare: error: --option caffe2.memory_limit_mb=4096: caffe2 is not in this "

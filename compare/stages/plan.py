@@ -4,6 +4,7 @@ the executor that can run them all, the pool they are packed on and how many run
 `compare run --plan` stops here and prints the schedule with its estimate (compare/eta.py).
 Every check that needs the machine or the whole matrix is made here, before anything runs.
 """
+import contextlib
 import math
 import os
 import sys
@@ -20,7 +21,7 @@ from ..matrix import QUICK, Matrix, image_sizes
 from ..parsing import AUTO
 from ..scheduler import pool_for
 from ..settings import SPEC_HELD
-from ..study import Study
+from ..study import DECLARED, Study
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
 OVERSUBSCRIBE = "COMPARE_OVERSUBSCRIBE"  # =1: allow more CPU workers than cores
@@ -56,6 +57,11 @@ class Plan:
             out["python." + fw.name] = self.study.overrides.get(fw.name)  # None: compare's choice
         return out
 
+    @property
+    def repeated(self) -> bool:
+        """Whether a cell runs more than once: the plan and the sweep then count runs of cells."""
+        return any(s.repeat for s in self.cells)
+
     def largest_batch(self) -> int:
         """The largest per-GPU batch a cell may run: given, or the top of a search."""
         auto = any(s.batch_auto for s in self.cells)
@@ -68,7 +74,8 @@ def make(study: Study, log=lambda text: None) -> Plan:
     fws = study.framework_list()
     ctx = executors.Context(fws, "auto", study.overrides, study.executor_flags, log=log)
     remote = executors.remote(study.executor)
-    machine = (remote or executors.Executor).machine(ctx)  # once, for everything that follows
+    with _executor_named(study):  # once, for everything that follows
+        machine = (remote or executors.Executor).machine(ctx)
     sized, where = machine, "on this machine" if remote is None else "on the {} nodes".format(
         study.executor)
     if study.plan_gpus and study.device == "cpu":
@@ -111,11 +118,24 @@ def make(study: Study, log=lambda text: None) -> Plan:
         _check_epochs(study, cells)
     ctx = executors.Context(fws, device, study.overrides, flags=study.executor_flags, log=log,
                             needs=_needs(study, device))
-    cls, why = executors.choose(study.executor, ctx, _resumed_executor(study))  # one that can run
-    # the whole study (a resumed campaign's own first)
+    with _executor_named(study):  # one that can run the whole study (a resumed campaign's first)
+        cls, why = executors.choose(study.executor, ctx, _resumed_executor(study))
     pool, at_once = pool_for(cls, ctx, given["gpus"], _concurrency(study, device, machine),
                              study.plan_gpus)  # the executor's own, or --plan-gpus N
     return Plan(study, machine, device, matrix, cells, cls, why, ctx, pool, at_once, said)
+
+
+@contextlib.contextmanager
+def _executor_named(study: Study):
+    """The executors' words name --executor: a campaign file's executor is its key (study.toml:
+    executor docker: ...), as Study names an executor's own flags."""
+    try:
+        yield
+    except UserError as exc:
+        flag = DECLARED["executor"].flag + " "
+        if not study.from_file("executor") or not str(exc).startswith(flag):
+            raise
+        raise UserError("{} {}".format(study.label("executor"), str(exc)[len(flag):])) from None
 
 
 def _resumed_executor(study: Study) -> Optional[str]:
@@ -214,14 +234,14 @@ def _concurrency(study: Study, device: str, machine: Dict[str, Any]) -> Optional
 
 def _needs(study: Study, device: str) -> Dict[str, str]:
     """What the study asks of an executor (executors.CAPABILITIES) -> the flag that asks."""
-    out = {}
+    out = {}  # each setting as the study names it: a campaign file's by the file and its key
     if max(study.nodes) > 1:
-        out["multi_node"] = "--nodes {}".format(max(study.nodes))
+        out["multi_node"] = "{} {}".format(study.label("nodes"), max(study.nodes))
     folders = [d for d in study.data if d != "synthetic"]
     if folders:
-        out["real_data"] = "--data {}".format(folders[0])
+        out["real_data"] = "{} {}".format(study.label("data"), folders[0])
     if device == "cuda":
-        out["gpus"] = "--device cuda"
+        out["gpus"] = "{} cuda".format(study.label("device"))
     return out
 
 
@@ -236,9 +256,9 @@ def schedule(plan: Plan, todo, folder: Path, known=()) -> Tuple[str, Dict[str, f
                            plan.executor.name)
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
                                                plan.machine, plan.executor.name, unbuilt,
-                                               plan.study.timeout, known)
+                                               plan.study.timeout, known, plan.repeated)
     text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
-        plan.study.concurrency or AUTO), notes)
+        plan.study.concurrency or AUTO), notes, plan.repeated)
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
     return text, {it.spec.run_id: it.end - it.start for it in items}, \
         serial / wall if wall else 1.0, unbuilt

@@ -3,8 +3,11 @@ folder (created; or opened to resume: the same machine, the same held settings, 
 the executor, each --data folder checked and the frameworks' native formats written. The machine
 record is the plan's (taken once). Environments and images are made by the executor when a
 framework's first cell needs them (its result records how long), so a sweep stopped early builds
-only what it used. A failure here leaves nothing running and the campaign unlocked.
+only what it used. A failure here leaves nothing running and the campaign unlocked; no cell ran,
+so a new campaign is not kept (the same command creates it again) and a resumed one's
+campaign.json is as it was.
 """
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +20,7 @@ from ..errors import UserError
 from ..executors import Executor
 from ..settings import FREE_FLAGS, settings_of_results
 from ..store import FINISHED, Campaign, default_root
+from ..study import resume_off
 from .plan import Plan
 
 
@@ -32,36 +36,46 @@ class Prepared:
 
 def make(plan: Plan, console) -> Prepared:
     """The campaign, the executor and the data of `plan` (one UserError line if one is amiss)."""
-    campaign = _campaign(plan)
+    campaign, before = _campaign(plan), None
     try:
         if plan.study.resume:  # the same machine, the same held settings, the same cells
+            before = campaign.meta  # campaign.json as it was, read under the lock
             check_resume(plan, campaign)
+        else:
+            campaign.plan(plan.cells)
         console.print("executor: {} ({})".format(plan.executor.name, plan.why))
         executor = plan.executor(plan.context)
         try:
             _data(plan, executor, console)
-            results = campaign.results()[0] if plan.study.resume else []
+            results, left_out = campaign.results() if plan.study.resume else ([], [])
+            for line in left_out:  # a result file its cell's run will replace: said first
+                console.print("warning: " + line)
         except BaseException:
             executor.close()  # a writer's container, a Slurm check
             raise
-    except BaseException:
-        campaign.unlock()
+    except BaseException:  # no cell ran: a new campaign is not kept, a resumed one is as it was
+        try:
+            with contextlib.suppress(Exception):  # the failure is what the user must see
+                if not plan.study.resume:
+                    campaign.discard(whole=not plan.study.results)  # results/<time>: named by none
+                elif before is not None:
+                    campaign.restore(before)
+        finally:
+            campaign.unlock()
         raise
     return Prepared(plan, campaign, executor, {r.run_id: r for r in results if r.status in FINISHED})
 
 
 def _campaign(plan: Plan) -> Campaign:
-    """Create the campaign, or open it to resume (make() checks it first); locked either way.
+    """Create the campaign, or open it to resume (make() checks it and plans its cells); locked.
     campaign.json's `config` of each session: the study, where each setting came from, and why
     each the machine decided is what it is (the report's "Defaults")."""
     study = plan.study
     root = Path(study.results or default_root()).absolute()
     if not study.resume:
-        campaign = Campaign.create(root, _asked(plan), plan.machine, plan.held(),  # locked
-                                   study.label("results"), study.ask("results", "resume"))
-        campaign.plan(plan.cells)
-        return campaign
-    campaign = Campaign.open(root)
+        return Campaign.create(root, _asked(plan), plan.machine, plan.held(),  # locked
+                               study.label("results"), study.ask("results", "resume"))
+    campaign = Campaign.open(root, resume_off(study.sources, study.config), study.resuming(root))
     campaign.lock(study.label("results"), study.ask("results", "resume"))
     return campaign
 
@@ -76,15 +90,15 @@ def check_resume(plan: Plan, campaign: Campaign, write: bool = True) -> None:
     """A resume's checks (one UserError line): the same machine, the settings the campaign
     holds, a cell planned before the same cell. `write`: record this session and its cells;
     False for `--resume --plan`, which must refuse what the run would refuse and write nothing."""
-    recorded = campaign.machine
+    recorded, said = campaign.machine, plan.study.resuming(campaign.root)
     differ = machine_record.differences(recorded, plan.machine) if recorded else []
     if differ:  # one campaign, one machine: never mix two machines' figures silently
-        raise UserError("--resume {}: the campaign was recorded on another machine ({}); "
+        raise UserError("{}: the campaign was recorded on another machine ({}); "
                         "start a new campaign and use `compare diff`".format(
-                            campaign.root, "; ".join(differ)))
+                            said, "; ".join(differ)))
     campaign.resume(_asked(plan), plan.held(), lambda rs: settings_of_results(rs, campaign.root),
-                    write=write, free=FREE_FLAGS)
-    campaign.plan(plan.cells, write=write)  # a cell planned before must be the same cell
+                    write=write, free=FREE_FLAGS, said=said)
+    campaign.plan(plan.cells, write=write, said=said)  # a cell planned before must be the same cell
 
 
 def _data(plan: Plan, executor: Executor, console) -> None:
@@ -96,9 +110,15 @@ def _data(plan: Plan, executor: Executor, console) -> None:
         writer = executor.data_writer() or datasets.LocalWriter(plan.device, plan.study.overrides,
                                                                 plan.context.log)
         workers = max(m.gpus) * max(m.nodes)
-        executor.check_data(datasets.for_run(folders, m.frameworks, console, writer,
-                                             plan.largest_batch() * workers, workers,
-                                             plan.study.target_accuracy is not None,
-                                             (plan.study.label("data"),
-                                              plan.study.said("batch_size", "data"))))
+        try:
+            prepared = datasets.for_run(folders, m.frameworks, console, writer,
+                                        plan.largest_batch() * workers, workers,
+                                        plan.study.target_accuracy is not None,
+                                        (plan.study.label("data"), plan.study.said("batch_size", "data")))
+        except UserError as exc:  # a folder it cannot use, named as the study names --data
+            bad = next((d for d in folders if str(exc).startswith(d + ": ")), None)
+            if bad is None:
+                raise
+            raise UserError("{} {}".format(plan.study.label("data"), exc)) from None
+        executor.check_data(prepared)
 

@@ -17,6 +17,7 @@ from .. import batchsearch, envs
 from .. import frameworks as fws
 from ..progress import SweepProgress
 from ..scheduler import Lanes
+from ..store import counted
 from . import plan as planning
 from .prepare import Prepared
 
@@ -26,10 +27,11 @@ STOP_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 class Interrupted(Exception):
     """The sweep was stopped by a signal; the campaign can be resumed."""
 
-    def __init__(self, campaign, signum: int, recorded: int, remaining: int):
+    def __init__(self, campaign, signum: int, recorded: int, remaining: int, word: str = "cell"):
         super().__init__("interrupted by {}".format(signal.Signals(signum).name))
         self.campaign, self.signum = campaign, signum
         self.recorded, self.remaining = recorded, remaining
+        self.word = word  # what was recorded: cells, or runs where cells are repeated
         self.exit_code = 128 + signum  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
 
 
@@ -61,9 +63,9 @@ def sweep(prepared: Prepared, console) -> int:
     Every executor is closed on every way out."""
     plan, campaign = prepared.plan, prepared.campaign
     todo = [s for s in plan.cells if s.run_id not in prepared.done]
-    console.print("campaign {}: {} cell{}, {} to run{}".format(
-        campaign.root, len(plan.cells), "" if len(plan.cells) == 1 else "s", len(todo),
-        plan.pool.describe(plan.concurrency)))
+    what, word = counted([s.run_id for s in plan.cells], plan.repeated)  # as the report counts
+    console.print("campaign {}: {}, {} to run{}".format(campaign.root, what, len(todo),
+                                                         plan.pool.describe(plan.concurrency)))
     for note in plan.pool.notes:
         console.print("note: " + note)
     # an auto cell's spec hash -> the batch its search chose (an earlier session's, or this one's)
@@ -78,7 +80,7 @@ def sweep(prepared: Prepared, console) -> int:
         estimates, overlap, unbuilt = {}, 1.0, []
     progress = SweepProgress(console, len(todo), campaign.root / "work", estimates, overlap,
                              lambda spec: spec.framework in unbuilt and not envs.existing(
-                                 fws.get(spec.framework), spec.device))
+                                 fws.get(spec.framework), spec.device), word)
 
     def run_cell(executor, spec, slot):
         spec = replace(spec, nonce=campaign.attempt_nonce())  # names the campaign
@@ -101,5 +103,5 @@ def sweep(prepared: Prepared, console) -> int:
                 progress.done(result)
     except KeyboardInterrupt as exc:
         raise Interrupted(campaign, getattr(exc, "signum", signal.SIGINT), recorded,
-                          len(todo) - recorded) from None
+                          len(todo) - recorded, word) from None
     return recorded
