@@ -10,7 +10,8 @@ framework registry names) is reached only through `shared.backend()`.
     options.py   option declarations: Option, the options every backend takes, modes' switches
     phases.py    the names of a run's moments, and the variables that carry them
     stats.py     a run's timed windows: how steps split into them, their spread
-    rules.py     rules both sides apply: out-of-memory words, the GPUs CUDA_VISIBLE_DEVICES names
+    rules.py     rules both sides apply: out-of-memory words, the GPUs CUDA_VISIBLE_DEVICES names,
+                 the grace a run's processes get once one has exited 0
     shared.py    the backend modules the host uses as they are (launchers, dataset, machine,
                  networks, batchprobe, mllog, lifeline), a backend's package, where the code lives
 

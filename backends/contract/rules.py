@@ -1,11 +1,13 @@
 """Rules both sides apply, written once: whether an error says memory ran out (the harness asks
-of an exception, the host of a run's stderr, every rank's), and which GPUs CUDA_VISIBLE_DEVICES
+of an exception, the host of a run's stderr, every rank's), which GPUs CUDA_VISIBLE_DEVICES
 names (the host's pool and docker's device requests, the backends' telemetry and JAX's local
-devices). Standard library only, Python >= 3.8.
+devices), and how long a run's other processes may go on once one has exited 0 (compare's
+processes launcher, srun in a Slurm job) and how that is recorded. Standard library only,
+Python >= 3.8.
 """
 import os
 import re
-from typing import List, Mapping, Optional
+from typing import List, Mapping, Optional, Sequence
 
 # how frameworks word a failed allocation, device or host: PyTorch's CPU allocator says "can't
 # allocate memory"; TF reports a failed host-to-GPU copy of a tensor as "Dst tensor is not
@@ -48,6 +50,24 @@ def visible_gpus(environ: Optional[Mapping[str, str]] = None) -> Optional[List[s
     if "CUDA_VISIBLE_DEVICES" not in environ:
         return None
     return [x.strip() for x in environ["CUDA_VISIBLE_DEVICES"].split(",") if x.strip()]
+
+
+# once one process of a run has exited 0, the others may be waiting for it in a collective that
+# never completes: they get this long to end, then they are killed (backends/launchers/
+# processes.py; srun --wait in the Slurm job script, compare/executors/slurm_tools.py). In a run
+# that went well every process ends within the harness's CLOSE_WAIT_S of the others (past the last
+# barrier, process 0 writes the result, each closes its trainer)
+EXIT_GRACE_S = 40.0
+
+
+def ended_first(first: Sequence[int], code: int, killed: Sequence[int], grace: float,
+                killer: str) -> str:
+    """"; process 1 ended first (exit code 0) and srun killed process 0, still running 40 s
+    later": what a run's record adds where its processes were killed because one had ended."""
+    def named(ids: Sequence[int]) -> str:
+        return "process{} {}".format("es" if len(ids) > 1 else "", ", ".join(map(str, sorted(ids))))
+    return "; {} ended first (exit code {}) and {} killed {}, still running {:g} s later".format(
+        named(first), code, killer, named(killed), grace)
 
 
 # a failure's recorded reason (the harness's for a cell, the batch search's for a probe)

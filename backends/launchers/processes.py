@@ -20,13 +20,12 @@ import time
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import harness, lifeline, options
+from ..contract.rules import EXIT_GRACE_S, ended_first
 from ..protocol import RunSpec
 from . import launcher
 
 KILL_GRACE_S = 20.0  # after one process fails, the others get this long to notice it themselves
-# after one exits 0: in a run that went well every process ends within the harness's CLOSE_WAIT_S
-# of the others (past the last barrier, process 0 writes the result, each closes its trainer)
-EXIT_GRACE_S = 40.0
+# after one exits 0 they get EXIT_GRACE_S (contract/rules.py), as srun's --wait in a Slurm job
 
 
 class Processes(launcher.Launcher):
@@ -67,10 +66,8 @@ class Ended:
         running 20 s later", or "" where it killed none."""
         if not self.killed or self.first is None:
             return ""
-        return "; process {} ended first (exit code {}) and this launcher killed process{} {}, " \
-               "still running {:g} s later".format(
-                   self.first, self.codes[self.first], "es" if len(self.killed) > 1 else "",
-                   ", ".join(map(str, sorted(self.killed))), self.grace)
+        return ended_first([self.first], self.codes[self.first], sorted(self.killed), self.grace,
+                           "this launcher")
 
 
 def _wait(procs) -> Ended:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from backends.contract import RunResult, RunSpec, SchemaError, oom_line, utc_now
+from backends.contract.rules import ended_first
 
 from ..loading import clean_text, load_result
 
@@ -45,6 +46,11 @@ LAUNCHER_ERROR = re.compile(r"ChildFailedError|Horovod detected that one or more
 CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
 # srun's word on each task that ended badly, in the order they ended ("tasks 0-1: Killed")
 SRUN_TASK = re.compile(r"^srun: error: \S+: tasks? [\d,-]+: (.+)$", re.MULTILINE)
+# srun --wait ending the tasks still running once one had exited 0 (the job script's grace): "srun:
+# First task exited 40s ago", then a line per state ("srun: StepId=581.0 task 0: running", "tasks
+# 1-3: exited"), as Slurm 22.05 says it; a task that failed would have ended them at once
+SRUN_WAITED = re.compile(r"^srun: First task exited (\d+)s ago$", re.MULTILINE)
+SRUN_TASK_STATE = re.compile(r"^srun: .*\btasks? ([\d,-]+): (running|exited)$")
 
 
 @dataclass(frozen=True)
@@ -161,7 +167,10 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
     error = first_error(text)
     said = ": " + (error or last[-1])[-300:] if error or last else ""
     task = next(iter(SRUN_TASK.finditer(text)), None)
-    if signum and task and task.group(1) != "Terminated":
+    waited = srun_waited(text)
+    if waited:  # srun's exit code and its "Killed" say only that it ended the others itself
+        said, signum = (": " + error[-300:] if error else "") + waited, None
+    elif signum and task and task.group(1) != "Terminated":
         # srun's exit code is its tasks': the first of them to end badly says how the run ended
         # (a SIGTERM: srun --kill-on-bad-exit ending the others); a killed one is said below
         ended = "; srun then ended the other tasks" if signum == signal.SIGTERM else ""
@@ -174,11 +183,28 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
         if kernel or (signum == signal.SIGKILL and not oom):  # the OOM killer's signal, and others'
             verdict = oom_killer(kernel, why)
         oom = oom or kernel
-    elif not oom and (worker := killed_worker(text)):  # the launcher outlived a killed worker
+    elif not oom and not waited and (worker := killed_worker(text)):  # the launcher outlived it
         oom, said = _worker_killed(worker, None, outcome, started_at)
         said = ": " + said
     reason = "{} and wrote no result{}{}{}".format(how, note, said, verdict)
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
+
+
+def srun_waited(text: str) -> Optional[str]:
+    """"; process 1 ended first (exit code 0) and srun killed process 0, still running 40 s
+    later" where srun ended the tasks still running once one had exited 0 (--wait), else None."""
+    waited = SRUN_WAITED.search(text)
+    states: Dict[str, List[int]] = {"running": [], "exited": []}
+    for line in text[waited.end():].splitlines()[1:] if waited else []:
+        state = SRUN_TASK_STATE.match(line)
+        if not state:
+            break
+        for part in state.group(1).split(","):
+            first, _, last = part.partition("-")
+            states[state.group(2)] += range(int(first), int(last or first) + 1)
+    if not (states["exited"] and states["running"]):
+        return None
+    return ended_first(states["exited"], 0, states["running"], int(waited.group(1)), "srun")
 
 
 def first_error(text: str) -> Optional[str]:

@@ -2,11 +2,14 @@
 job script a run becomes. No accounting needed: a job's state is read from `scontrol show job`
 while the controller keeps it (MinJobAge), then from the exit code file the job leaves behind.
 """
+import math
 import re
 import shlex
 import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from backends.contract.rules import EXIT_GRACE_S
 
 from .. import files
 
@@ -16,6 +19,10 @@ ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_F
 EXIT_CODE_FILE = "exit_code"  # written by the job script after srun returns
 TASKS_DIR = "tasks"  # one file per srun task: "<task> <node> <hostname>"
 NODES_FILE = "nodes"  # the job's nodes, one per line, in Slurm's order
+# seconds srun lets the other tasks run once one has exited 0 (--wait): the job script reads it
+# where the submitting environment sets it (sbatch passes that on), so a test cuts the grace short;
+# unset, EXIT_GRACE_S (contract/rules.py), the processes launcher's too. 0 is srun's "for ever"
+EXIT_GRACE_ENV = "COMPARE_EXIT_GRACE_S"
 
 
 class SlurmError(Exception):
@@ -146,8 +153,10 @@ export COMPARE_COORDINATOR=$COMPARE_COORDINATOR_ADDR:$COMPARE_COORDINATOR_PORT
 # a job's tasks share its node's cores; a step's, the cores the step was given (COMPARE_STEP_CPUS)
 cpus=$((${{COMPARE_STEP_CPUS:-${{SLURM_CPUS_ON_NODE:-1}}}} / {tasks}))
 mkdir -p {tasks_dir}
-srun --kill-on-bad-exit=1 --distribution=block --nodes={nodes} --ntasks-per-node={tasks} \\
-    --ntasks={total} --cpus-per-task=$((cpus > 0 ? cpus : 1)) {srun_args}\\
+# one task failing ends the others at once; one exiting 0 while others run (a rank's own check
+# ended it, a divergence leaving its peer in a collective) ends them after a grace
+srun --kill-on-bad-exit=1 --wait=${{{grace_env}:-{grace}}} --distribution=block --nodes={nodes} \\
+    --ntasks-per-node={tasks} --ntasks={total} --cpus-per-task=$((cpus > 0 ? cpus : 1)) {srun_args}\\
     bash {work}/task.sh {command}
 rc=$?
 echo $rc > {exit_file}.tmp && mv {exit_file}.tmp {exit_file}
@@ -174,7 +183,7 @@ def write_job(work: Path, run_id: str, nodes: int, tasks: int, command: Sequence
         run_id=run_id, work=q(str(work)), nodes_file=NODES_FILE, exports=exports, tasks=tasks,
         tasks_dir=q(str(work / TASKS_DIR)), nodes=nodes, total=nodes * tasks,
         srun_args="".join(q(a) + " " for a in srun_args), command=" ".join(q(c) for c in command),
-        exit_file=EXIT_CODE_FILE)
+        exit_file=EXIT_CODE_FILE, grace_env=EXIT_GRACE_ENV, grace=math.ceil(EXIT_GRACE_S))
     task = TASK_SCRIPT.format(run_id=run_id, tasks_dir=q(str(work / TASKS_DIR)))
     files.write_text(work / "task.sh", task, work)
     files.write_text(work / "job.sh", job, work)

@@ -96,6 +96,19 @@ SRUN_LOG = RANK1_TRACEBACK + (
     "srun: error: nodeA: task 0: Terminated\n"
     "srun: Force Terminated StepId=500.0\n")
 
+# srun --wait=2 (Slurm 22.05.8, 4 tasks on 2 nodes): task 1 exited 0, the others slept on, and srun
+# killed them 2 s later (exit code 137); a task that ends so wrote no traceback
+SRUN_WAIT_LOG = (
+    "srun: First task exited 2s ago\n"
+    "srun: StepId=583.0 tasks 0,2-3: running\n"
+    "srun: StepId=583.0 task 1: exited\n"
+    "srun: launch/slurm: _step_signal: Terminating StepId=583.0\n"
+    "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
+    "slurmstepd-nodeA: error: *** STEP 583.0 ON nodeA CANCELLED AT 2026-12-05T11:32:27 ***\n"
+    "srun: error: nodeA: task 0: Killed\n"
+    "srun: launch/slurm: _step_signal: Terminating StepId=583.0\n"
+    "srun: error: nodeB: tasks 2-3: Killed\n")
+
 
 def _collect(tmp_path, spec, log, code, recorded=None):
     err, result_file = tmp_path / "stderr.log", tmp_path / "result.json"
@@ -133,6 +146,14 @@ def test_under_srun_a_failed_task_is_not_reported_as_a_sigterm(tmp_path):
     assert _collect(tmp_path, TORCH, SRUN_LOG, 143) == (
         "failed", "exited with code 143 (srun: error: nodeA: task 1: Exited with exit code 1; srun "
                   "then ended the other tasks) and wrote no result: " + INJECTED)
+
+
+def test_under_srun_tasks_killed_after_one_exited_0_are_not_a_killed_worker(tmp_path):
+    # before: "a worker was killed: srun: error: nodeA: task 0: Killed (whether by the kernel's OOM
+    # killer is not known: …)", as if memory might have run out
+    assert _collect(tmp_path, TORCH, SRUN_WAIT_LOG, 137) == (
+        "failed", "exited with code 137 and wrote no result; process 1 ended first (exit code 0) and "
+                  "srun killed processes 0, 2, 3, still running 2 s later")
 
 
 def test_rank_0s_own_error_stays_the_reason():
