@@ -243,7 +243,7 @@ def test_a_campaign_without_settings_whose_results_disagree_is_not_resumed(tmp_p
                               "and its results disagree: steps 50 in caffe2-fp32-g1-b256-s224-r0 vs 11 in "
                               "caffe2-fp32-g1-b256-s224-r1; start a new campaign")
     with pytest.raises(UserError) as exc:  # as every other --resume line, it names the campaign
-        settings_of_results([a, b], tmp_path)
+        settings_of_results([a, b], "--resume {}".format(tmp_path))
     assert str(exc.value).startswith("--resume {}: the campaign stored no settings".format(tmp_path))
     b = replace(a, run_id=spec.run_id, spec=replace(spec, steps=50, compile=True).to_dict())
     with pytest.raises(UserError) as exc:  # a value as campaign.json writes it, not Python's False
