@@ -48,11 +48,12 @@ FAILED_RUN = ("failed", "timeout")
 REPEAT = re.compile(r"-r\d+\Z")  # a run id's repeat: the cell's id without it
 
 
-def counted(run_ids: Sequence[str], repeated: bool) -> Tuple[str, str]:
+def counted(run_ids: Sequence[str], repeated: Optional[bool] = None) -> Tuple[str, str]:
     """Runs counted as the report counts them (`4 runs of 2 cells`) where the study repeats its
-    cells, else as cells (`2 cells`); and the word for one of them (run, cell)."""
+    cells, else as cells (`2 cells`); and the word for one of them (run, cell). `repeated` None:
+    where a cell of `run_ids` has more than one run (a report knows the runs, not the study)."""
     cells = len({REPEAT.sub("", i) for i in run_ids})
-    if not repeated:
+    if not (cells < len(run_ids) if repeated is None else repeated):
         return _many(len(run_ids), "cell"), "cell"
     return "{} of {}".format(_many(len(run_ids), "run"), _many(cells, "cell")), "run"
 
