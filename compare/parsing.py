@@ -7,7 +7,7 @@ import math
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import OptionError
 
@@ -68,17 +68,21 @@ def listed(text: str, label: str, hint: str) -> List[str]:
     return items
 
 
-def once(values: Tuple, text: str, label: str) -> Tuple:
-    """values, parsed from text; one line where two are one number (1 and 01)."""
-    twice = [v for i, v in enumerate(values) if v in values[:i]]
-    if twice:
-        raise UserError("{} {}: {} is given twice; give each value once".format(label, text, twice[0]))
-    return values
+def once(values: Tuple, text: str, label: str, spelled: Sequence[str] = ()) -> Tuple:
+    """values, parsed from text (each of `spelled`, as typed); one line where two are one value
+    (1 and 01, caffe2 and its alias torch, a folder by two paths), naming both spellings."""
+    for i, v in enumerate(values):
+        if v in values[:i]:
+            first = spelled[values.index(v)] if spelled else v
+            raise UserError("{} {}: {} is given twice{}; give each value once".format(
+                label, text, v, " (as {} and {})".format(first, spelled[i]) if spelled and
+                first != spelled[i] else ""))
+    return tuple(values)
 
 
 def ints(text: str, label: str, s: Setting) -> Tuple[int, ...]:
-    hint = "give one or more integers >= {}, e.g. 1,2".format(plain(s.low))
-    return once(tuple(whole(x, label, s) for x in listed(text, label, hint)), text, label)
+    items = listed(text, label, "give one or more integers >= {}, e.g. 1,2".format(plain(s.low)))
+    return once(tuple(whole(x, label, s) for x in items), text, label, items)
 
 
 def choice(valid: Callable[[], List[str]], what: str, hint: str = "") -> Callable:
@@ -93,9 +97,11 @@ def choice(valid: Callable[[], List[str]], what: str, hint: str = "") -> Callabl
     return parse
 
 
-def frameworks(text: str, label: str, s: Setting) -> Tuple[str, ...]:
+def frameworks(text: str, label: str = "--frameworks", s: Optional[Setting] = None) -> Tuple[str, ...]:
+    """'tf,torch' -> ('tf', 'caffe2'), in the given order; a framework named twice (by an alias
+    too) is one line, as any comma list's value given twice (every command's --frameworks)."""
     items = listed(text, label, "choose from {}".format(fws.choices()))
-    return tuple(dict.fromkeys(fws.get(x).name for x in items))
+    return once(tuple(fws.get(x).name for x in items), text, label, items)
 
 
 def batches(text: str, label: str, s: Setting) -> Tuple:
@@ -105,7 +111,8 @@ def batches(text: str, label: str, s: Setting) -> Tuple:
     if bad:
         raise UserError("{} {!r}: not an integer or auto; give per-GPU batch sizes >= 1 and/or "
                         "auto, e.g. 256,auto".format(label, bad[0]))
-    return once(tuple(bounded(int(x), label, s) for x in items if x != AUTO), text, label) + (
+    sizes = [x for x in items if x != AUTO]
+    return once(tuple(bounded(int(x), label, s) for x in sizes), text, label, sizes) + (
         (AUTO,) if AUTO in items else ())
 
 
@@ -124,7 +131,8 @@ def search(text: str, label: str, s: Setting) -> Tuple[int, int]:
 def data(text: str, label: str, s: Setting) -> Tuple[str, ...]:
     from .datasets import LAYOUT, open_folder
     items = listed(text, label, "give synthetic and/or a folder ({})".format(LAYOUT))
-    return tuple(dict.fromkeys(x if x == "synthetic" else open_folder(x, label).root for x in items))
+    return once(tuple(x if x == "synthetic" else open_folder(x, label).root for x in items), text, label,
+                items)
 
 
 def python(text: str, label: str, s: Setting) -> Tuple[str, ...]:

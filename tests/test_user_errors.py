@@ -167,3 +167,44 @@ def test_an_input_pipeline_option_without_a_data_folder_is_refused(option, capsy
     code, out, err = main_exit(_cpu(tmp_path) + ["--option", option, "--data", "synthetic,{}".format(
         tmp_path / "d"), "--plan"], capsys)
     assert code == 0, err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--frameworks", "caffe2,torch"], "--frameworks caffe2,torch: caffe2 is given twice (as caffe2 "
+                                       "and torch); give each value once"),
+    (["--data", "d,./d"], "--data d,./d: {d} is given twice (as d and ./d); give each value once"),
+], ids=["framework-alias", "data-folder"])
+def test_a_comma_list_that_names_one_value_twice_is_refused(args, message, tmp_path, capsys, monkeypatch):
+    # caffe2,caffe2 was refused, caffe2,torch (its alias) taken as caffe2 alone: one rule for both
+    (tmp_path / "d" / "train" / "n0").mkdir(parents=True)
+    (tmp_path / "d" / "train" / "n0" / "a.JPEG").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(_cpu(tmp_path) + args, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message.format(d=tmp_path / "d")))
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["images", "build", "--frameworks", "caffe2,caffe2"],
+     "--frameworks caffe2,caffe2: caffe2 is given twice; give each value once"),
+    (["images", "build", "--frameworks", "tf,tensorflow"],
+     "--frameworks tf,tensorflow: tf is given twice (as tf and tensorflow); give each value once"),
+    (["data", "prepare", "nowhere", "--frameworks", "jax,flax"],
+     "--frameworks jax,flax: jax is given twice (as jax and flax); give each value once"),
+], ids=["images-twice", "images-alias", "data-prepare-alias"])
+def test_other_commands_refuse_a_framework_given_twice_as_run_does(argv, message, capsys):
+    # they took caffe2,caffe2 as caffe2 without a word, where `compare run` refuses it
+    code, _, err = main_exit(argv, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+
+
+def test_a_report_format_given_twice_is_refused_as_a_run_list_is(tmp_path, capsys):
+    # md,md wrote report.md twice and said "wrote" twice
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    code, out, err = main_exit(["report", str(c.root), "--format", "md,csv,MD"], capsys)
+    assert (code, out, err) == (2, "", "compare: error: --format md,csv,MD: MD is given twice; give "
+                                       "each value once\n")
+    assert not (c.root / "report").exists()

@@ -16,6 +16,7 @@ from typing import List, Optional
 import typer
 
 from .. import frameworks as fws
+from .. import parsing
 from ..errors import UserError
 
 app = typer.Typer(help="Make, check and prepare image folders for --data DIR.", no_args_is_help=True)
@@ -157,7 +158,7 @@ def prepare(
     from .. import datasets, envs, machine_record
     if device not in ("auto", "cpu", "cuda"):
         raise UserError("--device {!r}: choose from auto, cuda, cpu".format(device))
-    fw_list = fws.parse(frameworks) if frameworks else fws.FRAMEWORKS
+    fw_list = [fws.get(n) for n in parsing.frameworks(frameworks)] if frameworks else fws.FRAMEWORKS
     overrides = envs.parse_overrides(python)
     found = datasets.open_folder(folder, "compare data prepare")
     envs.check_cache()  # the writers' environments (and a read-only folder's prepared side)
