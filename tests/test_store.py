@@ -210,8 +210,9 @@ def test_a_full_disk_under_results_is_one_line_naming_the_file(tmp_path, capsys,
 def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
     c = _campaign(tmp_path)
     code, _, err = main_exit(["diff", str(c.root), str(c.root), "--out", "/proc/x"], capsys)
-    assert (code, err.splitlines()[-1]) == (2, "compare: error: cannot write /proc/x (No such file "
-                                               "or directory); check the path, then run again")
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: --out /proc/x: cannot create the "
+                                               "folder (No such file or directory); give a folder "
+                                               "you can write")  # named by its flag, as --results
 
 
 def test_a_cache_that_is_a_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch):

@@ -208,3 +208,28 @@ def test_a_report_format_given_twice_is_refused_as_a_run_list_is(tmp_path, capsy
     assert (code, out, err) == (2, "", "compare: error: --format md,csv,MD: MD is given twice; give "
                                        "each value once\n")
     assert not (c.root / "report").exists()
+
+
+def test_a_results_folder_that_cannot_be_made_is_refused_by_the_plan_as_by_the_run(tmp_path, capsys):
+    # /proc/x passed every check of --plan (as root /proc is "writable"), then the run refused it
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--quick",
+            "--results", "/proc/x"]
+    plan = main_exit(argv + ["--plan"], capsys)
+    assert plan == (2, "", main_exit(argv, capsys)[2])
+    assert plan[2].startswith("compare: error: --results /proc/x: ") and plan[2].endswith(
+        "; give a folder you can write\n") and plan[2].count("\n") == 1
+    if os.geteuid() == 0:  # os.access lets root through: only making it tells
+        assert plan[2] == ("compare: error: --results /proc/x: cannot create the folder (No such file "
+                           "or directory); give a folder you can write\n")
+
+
+@pytest.mark.parametrize("out", ["/proc/x", "/proc"])
+def test_a_report_folder_that_cannot_be_written_names_out(out, tmp_path, capsys):
+    # said "cannot write /proc/x (...)" without the flag that named it
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    code, out_text, err = main_exit(["report", str(c.root), "--out", out, "--format", "csv"], capsys)
+    assert code == 2 and err.startswith("compare: error: --out {}: ".format(out)) and \
+        err.count("\n") == 1, err
