@@ -13,6 +13,7 @@ still passes). Matching ignores the other columns the reference does not have.
 """
 import io
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence, Tuple
@@ -70,6 +71,13 @@ def resolve(name_or_path: str) -> Path:
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return path
+    # a path (a folder, a file that is not there) is said as one; a bare word, as a name
+    why = "is a folder, not a CSV file" if path.is_dir() else "is not a regular file" if \
+        path.exists() else "no such file" if "/" in name_or_path or os.sep in name_or_path or \
+        name_or_path.lower().endswith(".csv") else None
+    if why:
+        raise UserError("--reference {}: {}; give the path of a CSV file, or choose from {}".format(
+            name_or_path, why, ", ".join(refs)))
     raise UserError("unknown reference {!r}; choose from {}, or give the path of a CSV file".format(
         name_or_path, ", ".join(refs)))
 

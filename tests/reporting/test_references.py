@@ -182,3 +182,23 @@ def test_a_cell_matched_by_two_rows_counts_once_among_the_measured_cells(tmp_pat
     table = references.table("two", references.compare(cells, ref))
     assert len(table.rows) == 3
     assert "1 of 2 measured cells have a published figure" in table.notes[0]
+
+
+@pytest.mark.parametrize("given,why", [
+    ("{tmp}", "is a folder, not a CSV file"),
+    ("{tmp}/mine.csv", "no such file"),
+    ("mine.csv", "no such file"),
+    ("/dev/null", "is not a regular file"),
+], ids=["folder", "missing-path", "missing-csv-name", "device"])
+def test_a_reference_path_that_is_no_csv_file_says_what_it_is(given, why, tmp_path, capsys):
+    # each said "unknown reference '...'; choose from ..., or give the path of a CSV file"
+    from compare.store import Campaign
+    from tests.helpers import MACHINE
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    given = given.format(tmp=tmp_path)
+    names = ", ".join(references.available())
+    for argv in (["report", str(c.root), "--reference", given], ["check", str(c.root), "--reference", given]):
+        code, out, err = main_exit(argv, capsys)
+        assert (code, out, err) == (2, "", "compare: error: --reference {}: {}; give the path of a CSV "
+                                           "file, or choose from {}\n".format(given, why, names))
