@@ -58,10 +58,13 @@ def number(text: str, label: str, s: Setting) -> float:
 
 
 def listed(text: str, label: str, hint: str) -> List[str]:
-    """'a, b' -> ['a', 'b']; one line for an empty list or a value given twice."""
-    items = [x.strip() for x in str(text).split(",") if x.strip()]
-    if not items:
+    """'a, b' -> ['a', 'b']; one line for an empty list, an empty value in it (1,,2: a value
+    was meant there) or a value given twice."""
+    items = [x.strip() for x in str(text).split(",")]
+    if not any(items):
         raise UserError("{} is empty; {}".format(label, hint))
+    if not all(items):
+        raise UserError("{} {}: an empty value in the list; {}".format(label, text, hint))
     twice = [x for i, x in enumerate(items) if x.lower() in (y.lower() for y in items[:i])]
     if twice:
         raise UserError("{} {}: {} is given twice; give each value once".format(label, text, twice[0]))
@@ -129,8 +132,9 @@ def search(text: str, label: str, s: Setting) -> Tuple[int, int]:
 
 
 def data(text: str, label: str, s: Setting) -> Tuple[str, ...]:
-    from .datasets import LAYOUT, open_folder
-    items = listed(text, label, "give synthetic and/or a folder ({})".format(LAYOUT))
+    from .datasets import open_folder
+    items = listed(text, label, "give synthetic and/or a folder DIR/train/<class>/*.JPEG (`compare "
+                   "data make DIR` makes one)")
     return once(tuple(x if x == "synthetic" else open_folder(x, label).root for x in items), text, label,
                 items)
 
@@ -202,8 +206,9 @@ def concurrency(text: str, label: str, s: Setting) -> Optional[int]:
 
 def folder(text: str, label: str, s: Setting) -> str:
     if not Path(text).is_dir():
-        raise UserError("{} {}: no such folder; give the folder that holds earlier campaigns "
-                        "(default results)".format(label, text))
+        raise UserError("{} {}: {}; give the folder that holds earlier campaigns (default "
+                        "results)".format(label, text, "is a file, not a folder" if
+                                          Path(text).exists() else "no such folder"))
     return os.path.abspath(text)
 
 

@@ -42,6 +42,37 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert err == message + "\n"
 
 
+@pytest.mark.parametrize("flags,message", [
+    # an empty value in a list was dropped (1,,2 planned 1,2): a typo where a value was meant
+    (["--gpus", "1,,2"], "--gpus 1,,2: an empty value in the list; give one or more integers >= 1, e.g. 1,2"),
+    (["--precision", "fp32,"], "--precision fp32,: an empty value in the list; choose from fp32, tf32, "
+                               "fp16, bf16"),
+    (["--batch-size", "32,,auto"], "--batch-size 32,,auto: an empty value in the list; give one or more "
+                                   "integers >= 1, e.g. 1,2"),
+    (["--frameworks", ",caffe2"], "--frameworks ,caffe2: an empty value in the list; choose from tf, mxnet, "
+                                  "caffe2, jax"),
+    (["--python", "=x"], "--python '=x': expected FRAMEWORK=PATH, e.g. tf=/usr/bin/python3"),  # was "no
+    # interpreter at x"; a file where a folder is wanted was "no such folder"
+    (["--plan-from", "/etc/passwd"], "--plan-from /etc/passwd: is a file, not a folder; give the folder "
+                                     "that holds earlier campaigns (default results)"),
+    (["--data", ""], "--data is empty; give synthetic and/or a folder DIR/train/<class>/*.JPEG (`compare "
+                     "data make DIR` makes one)"),  # its advice was in parentheses in parentheses
+], ids=["gpus-empty-item", "precision-trailing-comma", "batch-empty-item", "frameworks-leading-comma",
+        "python-no-framework", "plan-from-file", "data-empty"])
+def test_a_bad_list_or_path_of_run_is_one_line(flags, message, tmp_path, capsys):
+    base = ["run", "--device", "cpu", "--executor", "local", "--quick", "--plan", "--results",
+            str(tmp_path / "c")]
+    code, out, err = main_exit(base + (["--frameworks", "caffe2"] if "--frameworks" not in flags else [])
+                               + flags, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+
+
+def test_data_prepare_names_a_python_without_its_framework_as_run_does(capsys):
+    code, _, err = main_exit(["data", "prepare", "x", "--python", "=x"], capsys)
+    assert (code, err) == (2, "compare: error: --python '=x': expected FRAMEWORK=PATH, e.g. "
+                              "tf=/usr/bin/python3\n")
+
+
 def test_more_gpus_than_the_machine_has(monkeypatch, capsys):
     from backends import machine  # the machine record, taken once by the plan stage
     monkeypatch.setattr(machine, "gpus", lambda: [{"index": 0, "name": "H200"}])
