@@ -121,7 +121,7 @@ def list_models():
 def list_options(framework: Optional[str] = typer.Argument(
         None, help="One framework (default: all).")):
     """The --option keys each backend reads: type or values, default, what it does."""
-    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    chosen = [fws.get(framework)] if framework is not None else fws.FRAMEWORKS
     for i, fw in enumerate(chosen):
         print("{}{} ({}): --option KEY=VALUE or {}.KEY=VALUE".format(
             "\n" if i else "", fw.name, fw.display, fw.name))
@@ -135,7 +135,7 @@ def list_pipelines(framework: Optional[str] = typer.Argument(
         None, help="One framework (default: all).")):
     """The input pipelines of --data DIR each backend has, in order of preference (decode=auto
     takes the first that runs), and what each decodes where (backends/pipelines/)."""
-    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    chosen = [fws.get(framework)] if framework is not None else fws.FRAMEWORKS
     for i, fw in enumerate(chosen):
         rows = fw.pipelines()
         print("{}{} ({}):".format("\n" if i else "", fw.name, fw.display))
@@ -157,7 +157,7 @@ def _print_modes(fw, heading: str) -> None:
 def list_modes(framework: Optional[str] = typer.Argument(None, help="One framework (default: all).")):
     """What each mode switches on, per framework: `default` sets nothing; `tuned` sets the
     switches below and runs at the best batch (--batch-size auto)."""
-    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    chosen = [fws.get(framework)] if framework is not None else fws.FRAMEWORKS
     for i, fw in enumerate(chosen):
         print("{}{} ({}):".format("\n" if i else "", fw.name, fw.display))
         print("  default: no switch: every option at its default")

@@ -205,6 +205,9 @@ def concurrency(text: str, label: str, s: Setting) -> Optional[int]:
 
 
 def folder(text: str, label: str, s: Setting) -> str:
+    if not text:  # Path('') is the current folder
+        raise UserError("{} is empty; give the folder that holds earlier campaigns (default "
+                        "results)".format(label))
     if not Path(text).is_dir():
         raise UserError("{} {}: {}; give the folder that holds earlier campaigns (default "
                         "results)".format(label, text, "is a file, not a folder" if
@@ -218,6 +221,8 @@ def as_given(text: str, label: str, s: Setting) -> str:
 
 
 def path(text: str, label: str, s: Setting) -> str:
+    if not text:  # '' would be the current folder
+        raise UserError("{} is empty; give a folder path (default results/<time>)".format(label))
     return os.path.abspath(text)
 
 

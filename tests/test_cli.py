@@ -145,3 +145,43 @@ def test_an_os_error_on_a_path_is_one_line_naming_it(tmp_path, capsys, monkeypat
     monkeypatch.setattr(command, "callback", fails)
     code, _, err = main_exit(["list", "frameworks"], capsys)
     assert (code, err) == (2, "compare: error: {}: Is a directory\n".format(tmp_path))
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--results", ""], "--results is empty; give a folder path (default results/<time>)"),
+    (["--plan-from", ""], "--plan-from is empty; give the folder that holds earlier campaigns (default "
+                          "results)"),
+], ids=["results", "plan-from"])
+def test_an_empty_path_is_refused_not_taken_as_the_current_folder(flags, message, tmp_path, capsys,
+                                                                  monkeypatch):
+    # '' was the current folder: a campaign made there, or its neighbours read as earlier campaigns
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2",
+                              "--quick", "--plan"] + flags, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["report", "{c}", "--baseline", ""], "--baseline '': unknown framework; choose from tf, mxnet, caffe2, "
+                                          "jax"),
+    (["report", "{c}", "--baseline", "foo"], "--baseline 'foo': unknown framework; choose from tf, mxnet, "
+                                             "caffe2, jax"),
+    (["report", "{c}", "--out", ""], "--out is empty; give a folder path"),
+    (["diff", "{c}", "{c}", "--out", ""], "--out is empty; give a folder path"),
+    (["history", "{c}", "--out", ""], "--out is empty; give a folder path"),
+    (["list", "pipelines", ""], "unknown framework ''; choose from tf, mxnet, caffe2, jax"),
+    (["list", "options", ""], "unknown framework ''; choose from tf, mxnet, caffe2, jax"),
+    (["list", "modes", ""], "unknown framework ''; choose from tf, mxnet, caffe2, jax"),
+], ids=["baseline-empty", "baseline-unknown", "report-out", "diff-out", "history-out", "pipelines",
+        "options", "modes"])
+def test_an_empty_value_of_a_report_or_list_is_refused(argv, message, tmp_path, capsys, monkeypatch):
+    # '' was taken as not given: --out '' wrote the report into the current folder, --baseline ''
+    # took the default, `list pipelines ''` listed every framework
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = main_exit([a.format(c=c.root) for a in argv], capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
