@@ -185,3 +185,23 @@ def test_an_empty_value_of_a_report_or_list_is_refused(argv, message, tmp_path, 
     code, out, err = main_exit([a.format(c=c.root) for a in argv], capsys)
     assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+
+@pytest.mark.parametrize("argv", [["report", "{c}", "--format", "json"], ["diff", "{c}", "{c}"],
+                                  ["history", "{c}"]], ids=["report", "diff", "history"])
+@pytest.mark.parametrize("inside", ["results", "logs/x", "code"])
+def test_report_files_are_not_written_into_a_campaigns_own_folders(argv, inside, tmp_path, capsys):
+    # --out CAMPAIGN/results wrote report.json beside the results: every later reading of the
+    # campaign warned "skipped corrupt result report.json"
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    c.unlock()
+    before = sorted(str(p) for p in c.root.rglob("*"))
+    out = c.root / inside
+    code, _, err = main_exit([a.format(c=c.root) for a in argv] + ["--out", str(out)], capsys)
+    assert (code, err) == (2, "compare: error: --out {}: inside the {} folder of campaign {}, which "
+                              "`compare run` writes; give a folder outside it (a campaign's report "
+                              "folder, or any other)\n".format(out, inside.split("/")[0], c.root))
+    assert sorted(str(p) for p in c.root.rglob("*")) == before

@@ -35,10 +35,22 @@ def _cells(path: Path):
 
 
 def _out(text: Optional[str]) -> Optional[Path]:
-    """--out as a folder: taken as text, as typer would make '' the current folder (Path('.'))."""
+    """--out as a folder: taken as text, as typer would make '' the current folder (Path('.'));
+    one line where it is empty or inside a folder a campaign's runs write."""
+    if text is None:
+        return None
     if text == "":
         raise UserError("--out is empty; give a folder path")
-    return None if text is None else Path(text)
+    from ..store import CAMPAIGN_FILE, SUBFOLDERS
+    out = Path(text)
+    where = out.resolve()
+    for root in [where] + list(where.parents):  # a report file there is read back as a corrupt
+        inside = where.relative_to(root).parts  # result, log or spec (code: the executors')
+        if inside and inside[0] in SUBFOLDERS + ("code",) and (root / CAMPAIGN_FILE).is_file():
+            raise UserError("--out {}: inside the {} folder of campaign {}, which `compare run` writes; "
+                            "give a folder outside it (a campaign's report folder, or any other)".format(
+                                text, inside[0], root))
+    return out
 
 
 def _framework(name: str, flag: str) -> str:
