@@ -68,6 +68,9 @@ def resolve(name_or_path: str) -> Path:
     refs = available()
     if name_or_path in refs:
         return refs[name_or_path]
+    if not name_or_path.strip():  # Path('') is the current folder
+        raise UserError("--reference is empty; give the path of a CSV file, or choose from {}".format(
+            ", ".join(refs)))
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return path

@@ -202,3 +202,11 @@ def test_a_reference_path_that_is_no_csv_file_says_what_it_is(given, why, tmp_pa
         code, out, err = main_exit(argv, capsys)
         assert (code, out, err) == (2, "", "compare: error: --reference {}: {}; give the path of a CSV "
                                            "file, or choose from {}\n".format(given, why, names))
+
+
+def test_an_empty_reference_is_said_empty_not_a_folder(tmp_path, capsys):
+    # '' is Path('.'), the current folder: it said "--reference : is a folder, not a CSV file"
+    with pytest.raises(UserError) as exc:
+        references.resolve("")
+    assert str(exc.value) == "--reference is empty; give the path of a CSV file, or choose from {}".format(
+        ", ".join(references.available()))
