@@ -205,3 +205,19 @@ def test_report_files_are_not_written_into_a_campaigns_own_folders(argv, inside,
                               "`compare run` writes; give a folder outside it (a campaign's report "
                               "folder, or any other)\n".format(out, inside.split("/")[0], c.root))
     assert sorted(str(p) for p in c.root.rglob("*")) == before
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["data", "info", ""], "compare data info '': no folder named; give an ImageNet-layout folder "
+                           "(DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"),
+    (["data", "prepare", ""], "compare data prepare '': no folder named; give an ImageNet-layout folder "
+                              "(DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"),
+    (["data", "prepare", "x", "--frameworks", ""], "--frameworks is empty; choose from tf, mxnet, caffe2, "
+                                                  "jax"),
+    (["images", "build", "--frameworks", ""], "--frameworks is empty; choose from tf, mxnet, caffe2, jax"),
+], ids=["info", "prepare", "prepare-frameworks", "images-frameworks"])
+def test_an_empty_folder_or_list_of_data_and_images_is_one_line(argv, message, capsys):
+    # info/prepare '' said "compare data info : no class subfolders with JPEG files in ; ..."; an
+    # empty --frameworks was taken as not given: every framework
+    code, out, err = main_exit(argv, capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))

@@ -37,7 +37,8 @@ def build(
 
     from ..executors import docker_images as images
     console = Console(stderr=True, markup=False, highlight=False)
-    fw_list = [fws.get(n) for n in parsing.frameworks(frameworks)] if frameworks else fws.FRAMEWORKS
+    fw_list = [fws.get(n) for n in parsing.frameworks(frameworks)] if frameworks is not None \
+        else fws.FRAMEWORKS
     for path, flag, folder in ((wheelhouse, "--wheelhouse", True), (ca_bundle, "--ca-bundle", False)):
         if path is not None and not path.exists():
             raise UserError("{} {}: no such {}".format(flag, path, "folder" if folder else "file"))
