@@ -79,12 +79,25 @@ def check_new(root: Path, said: str = "--results", resume: str = "--resume") -> 
     """A folder a new campaign may be created in: absent, empty, or what a creation that did
     not finish left (or an earlier compare's lock file). `said`: the folder's setting as it was
     given (a campaign file's key: study.toml: results), `resume` how to ask for --resume there."""
+    check_outside_runs(root, said)
     if (root / CAMPAIGN_FILE).exists():
         raise UserError("{} {}: already holds a campaign; add {} to continue it, or give a new "
                         "folder".format(said, root, resume))
     if root.exists() and not _unfinished(root, empty_too=True):
         raise UserError("{} {}: folder is not empty and not a campaign; give a new or empty "
                         "folder".format(said, root))
+
+
+def check_outside_runs(path: Path, said: str, advice: str = "") -> None:
+    """One line where `path` is inside a folder a campaign's runs write (its SUBFOLDERS, and code:
+    the executors'): what compare puts there is read back as a corrupt result, log or spec.
+    `said`: the path's setting as given; `advice`: more of what to give instead."""
+    where = Path(path).resolve()
+    for root in [where] + list(where.parents):
+        inside = where.relative_to(root).parts
+        if inside and inside[0] in SUBFOLDERS + ("code",) and (root / CAMPAIGN_FILE).is_file():
+            raise UserError("{} {}: inside the {} folder of campaign {}, which `compare run` writes; "
+                            "give a folder outside it{}".format(said, path, inside[0], root, advice))
 
 
 def _unfinished(root: Path, empty_too: bool = False) -> bool:

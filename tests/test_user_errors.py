@@ -233,3 +233,21 @@ def test_a_report_folder_that_cannot_be_written_names_out(out, tmp_path, capsys)
     code, out_text, err = main_exit(["report", str(c.root), "--out", out, "--format", "csv"], capsys)
     assert code == 2 and err.startswith("compare: error: --out {}: ".format(out)) and \
         err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("inside", ["results/new", "logs"])
+def test_a_campaign_is_not_made_inside_another_campaigns_own_folders(inside, tmp_path, capsys):
+    # --results C/results/new was planned and run: the outer campaign then found a folder among
+    # its results; refused as report --out there is, by the plan as by the run
+    from compare.store import Campaign
+    from tests.helpers import MACHINE
+    outer = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    outer.unlock()
+    before = sorted(str(p) for p in outer.root.rglob("*"))
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
+            "caffe2=/bin/false", "--quick", "--results", str(outer.root / inside)]
+    line = ("compare: error: --results {}: inside the {} folder of campaign {}, which `compare run` "
+            "writes; give a folder outside it\n".format(outer.root / inside, inside.split("/")[0], outer.root))
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
+    assert main_exit(argv, capsys)[::2] == (2, line)
+    assert sorted(str(p) for p in outer.root.rglob("*")) == before

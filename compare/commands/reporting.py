@@ -41,16 +41,9 @@ def _out(text: Optional[str]) -> Optional[Path]:
         return None
     if text == "":
         raise UserError("--out is empty; give a folder path")
-    from ..store import CAMPAIGN_FILE, SUBFOLDERS
-    out = Path(text)
-    where = out.resolve()
-    for root in [where] + list(where.parents):  # a report file there is read back as a corrupt
-        inside = where.relative_to(root).parts  # result, log or spec (code: the executors')
-        if inside and inside[0] in SUBFOLDERS + ("code",) and (root / CAMPAIGN_FILE).is_file():
-            raise UserError("--out {}: inside the {} folder of campaign {}, which `compare run` writes; "
-                            "give a folder outside it (a campaign's report folder, or any other)".format(
-                                text, inside[0], root))
-    return out
+    from ..store import check_outside_runs
+    check_outside_runs(Path(text), "--out", " (a campaign's report folder, or any other)")
+    return Path(text)
 
 
 def _framework(name: str, flag: str) -> str:
