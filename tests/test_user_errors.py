@@ -251,3 +251,17 @@ def test_a_campaign_is_not_made_inside_another_campaigns_own_folders(inside, tmp
     assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
     assert main_exit(argv, capsys)[::2] == (2, line)
     assert sorted(str(p) for p in outer.root.rglob("*")) == before
+
+
+@pytest.mark.parametrize("argv", [["report", "{f}"], ["diff", "{f}", "{f}"], ["check", "{f}", "--reference",
+                                                                               "a6000_tf_cnn_benchmarks"],
+                                  ["run", "--results", "{f}", "--resume", "--plan"]],
+                         ids=["report", "diff", "check", "resume"])
+def test_a_campaign_given_as_a_file_says_it_is_a_file(argv, tmp_path, capsys):
+    # it said "not a campaign folder (no campaign.json)", as of a folder without one
+    f = tmp_path / "campaign.json"
+    f.write_text("{}")
+    code, out, err = main_exit([a.format(f=f) for a in argv], capsys)
+    said = "--resume {}".format(f) if "--resume" in argv else str(f)
+    assert (code, out, err) == (2, "", "compare: error: {}: is a file, not a campaign folder; give a "
+                                       "folder made by `compare run`\n".format(said))
