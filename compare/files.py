@@ -71,6 +71,9 @@ def os_error(exc: OSError, path: Union[str, Path], verb: str = "write") -> UserE
 def check_writable_dir(path: Path, option: str) -> None:
     """A folder that is, or can be made, writable: else one UserError line naming `option`."""
     try:
+        if path.is_symlink() and not path.exists():  # nothing can be made through it
+            raise UserError("{} {}: a symbolic link to {}, which is not there; give a folder, or make "
+                            "the one it names".format(option, path, os.readlink(str(path))))
         if path.exists() and not path.is_dir():
             raise UserError("{} {}: is a file, not a folder; give a folder path".format(option, path))
         parent = path if path.exists() else next((p for p in path.parents if p.exists()), Path("."))

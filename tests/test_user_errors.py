@@ -265,3 +265,16 @@ def test_a_campaign_given_as_a_file_says_it_is_a_file(argv, tmp_path, capsys):
     said = "--resume {}".format(f) if "--resume" in argv else str(f)
     assert (code, out, err) == (2, "", "compare: error: {}: is a file, not a campaign folder; give a "
                                        "folder made by `compare run`\n".format(said))
+
+
+def test_a_results_link_to_nothing_is_refused_by_the_plan_as_by_the_run(tmp_path, capsys):
+    # --plan passed it (the link "does not exist"), then the run said "cannot create the folder
+    # (File exists)"
+    link = tmp_path / "c"
+    link.symlink_to(tmp_path / "gone")
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
+            "caffe2=/bin/false", "--quick", "--results", str(link)]
+    line = ("compare: error: --results {}: a symbolic link to {}, which is not there; give a folder, or "
+            "make the one it names\n".format(link, tmp_path / "gone"))
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
+    assert main_exit(argv, capsys)[::2] == (2, line)
