@@ -194,7 +194,10 @@ def list_references():
     """Published figures shipped with compare, and the user's own (CSV files in the cache)."""
     from ..reporting import references
     for name in references.available():
-        print(references.describe(*references.load(name)))
+        try:
+            print(references.describe(*references.load(name)))
+        except UserError as exc:  # a user's CSV in the cache: the others are still listed
+            _err("warning: {}; left out".format(exc))
     print("add your own: a CSV in {} or `compare report DIR --reference PATH.csv`".format(
         references.user_dir()))
 

@@ -210,3 +210,18 @@ def test_an_empty_reference_is_said_empty_not_a_folder(tmp_path, capsys):
         references.resolve("")
     assert str(exc.value) == "--reference is empty; give the path of a CSV file, or choose from {}".format(
         ", ".join(references.available()))
+
+
+def test_a_bad_user_reference_is_a_warning_of_the_listing_not_its_end(tmp_path, monkeypatch, capsys):
+    # the listing stopped at the bad file (exit 2): the references after it were not listed
+    from compare.errors import UserError
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path))
+    (tmp_path / "references").mkdir()
+    (tmp_path / "references" / "a_bad.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "references" / "b_good.csv").write_text("gpu,precision,gpus,images_per_sec\nV100,fp16,1,1000\n")
+    with pytest.raises(UserError) as exc:
+        references.load("a_bad")
+    code, out, err = main_exit(["list", "references"], capsys)
+    assert (code, err) == (0, "compare: warning: {}; left out\n".format(exc.value))
+    assert [x.split()[0] for x in out.splitlines()[:-1]] == ["a6000_tf_cnn_benchmarks",
+                                                          "r740_v100_resnet50_speedup", "b_good"]
