@@ -327,7 +327,7 @@ def _main(argv: Optional[List[str]]) -> None:
                 shlex.quote(str(exc.campaign.root)))))
         sys.exit(exc.exit_code)
     except UsageError as exc:
-        _err("error: {}".format(_option_usage(exc, argv) or _usage_line(exc)))
+        _err("error: {}".format(_option_usage(exc, [a for a in argv if a != "--debug"]) or _usage_line(exc)))
         sys.exit(BAD_INPUT)
     except (typer.Abort, KeyboardInterrupt):
         _err("interrupted; results recorded so far are kept")
