@@ -11,6 +11,7 @@ seed studies report; `compare check` holds a cell only against figures of its ow
 `gpu`/`system` (shown), and `tolerance` (`5%` or `0.05`: how far below the figure `compare check`
 still passes). Matching ignores the other columns the reference does not have.
 """
+import csv
 import io
 import math
 import os
@@ -90,9 +91,24 @@ def _read(path: Path) -> pd.DataFrame:
     regular file of bounded size): every value is converted and checked here, never guessed."""
     try:
         text = loading.read_bounded(path, MAX_REFERENCE_BYTES).decode("utf-8")
-        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-    except (ValueError, SchemaError) as exc:  # UnicodeDecodeError and pandas' ParserError too
+        _same_width(path, text)
+        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False)
+    except (ValueError, SchemaError, csv.Error) as exc:  # UnicodeDecodeError and pandas' ParserError too
         raise UserError("reference {}: not a readable CSV ({})".format(path, exc)) from None
+
+
+def _same_width(path: Path, text: str) -> None:
+    """One line where a row has more or fewer fields than the header: pandas reads a first row
+    of one more as having an index column, every value moved one column left, and one of fewer
+    as its last columns empty."""
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, [])
+    for row in rows:
+        if row and len(row) != len(header):
+            raise UserError("reference {}: line {} has {} field{}, its header {}; give one value per "
+                            "column (an empty one: nothing between two commas)".format(
+                                path, rows.line_num, len(row), "" if len(row) == 1 else "s",
+                                len(header)))
 
 
 def _column(df: pd.DataFrame, name: str, convert: Callable[[str], Any], why: str,

@@ -225,3 +225,18 @@ def test_a_bad_user_reference_is_a_warning_of_the_listing_not_its_end(tmp_path, 
     assert (code, err) == (0, "compare: warning: {}; left out\n".format(exc.value))
     assert [x.split()[0] for x in out.splitlines()[:-1]] == ["a6000_tf_cnn_benchmarks",
                                                           "r740_v100_resnet50_speedup", "b_good"]
+
+
+@pytest.mark.parametrize("rows,line", [
+    ("fp32,1,90,5\n", 2), ("fp32,1,90\nfp32,2,180,5\n", 3), ("fp32,1\n", 2),
+], ids=["one-more-first", "one-more-later", "one-fewer"])
+def test_a_reference_row_of_another_field_count_than_its_header_is_refused(rows, line, tmp_path):
+    # a first row of one field more was read with its first field as the index: every value moved
+    # one column left (precision 1, gpus 90, images_per_sec 5), compared without a word
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,images_per_sec\n" + rows)
+    fields = len(rows.splitlines()[-1].split(","))
+    with pytest.raises(UserError) as exc:
+        references.load(str(ref))
+    assert str(exc.value) == ("reference {}: line {} has {} fields, its header 3; give one value per "
+                              "column (an empty one: nothing between two commas)".format(ref, line, fields))
