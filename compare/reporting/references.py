@@ -91,18 +91,22 @@ def _read(path: Path) -> pd.DataFrame:
     regular file of bounded size): every value is converted and checked here, never guessed."""
     try:
         text = loading.read_bounded(path, MAX_REFERENCE_BYTES).decode("utf-8")
-        _same_width(path, text)
+        _check_shape(path, text)
         return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False)
     except (ValueError, SchemaError, csv.Error) as exc:  # UnicodeDecodeError and pandas' ParserError too
         raise UserError("reference {}: not a readable CSV ({})".format(path, exc)) from None
 
 
-def _same_width(path: Path, text: str) -> None:
-    """One line where a row has more or fewer fields than the header: pandas reads a first row
-    of one more as having an index column, every value moved one column left, and one of fewer
-    as its last columns empty."""
+def _check_shape(path: Path, text: str) -> None:
+    """One line where the header names a column twice, or a row has more or fewer fields than
+    the header: pandas reads a first row of one more as having an index column, every value
+    moved one column left, and one of fewer as its last columns empty."""
     rows = csv.reader(io.StringIO(text))
     header = next(rows, [])
+    twice = [c for i, c in enumerate(header) if c in header[:i]]
+    if twice:  # pandas keeps the second as NAME.1, never read
+        raise UserError("reference {}: its header names {} twice; give each column once".format(
+            path, twice[0]))
     for row in rows:
         if row and len(row) != len(header):
             raise UserError("reference {}: line {} has {} field{}, its header {}; give one value per "

@@ -240,3 +240,12 @@ def test_a_reference_row_of_another_field_count_than_its_header_is_refused(rows,
         references.load(str(ref))
     assert str(exc.value) == ("reference {}: line {} has {} fields, its header 3; give one value per "
                               "column (an empty one: nothing between two commas)".format(ref, line, fields))
+
+
+def test_a_reference_column_named_twice_is_refused(tmp_path):
+    # pandas kept the second as gpus.1, unread: which of the two counts was meant went unsaid
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,gpus,images_per_sec\nfp32,1,2,90\n")
+    with pytest.raises(UserError) as exc:
+        references.load(str(ref))
+    assert str(exc.value) == "reference {}: its header names gpus twice; give each column once".format(ref)
