@@ -21,7 +21,7 @@ from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import pandas as pd
 
-from backends.contract import DEFAULT_MODEL, SchemaError
+from backends.contract import DEFAULT_MODEL, PRECISIONS, SchemaError
 
 from .. import envs, frameworks, loading, validate
 from ..errors import UserError
@@ -145,6 +145,12 @@ def _positive(text: str) -> float:
     return value
 
 
+def _precision(text: str) -> str:
+    if text.lower() not in PRECISIONS:
+        raise ValueError(text)
+    return text.lower()
+
+
 def _data_mode(text: str) -> str:
     if text.lower() not in DATA_MODES:
         raise ValueError(text)
@@ -176,7 +182,9 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
         raise UserError("reference {}: needs columns {} and one of {}; it has {}".format(
             path, ", ".join(REQUIRED), ", ".join(FIGURES), ", ".join(df.columns)))
     df = df.assign(gpus=_column(df, "gpus", _count, "is not a GPU count; give whole numbers >= 1",
-                                path, required=True))
+                                path, required=True),  # a precision no cell has matched none, unsaid
+                   precision=_column(df, "precision", _precision, "is not a precision; give {}".format(
+                       ", ".join(PRECISIONS[:-1]) + " or " + PRECISIONS[-1]), path, required=True))
     for name in ("nodes", "batch_size", "image_size"):
         if name in df.columns:  # an empty cell matches no cell, as before
             df[name] = _column(df, name, _count, "is not a count; give a whole number >= 1", path)

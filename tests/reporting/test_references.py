@@ -249,3 +249,20 @@ def test_a_reference_column_named_twice_is_refused(tmp_path):
     with pytest.raises(UserError) as exc:
         references.load(str(ref))
     assert str(exc.value) == "reference {}: its header names gpus twice; give each column once".format(ref)
+
+
+@pytest.mark.parametrize("precision", ["fp99", ""])
+def test_a_reference_precision_that_is_none_is_refused(precision, tmp_path):
+    # it was kept and matched no cell, unsaid: a typo read as a reference with nothing to compare
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,images_per_sec\nfp32,1,90\n{},2,180\n".format(precision))
+    with pytest.raises(UserError) as exc:
+        references.load(str(ref))
+    assert str(exc.value) == "reference {}: precision {!r} on line 3 is not a precision; give fp32, " \
+                             "tf32, fp16 or bf16".format(ref, precision)
+
+
+def test_a_reference_precision_is_read_in_any_case(tmp_path):
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,images_per_sec\nFP16 ,1,90\n")
+    assert list(references.load(str(ref))[1].precision) == ["fp16"]
