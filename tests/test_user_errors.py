@@ -278,3 +278,21 @@ def test_a_results_link_to_nothing_is_refused_by_the_plan_as_by_the_run(tmp_path
             "make the one it names\n".format(link, tmp_path / "gone"))
     assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
     assert main_exit(argv, capsys)[::2] == (2, line)
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--wheelhouse", "--wheelhouse is empty; give a folder of wheels (containers/wheelhouse.sh fills one)"),
+    ("--ca-bundle", "--ca-bundle is empty; give a CA certificate file (PEM)"),
+    ("--base-image", "--base-image is empty; give an image to build on, or leave it out (the NGC image)"),
+])
+def test_an_empty_build_input_is_refused(flag, message, capsys):
+    # '' was the current folder (a wheelhouse of whatever it holds; '--ca-bundle .: is a folder'),
+    # or an empty BASE_IMAGE build arg
+    code, out, err = main_exit(["images", "build", flag, ""], capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))
+
+
+def test_a_wheelhouse_that_is_not_there_says_what_to_give(tmp_path, capsys):
+    code, _, err = main_exit(["images", "build", "--wheelhouse", str(tmp_path / "w")], capsys)
+    assert (code, err) == (2, "compare: error: --wheelhouse {}: no such folder; give a folder of wheels "
+                              "(containers/wheelhouse.sh fills one)\n".format(tmp_path / "w"))
