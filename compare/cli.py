@@ -16,9 +16,9 @@ from typing import Any, Dict, List, Optional
 import typer
 
 try:  # typer >= 0.2x vendors click
-    from typer._click.exceptions import MissingParameter, UsageError
+    from typer._click.exceptions import BadOptionUsage, MissingParameter, UsageError
 except ImportError:  # pragma: no cover - older typer on real click
-    from click.exceptions import MissingParameter, UsageError
+    from click.exceptions import BadOptionUsage, MissingParameter, UsageError
 
 from . import executors
 from . import frameworks as fws
@@ -121,7 +121,7 @@ def list_models():
 def list_options(framework: Optional[str] = typer.Argument(
         None, help="One framework (default: all).")):
     """The --option keys each backend reads: type or values, default, what it does."""
-    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    chosen = [fws.get(framework)] if framework is not None else fws.FRAMEWORKS
     for i, fw in enumerate(chosen):
         print("{}{} ({}): --option KEY=VALUE or {}.KEY=VALUE".format(
             "\n" if i else "", fw.name, fw.display, fw.name))
@@ -135,7 +135,7 @@ def list_pipelines(framework: Optional[str] = typer.Argument(
         None, help="One framework (default: all).")):
     """The input pipelines of --data DIR each backend has, in order of preference (decode=auto
     takes the first that runs), and what each decodes where (backends/pipelines/)."""
-    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    chosen = [fws.get(framework)] if framework is not None else fws.FRAMEWORKS
     for i, fw in enumerate(chosen):
         rows = fw.pipelines()
         print("{}{} ({}):".format("\n" if i else "", fw.name, fw.display))
@@ -157,7 +157,7 @@ def _print_modes(fw, heading: str) -> None:
 def list_modes(framework: Optional[str] = typer.Argument(None, help="One framework (default: all).")):
     """What each mode switches on, per framework: `default` sets nothing; `tuned` sets the
     switches below and runs at the best batch (--batch-size auto)."""
-    chosen = [fws.get(framework)] if framework else fws.FRAMEWORKS
+    chosen = [fws.get(framework)] if framework is not None else fws.FRAMEWORKS
     for i, fw in enumerate(chosen):
         print("{}{} ({}):".format("\n" if i else "", fw.name, fw.display))
         print("  default: no switch: every option at its default")
@@ -265,6 +265,30 @@ def _arguments(exc: UsageError) -> Optional[str]:
     return None
 
 
+def _option_usage(exc: UsageError, argv: List[str]) -> Optional[str]:
+    """An option given without its value ('--gpus' last), or a switch given one ('--quick=1'):
+    what it takes, from its help. click says "Option '--gpus' requires an argument." without its
+    command (the error carries no context): the command is found from `argv`."""
+    if not isinstance(exc, BadOptionUsage):
+        return None
+    command, path = typer.main.get_command(app), ["compare"]
+    for word in argv:  # the (sub)command the words name, up to the first that is none
+        sub = command.commands.get(word) if hasattr(command, "commands") else None
+        if sub is None:
+            break
+        command, path = sub, path + [word]
+    param = next((p for p in command.params if exc.option_name in p.opts + p.secondary_opts), None)
+    if param is None:
+        return None
+    more = "(`{} --help` says more)".format(" ".join(path))
+    if param.is_flag:
+        return "{} takes no value: give {} {}".format(exc.option_name, " or ".join(
+            param.opts + param.secondary_opts), more)
+    text = re.split(r"(?<!e\.g)(?<!i\.e)\.(?:\s|$)", (param.help or "").strip())[0]  # 1st sentence
+    text = text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
+    return "{} needs a value{} {}".format(exc.option_name, ": " + text if text else "", more)
+
+
 def _usage_line(exc: UsageError) -> str:
     """click's message in one line; where a command group wants a command (none given, or one it
     does not have), with the commands it has, as every other bad value names the valid ones;
@@ -303,7 +327,7 @@ def _main(argv: Optional[List[str]]) -> None:
                 shlex.quote(str(exc.campaign.root)))))
         sys.exit(exc.exit_code)
     except UsageError as exc:
-        _err("error: {}".format(_usage_line(exc)))
+        _err("error: {}".format(_option_usage(exc, [a for a in argv if a != "--debug"]) or _usage_line(exc)))
         sys.exit(BAD_INPUT)
     except (typer.Abort, KeyboardInterrupt):
         _err("interrupted; results recorded so far are kept")

@@ -118,7 +118,7 @@ def parse_overrides(items) -> Dict[str, str]:
     out = {}
     for item in items or []:
         name, sep, path = item.partition("=")
-        if not sep or not path:
+        if not sep or not path or not name.strip():  # '=x' names no framework
             raise UserError("--python {!r}: expected FRAMEWORK=PATH, e.g. {}=/usr/bin/python3"
                             .format(item, frameworks.names()[0]))
         if not Path(path).exists():

@@ -49,6 +49,11 @@ def short(path: Union[str, Path]) -> str:
     return text if len(text) <= 160 else text[:80] + "…" + text[-60:]
 
 
+class PathError(UserError):
+    """An OS error on a path compare writes, in words (os_error): user_path names the flag that
+    gave the path before it."""
+
+
 def os_error(exc: OSError, path: Union[str, Path], verb: str = "write") -> UserError:
     """The one-line UserError for an OS error on `path`: what happened, what to do. A failed
     copy (shutil.Error: a list of failures, as text) is said by its first failure."""
@@ -60,12 +65,15 @@ def os_error(exc: OSError, path: Union[str, Path], verb: str = "write") -> UserE
         code = int(found.group(1)) if found else None
         strerror, where = os.strerror(code) if code else "the copy failed", path
     advice = ADVICE.get(code, "check the path, then run again")
-    return UserError("cannot {} {} ({}); {}".format(verb, short(where), strerror, advice))
+    return PathError("cannot {} {} ({}); {}".format(verb, short(where), strerror, advice))
 
 
 def check_writable_dir(path: Path, option: str) -> None:
     """A folder that is, or can be made, writable: else one UserError line naming `option`."""
     try:
+        if path.is_symlink() and not path.exists():  # nothing can be made through it
+            raise UserError("{} {}: a symbolic link to {}, which is not there; give a folder, or make "
+                            "the one it names".format(option, path, os.readlink(str(path))))
         if path.exists() and not path.is_dir():
             raise UserError("{} {}: is a file, not a folder; give a folder path".format(option, path))
         parent = path if path.exists() else next((p for p in path.parents if p.exists()), Path("."))
@@ -77,19 +85,33 @@ def check_writable_dir(path: Path, option: str) -> None:
             raise UserError("{} {}: {} is {}; give a folder {}".format(
                 option, path, parent, "on a read-only file system" if read_only else "not writable",
                 "on a writable one" if read_only else "you can write"))
+        _probe(parent, path, option)
     except OSError as exc:  # e.g. a name longer than the file system allows
         raise UserError("{} {}: {}; give another folder".format(
             option, short(path), exc.strerror or exc)) from None
 
 
+def _probe(parent: Path, path: Path, option: str) -> None:
+    """Make and remove a folder in `parent`, where os.access cannot tell (root in /proc, a FUSE
+    mount): the line a write would give, said before anything is made (a --plan makes nothing)."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=TMP_PREFIX, dir=str(parent)))
+    except OSError as exc:
+        raise UserError("{} {}: cannot {} ({}); give a folder you can write".format(
+            option, short(path), "write in it" if parent == path else "create the folder",
+            exc.strerror or exc)) from None
+
+
 @contextlib.contextmanager
 def user_path(path: Path, option: str) -> Iterator[None]:
     """An OS error while writing under a path the user gave (disk full, read-only, gone) is one
-    UserError line naming the path and what to do; what was written before stays."""
+    UserError line naming the option, the path and what to do; what was written before stays."""
     try:
         yield
     except OSError as exc:
         raise UserError("{} {}: {}".format(option, short(path), os_error(exc, path))) from None
+    except PathError as exc:  # said by files.py already, the option not named
+        raise UserError("{} {}: {}".format(option, short(path), exc)) from None
 
 
 def _refuse(path: Path, mode: int, want_dir: bool = False) -> UserError:

@@ -83,14 +83,6 @@ def get(name: str) -> Framework:
         raise UserError("unknown framework {!r}; choose from {}".format(name, choices())) from None
 
 
-def parse(csv: str) -> List[Framework]:
-    """'tf,torch' -> [tf, caffe2], in the given order, duplicates dropped."""
-    items = [s for s in (x.strip() for x in csv.split(",")) if s]
-    if not items:
-        raise UserError("--frameworks is empty; choose from {}".format(choices()))
-    return list(dict.fromkeys(get(item) for item in items))
-
-
 def display(name: str, mode: str = "default") -> str:
     """How reports name a framework ('JAX (Flax)', in a mode other than default 'JAX (Flax),
     tuned'); a result from a framework no longer registered keeps its name."""

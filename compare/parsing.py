@@ -7,7 +7,7 @@ import math
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import OptionError
 
@@ -58,27 +58,34 @@ def number(text: str, label: str, s: Setting) -> float:
 
 
 def listed(text: str, label: str, hint: str) -> List[str]:
-    """'a, b' -> ['a', 'b']; one line for an empty list or a value given twice."""
-    items = [x.strip() for x in str(text).split(",") if x.strip()]
-    if not items:
+    """'a, b' -> ['a', 'b']; one line for an empty list, an empty value in it (1,,2: a value
+    was meant there) or a value given twice."""
+    items = [x.strip() for x in str(text).split(",")]
+    if not any(items):
         raise UserError("{} is empty; {}".format(label, hint))
+    if not all(items):
+        raise UserError("{} {}: an empty value in the list; {}".format(label, text, hint))
     twice = [x for i, x in enumerate(items) if x.lower() in (y.lower() for y in items[:i])]
     if twice:
         raise UserError("{} {}: {} is given twice; give each value once".format(label, text, twice[0]))
     return items
 
 
-def once(values: Tuple, text: str, label: str) -> Tuple:
-    """values, parsed from text; one line where two are one number (1 and 01)."""
-    twice = [v for i, v in enumerate(values) if v in values[:i]]
-    if twice:
-        raise UserError("{} {}: {} is given twice; give each value once".format(label, text, twice[0]))
-    return values
+def once(values: Tuple, text: str, label: str, spelled: Sequence[str] = ()) -> Tuple:
+    """values, parsed from text (each of `spelled`, as typed); one line where two are one value
+    (1 and 01, caffe2 and its alias torch, a folder by two paths), naming both spellings."""
+    for i, v in enumerate(values):
+        if v in values[:i]:
+            first = spelled[values.index(v)] if spelled else v
+            raise UserError("{} {}: {} is given twice{}; give each value once".format(
+                label, text, v, " (as {} and {})".format(first, spelled[i]) if spelled and
+                first != spelled[i] else ""))
+    return tuple(values)
 
 
 def ints(text: str, label: str, s: Setting) -> Tuple[int, ...]:
-    hint = "give one or more integers >= {}, e.g. 1,2".format(plain(s.low))
-    return once(tuple(whole(x, label, s) for x in listed(text, label, hint)), text, label)
+    items = listed(text, label, "give one or more integers >= {}, e.g. 1,2".format(plain(s.low)))
+    return once(tuple(whole(x, label, s) for x in items), text, label, items)
 
 
 def choice(valid: Callable[[], List[str]], what: str, hint: str = "") -> Callable:
@@ -93,9 +100,11 @@ def choice(valid: Callable[[], List[str]], what: str, hint: str = "") -> Callabl
     return parse
 
 
-def frameworks(text: str, label: str, s: Setting) -> Tuple[str, ...]:
+def frameworks(text: str, label: str = "--frameworks", s: Optional[Setting] = None) -> Tuple[str, ...]:
+    """'tf,torch' -> ('tf', 'caffe2'), in the given order; a framework named twice (by an alias
+    too) is one line, as any comma list's value given twice (every command's --frameworks)."""
     items = listed(text, label, "choose from {}".format(fws.choices()))
-    return tuple(dict.fromkeys(fws.get(x).name for x in items))
+    return once(tuple(fws.get(x).name for x in items), text, label, items)
 
 
 def batches(text: str, label: str, s: Setting) -> Tuple:
@@ -105,7 +114,8 @@ def batches(text: str, label: str, s: Setting) -> Tuple:
     if bad:
         raise UserError("{} {!r}: not an integer or auto; give per-GPU batch sizes >= 1 and/or "
                         "auto, e.g. 256,auto".format(label, bad[0]))
-    return once(tuple(bounded(int(x), label, s) for x in items if x != AUTO), text, label) + (
+    sizes = [x for x in items if x != AUTO]
+    return once(tuple(bounded(int(x), label, s) for x in sizes), text, label, sizes) + (
         (AUTO,) if AUTO in items else ())
 
 
@@ -122,9 +132,11 @@ def search(text: str, label: str, s: Setting) -> Tuple[int, int]:
 
 
 def data(text: str, label: str, s: Setting) -> Tuple[str, ...]:
-    from .datasets import LAYOUT, open_folder
-    items = listed(text, label, "give synthetic and/or a folder ({})".format(LAYOUT))
-    return tuple(dict.fromkeys(x if x == "synthetic" else open_folder(x, label).root for x in items))
+    from .datasets import open_folder
+    items = listed(text, label, "give synthetic and/or a folder DIR/train/<class>/*.JPEG (`compare "
+                   "data make DIR` makes one)")
+    return once(tuple(x if x == "synthetic" else open_folder(x, label).root for x in items), text, label,
+                items)
 
 
 def python(text: str, label: str, s: Setting) -> Tuple[str, ...]:
@@ -193,9 +205,13 @@ def concurrency(text: str, label: str, s: Setting) -> Optional[int]:
 
 
 def folder(text: str, label: str, s: Setting) -> str:
+    if not text:  # Path('') is the current folder
+        raise UserError("{} is empty; give the folder that holds earlier campaigns (default "
+                        "results)".format(label))
     if not Path(text).is_dir():
-        raise UserError("{} {}: no such folder; give the folder that holds earlier campaigns "
-                        "(default results)".format(label, text))
+        raise UserError("{} {}: {}; give the folder that holds earlier campaigns (default "
+                        "results)".format(label, text, "is a file, not a folder" if
+                                          Path(text).exists() else "no such folder"))
     return os.path.abspath(text)
 
 
@@ -205,6 +221,8 @@ def as_given(text: str, label: str, s: Setting) -> str:
 
 
 def path(text: str, label: str, s: Setting) -> str:
+    if not text:  # '' would be the current folder
+        raise UserError("{} is empty; give a folder path (default results/<time>)".format(label))
     return os.path.abspath(text)
 
 

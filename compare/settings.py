@@ -19,10 +19,11 @@ SPEC_HELD = tuple(SPEC_NAMES.get(n, n) for n, s in DECLARED.items() if s.resume 
 FREE_FLAGS = tuple(s.flag for s in DECLARED.values() if s.resume == FREE)
 
 
-def settings_of_results(results, root="") -> Dict[str, Any]:
+def settings_of_results(results, said="--resume") -> Dict[str, Any]:
     """The settings an earlier compare's campaign (which stored none) ran with, read from its
     results: what their specs say, and the executor and --python their environment recorded.
-    A UserError when two results disagree: such a campaign (`root`) cannot be resumed safely."""
+    A UserError when two results disagree: such a campaign cannot be resumed safely. `said`: the
+    resume as the message names it (`--resume DIR`, or a campaign file's key: Study.resuming)."""
     found: Dict[str, Any] = {}
     for r in results:
         spec, env, fw = r.spec, r.environment or {}, r.spec.get("framework")
@@ -36,9 +37,9 @@ def settings_of_results(results, root="") -> Dict[str, Any]:
             if key in unknown:
                 continue
             if key in found and found[key][0] != value:
-                raise UserError("--resume{}: the campaign stored no settings (an earlier compare made "
+                raise UserError("{}: the campaign stored no settings (an earlier compare made "
                                 "it) and its results disagree: {} {} in {} vs {} in {}; start a new "
-                                "campaign".format(root and " {}".format(root), key, shown(found[key][0]),
+                                "campaign".format(said, key, shown(found[key][0]),
                                                   found[key][1], shown(value), r.run_id))
             found.setdefault(key, (value, r.run_id))
     return {k: v for k, (v, _) in found.items()}

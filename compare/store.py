@@ -48,11 +48,12 @@ FAILED_RUN = ("failed", "timeout")
 REPEAT = re.compile(r"-r\d+\Z")  # a run id's repeat: the cell's id without it
 
 
-def counted(run_ids: Sequence[str], repeated: bool) -> Tuple[str, str]:
+def counted(run_ids: Sequence[str], repeated: Optional[bool] = None) -> Tuple[str, str]:
     """Runs counted as the report counts them (`4 runs of 2 cells`) where the study repeats its
-    cells, else as cells (`2 cells`); and the word for one of them (run, cell)."""
+    cells, else as cells (`2 cells`); and the word for one of them (run, cell). `repeated` None:
+    where a cell of `run_ids` has more than one run (a report knows the runs, not the study)."""
     cells = len({REPEAT.sub("", i) for i in run_ids})
-    if not repeated:
+    if not (cells < len(run_ids) if repeated is None else repeated):
         return _many(len(run_ids), "cell"), "cell"
     return "{} of {}".format(_many(len(run_ids), "run"), _many(cells, "cell")), "run"
 
@@ -78,12 +79,25 @@ def check_new(root: Path, said: str = "--results", resume: str = "--resume") -> 
     """A folder a new campaign may be created in: absent, empty, or what a creation that did
     not finish left (or an earlier compare's lock file). `said`: the folder's setting as it was
     given (a campaign file's key: study.toml: results), `resume` how to ask for --resume there."""
+    check_outside_runs(root, said)
     if (root / CAMPAIGN_FILE).exists():
         raise UserError("{} {}: already holds a campaign; add {} to continue it, or give a new "
                         "folder".format(said, root, resume))
     if root.exists() and not _unfinished(root, empty_too=True):
         raise UserError("{} {}: folder is not empty and not a campaign; give a new or empty "
                         "folder".format(said, root))
+
+
+def check_outside_runs(path: Path, said: str, advice: str = "") -> None:
+    """One line where `path` is inside a folder a campaign's runs write (its SUBFOLDERS, and code:
+    the executors'): what compare puts there is read back as a corrupt result, log or spec.
+    `said`: the path's setting as given; `advice`: more of what to give instead."""
+    where = Path(path).resolve()
+    for root in [where] + list(where.parents):
+        inside = where.relative_to(root).parts
+        if inside and inside[0] in SUBFOLDERS + ("code",) and (root / CAMPAIGN_FILE).is_file():
+            raise UserError("{} {}: inside the {} folder of campaign {}, which `compare run` writes; "
+                            "give a folder outside it{}".format(said, path, inside[0], root, advice))
 
 
 def _unfinished(root: Path, empty_too: bool = False) -> bool:
@@ -172,8 +186,9 @@ class Campaign:
             raise UserError("{}: its creation did not finish (no {}); run again without {} "
                             "to create it".format(said, CAMPAIGN_FILE, resume))
         if not (root / CAMPAIGN_FILE).is_file():
-            raise UserError("{}: not a campaign folder (no {}); give a folder made by "
-                            "`compare run`".format(said, CAMPAIGN_FILE))
+            raise UserError("{}: {}; give a folder made by `compare run`".format(
+                said, "is a file, not a campaign folder" if root.exists() and not root.is_dir() else
+                "not a campaign folder (no {})".format(CAMPAIGN_FILE)))
         meta = _read_json(root, CAMPAIGN_FILE)
         if meta.get("kind") != CAMPAIGN_KIND:
             raise UserError("{}: {} is not a compare campaign".format(said, CAMPAIGN_FILE))

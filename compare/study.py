@@ -503,11 +503,16 @@ def stored(meta: Dict[str, Any], results: str, given,
                 DECLARED[n].flag, "LIST" if DECLARED[n].axis else "VALUE")), "sources": {}}, False
     known = {s.name: s for s in declared()}
     values: Dict[str, Any] = {}
+    flags = asked["study"].get("executor_flags", {})
+    if not isinstance(flags, dict):  # an executor's flags by name: a hand edit or a bad copy
+        raise UserError("{}: campaign.json is corrupt (its latest session's study has executor_flags "
+                        "{}, not an object); restore it or start a new campaign".format(
+                            said, json_kind(flags)))
     try:
         for name, value in asked["study"].items():
             s = DECLARED.get(name)
             if name == "executor_flags":
-                values[name] = {k: _typed(known[k], v) for k, v in dict(value).items() if k in known}
+                values[name] = {k: _typed(known[k], v) for k, v in value.items() if k in known}
             elif s and s.resume != SESSION and not (s.resume == FREE and name in given):
                 values[name] = None if value is None else _typed(s, value)
     except (UserError, TypeError, ValueError) as exc:

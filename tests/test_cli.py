@@ -42,6 +42,37 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert err == message + "\n"
 
 
+@pytest.mark.parametrize("flags,message", [
+    # an empty value in a list was dropped (1,,2 planned 1,2): a typo where a value was meant
+    (["--gpus", "1,,2"], "--gpus 1,,2: an empty value in the list; give one or more integers >= 1, e.g. 1,2"),
+    (["--precision", "fp32,"], "--precision fp32,: an empty value in the list; choose from fp32, tf32, "
+                               "fp16, bf16"),
+    (["--batch-size", "32,,auto"], "--batch-size 32,,auto: an empty value in the list; give one or more "
+                                   "integers >= 1, e.g. 1,2"),
+    (["--frameworks", ",caffe2"], "--frameworks ,caffe2: an empty value in the list; choose from tf, mxnet, "
+                                  "caffe2, jax"),
+    (["--python", "=x"], "--python '=x': expected FRAMEWORK=PATH, e.g. tf=/usr/bin/python3"),  # was "no
+    # interpreter at x"; a file where a folder is wanted was "no such folder"
+    (["--plan-from", "/etc/passwd"], "--plan-from /etc/passwd: is a file, not a folder; give the folder "
+                                     "that holds earlier campaigns (default results)"),
+    (["--data", ""], "--data is empty; give synthetic and/or a folder DIR/train/<class>/*.JPEG (`compare "
+                     "data make DIR` makes one)"),  # its advice was in parentheses in parentheses
+], ids=["gpus-empty-item", "precision-trailing-comma", "batch-empty-item", "frameworks-leading-comma",
+        "python-no-framework", "plan-from-file", "data-empty"])
+def test_a_bad_list_or_path_of_run_is_one_line(flags, message, tmp_path, capsys):
+    base = ["run", "--device", "cpu", "--executor", "local", "--quick", "--plan", "--results",
+            str(tmp_path / "c")]
+    code, out, err = main_exit(base + (["--frameworks", "caffe2"] if "--frameworks" not in flags else [])
+                               + flags, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+
+
+def test_data_prepare_names_a_python_without_its_framework_as_run_does(capsys):
+    code, _, err = main_exit(["data", "prepare", "x", "--python", "=x"], capsys)
+    assert (code, err) == (2, "compare: error: --python '=x': expected FRAMEWORK=PATH, e.g. "
+                              "tf=/usr/bin/python3\n")
+
+
 def test_more_gpus_than_the_machine_has(monkeypatch, capsys):
     from backends import machine  # the machine record, taken once by the plan stage
     monkeypatch.setattr(machine, "gpus", lambda: [{"index": 0, "name": "H200"}])
@@ -114,3 +145,79 @@ def test_an_os_error_on_a_path_is_one_line_naming_it(tmp_path, capsys, monkeypat
     monkeypatch.setattr(command, "callback", fails)
     code, _, err = main_exit(["list", "frameworks"], capsys)
     assert (code, err) == (2, "compare: error: {}: Is a directory\n".format(tmp_path))
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--results", ""], "--results is empty; give a folder path (default results/<time>)"),
+    (["--plan-from", ""], "--plan-from is empty; give the folder that holds earlier campaigns (default "
+                          "results)"),
+], ids=["results", "plan-from"])
+def test_an_empty_path_is_refused_not_taken_as_the_current_folder(flags, message, tmp_path, capsys,
+                                                                  monkeypatch):
+    # '' was the current folder: a campaign made there, or its neighbours read as earlier campaigns
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2",
+                              "--quick", "--plan"] + flags, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["report", "{c}", "--baseline", ""], "--baseline '': unknown framework; choose from tf, mxnet, caffe2, "
+                                          "jax"),
+    (["report", "{c}", "--baseline", "foo"], "--baseline 'foo': unknown framework; choose from tf, mxnet, "
+                                             "caffe2, jax"),
+    (["report", "{c}", "--out", ""], "--out is empty; give a folder path"),
+    (["diff", "{c}", "{c}", "--out", ""], "--out is empty; give a folder path"),
+    (["history", "{c}", "--out", ""], "--out is empty; give a folder path"),
+    (["list", "pipelines", ""], "unknown framework ''; choose from tf, mxnet, caffe2, jax"),
+    (["list", "options", ""], "unknown framework ''; choose from tf, mxnet, caffe2, jax"),
+    (["list", "modes", ""], "unknown framework ''; choose from tf, mxnet, caffe2, jax"),
+], ids=["baseline-empty", "baseline-unknown", "report-out", "diff-out", "history-out", "pipelines",
+        "options", "modes"])
+def test_an_empty_value_of_a_report_or_list_is_refused(argv, message, tmp_path, capsys, monkeypatch):
+    # '' was taken as not given: --out '' wrote the report into the current folder, --baseline ''
+    # took the default, `list pipelines ''` listed every framework
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = main_exit([a.format(c=c.root) for a in argv], capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c"]
+
+
+@pytest.mark.parametrize("argv", [["report", "{c}", "--format", "json"], ["diff", "{c}", "{c}"],
+                                  ["history", "{c}"]], ids=["report", "diff", "history"])
+@pytest.mark.parametrize("inside", ["results", "logs/x", "code"])
+def test_report_files_are_not_written_into_a_campaigns_own_folders(argv, inside, tmp_path, capsys):
+    # --out CAMPAIGN/results wrote report.json beside the results: every later reading of the
+    # campaign warned "skipped corrupt result report.json"
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    c.unlock()
+    before = sorted(str(p) for p in c.root.rglob("*"))
+    out = c.root / inside
+    code, _, err = main_exit([a.format(c=c.root) for a in argv] + ["--out", str(out)], capsys)
+    assert (code, err) == (2, "compare: error: --out {}: inside the {} folder of campaign {}, which "
+                              "`compare run` writes; give a folder outside it (a campaign's report "
+                              "folder, or any other)\n".format(out, inside.split("/")[0], c.root))
+    assert sorted(str(p) for p in c.root.rglob("*")) == before
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["data", "info", ""], "compare data info '': no folder named; give an ImageNet-layout folder "
+                           "(DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"),
+    (["data", "prepare", ""], "compare data prepare '': no folder named; give an ImageNet-layout folder "
+                              "(DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"),
+    (["data", "prepare", "x", "--frameworks", ""], "--frameworks is empty; choose from tf, mxnet, caffe2, "
+                                                  "jax"),
+    (["images", "build", "--frameworks", ""], "--frameworks is empty; choose from tf, mxnet, caffe2, jax"),
+], ids=["info", "prepare", "prepare-frameworks", "images-frameworks"])
+def test_an_empty_folder_or_list_of_data_and_images_is_one_line(argv, message, capsys):
+    # info/prepare '' said "compare data info : no class subfolders with JPEG files in ; ..."; an
+    # empty --frameworks was taken as not given: every framework
+    code, out, err = main_exit(argv, capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))

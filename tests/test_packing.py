@@ -242,6 +242,19 @@ def test_a_study_of_cells_one_after_the_other_says_one_cell_at_a_time_as_the_pla
     assert lines == ["Study: 1:40 wall for 2 cells, one cell at a time."]
 
 
+def test_the_study_counts_runs_and_cells_as_the_plan_does():
+    # timeline counted cells with a regex of its own; it counts them as store.counted does
+    from compare.reporting import timeline as report_phases
+    from tests.helpers import result
+    runs = []
+    for repeat, start, end in ((0, 0, 60), (1, 60, 100), (2, 100, 130)):
+        r = result("caffe2", "fp32", 1, 1000.0, repeat=repeat)
+        r.phases = {"cell_start": start, "timed_start": end - 20, "timed_end": end - 10, "cell_end": end}
+        runs.append(r)
+    assert report_phases.study_lines(report_phases.study(runs)) == [
+        "Study: 2:10 wall for 3 runs of 1 cell, one run at a time."]
+
+
 def test_a_packed_figure_beyond_its_serial_interval_is_flagged(tmp_path):
     from compare.reporting import packing, tables
     from tests.helpers import machine_of, save_campaign, windowed

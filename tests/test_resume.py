@@ -154,8 +154,15 @@ def test_a_campaign_files_study_reloads_without_the_file_and_the_report_says_whe
      "latest session's config is a string, not an object); restore it or start a new campaign"),
     (lambda m: m["sessions"].append(7), "--resume {c}: campaign.json is corrupt (its latest session is "
      "a number, not an object); restore it or start a new campaign"),
+    # a raw Python error said it: "does not load again ('int' object is not iterable)"
+    (lambda m: m["sessions"][-1]["config"]["study"].update(executor_flags=7), "--resume {c}: campaign.json "
+     "is corrupt (its latest session's study has executor_flags a number, not an object); restore it or "
+     "start a new campaign"),
+    (lambda m: m["sessions"][-1]["config"]["study"].update(executor_flags=["x"]), "--resume {c}: "
+     "campaign.json is corrupt (its latest session's study has executor_flags a list, not an object); "
+     "restore it or start a new campaign"),
 ], ids=["empty-settings", "planned-id", "planned-hash", "sources", "sources-null", "study", "study-null",
-        "config", "session"])
+        "config", "session", "executor-flags", "executor-flags-list"])
 def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake, capsys):
     campaign = tmp_path / "c"
     code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),

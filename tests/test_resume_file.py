@@ -86,3 +86,24 @@ def test_a_resume_of_a_folder_that_does_not_exist_is_named_by_the_file(tmp_path,
     assert (code, err) == (2, "compare: error: study.toml: resume = true (results {}): not a campaign "
                               "folder (no campaign.json); give a folder made by `compare run`\n".format(
                                   tmp_path / "nowhere"))
+
+
+def test_an_earlier_campaign_whose_results_disagree_a_file_resumes_is_named_by_the_file(
+        tmp_path, capsys, monkeypatch):
+    # settings_of_results said "--resume DIR" where only the file had asked for the resume
+    from tests.test_resume import _earlier_campaign
+    campaign = _earlier_campaign(tmp_path)
+    meta = json.loads((campaign / "campaign.json").read_text())
+    del meta["settings"]  # an earlier compare's campaign that stored none: read from its results
+    (campaign / "campaign.json").write_text(json.dumps(meta))
+    other = campaign / "results" / "caffe2-fp32-w2-b32-s32-r1.json"
+    result = json.loads(other.read_text())
+    result["environment"]["executor"] = "docker"
+    other.write_text(json.dumps(result))
+    (tmp_path / "study.toml").write_text('results = "c"\nresume = true\n')
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(["run", "--config", "study.toml", "--plan"], capsys)
+    assert (code, err) == (2, "compare: error: study.toml: resume = true (results {}): the campaign "
+                              "stored no settings (an earlier compare made it) and its results "
+                              "disagree: executor local in caffe2-fp32-w1-b32-s32-r0 vs docker in "
+                              "caffe2-fp32-w2-b32-s32-r1; start a new campaign\n".format(campaign))

@@ -210,8 +210,9 @@ def test_a_full_disk_under_results_is_one_line_naming_the_file(tmp_path, capsys,
 def test_an_out_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
     c = _campaign(tmp_path)
     code, _, err = main_exit(["diff", str(c.root), str(c.root), "--out", "/proc/x"], capsys)
-    assert (code, err.splitlines()[-1]) == (2, "compare: error: cannot write /proc/x (No such file "
-                                               "or directory); check the path, then run again")
+    assert (code, err.splitlines()[-1]) == (2, "compare: error: --out /proc/x: cannot create the "
+                                               "folder (No such file or directory); give a folder "
+                                               "you can write")  # named by its flag, as --results
 
 
 def test_a_cache_that_is_a_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch):
@@ -243,7 +244,7 @@ def test_a_campaign_without_settings_whose_results_disagree_is_not_resumed(tmp_p
                               "and its results disagree: steps 50 in caffe2-fp32-g1-b256-s224-r0 vs 11 in "
                               "caffe2-fp32-g1-b256-s224-r1; start a new campaign")
     with pytest.raises(UserError) as exc:  # as every other --resume line, it names the campaign
-        settings_of_results([a, b], tmp_path)
+        settings_of_results([a, b], "--resume {}".format(tmp_path))
     assert str(exc.value).startswith("--resume {}: the campaign stored no settings".format(tmp_path))
     b = replace(a, run_id=spec.run_id, spec=replace(spec, steps=50, compile=True).to_dict())
     with pytest.raises(UserError) as exc:  # a value as campaign.json writes it, not Python's False

@@ -195,8 +195,9 @@ def test_a_rules_advice_names_a_setting_where_it_is_in_effect(text, flags, messa
                                              "planned machine)"),
     (["--batch-size", "auto,auto"], "--batch-size auto,auto: auto is given twice; give each value once"),
     (["--gpus", "1,2,1"], "--gpus 1,2,1: 1 is given twice; give each value once"),
-    (["--gpus", "1,01"], "--gpus 1,01: 1 is given twice; give each value once"),
-    (["--batch-size", "32,032,auto"], "--batch-size 32,032,auto: 32 is given twice; give each value once"),
+    (["--gpus", "1,01"], "--gpus 1,01: 1 is given twice (as 1 and 01); give each value once"),
+    (["--batch-size", "32,032,auto"], "--batch-size 32,032,auto: 32 is given twice (as 32 and 032); give "
+     "each value once"),
     (["--option", "channels_last=true", "--option", "channels_last=false"],
      "--option channels_last=false: channels_last is given twice for caffe2; give each key once"),
     (["--steps", "4", "--windows", "5"], "--windows 5: more windows than the 4 timed steps; give "

@@ -31,3 +31,19 @@ def test_a_missing_argument_is_named_with_its_help(argv, line, capsys):
 def test_an_extra_argument_says_what_the_command_takes(argv, line, capsys):
     code, out, err = main_exit(argv, capsys)
     assert (code, out, err) == (2, "", "compare: error: {}\n".format(line))
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["run", "--gpus"], "--gpus needs a value: comma list of GPU counts per node (on CPU: worker "
+                        "processes) (`compare run --help` says more)"),
+    (["report", "c", "--out"], "--out needs a value: folder for report files (default CAMPAIGN/report) "
+                               "(`compare report --help` says more)"),
+    (["data", "make", "d", "--images"], "--images needs a value: number of JPEGs (default 10000) "
+                                        "(`compare data make --help` says more)"),
+    (["run", "--quick=1"], "--quick takes no value: give --quick or --no-quick (`compare run --help` "
+                           "says more)"),
+])
+def test_an_option_without_its_value_or_a_switch_with_one_says_what_it_takes(argv, line, capsys):
+    # click's "Option '--gpus' requires an argument." named neither the value nor the command
+    code, out, err = main_exit(argv, capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}\n".format(line))

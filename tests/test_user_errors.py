@@ -167,3 +167,132 @@ def test_an_input_pipeline_option_without_a_data_folder_is_refused(option, capsy
     code, out, err = main_exit(_cpu(tmp_path) + ["--option", option, "--data", "synthetic,{}".format(
         tmp_path / "d"), "--plan"], capsys)
     assert code == 0, err
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--frameworks", "caffe2,torch"], "--frameworks caffe2,torch: caffe2 is given twice (as caffe2 "
+                                       "and torch); give each value once"),
+    (["--data", "d,./d"], "--data d,./d: {d} is given twice (as d and ./d); give each value once"),
+], ids=["framework-alias", "data-folder"])
+def test_a_comma_list_that_names_one_value_twice_is_refused(args, message, tmp_path, capsys, monkeypatch):
+    # caffe2,caffe2 was refused, caffe2,torch (its alias) taken as caffe2 alone: one rule for both
+    (tmp_path / "d" / "train" / "n0").mkdir(parents=True)
+    (tmp_path / "d" / "train" / "n0" / "a.JPEG").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_exit(_cpu(tmp_path) + args, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message.format(d=tmp_path / "d")))
+    assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["images", "build", "--frameworks", "caffe2,caffe2"],
+     "--frameworks caffe2,caffe2: caffe2 is given twice; give each value once"),
+    (["images", "build", "--frameworks", "tf,tensorflow"],
+     "--frameworks tf,tensorflow: tf is given twice (as tf and tensorflow); give each value once"),
+    (["data", "prepare", "nowhere", "--frameworks", "jax,flax"],
+     "--frameworks jax,flax: jax is given twice (as jax and flax); give each value once"),
+], ids=["images-twice", "images-alias", "data-prepare-alias"])
+def test_other_commands_refuse_a_framework_given_twice_as_run_does(argv, message, capsys):
+    # they took caffe2,caffe2 as caffe2 without a word, where `compare run` refuses it
+    code, _, err = main_exit(argv, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+
+
+def test_a_report_format_given_twice_is_refused_as_a_run_list_is(tmp_path, capsys):
+    # md,md wrote report.md twice and said "wrote" twice
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    code, out, err = main_exit(["report", str(c.root), "--format", "md,csv,MD"], capsys)
+    assert (code, out, err) == (2, "", "compare: error: --format md,csv,MD: MD is given twice; give "
+                                       "each value once\n")
+    assert not (c.root / "report").exists()
+
+
+def test_a_results_folder_that_cannot_be_made_is_refused_by_the_plan_as_by_the_run(tmp_path, capsys):
+    # /proc/x passed every check of --plan (as root /proc is "writable"), then the run refused it
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--quick",
+            "--results", "/proc/x"]
+    plan = main_exit(argv + ["--plan"], capsys)
+    assert plan == (2, "", main_exit(argv, capsys)[2])
+    assert plan[2].startswith("compare: error: --results /proc/x: ") and plan[2].endswith(
+        "; give a folder you can write\n") and plan[2].count("\n") == 1
+    if os.geteuid() == 0:  # os.access lets root through: only making it tells
+        assert plan[2] == ("compare: error: --results /proc/x: cannot create the folder (No such file "
+                           "or directory); give a folder you can write\n")
+
+
+@pytest.mark.parametrize("out", ["/proc/x", "/proc"])
+def test_a_report_folder_that_cannot_be_written_names_out(out, tmp_path, capsys):
+    # said "cannot write /proc/x (...)" without the flag that named it
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    code, out_text, err = main_exit(["report", str(c.root), "--out", out, "--format", "csv"], capsys)
+    assert code == 2 and err.startswith("compare: error: --out {}: ".format(out)) and \
+        err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("inside", ["results/new", "logs"])
+def test_a_campaign_is_not_made_inside_another_campaigns_own_folders(inside, tmp_path, capsys):
+    # --results C/results/new was planned and run: the outer campaign then found a folder among
+    # its results; refused as report --out there is, by the plan as by the run
+    from compare.store import Campaign
+    from tests.helpers import MACHINE
+    outer = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    outer.unlock()
+    before = sorted(str(p) for p in outer.root.rglob("*"))
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
+            "caffe2=/bin/false", "--quick", "--results", str(outer.root / inside)]
+    line = ("compare: error: --results {}: inside the {} folder of campaign {}, which `compare run` "
+            "writes; give a folder outside it\n".format(outer.root / inside, inside.split("/")[0], outer.root))
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
+    assert main_exit(argv, capsys)[::2] == (2, line)
+    assert sorted(str(p) for p in outer.root.rglob("*")) == before
+
+
+@pytest.mark.parametrize("argv", [["report", "{f}"], ["diff", "{f}", "{f}"], ["check", "{f}", "--reference",
+                                                                               "a6000_tf_cnn_benchmarks"],
+                                  ["run", "--results", "{f}", "--resume", "--plan"]],
+                         ids=["report", "diff", "check", "resume"])
+def test_a_campaign_given_as_a_file_says_it_is_a_file(argv, tmp_path, capsys):
+    # it said "not a campaign folder (no campaign.json)", as of a folder without one
+    f = tmp_path / "campaign.json"
+    f.write_text("{}")
+    code, out, err = main_exit([a.format(f=f) for a in argv], capsys)
+    said = "--resume {}".format(f) if "--resume" in argv else str(f)
+    assert (code, out, err) == (2, "", "compare: error: {}: is a file, not a campaign folder; give a "
+                                       "folder made by `compare run`\n".format(said))
+
+
+def test_a_results_link_to_nothing_is_refused_by_the_plan_as_by_the_run(tmp_path, capsys):
+    # --plan passed it (the link "does not exist"), then the run said "cannot create the folder
+    # (File exists)"
+    link = tmp_path / "c"
+    link.symlink_to(tmp_path / "gone")
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
+            "caffe2=/bin/false", "--quick", "--results", str(link)]
+    line = ("compare: error: --results {}: a symbolic link to {}, which is not there; give a folder, or "
+            "make the one it names\n".format(link, tmp_path / "gone"))
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
+    assert main_exit(argv, capsys)[::2] == (2, line)
+
+
+@pytest.mark.parametrize("flag,message", [
+    ("--wheelhouse", "--wheelhouse is empty; give a folder of wheels (containers/wheelhouse.sh fills one)"),
+    ("--ca-bundle", "--ca-bundle is empty; give a CA certificate file (PEM)"),
+    ("--base-image", "--base-image is empty; give an image to build on, or leave it out (the NGC image)"),
+])
+def test_an_empty_build_input_is_refused(flag, message, capsys):
+    # '' was the current folder (a wheelhouse of whatever it holds; '--ca-bundle .: is a folder'),
+    # or an empty BASE_IMAGE build arg
+    code, out, err = main_exit(["images", "build", flag, ""], capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))
+
+
+def test_a_wheelhouse_that_is_not_there_says_what_to_give(tmp_path, capsys):
+    code, _, err = main_exit(["images", "build", "--wheelhouse", str(tmp_path / "w")], capsys)
+    assert (code, err) == (2, "compare: error: --wheelhouse {}: no such folder; give a folder of wheels "
+                              "(containers/wheelhouse.sh fills one)\n".format(tmp_path / "w"))

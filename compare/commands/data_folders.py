@@ -16,9 +16,19 @@ from typing import List, Optional
 import typer
 
 from .. import frameworks as fws
+from .. import parsing
 from ..errors import UserError
 
 app = typer.Typer(help="Make, check and prepare image folders for --data DIR.", no_args_is_help=True)
+
+
+def _named(folder: str, command: str) -> str:
+    """The folder argument as typed; '' names none (open_folder would read the current folder's
+    name as '' and say 'no class subfolders ... in ;')."""
+    from ..datasets import LAYOUT
+    if not folder:
+        raise UserError("{} '': no folder named; {}".format(command, LAYOUT))
+    return folder
 
 
 def _console():
@@ -157,9 +167,10 @@ def prepare(
     from .. import datasets, envs, machine_record
     if device not in ("auto", "cpu", "cuda"):
         raise UserError("--device {!r}: choose from auto, cuda, cpu".format(device))
-    fw_list = fws.parse(frameworks) if frameworks else fws.FRAMEWORKS
+    fw_list = [fws.get(n) for n in parsing.frameworks(frameworks)] if frameworks is not None \
+        else fws.FRAMEWORKS
     overrides = envs.parse_overrides(python)
-    found = datasets.open_folder(folder, "compare data prepare")
+    found = datasets.open_folder(_named(folder, "compare data prepare"), "compare data prepare")
     envs.check_cache()  # the writers' environments (and a read-only folder's prepared side)
     if device == "auto":
         device = "cuda" if machine_record.gpus() else "cpu"
@@ -189,7 +200,7 @@ def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
     from backends.contract.shared import dataset
 
     from .. import datasets
-    found = datasets.open_folder(folder, "compare data info")
+    found = datasets.open_folder(_named(folder, "compare data info"), "compare data info")
     held_out = datasets.held_out(found.root)  # DIR/val of a time-to-accuracy folder
     prepared, line = _checked_state(found, folder, dataset)
     print(line)

@@ -11,7 +11,7 @@ from typing import Optional
 
 import typer
 
-from .. import envs
+from .. import envs, parsing
 from .. import frameworks as fws
 from ..errors import UserError
 
@@ -26,10 +26,11 @@ def build(
     base_image: Optional[str] = typer.Option(
         None, help="BASE_IMAGE build arg (default: the NGC image; --cpu: compare/base:bookworm "
                    "where it exists, else the Dockerfile's debian:bookworm-slim)."),
-    wheelhouse: Optional[Path] = typer.Option(
-        None, help="Folder of wheels pip installs from, no index (air-gapped; containers/wheelhouse.sh)."),
-    ca_bundle: Optional[Path] = typer.Option(
-        None, help="CA file pip inside trusts (a TLS-intercepting proxy; e.g. $PIP_CERT)."),
+    wheelhouse: Optional[str] = typer.Option(  # text: typer makes '' Path('.'), the current folder
+        None, metavar="DIR",
+        help="Folder of wheels pip installs from, no index (air-gapped; containers/wheelhouse.sh)."),
+    ca_bundle: Optional[str] = typer.Option(
+        None, metavar="FILE", help="CA file pip inside trusts (a TLS-intercepting proxy; e.g. $PIP_CERT)."),
     force: bool = typer.Option(False, "--force", help="Rebuild even when the inputs are unchanged."),
 ):
     """Build each framework's image unless one of the same inputs exists; print name, id, size, time."""
@@ -37,15 +38,24 @@ def build(
 
     from ..executors import docker_images as images
     console = Console(stderr=True, markup=False, highlight=False)
-    fw_list = fws.parse(frameworks) if frameworks else fws.FRAMEWORKS
-    for path, flag, folder in ((wheelhouse, "--wheelhouse", True), (ca_bundle, "--ca-bundle", False)):
+    fw_list = [fws.get(n) for n in parsing.frameworks(frameworks)] if frameworks is not None \
+        else fws.FRAMEWORKS
+    if base_image == "":
+        raise UserError("--base-image is empty; give an image to build on, or leave it out (the NGC "
+                        "image)")
+    for text, flag, folder in ((wheelhouse, "--wheelhouse", True), (ca_bundle, "--ca-bundle", False)):
+        wanted = "a folder of wheels (containers/wheelhouse.sh fills one)" if folder \
+            else "a CA certificate file (PEM)"
+        if text == "":
+            raise UserError("{} is empty; give {}".format(flag, wanted))
+        path = None if text is None else Path(text)
         if path is not None and not path.exists():
-            raise UserError("{} {}: no such {}".format(flag, path, "folder" if folder else "file"))
+            raise UserError("{} {}: no such {}; give {}".format(flag, path, "folder" if folder else "file",
+                                                                wanted))
         if path is not None and path.is_dir() != folder:  # a file served as a wheelhouse, ...
-            raise UserError("{} {}: is a {}; give {}".format(
-                flag, path, "file" if folder else "folder",
-                "a folder of wheels (containers/wheelhouse.sh fills one)" if folder
-                else "a CA certificate file (PEM)"))
+            raise UserError("{} {}: is a {}; give {}".format(flag, path, "file" if folder else "folder",
+                                                             wanted))
+    wheelhouse_dir, ca_file = (None if t is None else Path(t) for t in (wheelhouse, ca_bundle))
     envs.check_cache()  # each build's log goes there (and the wheelhouse it may serve)
     c, why = images.engine()
     if c is None:
@@ -54,7 +64,7 @@ def build(
     failed = 0
     for fw in fw_list:
         try:
-            b = images.build(c, fw, variant, base_image, wheelhouse, ca_bundle, force, console.print)
+            b = images.build(c, fw, variant, base_image, wheelhouse_dir, ca_file, force, console.print)
         except images.ImageError as exc:
             failed += 1
             console.print("{}: build failed:\n{}".format(fw.name, exc), markup=False)

@@ -16,6 +16,7 @@ from typing import List, Optional
 import typer
 
 from .. import frameworks as fws
+from ..errors import UserError
 from ..study import DECLARED
 from . import err as _err
 
@@ -33,10 +34,32 @@ def _cells(path: Path):
     return c, cells(view.throughput), view.missing, view.results
 
 
+def _out(text: Optional[str]) -> Optional[Path]:
+    """--out as a folder: taken as text, as typer would make '' the current folder (Path('.'));
+    one line where it is empty or inside a folder a campaign's runs write."""
+    if text is None:
+        return None
+    if text == "":
+        raise UserError("--out is empty; give a folder path")
+    from ..store import check_outside_runs
+    check_outside_runs(Path(text), "--out", " (a campaign's report folder, or any other)")
+    return Path(text)
+
+
+def _framework(name: str, flag: str) -> str:
+    """A framework a flag names (an alias too), by its name; one line naming the flag if none."""
+    try:
+        return fws.get(name).name
+    except UserError:
+        raise UserError("{} {!r}: unknown framework; choose from {}".format(flag, name, fws.choices())) \
+            from None
+
+
 def report(
     campaign: Path = typer.Argument(..., help="A campaign folder made by `compare run`."),
     format: str = typer.Option("md", help="Comma list of md, csv, json, html."),
-    out: Optional[Path] = typer.Option(None, help="Folder for report files (default CAMPAIGN/report)."),
+    out: Optional[str] = typer.Option(None, metavar="DIR",
+                                      help="Folder for report files (default CAMPAIGN/report)."),
     reference: List[str] = typer.Option([], help="Published figures to compare with: a name from "
                                         "`compare list references` or a CSV path."),
     baseline: Optional[str] = typer.Option(None, help="Framework the others are divided by "
@@ -50,6 +73,7 @@ def report(
     from ..reporting import parse_formats, references
     from ..stages import report as stage
     from ..store import Campaign
+    out = _out(out)
     formats = parse_formats(format)
     loaded, seen = [], set()
     for r in reference:  # each reference once, as history counts a campaign named twice once
@@ -59,7 +83,7 @@ def report(
         seen.add(references.resolve(r).resolve())
         loaded.append((references.resolve(r).resolve(), references.load(r)[1]))
     refs = references.distinct(loaded)  # two files named ref.csv: two tables, told apart
-    base = fws.get(baseline).name if baseline else None
+    base = None if baseline is None else _framework(baseline, "--baseline")
     price = None if gpu_hour_price is None else DECLARED["gpu_hour_price"].parse(
         gpu_hour_price, "--gpu-hour-price", DECLARED["gpu_hour_price"])
     c = Campaign.open(campaign)
@@ -78,7 +102,8 @@ def report(
 def diff(
     campaign_a: Path = typer.Argument(..., help="Campaign A (e.g. the T4 machine)."),
     campaign_b: Path = typer.Argument(..., help="Campaign B (e.g. the V100 machine): ratios are B ÷ A."),
-    out: Optional[Path] = typer.Option(None, help="Also write diff.md, diff.csv, diff.json here "
+    out: Optional[str] = typer.Option(None, metavar="DIR", help="Also write diff.md, diff.csv, diff.json "
+                                      "here "
                                        "(and diff_time_to_accuracy.csv/.json where there are "
                                        "time-to-accuracy cells)."),
 ):
@@ -87,6 +112,7 @@ def diff(
     from ..files import check_writable_dir, user_path, write_text
     from ..reporting import diff as d
     from ..reporting import tables
+    out = _out(out)
     if out is not None:
         check_writable_dir(out, "--out")
     (ca, da, _, ra), (cb, db, _, rb) = _cells(campaign_a), _cells(campaign_b)
@@ -111,7 +137,7 @@ def diff(
 
 def history(
     campaigns: List[Path] = typer.Argument(..., help="Campaign folders, or one folder holding them."),
-    out: Optional[Path] = typer.Option(None, help="Also write history.md, history.csv and "
+    out: Optional[str] = typer.Option(None, metavar="DIR", help="Also write history.md, history.csv and "
                                        "history.html (a chart per cell) here (and "
                                        "history_time_to_accuracy.csv where there are "
                                        "time-to-accuracy cells)."),
@@ -120,6 +146,7 @@ def history(
     from ..files import check_writable_dir, user_path, write_text
     from ..reporting import history as hist
     from ..reporting import html, tables
+    out = _out(out)
     if out is not None:
         check_writable_dir(out, "--out")
     camps = hist.campaigns(campaigns, lambda w: _err("warning: " + w))
@@ -167,7 +194,10 @@ def list_references():
     """Published figures shipped with compare, and the user's own (CSV files in the cache)."""
     from ..reporting import references
     for name in references.available():
-        print(references.describe(*references.load(name)))
+        try:
+            print(references.describe(*references.load(name)))
+        except UserError as exc:  # a user's CSV in the cache: the others are still listed
+            _err("warning: {}; left out".format(exc))
     print("add your own: a CSV in {} or `compare report DIR --reference PATH.csv`".format(
         references.user_dir()))
 

@@ -16,9 +16,9 @@ FORMATS = ("md", "csv", "json", "html")
 
 
 def parse_formats(csv: str) -> List[str]:
-    items = [s.strip().lower() for s in csv.split(",") if s.strip()]
-    if not items:
-        raise UserError("--format is empty; choose from {}".format(", ".join(FORMATS)))
+    """'md,csv' -> ['md', 'csv']; a format given twice is one line, as any comma list's value."""
+    from ..parsing import listed
+    items = [s.lower() for s in listed(csv, "--format", "choose from {}".format(", ".join(FORMATS)))]
     for f in items:
         if f not in FORMATS:
             raise UserError("unknown format {!r}; choose from {}".format(f, ", ".join(FORMATS)))

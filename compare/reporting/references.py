@@ -11,15 +11,17 @@ seed studies report; `compare check` holds a cell only against figures of its ow
 `gpu`/`system` (shown), and `tolerance` (`5%` or `0.05`: how far below the figure `compare check`
 still passes). Matching ignores the other columns the reference does not have.
 """
+import csv
 import io
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import pandas as pd
 
-from backends.contract import DEFAULT_MODEL, SchemaError
+from backends.contract import DEFAULT_MODEL, PRECISIONS, SchemaError
 
 from .. import envs, frameworks, loading, validate
 from ..errors import UserError
@@ -67,9 +69,19 @@ def resolve(name_or_path: str) -> Path:
     refs = available()
     if name_or_path in refs:
         return refs[name_or_path]
+    if not name_or_path.strip():  # Path('') is the current folder
+        raise UserError("--reference is empty; give the path of a CSV file, or choose from {}".format(
+            ", ".join(refs)))
     path = Path(name_or_path).expanduser()
     if path.is_file():
         return path
+    # a path (a folder, a file that is not there) is said as one; a bare word, as a name
+    why = "is a folder, not a CSV file" if path.is_dir() else "is not a regular file" if \
+        path.exists() else "no such file" if "/" in name_or_path or os.sep in name_or_path or \
+        name_or_path.lower().endswith(".csv") else None
+    if why:
+        raise UserError("--reference {}: {}; give the path of a CSV file, or choose from {}".format(
+            name_or_path, why, ", ".join(refs)))
     raise UserError("unknown reference {!r}; choose from {}, or give the path of a CSV file".format(
         name_or_path, ", ".join(refs)))
 
@@ -79,9 +91,28 @@ def _read(path: Path) -> pd.DataFrame:
     regular file of bounded size): every value is converted and checked here, never guessed."""
     try:
         text = loading.read_bounded(path, MAX_REFERENCE_BYTES).decode("utf-8")
-        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
-    except (ValueError, SchemaError) as exc:  # UnicodeDecodeError and pandas' ParserError too
+        _check_shape(path, text)
+        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, index_col=False)
+    except (ValueError, SchemaError, csv.Error) as exc:  # UnicodeDecodeError and pandas' ParserError too
         raise UserError("reference {}: not a readable CSV ({})".format(path, exc)) from None
+
+
+def _check_shape(path: Path, text: str) -> None:
+    """One line where the header names a column twice, or a row has more or fewer fields than
+    the header: pandas reads a first row of one more as having an index column, every value
+    moved one column left, and one of fewer as its last columns empty."""
+    rows = csv.reader(io.StringIO(text))
+    header = next(rows, [])
+    twice = [c for i, c in enumerate(header) if c in header[:i]]
+    if twice:  # pandas keeps the second as NAME.1, never read
+        raise UserError("reference {}: its header names {} twice; give each column once".format(
+            path, twice[0]))
+    for row in rows:
+        if row and len(row) != len(header):
+            raise UserError("reference {}: line {} has {} field{}, its header {}; give one value per "
+                            "column (an empty one: nothing between two commas)".format(
+                                path, rows.line_num, len(row), "" if len(row) == 1 else "s",
+                                len(header)))
 
 
 def _column(df: pd.DataFrame, name: str, convert: Callable[[str], Any], why: str,
@@ -112,6 +143,12 @@ def _positive(text: str) -> float:
     if not FIGURE_RANGE[0] <= value <= FIGURE_RANGE[1]:
         raise ValueError(text)
     return value
+
+
+def _precision(text: str) -> str:
+    if text.lower() not in PRECISIONS:
+        raise ValueError(text)
+    return text.lower()
 
 
 def _data_mode(text: str) -> str:
@@ -145,7 +182,9 @@ def load(name_or_path: str) -> Tuple[str, pd.DataFrame]:
         raise UserError("reference {}: needs columns {} and one of {}; it has {}".format(
             path, ", ".join(REQUIRED), ", ".join(FIGURES), ", ".join(df.columns)))
     df = df.assign(gpus=_column(df, "gpus", _count, "is not a GPU count; give whole numbers >= 1",
-                                path, required=True))
+                                path, required=True),  # a precision no cell has matched none, unsaid
+                   precision=_column(df, "precision", _precision, "is not a precision; give {}".format(
+                       ", ".join(PRECISIONS[:-1]) + " or " + PRECISIONS[-1]), path, required=True))
     for name in ("nodes", "batch_size", "image_size"):
         if name in df.columns:  # an empty cell matches no cell, as before
             df[name] = _column(df, name, _count, "is not a count; give a whole number >= 1", path)

@@ -7,12 +7,12 @@ the model, and what the first step costs beyond a normal one (compilation, autot
 cycle is the timed work over the wall time of all the sweep's cells: the share of the sweep spent
 measuring.
 """
-import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import DEFAULT_MODEL, RunResult, data_mode
 
 from .. import frameworks
+from ..store import counted
 from . import tables
 from .metrics import median
 from .tables import Section, Table, Text
@@ -120,8 +120,7 @@ def study(results: Sequence[RunResult], machine_gpus: Optional[int] = None) -> O
     if not cells:
         return None
     wall = _union([(a, b) for a, b, _ in cells])
-    # runs, and the cells they are repeats of (run ids without their -rN), as the tables count them
-    out = {"runs": len(cells), "cells": len({re.sub(r"-r\d+$", "", r.run_id) for _, _, r in cells}),
+    out = {"run_ids": [r.run_id for _, _, r in cells],  # counted as the plan counts them
            "wall_s": wall, "serial_s": sum(b - a for a, b, _ in cells),
            "at_once": max(sum(1 for a2, b2, _ in cells if a2 <= a < b2) for a, _, _ in cells),
            "timed_s": sum(span(r.phases, "timed_start", "timed_end") or 0.0 for _, _, r in cells),
@@ -139,13 +138,10 @@ def study(results: Sequence[RunResult], machine_gpus: Optional[int] = None) -> O
 
 def study_lines(s: Dict) -> List[str]:
     """The study's wall time, GPU-hours and duty cycle beside the serial estimate, in words."""
-    runs, cells = s.get("runs", s["cells"]), s["cells"]
     # "4 runs of 2 cells" where cells were repeated: the tables above count 2 cells, not 4
-    what = "{} cell{}".format(cells, "" if cells == 1 else "s") if runs == cells else \
-        "{} run{} of {} cell{}".format(runs, "" if runs == 1 else "s", cells, "" if cells == 1 else "s")
+    what, word = counted(s["run_ids"])
     if s["at_once"] <= 1:  # nothing side by side: no "1.00× by running up to 1 at once" (as the plan)
-        lines = ["Study: {} wall for {}, one {} at a time.".format(
-            clock(s["wall_s"]), what, "cell" if runs == cells else "run")]
+        lines = ["Study: {} wall for {}, one {} at a time.".format(clock(s["wall_s"]), what, word)]
     else:
         lines = ["Study: {} wall for {} ({} one after the other, the serial estimate; {:.2f}× "
                  "by running up to {} at once).".format(

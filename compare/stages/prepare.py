@@ -96,7 +96,7 @@ def check_resume(plan: Plan, campaign: Campaign, write: bool = True) -> None:
         raise UserError("{}: the campaign was recorded on another machine ({}); "
                         "start a new campaign and use `compare diff`".format(
                             said, "; ".join(differ)))
-    campaign.resume(_asked(plan), plan.held(), lambda rs: settings_of_results(rs, campaign.root),
+    campaign.resume(_asked(plan), plan.held(), lambda rs: settings_of_results(rs, said),
                     write=write, free=FREE_FLAGS, said=said)
     campaign.plan(plan.cells, write=write, said=said)  # a cell planned before must be the same cell
 

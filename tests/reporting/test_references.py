@@ -182,3 +182,87 @@ def test_a_cell_matched_by_two_rows_counts_once_among_the_measured_cells(tmp_pat
     table = references.table("two", references.compare(cells, ref))
     assert len(table.rows) == 3
     assert "1 of 2 measured cells have a published figure" in table.notes[0]
+
+
+@pytest.mark.parametrize("given,why", [
+    ("{tmp}", "is a folder, not a CSV file"),
+    ("{tmp}/mine.csv", "no such file"),
+    ("mine.csv", "no such file"),
+    ("/dev/null", "is not a regular file"),
+], ids=["folder", "missing-path", "missing-csv-name", "device"])
+def test_a_reference_path_that_is_no_csv_file_says_what_it_is(given, why, tmp_path, capsys):
+    # each said "unknown reference '...'; choose from ..., or give the path of a CSV file"
+    from compare.store import Campaign
+    from tests.helpers import MACHINE
+    c = Campaign.create(tmp_path / "c", {"test": True}, MACHINE)
+    c.save_result(result("caffe2", "fp32", 1, 100.0))
+    given = given.format(tmp=tmp_path)
+    names = ", ".join(references.available())
+    for argv in (["report", str(c.root), "--reference", given], ["check", str(c.root), "--reference", given]):
+        code, out, err = main_exit(argv, capsys)
+        assert (code, out, err) == (2, "", "compare: error: --reference {}: {}; give the path of a CSV "
+                                           "file, or choose from {}\n".format(given, why, names))
+
+
+def test_an_empty_reference_is_said_empty_not_a_folder(tmp_path, capsys):
+    # '' is Path('.'), the current folder: it said "--reference : is a folder, not a CSV file"
+    with pytest.raises(UserError) as exc:
+        references.resolve("")
+    assert str(exc.value) == "--reference is empty; give the path of a CSV file, or choose from {}".format(
+        ", ".join(references.available()))
+
+
+def test_a_bad_user_reference_is_a_warning_of_the_listing_not_its_end(tmp_path, monkeypatch, capsys):
+    # the listing stopped at the bad file (exit 2): the references after it were not listed
+    from compare.errors import UserError
+    monkeypatch.setenv("COMPARE_CACHE", str(tmp_path))
+    (tmp_path / "references").mkdir()
+    (tmp_path / "references" / "a_bad.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "references" / "b_good.csv").write_text("gpu,precision,gpus,images_per_sec\nV100,fp16,1,1000\n")
+    with pytest.raises(UserError) as exc:
+        references.load("a_bad")
+    code, out, err = main_exit(["list", "references"], capsys)
+    assert (code, err) == (0, "compare: warning: {}; left out\n".format(exc.value))
+    assert [x.split()[0] for x in out.splitlines()[:-1]] == ["a6000_tf_cnn_benchmarks",
+                                                          "r740_v100_resnet50_speedup", "b_good"]
+
+
+@pytest.mark.parametrize("rows,line", [
+    ("fp32,1,90,5\n", 2), ("fp32,1,90\nfp32,2,180,5\n", 3), ("fp32,1\n", 2),
+], ids=["one-more-first", "one-more-later", "one-fewer"])
+def test_a_reference_row_of_another_field_count_than_its_header_is_refused(rows, line, tmp_path):
+    # a first row of one field more was read with its first field as the index: every value moved
+    # one column left (precision 1, gpus 90, images_per_sec 5), compared without a word
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,images_per_sec\n" + rows)
+    fields = len(rows.splitlines()[-1].split(","))
+    with pytest.raises(UserError) as exc:
+        references.load(str(ref))
+    assert str(exc.value) == ("reference {}: line {} has {} fields, its header 3; give one value per "
+                              "column (an empty one: nothing between two commas)".format(ref, line, fields))
+
+
+def test_a_reference_column_named_twice_is_refused(tmp_path):
+    # pandas kept the second as gpus.1, unread: which of the two counts was meant went unsaid
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,gpus,images_per_sec\nfp32,1,2,90\n")
+    with pytest.raises(UserError) as exc:
+        references.load(str(ref))
+    assert str(exc.value) == "reference {}: its header names gpus twice; give each column once".format(ref)
+
+
+@pytest.mark.parametrize("precision", ["fp99", ""])
+def test_a_reference_precision_that_is_none_is_refused(precision, tmp_path):
+    # it was kept and matched no cell, unsaid: a typo read as a reference with nothing to compare
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,images_per_sec\nfp32,1,90\n{},2,180\n".format(precision))
+    with pytest.raises(UserError) as exc:
+        references.load(str(ref))
+    assert str(exc.value) == "reference {}: precision {!r} on line 3 is not a precision; give fp32, " \
+                             "tf32, fp16 or bf16".format(ref, precision)
+
+
+def test_a_reference_precision_is_read_in_any_case(tmp_path):
+    ref = tmp_path / "mine.csv"
+    ref.write_text("precision,gpus,images_per_sec\nFP16 ,1,90\n")
+    assert list(references.load(str(ref))[1].precision) == ["fp16"]

@@ -189,6 +189,20 @@ def test_one_planned_cell_without_a_result_is_said_in_the_singular(tmp_path, cap
         "`compare run … --resume` runs it." in out
 
 
+def test_planned_runs_of_repeated_cells_without_a_result_are_counted_as_runs_of_cells(tmp_path, capsys):
+    """Where cells repeat, the line counts runs of cells, as the plan and the progress do (it said
+    "2 of the campaign's 2 planned cells have no result: x-r0, x-r1": two runs of one cell)."""
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0, repeat=i) for i in (0, 1)]
+                         + [result("caffe2", "fp16", 1, 200.0, repeat=i) for i in (0, 1)])
+    for i in (0, 1):
+        (root / "results" / "caffe2-fp16-g1-b256-s224-r{}.json".format(i)).unlink()
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "2 of the campaign's 4 planned runs of 2 cells have no result: caffe2-fp16-g1-b256-s224-r0, " \
+        "caffe2-fp16-g1-b256-s224-r1. `compare run … --resume` runs them." in out
+
+
 def test_the_probes_of_two_image_sizes_say_which_they_searched():
     """Batch searches of one setting at image sizes 224 and 112 are two searches: each probe row
     says its image size (the table named none: two searches read as one with each batch twice)."""
