@@ -216,6 +216,20 @@ def save_campaign(root, results, machine=None, created_at=None):
     return c.root
 
 
+def timed_campaign(folder, cells):
+    """A campaign of this machine (machine_record.fingerprint) at `folder` whose caffe2 cells
+    (precision, gpus, seconds) took those seconds from start to end: what the plan's ETA reads."""
+    from compare import machine_record
+    earlier = []
+    for precision, gpus, seconds in cells:
+        r = result("caffe2", precision, gpus, 1000.0)
+        r.phases = {"cell_start": 1000.0, "cell_end": 1000.0 + seconds}
+        r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
+        earlier.append(r)
+    save_campaign(folder, earlier, machine={"cpu_model": machine_record.cpu_model(),
+                                            "cpu_count": os.cpu_count(), "gpus": []})
+
+
 def assert_phases(result: dict) -> None:
     """A result of `compare run` accounts for its time: every phase is there, in order, and the
     spans between them add up to no more than the cell's wall time."""

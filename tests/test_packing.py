@@ -400,15 +400,8 @@ def test_a_gpu_another_process_computes_on_is_left_out_of_the_pool(tmp_path):
 # --- compare run --plan ----------------------------------------------------------------------------
 
 def test_plan_prints_the_schedule_and_its_estimate_from_earlier_cell_times(tmp_path):
-    from tests.helpers import result, save_campaign
-    earlier = []
-    for precision, gpus, seconds in (("fp32", 1, 70.0), ("fp32", 2, 80.0), ("fp16", 1, 30.0)):
-        r = result("caffe2", precision, gpus, 1000.0)
-        r.phases = {"cell_start": 1000.0, "cell_end": 1000.0 + seconds}
-        r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
-        earlier.append(r)
-    save_campaign(tmp_path / "runs" / "old", earlier,  # this machine (machine_record.fingerprint)
-                  machine={"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
+    from tests.helpers import timed_campaign
+    timed_campaign(tmp_path / "runs" / "old", (("fp32", 1, 70.0), ("fp32", 2, 80.0), ("fp16", 1, 30.0)))
     out = compare(["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32,fp16",
                    "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from",
                    tmp_path / "runs", "--python", "caffe2={}".format(sys.executable)])
@@ -444,15 +437,8 @@ def test_plan_warns_of_cells_estimated_beyond_the_timeout(tmp_path):
     """--timeout 60 beside cells that took 70 and 80 s: the plan said they would end at 1:10 and
     2:30 while each would be stopped at 60 s and recorded timeout. A guess (?) is not held
     against it."""
-    from tests.helpers import result, save_campaign
-    earlier = []
-    for gpus, seconds in ((1, 70.0), (2, 80.0)):
-        r = result("caffe2", "fp32", gpus, 1000.0)
-        r.phases = {"cell_start": 1000.0, "cell_end": 1000.0 + seconds}
-        r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
-        earlier.append(r)
-    save_campaign(tmp_path / "runs" / "old", earlier,
-                  machine={"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
+    from tests.helpers import timed_campaign
+    timed_campaign(tmp_path / "runs" / "old", (("fp32", 1, 70.0), ("fp32", 2, 80.0)))
     argv = ["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32,fp16",
             "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from", tmp_path / "runs",
             "--python", "caffe2={}".format(sys.executable)]
@@ -470,12 +456,8 @@ def test_plan_warns_of_cells_estimated_beyond_the_timeout(tmp_path):
 def test_plan_reads_the_campaigns_beside_results_and_refuses_what_the_run_would(tmp_path):
     """--plan --results DIR/new estimated from results/ under the working folder while the run
     itself reads DIR's campaigns; and it planned into a folder the run then refused (exit 2)."""
-    from tests.helpers import result, save_campaign
-    r = result("caffe2", "fp32", 1, 1000.0)
-    r.phases = {"cell_start": 1000.0, "cell_end": 1070.0}
-    r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
-    save_campaign(tmp_path / "runs" / "old", [r],
-                  machine={"cpu_model": _cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
+    from tests.helpers import timed_campaign
+    timed_campaign(tmp_path / "runs" / "old", (("fp32", 1, 70.0),))
     argv = ["run", "--frameworks", "caffe2", "--batch-size", "256", "--plan", "--plan-gpus", "1",
             "--python", "caffe2={}".format(sys.executable), "--results"]
     out = compare(argv + [tmp_path / "runs" / "new"])
@@ -494,11 +476,6 @@ def test_plan_reads_the_campaigns_beside_results_and_refuses_what_the_run_would(
     out = compare(argv + [tmp_path / "file"])
     assert (out.returncode, out.stderr) == (2, "compare: error: --results {}: is a file, not a "
                                                "folder; give a folder path\n".format(tmp_path / "file"))
-
-
-def _cpu_model():
-    from compare import machine_record
-    return machine_record.cpu_model()
 
 
 @pytest.mark.parametrize("args,message", [

@@ -80,20 +80,10 @@ def test_a_sweep_of_repeats_stopped_by_ctrl_c_counts_runs(tmp_path):
 def test_the_plans_timeout_warning_counts_runs_of_cells(tmp_path, capsys, wide):
     # two cells of 70 and 80 s run twice each under --timeout 60: "4 cells estimated beyond"
     # counted the runs as cells
-    import os
     import sys
 
-    from backends.protocol import RunSpec
-    from compare import machine_record
-    from tests.helpers import result, save_campaign
-    earlier = []
-    for gpus, seconds in ((1, 70.0), (2, 80.0)):
-        r = result("caffe2", "fp32", gpus, 1000.0)
-        r.phases = {"cell_start": 1000.0, "cell_end": 1000.0 + seconds}
-        r.spec_hash = RunSpec.from_dict(r.spec).spec_hash
-        earlier.append(r)
-    save_campaign(tmp_path / "runs" / "old", earlier, machine={
-        "cpu_model": machine_record.cpu_model(), "cpu_count": os.cpu_count(), "gpus": []})
+    from tests.helpers import timed_campaign
+    timed_campaign(tmp_path / "runs" / "old", (("fp32", 1, 70.0), ("fp32", 2, 80.0)))
     code, out, err = _run(["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32",
                            "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from",
                            tmp_path / "runs", "--python", "caffe2={}".format(sys.executable),
