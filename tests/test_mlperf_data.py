@@ -180,3 +180,20 @@ def test_fewer_training_images_than_a_batch_from_a_campaign_file_names_its_keys(
         "batch of 8 (4 x 2 workers): time to accuracy's epochs would be no step; give a "
         "batch_size of at most 3, or a folder with more images".format((tmp_path / "a").resolve(),
                                                                        study))
+
+
+def test_a_folder_of_one_class_is_refused_before_a_cell_runs(tmp_path, capsys):
+    # it ran, and every run "reached" its target at the first evaluation: top-1 over one class is
+    # 1.0 whatever the network learns (and the log fails mlperf-logging's checker)
+    from tests.helpers import fake_python
+    _make(tmp_path / "a", capsys, "--classes", "1", "--images", "8")
+    code, out, err = main_exit([
+        "run", "--frameworks", "caffe2", "--data", str(tmp_path / "a"), "--target-accuracy", "0.9",
+        "--device", "cpu", "--executor", "local", "--image-size", "32", "--batch-size", "4",
+        "--results", str(tmp_path / "c"), "--python", "caffe2={}".format(fake_python(tmp_path))],
+        capsys)
+    assert code == 2 and not list((tmp_path / "c").glob("results/*.json"))
+    assert err.splitlines()[-1] == (
+        "compare: error: --data {0}: {0}/train holds 1 class: top-1 over one class is 1.0 at the "
+        "first evaluation, whatever the network learns; time to accuracy needs 2 classes or more "
+        "(`compare data make DIR --learnable small` makes 10)".format((tmp_path / "a").resolve()))
