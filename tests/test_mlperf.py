@@ -231,3 +231,22 @@ def test_an_evaluation_over_part_of_val_fails_the_run_saying_so(tmp_path, folder
     assert result.status == "failed"
     assert result.reason == "RuntimeError: the evaluation after epoch 1 counted 3 images, not " \
         "the 4 of val/: top-1 must be over every image of val/ (backends/pipelines/accuracy_data.py)"
+
+
+def test_a_run_that_did_not_finish_shows_its_seed_epochs_and_best_from_its_partial_log(
+        tmp_path, folder):
+    # a failed or timed-out run's row read "n/a" for its seed, epochs and best top-1, though its
+    # partial log (kept in logs/) says the seed it trained with and every epoch and evaluation
+    from compare.reporting import accuracy
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    spec = _spec(folder, repeat=1)
+    work = campaign.work_dir(spec.run_id)
+    result, _, _ = _run(work.parent, spec, fail_in_epoch=3)
+    assert result.status == "failed"
+    mllogs.keep(campaign.root, work, result)
+    assert {k: result.accuracy[k] for k in ("seed", "epochs", "best")} == {
+        "seed": spec.seed + 1000, "epochs": 2, "best": 0.5}
+    row = accuracy.not_reached_table(accuracy.cells([result])).rows[0]
+    assert row[-6:-1] == ["failed", str(spec.seed + 1000), "2", "0.500",
+                          "RuntimeError: killed in epoch 3"]

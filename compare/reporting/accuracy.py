@@ -249,7 +249,8 @@ def not_reached_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
         "not_converged: trained its --max-epochs (or stopped at a non-finite loss) below the "
         "target; a finished cell, dropped from MLPerf's score. failed, timeout: ended before "
         "run_stop (`compare run ... --resume` runs it again); oom, unsupported: the cell's "
-        "answer. A run that did not finish keeps its partial log."],
+        "answer. A run that did not finish keeps its partial log; its seed, epochs (those it "
+        "completed) and best top-1 are that log's."],
         name="tta_not_reached", labels=len(shown))
 
 
