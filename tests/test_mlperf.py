@@ -107,6 +107,18 @@ def test_the_recipe_is_the_one_in_recipe_py_and_its_rate_is_set_every_step(tmp_p
         recipe.END_LR + (peak - recipe.END_LR) * (1 / decay) ** recipe.DECAY_POWER)
 
 
+def test_the_log_gives_the_warm_up_the_run_had_in_epochs(tmp_path, folder):
+    # the log said opt_learning_rate_warmup_epochs 0.5 whatever the steps: with one step an
+    # epoch the warm-up is round(0.5) = 0 steps, with 5 it is round(2.5) = 2 steps, 0.4 epochs
+    for spe, epochs in ((1, 0.0), (4, 0.5), (5, 0.4)):
+        logged = recipe.mllog_hyperparameters(recipe.record(8, spe, 3, 32))
+        assert logged["opt_learning_rate_warmup_epochs"] == epochs, spe
+    result, _, log = _run(tmp_path, _spec(folder, batch_size=8), dt=0)  # one step an epoch
+    assert [e["value"] for e in mllog.read(str(log))
+            if e["key"] == "opt_learning_rate_warmup_epochs"] == [0.0]
+    assert recipe.learning_rate(0, 1, 8, 5) == pytest.approx(recipe.peak_learning_rate(8))
+
+
 def test_a_run_that_misses_its_target_is_not_converged_with_its_best(tmp_path, folder):
     result, _, log = _run(tmp_path, _spec(folder, target_accuracy=1.0, max_epochs=2), dt=0)
     assert result.status == "not_converged"
