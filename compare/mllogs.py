@@ -64,6 +64,8 @@ def partial(path: Path) -> Dict[str, Any]:
         key, value = event.get("key"), event.get("value")
         if key == "seed":
             out["seed"] = value
+        elif key == "run_start":  # training began: 0 epochs completed until an epoch_stop
+            out["epochs"] = 0
         elif key == "epoch_stop":
             out["epochs"] = (event.get("metadata") or {}).get("epoch_num", out.get("epochs", 0))
         elif key == "eval_accuracy" and isinstance(value, (int, float)):

@@ -262,3 +262,10 @@ def test_a_run_that_did_not_finish_shows_its_seed_epochs_and_best_from_its_parti
     row = accuracy.not_reached_table(accuracy.cells([result])).rows[0]
     assert row[-6:-1] == ["failed", str(spec.seed + 1000), "2", "0.500",
                           "RuntimeError: killed in epoch 3"]
+    # killed in its first epoch: 0 epochs completed, no evaluation yet
+    spec = _spec(folder, repeat=2)
+    work = campaign.work_dir(spec.run_id)
+    result, _, _ = _run(work.parent, spec, fail_in_epoch=1)
+    mllogs.keep(campaign.root, work, result)
+    assert (result.accuracy["seed"], result.accuracy["epochs"], "best" in result.accuracy) == (
+        spec.seed + 2000, 0, False)
