@@ -110,6 +110,7 @@ def mllog_hyperparameters(record: Dict[str, Any]) -> Dict[str, Any]:
         "sgd_opt_learning_rate_decay_poly_power": DECAY_POWER,
         "sgd_opt_learning_rate_decay_steps": record["decay_steps"],
         "sgd_opt_weight_decay": WEIGHT_DECAY, "sgd_opt_momentum": MOMENTUM,
-        "opt_learning_rate_warmup_epochs": WARMUP_EPOCHS,
+        # the warm-up the run had: WARMUP_EPOCHS rounded to whole steps (0 with one step an epoch)
+        "opt_learning_rate_warmup_epochs": record["warmup_steps"] / record["steps_per_epoch"],
         "label_smoothing": LABEL_SMOOTHING, "gradient_accumulation_steps": 1,
     }

@@ -320,6 +320,9 @@ def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
         if images < global_batch and accuracy:  # corrupt files the plan's count included
             raise too_few_to_train("{} {}".format(named[0], d), prepared.manifest.get("class_root")
                                    or prepared.root, images, global_batch, workers, named[1])
+        if accuracy and prepared.manifest["classes"] < 2:
+            raise one_class("{} {}".format(named[0], d), prepared.manifest.get("class_root")
+                            or prepared.root)
         if images < global_batch:
             log("warning: {} holds {} usable image{}, fewer than a global batch of {}: every step "
                 "repeats images, so the input pipeline decodes fewer distinct files than real data "
@@ -355,6 +358,15 @@ def too_few_to_train(what: str, train: str, images: int, global_batch: int,
                          what, train, images, "" if images == 1 else "s", global_batch,
                          global_batch // workers, workers, "" if workers == 1 else "s", batch,
                          max(1, images // workers)))
+
+
+def one_class(what: str, train: str) -> UserError:
+    """Time to accuracy on one class: every prediction is that class, so top-1 is 1.0 at the
+    first evaluation whatever the network learns (a target "reached" in one epoch, and a log
+    mlperf-logging's checker rejects: every eval_accuracy 1.0)."""
+    return UserError("{}: {} holds 1 class: top-1 over one class is 1.0 at the first evaluation, "
+                     "whatever the network learns; time to accuracy needs 2 classes or more "
+                     "(`compare data make DIR --learnable small` makes 10)".format(what, train))
 
 
 def held_out(root: str) -> Optional[str]:

@@ -3,22 +3,24 @@ accuracy (docs/accuracy.md), written as DIR/train and DIR/val in the ImageNet la
 
 Class k is a combination of three attributes: a hue (HUES bins round the colour wheel), a shape
 (SHAPES) and a texture (TEXTURES), k -> (k mod 10, (k + k div 10) mod 5, (k + k div 50) mod 4):
-every class of the first 200 has a combination of its own, and neighbouring classes differ in all
-three. Every image draws the object's position, size, rotation, hue, saturation and brightness
-with jitter, over a background of a random colour gradient with a cast of the class's colour,
-and adds pixel noise; so each class is a distribution, not a template, and a crop that cuts the
-object still shows its colour and texture. Image i of a part depends
-only on (seed, part, i): deterministic.
+every class of the first 200 has a combination of its own (MAX_CLASSES: more are refused), and
+neighbouring classes differ in all three. Every image draws the object's position, size,
+rotation, hue, saturation and brightness with jitter, over a background of a random colour
+gradient with a cast of the class's colour, and adds pixel noise; so each class is a
+distribution, not a template, and a crop that cuts the object still shows its colour and
+texture. Image i of a part depends only on (seed, part, i): deterministic.
 """
 import io
 from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
+from .errors import UserError
 from .imagegen import class_name
 
 HUES = 10
 SHAPES = ("disc", "square", "triangle", "ring", "cross")
 TEXTURES = ("solid", "stripes", "checks", "dots")
+MAX_CLASSES = HUES * len(SHAPES) * len(TEXTURES)  # the combinations: class k + 200 draws as k
 PARTS = ("train", "val")
 # the sizes `--learnable NAME` makes: (classes, train images per class, val images per class)
 PRESETS: Dict[str, Tuple[int, int, int]] = {
@@ -38,6 +40,13 @@ class LearnableSpec:
     seed: int = 1234
     quality: int = 90
     learnable: int = 1  # make.json says which generator wrote the folder
+
+    def __post_init__(self):
+        if self.classes > MAX_CLASSES:  # two folders of one distribution: top-1 capped below 1
+            raise UserError("--classes {}: --learnable draws at most {} classes a network can "
+                            "tell apart ({} hues x {} shapes x {} textures); give --classes {} "
+                            "or fewer".format(self.classes, MAX_CLASSES, HUES, len(SHAPES),
+                                              len(TEXTURES), MAX_CLASSES))
 
     @property
     def images(self) -> int:

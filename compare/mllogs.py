@@ -12,7 +12,7 @@ import datetime
 import os
 import shlex
 from pathlib import Path
-from typing import Optional
+from typing import Any, Dict, Optional
 
 from backends.contract import RunResult
 from backends.contract.shared import mllog
@@ -51,7 +51,26 @@ def keep(campaign_root: Path, work: Optional[Path], result: RunResult,
                             result.status, resume))
     if dest is not None and isinstance(result.accuracy, dict):
         result.accuracy["aborted_mllog"] = os.path.join("logs", dest.name)
+        for key, value in partial(dest).items():
+            result.accuracy.setdefault(key, value)
     return dest
+
+
+def partial(path: Path) -> Dict[str, Any]:
+    """What a partial log says of a run that did not finish (the report's seed, epochs and best
+    top-1 of its row): the seed it trained with, the epochs it completed, its best evaluation."""
+    out: Dict[str, Any] = {}
+    for event in mllog.read(str(path)):
+        key, value = event.get("key"), event.get("value")
+        if key == "seed":
+            out["seed"] = value
+        elif key == "run_start":  # training began: 0 epochs completed until an epoch_stop
+            out["epochs"] = 0
+        elif key == "epoch_stop":
+            out["epochs"] = (event.get("metadata") or {}).get("epoch_num", out.get("epochs", 0))
+        elif key == "eval_accuracy" and isinstance(value, (int, float)):
+            out["best"] = max(value, out.get("best", value))
+    return out
 
 
 def keep_aborted(campaign_root: Path, run_id: str, work: Path,

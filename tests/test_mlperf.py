@@ -107,6 +107,18 @@ def test_the_recipe_is_the_one_in_recipe_py_and_its_rate_is_set_every_step(tmp_p
         recipe.END_LR + (peak - recipe.END_LR) * (1 / decay) ** recipe.DECAY_POWER)
 
 
+def test_the_log_gives_the_warm_up_the_run_had_in_epochs(tmp_path, folder):
+    # the log said opt_learning_rate_warmup_epochs 0.5 whatever the steps: with one step an
+    # epoch the warm-up is round(0.5) = 0 steps, with 5 it is round(2.5) = 2 steps, 0.4 epochs
+    for spe, epochs in ((1, 0.0), (4, 0.5), (5, 0.4)):
+        logged = recipe.mllog_hyperparameters(recipe.record(8, spe, 3, 32))
+        assert logged["opt_learning_rate_warmup_epochs"] == epochs, spe
+    result, _, log = _run(tmp_path, _spec(folder, batch_size=8), dt=0)  # one step an epoch
+    assert [e["value"] for e in mllog.read(str(log))
+            if e["key"] == "opt_learning_rate_warmup_epochs"] == [0.0]
+    assert recipe.learning_rate(0, 1, 8, 5) == pytest.approx(recipe.peak_learning_rate(8))
+
+
 def test_a_run_that_misses_its_target_is_not_converged_with_its_best(tmp_path, folder):
     result, _, log = _run(tmp_path, _spec(folder, target_accuracy=1.0, max_epochs=2), dt=0)
     assert result.status == "not_converged"
@@ -231,3 +243,29 @@ def test_an_evaluation_over_part_of_val_fails_the_run_saying_so(tmp_path, folder
     assert result.status == "failed"
     assert result.reason == "RuntimeError: the evaluation after epoch 1 counted 3 images, not " \
         "the 4 of val/: top-1 must be over every image of val/ (backends/pipelines/accuracy_data.py)"
+
+
+def test_a_run_that_did_not_finish_shows_its_seed_epochs_and_best_from_its_partial_log(
+        tmp_path, folder):
+    # a failed or timed-out run's row read "n/a" for its seed, epochs and best top-1, though its
+    # partial log (kept in logs/) says the seed it trained with and every epoch and evaluation
+    from compare.reporting import accuracy
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    spec = _spec(folder, repeat=1)
+    work = campaign.work_dir(spec.run_id)
+    result, _, _ = _run(work.parent, spec, fail_in_epoch=3)
+    assert result.status == "failed"
+    mllogs.keep(campaign.root, work, result)
+    assert {k: result.accuracy[k] for k in ("seed", "epochs", "best")} == {
+        "seed": spec.seed + 1000, "epochs": 2, "best": 0.5}
+    row = accuracy.not_reached_table(accuracy.cells([result])).rows[0]
+    assert row[-6:-1] == ["failed", str(spec.seed + 1000), "2", "0.500",
+                          "RuntimeError: killed in epoch 3"]
+    # killed in its first epoch: 0 epochs completed, no evaluation yet
+    spec = _spec(folder, repeat=2)
+    work = campaign.work_dir(spec.run_id)
+    result, _, _ = _run(work.parent, spec, fail_in_epoch=1)
+    mllogs.keep(campaign.root, work, result)
+    assert (result.accuracy["seed"], result.accuracy["epochs"], "best" in result.accuracy) == (
+        spec.seed + 2000, 0, False)

@@ -180,3 +180,34 @@ def test_fewer_training_images_than_a_batch_from_a_campaign_file_names_its_keys(
         "batch of 8 (4 x 2 workers): time to accuracy's epochs would be no step; give a "
         "batch_size of at most 3, or a folder with more images".format((tmp_path / "a").resolve(),
                                                                        study))
+
+
+def test_a_folder_of_one_class_is_refused_before_a_cell_runs(tmp_path, capsys):
+    # it ran, and every run "reached" its target at the first evaluation: top-1 over one class is
+    # 1.0 whatever the network learns (and the log fails mlperf-logging's checker)
+    from tests.helpers import fake_python
+    _make(tmp_path / "a", capsys, "--classes", "1", "--images", "8")
+    code, out, err = main_exit([
+        "run", "--frameworks", "caffe2", "--data", str(tmp_path / "a"), "--target-accuracy", "0.9",
+        "--device", "cpu", "--executor", "local", "--image-size", "32", "--batch-size", "4",
+        "--results", str(tmp_path / "c"), "--python", "caffe2={}".format(fake_python(tmp_path))],
+        capsys)
+    assert code == 2 and not list((tmp_path / "c").glob("results/*.json"))
+    assert err.splitlines()[-1] == (
+        "compare: error: --data {0}: {0}/train holds 1 class: top-1 over one class is 1.0 at the "
+        "first evaluation, whatever the network learns; time to accuracy needs 2 classes or more "
+        "(`compare data make DIR --learnable small` makes 10)".format((tmp_path / "a").resolve()))
+
+
+def test_more_learnable_classes_than_combinations_is_refused(tmp_path, capsys):
+    # --classes 300 made 300 folders of which 200..299 drew from the same distributions as
+    # 0..99: pairs a network cannot tell apart, so top-1 could not pass about 0.67
+    assert len({learnable.attributes(k) for k in range(learnable.MAX_CLASSES + 1)}) == \
+        learnable.MAX_CLASSES == 200
+    code, _, err = main_exit(["data", "make", str(tmp_path / "x"), "--learnable", "small",
+                              "--classes", "201"], capsys)
+    assert (code, err.strip()) == (2, "compare: error: --classes 201: --learnable draws at most "
+                                      "200 classes a network can tell apart (10 hues x 5 shapes x "
+                                      "4 textures); give --classes 200 or fewer")
+    assert not list(tmp_path.glob("x/*/*"))
+    _make(tmp_path / "y", capsys, "--classes", "200", "--images", "200")

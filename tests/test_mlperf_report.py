@@ -395,3 +395,21 @@ def test_a_report_of_accuracy_runs_alone_shows_its_table_before_where_the_time_w
     assert "\nStudy: " in out
     assert out.index("## Time to accuracy (minutes to target)") < out.index("\nStudy: ") < \
         out.index("\nMachine: ")
+
+
+def test_a_target_no_better_than_chance_is_said_under_the_table():
+    # 4 classes, target 0.25: a network that learned nothing (one class for every image) scores
+    # 0.25 on a balanced val/, and the table read as if it had been trained to its target
+    import dataclasses
+    runs = []
+    for target, classes in ((0.25, 4), (0.3, 4), (0.1, 20)):
+        r = _result("caffe2", 1, 0, 1.0, 100)
+        spec = dataclasses.replace(RunSpec.from_dict(r.spec), target_accuracy=target,
+                                   num_classes=classes)
+        runs.append(dataclasses.replace(r, spec=spec.to_dict()))
+    notes = accuracy.tables(runs[:1])[0].notes
+    assert notes[-1] == ("Target top-1 0.25 is no better than chance with 4 classes (1/4 = 0.25 "
+                         "on a balanced val/): a network that learned nothing reaches it; give a "
+                         "--target-accuracy well above 1/classes.")
+    for above in runs[1:]:  # 0.3 of 4 classes, 0.1 of 20: above chance, no note
+        assert not [n for n in accuracy.tables([above])[0].notes if "chance" in n]

@@ -39,7 +39,8 @@ def record(r) -> Dict:
     s, a = r.spec or {}, r.accuracy or {}
     out = {k: s.get(k) for k in CELL}
     out.update(nodes=s.get("nodes", 1), gpus=s.get("gpus", 1), run_id=r.run_id,
-               status=r.status, target=s.get("target_accuracy"), seed=a.get("seed"),
+               status=r.status, target=s.get("target_accuracy"), classes=s.get("num_classes"),
+               seed=a.get("seed"),
                best=a.get("best"), epochs=a.get("epochs"), images_trained=a.get("images_trained"),
                epochs_to_target=a.get("epochs_to_target"), evals=a.get("evals") or [],
                images_per_sec=r.images_per_sec if r.status in FINISHED else None,
@@ -140,8 +141,19 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
                                                                       for t in target))]
     if price is not None:
         notes.append(COST_NOTE.replace("gpu_hour_price", "${:g}/GPU-hour".format(price)))
+    notes += _at_chance(groups)
     return Table("Time to accuracy (minutes to target)", head, rows, notes, name="time_to_accuracy",
                  labels=len(shown))
+
+
+def _at_chance(groups: Dict[Tuple, List[Dict]]) -> List[str]:
+    """A note for each target no better than chance (1/classes of the model's outputs): one
+    class for every image scores 1/K on a balanced val/, so such a target says nothing learned."""
+    pairs = sorted({(x["target"], x["classes"]) for runs in groups.values() for x in runs
+                    if x["target"] and x["classes"] and x["target"] <= 1 / x["classes"]})
+    return ["Target top-1 {:g} is no better than chance with {} classes (1/{} = {:.2g} on a "
+            "balanced val/): a network that learned nothing reaches it; give a --target-accuracy "
+            "well above 1/classes.".format(t, k, k, 1 / k) for t, k in pairs]
 
 
 def _score(s: Dict, runs: List[Dict]) -> str:
@@ -249,7 +261,8 @@ def not_reached_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
         "not_converged: trained its --max-epochs (or stopped at a non-finite loss) below the "
         "target; a finished cell, dropped from MLPerf's score. failed, timeout: ended before "
         "run_stop (`compare run ... --resume` runs it again); oom, unsupported: the cell's "
-        "answer. A run that did not finish keeps its partial log."],
+        "answer. A run that did not finish keeps its partial log; its seed, epochs (those it "
+        "completed) and best top-1 are that log's."],
         name="tta_not_reached", labels=len(shown))
 
 
