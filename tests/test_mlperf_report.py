@@ -7,10 +7,10 @@ from backends.protocol import RunResult, RunSpec
 from compare.reporting import accuracy, tables
 
 
-def _result(fw, gpus, repeat, minutes, ips, status="ok", epochs=3):
+def _result(fw, gpus, repeat, minutes, ips, status="ok", epochs=3, target=0.9):
     spec = RunSpec(framework=fw, backend="caffe2_torch" if fw == "caffe2" else "jax", gpus=gpus,
                    device="cuda", precision="bf16", batch_size=256, image_size=64, data="/d",
-                   target_accuracy=0.9, max_epochs=8, repeat=repeat)
+                   target_accuracy=target, max_epochs=8, repeat=repeat)
     start = 1_800_000_000_000
     evals = [{"epoch": e, "accuracy": 0.3 * e, "time_s": minutes * 60 * e / epochs}
              for e in range(1, epochs + 1)]
@@ -413,3 +413,16 @@ def test_a_target_no_better_than_chance_is_said_under_the_table():
                          "--target-accuracy well above 1/classes.")
     for above in runs[1:]:  # 0.3 of 4 classes, 0.1 of 20: above chance, no note
         assert not [n for n in accuracy.tables([above])[0].notes if "chance" in n]
+
+
+def test_diff_of_accuracy_campaigns_with_other_targets_says_so_before_convergence(tmp_path, capsys):
+    # A trained to 0.99 and did not get there, B to 0.5: the row said "A: no run reached the
+    # target", as if A were slower at the same task; the targets differ, and that is said first
+    from tests.helpers import main_exit, save_campaign
+    a = [_result("jax", 1, 0, 2.0, 9000, status="not_converged", epochs=8, target=0.99)]
+    b = [_result("jax", 1, 0, 1.0, 9000, target=0.5)]
+    ra, rb = save_campaign(tmp_path / "a", a), save_campaign(tmp_path / "b", b)
+    code, out, err = main_exit(["diff", str(ra), str(rb)], capsys)
+    assert code == 0, err
+    assert "not comparable: settings differ: target 0.99 vs 0.5 |" in out
+    assert "no run reached the target" not in out

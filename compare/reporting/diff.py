@@ -202,13 +202,16 @@ def _tta_why_not(a: Optional[Dict], b: Optional[Dict], names=("A", "B")) -> Opti
     its name in `names` (history: before, now), as why_not names them."""
     if a is None or b is None:
         return "missing in {}".format(names[0] if a is None else names[1])
+    # other settings first: a side that did not reach 0.99 says nothing against one that reached 0.5
+    differ = ["{} {} vs {}".format(k, a[k], b[k]) for k in TTA_SETTINGS if a[k] != b[k]]
+    if differ:
+        return "settings differ: " + "; ".join(differ)
     for side, c in zip(names, (a, b)):
         if not c["converged"]:
             return "{}: no run reached the target ({} of {}: {}{})".format(
                 side, c["runs"] - c["converged"], c["runs"], c["status"], ", " + str(
                     c["reason"]).splitlines()[0][:120] if c["reason"] else "")
-    differ = ["{} {} vs {}".format(k, a[k], b[k]) for k in TTA_SETTINGS if a[k] != b[k]]
-    return "settings differ: " + "; ".join(differ) if differ else None
+    return None
 
 
 def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict], names=("A", "B")) -> pd.DataFrame:
