@@ -17,8 +17,10 @@ to the cell by one rule (Estimates, `scaled`):
 
 where per-step is the earlier run's timed seconds per step and fixed is the rest of its cell time
 (start-up, model, the first step's compilation and autotuning, teardown); the median of the three
-is the estimate. A run to a target accuracy times its epochs (run_start to run_stop), not --steps:
-it counts as the same training again, its timed part scaled by the pixels only.
+is the estimate. A run to a target accuracy times its epochs (run_start to run_stop), not --steps: it is
+estimated from runs to a target only, those that ended by themselves (reached it or ran out of
+epochs: not timed out, failed or interrupted), its training (the whole cell where the run has no
+timed marks) scaled by epochs x images per epoch x pixels (`trained`).
 An environment built during an earlier cell (its result's env_build_s) is not cell
 time: it is left out of `fixed`, and a framework whose environment is not built yet (to_build)
 adds a build of its own, once, to its first cell (marked `+`; the recorded builds' median, else a
@@ -35,6 +37,7 @@ are in the cache now, so its next run loads them (on one H200 the 8-cell study's
 compile seconds, so its cells count what they took; cuDNN's autotuning has no on-disk cache and
 counts every time. The schedule is scheduler.plan(): the rule the sweep itself follows.
 """
+import os
 import statistics
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -47,6 +50,7 @@ from .scheduler import Planned, plan
 
 DEFAULT_S = 60.0  # a cell with no earlier result of any kind to go by
 ENV_BUILD_GUESS_S = 300.0  # an environment to build with none built before to go by
+ENDED = ("ok", "not_converged")  # a run to a target that ended by itself (not killed, failed)
 RECENT = 3  # the last runs of a cell that make its estimate (caches warm up over time)
 LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cell (same framework, "
           "model, precision, GPUs, nodes, device, executor, batch, mode, data, target accuracy; a run to "
@@ -147,6 +151,43 @@ def scaled(r: RunResult, spec: RunSpec) -> Optional[float]:
     return fixed + per_step * pixels * _steady_steps(spec.to_dict())
 
 
+def trained(r: RunResult, spec: RunSpec) -> Optional[float]:
+    """A run to a target accuracy from an earlier one `r` (ended by itself: ENDED): its training
+    (run_start..run_stop; the whole cell where `r` has no timed marks) scaled by epochs x images
+    per epoch x pixels, the rest as it was. The epochs: --max-epochs, or those `r` took where it
+    reached a target at least as high."""
+    total = _cell_s(r)
+    if total is None or r.status not in ENDED:
+        return None
+    total -= env_build_s(r)
+    p, acc = r.phases or {}, r.accuracy or {}
+    training = p["timed_end"] - p["timed_start"] if "timed_start" in p and "timed_end" in p \
+        else total
+    epochs = acc.get("epochs") or r.spec.get("max_epochs") or spec.max_epochs
+    ahead = spec.max_epochs
+    if r.status == "ok" and (r.spec.get("target_accuracy") or 0) >= spec.target_accuracy:
+        ahead = min(ahead, epochs)
+    mine, theirs = _images(spec.data), (acc.get("images_trained") or 0) / epochs or _images(
+        r.spec.get("data"))
+    per_epoch = mine / theirs if mine and theirs else 1.0
+    pixels = (spec.image_size / float(r.spec.get("image_size") or spec.image_size)) ** 2
+    return max(total - training, 0.0) + training * ahead / epochs * per_epoch * pixels
+
+
+_IMAGES: Dict[str, int] = {}
+
+
+def _images(folder: Optional[str]) -> int:
+    """The training images of a data folder (DIR/train's JPEG files; 0: none found)."""
+    if not folder or folder == "synthetic":
+        return 0
+    if folder not in _IMAGES:
+        from .datasets import jpegs_up_to
+        train = os.path.join(folder, "train")
+        _IMAGES[folder] = jpegs_up_to(train, 1 << 62) if os.path.isdir(train) else 0
+    return _IMAGES[folder]
+
+
 def cached_compile(r: RunResult) -> float:
     """Seconds `r` spent compiling what its compile cache lacked, which a rerun of its cell on the
     same machine finds cached: the compile_s it recorded where a cache it names was a `miss` or
@@ -223,8 +264,11 @@ class Estimates:
                             ("?", self.by_kind.get((spec.framework, kind))),
                             ("?", self.by_fw.get(spec.framework)),
                             ("?", self.by_kind.get((None, kind))), ("?", self.all)):
+            if kind == "accuracy":  # epochs of training: like runs that ended by themselves only
+                found = [r for r in found or [] if _kind_of(r.spec) == kind and r.status in ENDED]
             recent = sorted(found or [], key=lambda r: r.phases["cell_end"])[-RECENT:]
-            pairs = [(r, v) for r, v in ((r, scaled(r, spec)) for r in recent) if v is not None]
+            rule = trained if kind == "accuracy" else scaled
+            pairs = [(r, v) for r, v in ((r, rule(r, spec)) for r in recent) if v is not None]
             values = [v for _, v in pairs]
             if values and mark == "=":  # the same cell: what it compiled cold is cached now
                 saved = [min(cached_compile(r), v) for r, v in pairs]

@@ -223,3 +223,46 @@ def test_a_run_to_a_target_accuracy_is_not_scaled_by_steps_it_never_timed():
     bigger = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.5, image_size=128,
                      steps=10, warmup_steps=3)
     assert plan.Estimates([r], "local").of(bigger) == (pytest.approx(20.0 + 80.0 * 4), "~")
+
+
+def _tta_run(took, end, status="ok", epochs=10, image=224, max_epochs=10, images=1000,
+             timed=None, target=0.5, data="/d"):
+    spec = RunSpec("caffe2", "caffe2_torch", data=data, target_accuracy=target, image_size=image,
+                   max_epochs=max_epochs, repeat=int(end))
+    phases = {"cell_start": end - took, "cell_end": end}
+    if timed:  # run_start..run_stop: the training
+        phases.update(timed_start=end - took + 5.0, timed_end=end - took + 5.0 + timed)
+    return RunResult(spec.run_id, status, spec.to_dict(), spec_hash=spec.spec_hash,
+                     environment={"executor": "local"}, phases=phases,
+                     accuracy={"epochs": epochs, "images_trained": epochs * images})
+
+
+def test_a_guess_for_a_run_to_a_target_leaves_out_runs_that_did_not_end_by_themselves():
+    # two runs killed at 10 s (timeout, failed) after one of 1000 s made a 10-epoch study read
+    # `?10 s` per run: the median of the last three, two of them stopped before any epoch
+    ran = [_tta_run(1000.0, 1000.0), _tta_run(10.0, 2000.0, "timeout"),
+           _tta_run(10.0, 3000.0, "failed")]
+    other = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.6, max_epochs=10)
+    assert plan.Estimates(ran, "local").of(other) == (pytest.approx(1000.0), "?")
+
+
+def test_a_guess_for_a_run_to_a_target_scales_by_epochs_images_and_pixels(tmp_path):
+    # a 10-epoch run of 1000 s on this folder read `?1000 s` for the same folder with
+    # --max-epochs 2, for one twice as large, and at 112 px: its time scales with all three
+    folder = tmp_path / "big"
+    for c in ("a", "b"):
+        (folder / "train" / c).mkdir(parents=True)
+        for i in range(100):
+            (folder / "train" / c / "{}.JPEG".format(i)).write_bytes(b"")
+    ran = [_tta_run(1000.0, 1000.0, "not_converged", images=100)]  # 10 epochs, no timed marks
+    estimates = plan.Estimates(ran, "local")
+    two = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.6, max_epochs=2)
+    assert estimates.of(two) == (pytest.approx(200.0), "?")
+    big = RunSpec("caffe2", "caffe2_torch", data=str(folder), target_accuracy=0.5, max_epochs=10)
+    assert estimates.of(big) == (pytest.approx(2000.0), "?")
+    small = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.6, max_epochs=10,
+                    image_size=112)
+    assert estimates.of(small) == (pytest.approx(250.0), "?")
+    # with timed marks, the training alone is scaled: 100 s of start-up stay 100 s
+    timed = [_tta_run(1000.0, 1000.0, "not_converged", timed=900.0)]
+    assert plan.Estimates(timed, "local").of(two) == (pytest.approx(100.0 + 180.0), "?")
