@@ -379,17 +379,27 @@ def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: N
                      ) -> dataset.Prepared:
     """Check DIR/val like DIR (its own manifest in DIR/val/.compare; every framework reads it as
     JPEGs, so no native format is written); a UserError when it names a class train/ lacks."""
-    try:
-        found = open_folder(os.path.join(train.root, "val"))
-    except UserError as exc:  # its hint is train/'s layout; val/'s is its own
-        raise UserError(str(exc).split("; " + LAYOUT)[0] + "; " + VAL_LAYOUT) from None
-    val = checked(found, console)
-    unknown = sorted(set(val.manifest["class_names"]) - set(train.manifest["class_names"]))
-    if unknown:
-        raise UserError("{}: class folders {} are not in {}; val/ must name train/'s classes".format(
-            val.root, ", ".join(unknown[:5]), train.manifest["class_root"]))
+    val = checked(open_held_out(train.root), console)
+    check_val_classes(val.root, val.manifest["class_names"], train.manifest["class_names"],
+                      train.manifest["class_root"])
     log("data (held out): " + summary(val))
     return val
+
+
+def open_held_out(root: str) -> Folder:
+    """open_folder(root/val), its UserError giving val/'s layout (the plan's check and prepare's)."""
+    try:
+        return open_folder(os.path.join(root, "val"))
+    except UserError as exc:  # its hint is train/'s layout; val/'s is its own
+        raise UserError(str(exc).split("; " + LAYOUT)[0] + "; " + VAL_LAYOUT) from None
+
+
+def check_val_classes(val_root: str, val_classes, train_classes, class_root: str) -> None:
+    """A UserError where val/ names a class train/ lacks (the plan's check and prepare's)."""
+    unknown = sorted(set(val_classes) - set(train_classes))
+    if unknown:
+        raise UserError("{}: class folders {} are not in {}; val/ must name train/'s classes".format(
+            val_root, ", ".join(unknown[:5]), class_root))
 
 
 def checked(folder: Folder, console) -> dataset.Prepared:

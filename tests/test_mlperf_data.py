@@ -211,3 +211,32 @@ def test_more_learnable_classes_than_combinations_is_refused(tmp_path, capsys):
                                       "4 textures); give --classes 200 or fewer")
     assert not list(tmp_path.glob("x/*/*"))
     _make(tmp_path / "y", capsys, "--classes", "200", "--images", "200")
+
+
+def test_the_plan_refuses_a_folder_the_run_would_refuse_in_the_runs_own_words(tmp_path, capsys):
+    # one class, an empty val/, a val/ class train/ lacks: --plan printed a schedule, and the run
+    # refused them at prepare, leaving a campaign folder behind
+    from tests.helpers import fake_python
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    root = (tmp_path / "a").resolve()
+    args = ["run", "--frameworks", "caffe2", "--data", str(tmp_path / "a"), "--target-accuracy",
+            "0.9", "--device", "cpu", "--executor", "local", "--image-size", "32", "--batch-size",
+            "4", "--results", str(tmp_path / "c"), "--python",
+            "caffe2={}".format(fake_python(tmp_path))]
+
+    def refused(line):
+        for extra in (["--plan"], []):
+            code, out, err = main_exit(args + extra, capsys)
+            assert code == 2 and not (tmp_path / "c").exists(), (extra, err)
+            assert err.splitlines()[-1] == "compare: error: " + line, extra
+    shutil.move(str(root / "val" / "n00000001"), str(root / "val" / "n99"))
+    refused("{0}/val: class folders n99 are not in {0}/train; val/ must name train/'s "
+            "classes".format(root))
+    shutil.rmtree(str(root / "val" / "n99"))
+    shutil.rmtree(str(root / "val" / "n00000000"))
+    refused("--data {0}/val: the folder is empty; {1}".format(root, VAL_LAYOUT))
+    shutil.rmtree(str(root))
+    _make(tmp_path / "a", capsys, "--classes", "1", "--images", "8")
+    refused("--data {0}: {0}/train holds 1 class: top-1 over one class is 1.0 at the first "
+            "evaluation, whatever the network learns; time to accuracy needs 2 classes or more "
+            "(`compare data make DIR --learnable small` makes 10)".format(root))

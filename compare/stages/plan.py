@@ -193,16 +193,38 @@ def _classes(study: Study) -> Dict[str, int]:
 def _check_epochs(study: Study, cells) -> None:
     """Time to accuracy: each folder's train/ holds at least the largest global batch (an epoch
     of no step trains nothing; the backend fails such a cell), refused before a campaign is made.
-    Its JPEG files are counted; prepare counts again the usable ones (datasets.for_run)."""
-    from ..datasets import jpegs_up_to, too_few_to_train
+    Its JPEG files are counted; prepare counts again the usable ones (datasets.for_run). Then
+    prepare's other rules, in its words: two classes or more, a val/ of JPEGs naming train/'s."""
+    from ..datasets import (
+        check_val_classes,
+        held_out,
+        jpegs_up_to,
+        one_class,
+        open_held_out,
+        too_few_to_train,
+    )
     widest = max(cells, key=lambda s: s.global_batch)
     for folder in study.data:
-        train = os.path.join(folder, "train")
+        train, what = os.path.join(folder, "train"), "{}{} {}".format(
+            study.at("data"), study.said("data"), folder)
         images = jpegs_up_to(train, widest.global_batch)
         if images < widest.global_batch:
-            raise too_few_to_train("{}{} {}".format(study.at("data"), study.said("data"), folder),
-                                   train, images, widest.global_batch, widest.world_size,
+            raise too_few_to_train(what, train, images, widest.global_batch, widest.world_size,
                                    study.said("batch_size", "data"))
+        classes = _with_jpegs(train)
+        if len(classes) < 2:  # prepare's rules (datasets.for_run), before a campaign is made
+            raise one_class(what, os.path.realpath(train))
+        if held_out(folder):
+            val = open_held_out(folder)
+            check_val_classes(val.root, val.classes, classes, os.path.realpath(train))
+
+
+def _with_jpegs(root: str) -> List[str]:
+    """The class folders of `root` that hold a JPEG file (as open_folder finds them; each is
+    read up to its first JPEG, so ImageNet's train/ is not listed whole)."""
+    from ..datasets import SUFFIXES
+    return [e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".") and any(
+        f.name.lower().endswith(SUFFIXES) and f.is_file() for f in os.scandir(e.path))]
 
 
 def _check_size(study: Study, given: Dict[str, Any], fws) -> None:
