@@ -240,3 +240,21 @@ def test_the_plan_refuses_a_folder_the_run_would_refuse_in_the_runs_own_words(tm
     refused("--data {0}: {0}/train holds 1 class: top-1 over one class is 1.0 at the first "
             "evaluation, whatever the network learns; time to accuracy needs 2 classes or more "
             "(`compare data make DIR --learnable small` makes 10)".format(root))
+
+
+def test_evaluating_less_often_than_the_epochs_allow_is_refused(tmp_path, capsys):
+    # --eval-every 5 --max-epochs 2 ran without a word and evaluated once, after epoch 2
+    from tests.helpers import fake_python
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    args = ["run", "--frameworks", "caffe2", "--data", str(tmp_path / "a"), "--target-accuracy",
+            "0.9", "--device", "cpu", "--executor", "local", "--image-size", "32", "--batch-size",
+            "4", "--results", str(tmp_path / "c"), "--python",
+            "caffe2={}".format(fake_python(tmp_path)), "--max-epochs", "2"]
+    for extra in (["--plan"], []):
+        code, out, err = main_exit(args + ["--eval-every", "5"] + extra, capsys)
+        assert code == 2 and not (tmp_path / "c").exists()
+        assert err.splitlines()[-1] == (
+            "compare: error: --eval-every 5: more than --max-epochs 2, so it would evaluate once, "
+            "after the last epoch; give --eval-every from 1 to 2")
+    code, out, err = main_exit(args + ["--eval-every", "2", "--plan"], capsys)
+    assert code == 0, err

@@ -99,6 +99,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
         said["windows"] = "{0} ({1} timed steps: one window per step, not the default {2})".format(
             common["steps"], common["steps"], study.windows)
     if study.target_accuracy is not None:  # time to accuracy (docs/accuracy.md)
+        _check_eval_every(study)
         common.update(target_accuracy=study.target_accuracy, max_epochs=study.max_epochs,
                       eval_every=study.eval_every)
     _check_size(study, given, fws)
@@ -225,6 +226,17 @@ def _with_jpegs(root: str) -> List[str]:
     from ..datasets import SUFFIXES
     return [e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".") and any(
         f.name.lower().endswith(SUFFIXES) and f.is_file() for f in os.scandir(e.path))]
+
+
+def _check_eval_every(study: Study) -> None:
+    """Evaluations every K epochs with K above the epochs allowed: the harness evaluates after
+    the last epoch only, once, which --eval-every did not ask for (no documented use needs it)."""
+    if study.eval_every > study.max_epochs:
+        raise UserError("{}{} {}: more than {} {}, so it would evaluate once, after the last "
+                        "epoch; give {} from 1 to {}".format(
+                            study.at("eval_every", "max_epochs"), study.said("eval_every"),
+                            study.eval_every, study.said("max_epochs", "eval_every"),
+                            study.max_epochs, study.said("eval_every"), study.max_epochs))
 
 
 def _check_size(study: Study, given: Dict[str, Any], fws) -> None:
