@@ -296,3 +296,14 @@ def test_a_wheelhouse_that_is_not_there_says_what_to_give(tmp_path, capsys):
     code, _, err = main_exit(["images", "build", "--wheelhouse", str(tmp_path / "w")], capsys)
     assert (code, err) == (2, "compare: error: --wheelhouse {}: no such folder; give a folder of wheels "
                               "(containers/wheelhouse.sh fills one)\n".format(tmp_path / "w"))
+
+
+def test_a_gpu_hour_price_without_a_target_accuracy_is_refused(capsys, tmp_path):
+    # it was accepted and priced nothing: the price is the cost to train of time-to-accuracy runs
+    # (compare report --gpu-hour-price of a throughput campaign says so too, as a warning)
+    for extra in (["--plan"], []):
+        code, _, err = main_exit(_cpu(tmp_path) + ["--gpu-hour-price", "2.5"] + extra, capsys)
+        assert (code, err) == (2, "compare: error: --gpu-hour-price 2.5: prices time-to-accuracy "
+                                  "runs (their cost to train), and this study has none; add "
+                                  "--target-accuracy 0.759, or leave the price out\n")
+        assert not (tmp_path / "c").exists()

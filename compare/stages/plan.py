@@ -71,6 +71,7 @@ class Plan:
 def make(study: Study, log=lambda text: None) -> Plan:
     """The plan of `study` (one UserError line for what cannot run where it would)."""
     envs.check_cache()  # environments and prepared data go there: refused before anything runs
+    _check_price(study)
     fws = study.framework_list()
     ctx = executors.Context(fws, "auto", study.overrides, study.executor_flags, log=log)
     remote = executors.remote(study.executor)
@@ -226,6 +227,17 @@ def _with_jpegs(root: str) -> List[str]:
     from ..datasets import SUFFIXES
     return [e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".") and any(
         f.name.lower().endswith(SUFFIXES) and f.is_file() for f in os.scandir(e.path))]
+
+
+def _check_price(study: Study) -> None:
+    """A GPU-hour price prices time-to-accuracy runs only (their cost to train: reporting/
+    accuracy.py); given to a throughput study it would be kept and used nowhere."""
+    if study.gpu_hour_price is not None and study.target_accuracy is None:
+        raise UserError("{}{} {}: prices time-to-accuracy runs (their cost to train), and this "
+                        "study has none; add {}, or leave the price out".format(
+                            study.at("gpu_hour_price"), study.said("gpu_hour_price"),
+                            study.gpu_hour_price, study.ask("gpu_hour_price", "target_accuracy",
+                                                            "0.759", "0.759")))
 
 
 def _check_eval_every(study: Study) -> None:
