@@ -295,9 +295,11 @@ def first_step(r: RunResult) -> float:
 
 
 def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency: int,
-           source: str, asked: str, notes: Sequence[str] = (), repeated: bool = False) -> str:
+           source: str, asked: str, notes: Sequence[str] = (), repeated: bool = False,
+           about: Sequence[str] = ()) -> str:
     """The plan as text: one line per run in start order, then the totals. `repeated`: the study
-    repeats its cells, and the plan counts runs of cells, as the report does (store.counted)."""
+    repeats its cells, and the plan counts runs of cells, as the report does (store.counted);
+    `about`: lines under the first, of what the runs do (a run to a target accuracy's)."""
     from .store import counted
     what, word = counted([it.spec.run_id for it in items], repeated)
     if not items:  # `--resume --plan` of a campaign whose every cell is finished
@@ -305,7 +307,7 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
             "nothing" if repeated else "no cell", _machine(pool), word)
     lines = ["plan: {} on {}, up to {} at once ({}); {}".format(
         what, _machine(pool), concurrency, asked, source)]
-    lines += ["note: " + n for n in pool.notes]
+    lines += list(about) + ["note: " + n for n in pool.notes]
     rows = [(clock(it.start), clock(it.end), ",".join(it.slot.gpus) or "-",
              cpuset(it.slot.cores) if it.slot.cores else ("-" if pool.gpu and not pool.cores[
                  pool.units[0]] else "all"),

@@ -258,3 +258,19 @@ def test_evaluating_less_often_than_the_epochs_allow_is_refused(tmp_path, capsys
             "after the last epoch; give --eval-every from 1 to 2")
     code, out, err = main_exit(args + ["--eval-every", "2", "--plan"], capsys)
     assert code == 0, err
+
+
+def test_the_plan_says_what_a_time_to_accuracy_run_will_do(tmp_path, capsys):
+    # the plan of a run to a target listed cells and seconds alone: not the target, the epochs,
+    # how often it evaluates, nor what the folder holds
+    from tests.helpers import fake_python
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    code, out, err = main_exit([
+        "run", "--frameworks", "caffe2", "--data", str(tmp_path / "a"), "--target-accuracy", "0.9",
+        "--max-epochs", "6", "--eval-every", "2", "--device", "cpu", "--executor", "local",
+        "--image-size", "32", "--batch-size", "4", "--results", str(tmp_path / "c"), "--python",
+        "caffe2={}".format(fake_python(tmp_path)), "--plan"], capsys)
+    assert code == 0, err
+    assert out.splitlines()[1] == (
+        "time to accuracy: top-1 0.9 on val/ within 6 epochs, evaluated every 2 epochs; {}: train/ "
+        "8 images in 2 classes, val/ 2 images in 2 classes".format((tmp_path / "a").resolve()))

@@ -304,10 +304,30 @@ def schedule(plan: Plan, todo, folder: Path, known=()) -> Tuple[str, Dict[str, f
                                                plan.machine, plan.executor.name, unbuilt,
                                                plan.study.timeout, known, plan.repeated)
     text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
-        plan.study.concurrency or AUTO), notes, plan.repeated)
+        plan.study.concurrency or AUTO), notes, plan.repeated, _trains(plan.study))
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
     return text, {it.spec.run_id: it.end - it.start for it in items}, \
         serial / wall if wall else 1.0, unbuilt
+
+
+def _trains(study: Study) -> List[str]:
+    """Time to accuracy: one line of what each run does (target, epochs, evaluations) and what
+    each data folder holds (train/ and val/: JPEG files and classes); none for throughput."""
+    from ..datasets import jpegs_up_to
+    if study.target_accuracy is None:
+        return []
+
+    def every(n: int) -> str:
+        return "epoch" if n == 1 else "{} epochs".format(n)
+
+    def holds(folder: str) -> str:
+        return "{} images in {} classes".format(jpegs_up_to(folder, 1 << 62),
+                                                len(_with_jpegs(folder)))
+    return ["time to accuracy: top-1 {} on val/ within {}, evaluated every {}; {}".format(
+        study.target_accuracy, "{} epoch{}".format(study.max_epochs, "s" * (study.max_epochs > 1)),
+        every(study.eval_every), "; ".join(
+            "{}: train/ {}, val/ {}".format(d, holds(os.path.join(d, "train")),
+                                            holds(os.path.join(d, "val"))) for d in study.data))]
 
 
 def searched(done) -> Dict[str, int]:
