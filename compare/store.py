@@ -58,6 +58,14 @@ def counted(run_ids: Sequence[str], repeated: Optional[bool] = None) -> Tuple[st
     return "{} of {}".format(_many(len(run_ids), "run"), _many(cells, "cell")), "run"
 
 
+def still_to_run(missing: Sequence[str], planned: Sequence[str]) -> str:
+    """`2 of the campaign's 4 planned runs of 2 cells have no result`: the planned runs without a
+    result, counted as `counted` counts the plan. The report's and the check's line begin so."""
+    of = counted(list(planned))[0].split(" ", 1)
+    return "{} of the campaign's {} planned {} {} no result".format(
+        len(missing), of[0], of[1], "has" if len(missing) == 1 else "have")
+
+
 def _many(n: int, word: str) -> str:
     return "{} {}{}".format(n, word, "" if n == 1 else "s")
 

@@ -185,7 +185,7 @@ def check(
     name, ref = references.load(reference)
     c, cells, missing, _ = _cells(campaign)
     secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing,
-                                cells)
+                                cells, list(c.meta.get("planned", {})))
     sys.stdout.write(tables.markdown(secs))
     raise typer.Exit(0 if passed else 1)
 
