@@ -107,8 +107,9 @@ def _rebase(name: str, value: Any, base: Path) -> Any:
         return at(value)
     if name == "data":
         return [at(x) for x in (value if isinstance(value, list) else str(value).split(","))]
-    if name == "python":  # a comma string as --python reads it (parsing.python)
-        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1]) if isinstance(x, str) and "=" in x
-                else x for x in (value if isinstance(value, list) else p.split_at_keys(
-                    str(value), p.is_framework))]
+    if name == "python":  # a comma string as --python reads it (parsing.python); an item that
+        # names no framework ('=x') as written: its message shows what the file says
+        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1])
+                if isinstance(x, str) and "=" in x and x.split("=", 1)[0].strip() else x
+                for x in (value if isinstance(value, list) else p.split_at_keys(str(value), p.is_framework))]
     return value
