@@ -21,7 +21,10 @@ def read(path: str, known: Dict[str, Any]) -> Dict[str, Any]:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"),  # TOML is UTF-8; a BOM
                              parse_float=Float)  # (as some editors write) is no statement
     except OSError as exc:
-        raise UserError("--config {}: cannot read it ({})".format(path, exc.strerror or exc)) from None
+        said = {IsADirectoryError: "is a folder", FileNotFoundError: "no such file"}.get(
+            type(exc), "cannot read it ({})".format(exc.strerror or exc))
+        raise UserError("--config {}: {}; give a campaign file (a TOML file of compare run's settings, "
+                        "e.g. study.toml)".format(path, said)) from None
     except UnicodeDecodeError as exc:
         raise UserError("--config {}: not a TOML file (byte {} is not UTF-8); save it as "
                         "UTF-8".format(path, exc.start + 1)) from None

@@ -42,6 +42,18 @@ def test_an_executor_the_file_names_that_cannot_run_here_is_named_by_the_file(st
                               "test's)\n")
 
 
+@pytest.mark.parametrize("given,message", [
+    (".", "--config .: is a folder; give a campaign file (a TOML file of compare run's settings, e.g. "
+          "study.toml)"),
+    ("nope.toml", "--config nope.toml: no such file; give a campaign file (a TOML file of compare run's "
+                  "settings, e.g. study.toml)"),
+], ids=["folder", "missing"])
+def test_a_config_that_is_no_file_says_what_it_is_and_what_to_give(given, message, study, capsys):
+    # it said "cannot read it (Is a directory)" for a folder, and gave no advice for a missing file
+    code, out, err = main_exit(["run", "--config", given, "--plan"], capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+
+
 @pytest.mark.parametrize("text,item", [('python = "=x"\n', "=x"), ('python = ["=x"]\n', "=x"),
                                        ('python = "x"\n', "x")])
 def test_a_python_that_names_no_framework_is_shown_as_the_file_writes_it(text, item, study, capsys):
