@@ -17,6 +17,9 @@ from .errors import UserError
 def read(path: str, known: Dict[str, Any]) -> Dict[str, Any]:
     """A campaign file's settings as given (keys with underscores or dashes); one UserError line
     naming the file and the key for anything that is not a setting of `compare run`."""
+    if not path.strip():  # '' would be no file at all: the default study, unsaid
+        raise UserError("--config is empty; give a campaign file (a TOML file of compare run's "
+                        "settings, e.g. study.toml)")
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"),  # TOML is UTF-8; a BOM
                              parse_float=Float)  # (as some editors write) is no statement

@@ -386,7 +386,7 @@ def build(flags: Dict[str, Any]) -> "Study":
     path = flags.get("config")
     values: Dict[str, Any] = {}
     sources: Dict[str, str] = {}
-    for given, where in ((read_file(path) if path else {}, path), (flags, None)):
+    for given, where in ((read_file(path) if path is not None else {}, path), (flags, None)):
         for name, value in given.items():
             values[name] = _typed(known[name], value, where)
             sources[name] = "flag over file" if not where and name in sources else (

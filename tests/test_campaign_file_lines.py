@@ -47,9 +47,12 @@ def test_an_executor_the_file_names_that_cannot_run_here_is_named_by_the_file(st
           "study.toml)"),
     ("nope.toml", "--config nope.toml: no such file; give a campaign file (a TOML file of compare run's "
                   "settings, e.g. study.toml)"),
-], ids=["folder", "missing"])
+    ("", "--config is empty; give a campaign file (a TOML file of compare run's settings, e.g. "
+         "study.toml)"),
+], ids=["folder", "missing", "empty"])
 def test_a_config_that_is_no_file_says_what_it_is_and_what_to_give(given, message, study, capsys):
-    # it said "cannot read it (Is a directory)" for a folder, and gave no advice for a missing file
+    # it said "cannot read it (Is a directory)" for a folder, gave no advice for a missing file, and
+    # an empty --config was no file at all: the default study ran
     code, out, err = main_exit(["run", "--config", given, "--plan"], capsys)
     assert (code, err) == (2, "compare: error: {}\n".format(message))
 
