@@ -195,8 +195,8 @@ class Campaign:
                             "to create it".format(said, CAMPAIGN_FILE, resume))
         if not (root / CAMPAIGN_FILE).is_file():
             raise UserError("{}: {}; give a folder made by `compare run`".format(
-                said, "is a file, not a campaign folder" if root.exists() and not root.is_dir() else
-                "not a campaign folder (no {})".format(CAMPAIGN_FILE)))
+                said, "no such folder" if not root.exists() else "is a file, not a campaign folder"
+                if not root.is_dir() else "not a campaign folder (no {})".format(CAMPAIGN_FILE)))
         meta = _read_json(root, CAMPAIGN_FILE)
         if meta.get("kind") != CAMPAIGN_KIND:
             raise UserError("{}: {} is not a compare campaign".format(said, CAMPAIGN_FILE))

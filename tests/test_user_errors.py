@@ -267,6 +267,17 @@ def test_a_campaign_given_as_a_file_says_it_is_a_file(argv, tmp_path, capsys):
                                        "folder made by `compare run`\n".format(said))
 
 
+@pytest.mark.parametrize("argv", [["report", "{f}"], ["diff", "{f}", "{f}"], ["check", "{f}", "--reference",
+                                                                               "a6000_tf_cnn_benchmarks"],
+                                  ["history", "{f}"]], ids=["report", "diff", "check", "history"])
+def test_a_campaign_that_is_not_there_says_so(argv, tmp_path, capsys):
+    # it said "not a campaign folder (no campaign.json)", as of a folder that is there without one
+    f = tmp_path / "gone"
+    code, out, err = main_exit([a.format(f=f) for a in argv], capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}: no such folder; give a folder made by "
+                                       "`compare run`\n".format(f))
+
+
 def test_a_results_link_to_nothing_is_refused_by_the_plan_as_by_the_run(tmp_path, capsys):
     # --plan passed it (the link "does not exist"), then the run said "cannot create the folder
     # (File exists)"
