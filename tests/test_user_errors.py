@@ -303,6 +303,24 @@ def test_an_empty_build_input_is_refused(flag, message, capsys):
     assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))
 
 
+@pytest.mark.parametrize("image", ["a b", "Debian:bookworm", "debian:", "debian:bookworm slim", "-x"])
+def test_a_base_image_that_is_no_image_reference_is_refused_before_the_engine_is_asked(image, capsys):
+    # it went to the build (or, with no engine, said "no Docker engine answers"): docker's own
+    # "invalid reference format" came back per framework, after the wait
+    code, out, err = main_exit(["images", "build", "--base-image", image], capsys)
+    assert (code, out, err) == (2, "", "compare: error: --base-image {!r}: not an image reference; give "
+                                       "[REGISTRY/]NAME[:TAG] in lower case (e.g. debian:bookworm-slim, "
+                                       "nvcr.io/nvidia/pytorch:24.01-py3), or leave it out (the NGC "
+                                       "image)\n".format(image))
+
+
+def test_a_good_base_image_passes_the_check():
+    from compare.commands.images import IMAGE_REFERENCE
+    for image in ("debian:bookworm-slim", "nvcr.io/nvidia/pytorch:24.01-py3", "compare/base:bookworm",
+                  "localhost:5000/my_img__x/y-z:v1.2", "debian@sha256:" + "a" * 64):
+        assert IMAGE_REFERENCE.match(image), image
+
+
 def test_a_wheelhouse_that_is_not_there_says_what_to_give(tmp_path, capsys):
     code, _, err = main_exit(["images", "build", "--wheelhouse", str(tmp_path / "w")], capsys)
     assert (code, err) == (2, "compare: error: --wheelhouse {}: no such folder; give a folder of wheels "
