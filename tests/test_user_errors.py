@@ -310,8 +310,8 @@ def test_a_base_image_that_is_no_image_reference_is_refused_before_the_engine_is
     code, out, err = main_exit(["images", "build", "--base-image", image], capsys)
     assert (code, out, err) == (2, "", "compare: error: --base-image {!r}: not an image reference; give "
                                        "[REGISTRY/]NAME[:TAG] in lower case (e.g. debian:bookworm-slim, "
-                                       "nvcr.io/nvidia/pytorch:24.01-py3), or leave it out (the NGC "
-                                       "image)\n".format(image))
+                                       "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04), or leave it out (the "
+                                       "NGC image)\n".format(image))
 
 
 def test_a_good_base_image_passes_the_check():

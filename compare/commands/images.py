@@ -54,8 +54,8 @@ def build(
     if base_image is not None and not IMAGE_REFERENCE.match(base_image):  # docker would say
         # "invalid reference format" per framework, after the engine was asked
         raise UserError("--base-image {!r}: not an image reference; give [REGISTRY/]NAME[:TAG] in lower "
-                        "case (e.g. debian:bookworm-slim, nvcr.io/nvidia/pytorch:24.01-py3), or leave it "
-                        "out (the NGC image)".format(base_image))
+                        "case (e.g. debian:bookworm-slim, nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04), or "
+                        "leave it out (the NGC image)".format(base_image))
     for text, flag, folder in ((wheelhouse, "--wheelhouse", True), (ca_bundle, "--ca-bundle", False)):
         wanted = "a folder of wheels (containers/wheelhouse.sh fills one)" if folder \
             else "a CA certificate file (PEM)"
