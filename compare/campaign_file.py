@@ -17,11 +17,17 @@ from .errors import UserError
 def read(path: str, known: Dict[str, Any]) -> Dict[str, Any]:
     """A campaign file's settings as given (keys with underscores or dashes); one UserError line
     naming the file and the key for anything that is not a setting of `compare run`."""
+    if not path.strip():  # '' would be no file at all: the default study, unsaid
+        raise UserError("--config is empty; give a campaign file (a TOML file of compare run's "
+                        "settings, e.g. study.toml)")
     try:
         data = tomllib.loads(Path(path).read_text(encoding="utf-8-sig"),  # TOML is UTF-8; a BOM
                              parse_float=Float)  # (as some editors write) is no statement
     except OSError as exc:
-        raise UserError("--config {}: cannot read it ({})".format(path, exc.strerror or exc)) from None
+        said = {IsADirectoryError: "is a folder", FileNotFoundError: "no such file"}.get(
+            type(exc), "cannot read it ({})".format(exc.strerror or exc))
+        raise UserError("--config {}: {}; give a campaign file (a TOML file of compare run's settings, "
+                        "e.g. study.toml)".format(path, said)) from None
     except UnicodeDecodeError as exc:
         raise UserError("--config {}: not a TOML file (byte {} is not UTF-8); save it as "
                         "UTF-8".format(path, exc.start + 1)) from None
@@ -107,8 +113,9 @@ def _rebase(name: str, value: Any, base: Path) -> Any:
         return at(value)
     if name == "data":
         return [at(x) for x in (value if isinstance(value, list) else str(value).split(","))]
-    if name == "python":  # a comma string as --python reads it (parsing.python)
-        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1]) if isinstance(x, str) and "=" in x
-                else x for x in (value if isinstance(value, list) else p.split_at_keys(
-                    str(value), p.is_framework))]
+    if name == "python":  # a comma string as --python reads it (parsing.python); an item that
+        # names no framework ('=x') as written: its message shows what the file says
+        return [x.split("=", 1)[0] + "=" + at(x.split("=", 1)[1])
+                if isinstance(x, str) and "=" in x and x.split("=", 1)[0].strip() else x
+                for x in (value if isinstance(value, list) else p.split_at_keys(str(value), p.is_framework))]
     return value

@@ -260,8 +260,8 @@ def _arguments(exc: UsageError) -> Optional[str]:
     if extra:
         takes = [p.name.upper() for p in ctx.command.params if p.param_type_name == "argument"]
         return "{} takes {}; got {}{} {}what it does)".format(
-            ctx.command_path, " ".join(takes) or "no argument", extra.group(1), " too" * bool(takes),
-            more)
+            ctx.command_path, " ".join(takes) or "no argument", extra.group(1) or "''",  # '' given
+            " too" * bool(takes), more)
     return None
 
 

@@ -221,9 +221,15 @@ def as_given(text: str, label: str, s: Setting) -> str:
 
 
 def path(text: str, label: str, s: Setting) -> str:
-    if not text:  # '' would be the current folder
-        raise UserError("{} is empty; give a folder path (default results/<time>)".format(label))
-    return os.path.abspath(text)
+    return os.path.abspath(given(text, label, "give a folder path (default results/<time>)"))
+
+
+def given(text: str, label: str, hint: str) -> str:
+    """A path as typed, refused where empty (`--out is empty; give …`, `compare report: CAMPAIGN
+    is empty; give …`): typer and Path read '' as the current folder, a folder no one named."""
+    if not text:
+        raise UserError("{} is empty; {}".format(label, hint))
+    return text
 
 
 def options(items, frameworks: List[fws.Framework], label: str = "--option", kept: bool = False,

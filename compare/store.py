@@ -58,6 +58,14 @@ def counted(run_ids: Sequence[str], repeated: Optional[bool] = None) -> Tuple[st
     return "{} of {}".format(_many(len(run_ids), "run"), _many(cells, "cell")), "run"
 
 
+def still_to_run(missing: Sequence[str], planned: Sequence[str]) -> str:
+    """`2 of the campaign's 4 planned runs of 2 cells have no result`: the planned runs without a
+    result, counted as `counted` counts the plan. The report's and the check's line begin so."""
+    of = counted(list(planned))[0].split(" ", 1)
+    return "{} of the campaign's {} planned {} {} no result".format(
+        len(missing), of[0], of[1], "has" if len(missing) == 1 else "have")
+
+
 def _many(n: int, word: str) -> str:
     return "{} {}{}".format(n, word, "" if n == 1 else "s")
 
@@ -187,8 +195,8 @@ class Campaign:
                             "to create it".format(said, CAMPAIGN_FILE, resume))
         if not (root / CAMPAIGN_FILE).is_file():
             raise UserError("{}: {}; give a folder made by `compare run`".format(
-                said, "is a file, not a campaign folder" if root.exists() and not root.is_dir() else
-                "not a campaign folder (no {})".format(CAMPAIGN_FILE)))
+                said, "no such folder" if not root.exists() else "is a file, not a campaign folder"
+                if not root.is_dir() else "not a campaign folder (no {})".format(CAMPAIGN_FILE)))
         meta = _read_json(root, CAMPAIGN_FILE)
         if meta.get("kind") != CAMPAIGN_KIND:
             raise UserError("{}: {} is not a compare campaign".format(said, CAMPAIGN_FILE))

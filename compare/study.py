@@ -345,10 +345,12 @@ def declared() -> List[Setting]:
     return own[:at] + extra + own[at:]
 
 
-def _typed(s: Setting, value: Any, where: Optional[str] = None) -> Any:
+def _typed(s: Setting, value: Any, where: Optional[str] = None, key: Optional[str] = None) -> Any:
     """A value as given (text from a flag; text, number, list or boolean from a file `where`)
-    -> typed; a message about a file's value names the file and the key."""
-    label = "{}: {}".format(where, s.name) if where else s.flag
+    -> typed; a message about a file's value names the file and the key; one about campaign.json's
+    names its `key` (gpus, executor_flags.time_limit)."""
+    label = "{}: {}".format(where, s.name) if where else key or s.flag
+    where = where or key
     try:
         if s.parse is None:
             if not isinstance(value, bool):
@@ -386,7 +388,7 @@ def build(flags: Dict[str, Any]) -> "Study":
     path = flags.get("config")
     values: Dict[str, Any] = {}
     sources: Dict[str, str] = {}
-    for given, where in ((read_file(path) if path else {}, path), (flags, None)):
+    for given, where in ((read_file(path) if path is not None else {}, path), (flags, None)):
         for name, value in given.items():
             values[name] = _typed(known[name], value, where)
             sources[name] = "flag over file" if not where and name in sources else (
@@ -508,17 +510,20 @@ def stored(meta: Dict[str, Any], results: str, given,
         raise UserError("{}: campaign.json is corrupt (its latest session's study has executor_flags "
                         "{}, not an object); restore it or start a new campaign".format(
                             said, json_kind(flags)))
-    try:
-        for name, value in asked["study"].items():
-            s = DECLARED.get(name)
+    for name, value in asked["study"].items():
+        s = DECLARED.get(name)
+        try:  # a value as campaign.json's key names it (gpus 'abc': ...), never by a flag not typed
             if name == "executor_flags":
-                values[name] = {k: _typed(known[k], v) for k, v in value.items() if k in known}
+                values[name] = {}
+                for k, v in value.items():
+                    if k in known:
+                        s, values[name][k] = known[k], _typed(known[k], v, key="executor_flags." + k)
             elif s and s.resume != SESSION and not (s.resume == FREE and name in given):
-                values[name] = None if value is None else _typed(s, value)
-    except (UserError, TypeError, ValueError) as exc:
-        raise UserError("{}: the campaign's study does not load again ({}); give that "
-                        "setting anew where it may change, or start a new campaign".format(
-                            said, exc)) from None
+                values[name] = None if value is None else _typed(s, value, key=name)
+        except (UserError, TypeError, ValueError) as exc:
+            raise UserError("{}: campaign.json is corrupt (its latest session's study has {}); restore "
+                            "it{} or start a new campaign".format(said, exc, ", give {} anew,".format(
+                                s.flag) if name in DECLARED and s.resume == FREE else "")) from None
     sources = asked.get("sources", {})
     if not isinstance(sources, dict):  # where each setting came from: setting -> how
         raise UserError("{}: campaign.json is corrupt (its latest session's sources are "

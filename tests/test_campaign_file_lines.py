@@ -40,3 +40,27 @@ def test_an_executor_the_file_names_that_cannot_run_here_is_named_by_the_file(st
     code, out, err = main_exit(study('frameworks = "caffe2"\n') + ["--executor", "docker"], capsys)
     assert (code, err) == (2, "compare: error: --executor docker: no Docker engine answers (the "
                               "test's)\n")
+
+
+@pytest.mark.parametrize("given,message", [
+    (".", "--config .: is a folder; give a campaign file (a TOML file of compare run's settings, e.g. "
+          "study.toml)"),
+    ("nope.toml", "--config nope.toml: no such file; give a campaign file (a TOML file of compare run's "
+                  "settings, e.g. study.toml)"),
+    ("", "--config is empty; give a campaign file (a TOML file of compare run's settings, e.g. "
+         "study.toml)"),
+], ids=["folder", "missing", "empty"])
+def test_a_config_that_is_no_file_says_what_it_is_and_what_to_give(given, message, study, capsys):
+    # it said "cannot read it (Is a directory)" for a folder, gave no advice for a missing file, and
+    # an empty --config was no file at all: the default study ran
+    code, out, err = main_exit(["run", "--config", given, "--plan"], capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+
+
+@pytest.mark.parametrize("text,item", [('python = "=x"\n', "=x"), ('python = ["=x"]\n', "=x"),
+                                       ('python = "x"\n', "x")])
+def test_a_python_that_names_no_framework_is_shown_as_the_file_writes_it(text, item, study, capsys):
+    # '=x' was shown rebased on the file's folder ('=/dir/x'): a value the user never wrote
+    code, out, err = main_exit(study('frameworks = "caffe2"\nexecutor = "local"\n' + text), capsys)
+    assert (code, err) == (2, "compare: error: study.toml: python {!r}: expected FRAMEWORK=PATH, e.g. "
+                              "tf=/usr/bin/python3\n".format(item))

@@ -208,15 +208,28 @@ def test_report_files_are_not_written_into_a_campaigns_own_folders(argv, inside,
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["data", "info", ""], "compare data info '': no folder named; give an ImageNet-layout folder "
+    (["data", "info", ""], "compare data info: FOLDER is empty; give an ImageNet-layout folder "
                            "(DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"),
-    (["data", "prepare", ""], "compare data prepare '': no folder named; give an ImageNet-layout folder "
+    (["data", "prepare", ""], "compare data prepare: FOLDER is empty; give an ImageNet-layout folder "
                               "(DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"),
     (["data", "prepare", "x", "--frameworks", ""], "--frameworks is empty; choose from tf, mxnet, caffe2, "
                                                   "jax"),
     (["images", "build", "--frameworks", ""], "--frameworks is empty; choose from tf, mxnet, caffe2, jax"),
-], ids=["info", "prepare", "prepare-frameworks", "images-frameworks"])
-def test_an_empty_folder_or_list_of_data_and_images_is_one_line(argv, message, capsys):
+    # typer read each of these '' as Path('.'), the current folder: '.: not a campaign folder (no
+    # campaign.json)', '.: folder is not empty' (and an empty current folder was written into)
+    (["report", ""], "compare report: CAMPAIGN is empty; give a campaign folder made by `compare run`"),
+    (["diff", "", "x"], "compare diff: CAMPAIGN_A is empty; give a campaign folder made by `compare run`"),
+    (["diff", "x", ""], "compare diff: CAMPAIGN_B is empty; give a campaign folder made by `compare run`"),
+    (["history", "x", ""], "compare history: CAMPAIGNS is empty; give campaign folders made by `compare "
+                           "run`, or the folder that holds them"),
+    (["check", "", "--reference", "x"], "compare check: CAMPAIGN is empty; give a campaign folder made by "
+                                        "`compare run`"),
+    (["data", "make", ""], "compare data make: DEST is empty; give a new or empty folder"),
+], ids=["info", "prepare", "prepare-frameworks", "images-frameworks", "report", "diff-a", "diff-b",
+        "history", "check", "make"])
+def test_an_empty_folder_or_list_of_data_and_images_is_one_line(argv, message, capsys, tmp_path,
+                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
     # info/prepare '' said "compare data info : no class subfolders with JPEG files in ; ..."; an
     # empty --frameworks was taken as not given: every framework
     code, out, err = main_exit(argv, capsys)

@@ -250,7 +250,8 @@ def test_the_matrix_runs_each_cell_in_every_data_mode(tmp_path, capsys):
 
 @pytest.mark.parametrize("option,message", [
     ("tf.decode=gpu", "--option tf.decode=gpu: unknown key 'decode' for tf; valid keys: tf: "),
-    ("loader_workers=0", "--option loader_workers=0: must be >= 1"),
+    ("loader_workers=0", "--option loader_workers=0: out of range; give an integer from 1 to 256, e.g. "
+                         "loader_workers=1"),
     ("caffe2.decode=nvjpeg", "--option caffe2.decode=nvjpeg: not a valid value; choose from auto, hw, cpu, "
                              "gpu")])
 def test_data_options_are_checked(capsys, option, message):

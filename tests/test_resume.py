@@ -177,6 +177,33 @@ def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake,
         c=campaign, h=planned["caffe2-fp32-w1-b4-s32-r0"])))
 
 
+@pytest.mark.parametrize("study,message", [
+    ({"gpus": ["abc"]}, "gpus 'abc': not an integer; give integers >= 1, e.g. 1,2); restore it, give "
+                        "--gpus anew, or start a new campaign"),
+    ({"precision": ["fp8"]}, "precision: unknown precision 'fp8'; choose from fp32, tf32, fp16, bf16); "
+                             "restore it, give --precision anew, or start a new campaign"),
+    ({"steps": 0}, "steps 0: must be >= 1); restore it or start a new campaign"),
+    ({"model": ["nope"]}, "model: unknown model 'nope'; choose from "),
+    ({"compile": "yes"}, 'compile = "yes": give true or false); restore it or start a new campaign'),
+    # an executor's flag given now does not replace the stored one: no "give it anew"
+    ({"executor_flags": {"time_limit": ["1h"]}}, 'executor_flags.time_limit = ["1h"]: give one value, '
+     'not a list); restore it or start a new campaign\n'),
+], ids=["gpus", "precision", "steps", "model", "compile", "executor-flag"])
+def test_a_tampered_study_value_is_named_as_campaign_jsons_key(study, message, tmp_path, fake, capsys):
+    # it was named by its flag ("does not load again (--gpus 'abc': ...)"), a flag no one typed
+    campaign = tmp_path / "c"
+    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
+                      "--results", campaign] + FAST, capsys)
+    assert code == 0, err
+    meta = json.loads((campaign / "campaign.json").read_text())
+    meta["sessions"][-1]["config"]["study"].update(study)
+    (campaign / "campaign.json").write_text(json.dumps(meta))
+    code, err = _run(["run", "--results", campaign, "--resume"], capsys)
+    assert code == 2 and err.startswith("compare: error: --resume {}: campaign.json is corrupt (its latest "
+                                        "session's study has {}".format(campaign, message)), err
+    assert err.count("\n") == 1
+
+
 def test_a_time_to_accuracy_run_killed_mid_training_runs_again_and_keeps_its_partial_log(tmp_path):
     from compare import learnable
     from compare.imagegen import make

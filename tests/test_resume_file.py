@@ -83,9 +83,8 @@ def test_a_resume_of_a_folder_that_does_not_exist_is_named_by_the_file(tmp_path,
     (tmp_path / "study.toml").write_text('results = "nowhere"\nresume = true\n')
     monkeypatch.chdir(tmp_path)
     code, _, err = main_exit(["run", "--config", "study.toml"], capsys)
-    assert (code, err) == (2, "compare: error: study.toml: resume = true (results {}): not a campaign "
-                              "folder (no campaign.json); give a folder made by `compare run`\n".format(
-                                  tmp_path / "nowhere"))
+    assert (code, err) == (2, "compare: error: study.toml: resume = true (results {}): no such folder; "
+                              "give a folder made by `compare run`\n".format(tmp_path / "nowhere"))
 
 
 def test_an_earlier_campaign_whose_results_disagree_a_file_resumes_is_named_by_the_file(

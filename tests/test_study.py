@@ -205,8 +205,10 @@ def test_a_rules_advice_names_a_setting_where_it_is_in_effect(text, flags, messa
     (["--steps", "1_0"], "--steps '1_0': not an integer; give an integer >= 1"),
     (["--repeats", "١٠"], "--repeats '١٠': not an integer; give an integer >= 1"),
     (["--timeout", "1_0"], "--timeout '1_0': not a number; give a finite number of seconds > 0"),
-    (["--option", "loader_workers=1_0"], "--option loader_workers=1_0: not an integer"),
-    (["--option", "loader_workers=١٠"], "--option loader_workers=\\u0661\\u0660: not an integer"),
+    (["--option", "loader_workers=1_0"], "--option loader_workers=1_0: not an integer; give an integer from "
+                                         "1 to 256, e.g. loader_workers=1"),
+    (["--option", "loader_workers=١٠"], "--option loader_workers=\\u0661\\u0660: not an integer; give an "
+                                        "integer from 1 to 256, e.g. loader_workers=1"),
     (["--plan-gpus", "2"], "--plan-gpus belongs to --plan (print the schedule and exit); add --plan"),
     (["--timeout", "1e400"], "--timeout 1e400: must be a finite number of seconds > 0"),
     (["--option", "caffe2.channels_last=maybe"], "--option caffe2.channels_last=maybe: not a boolean; "

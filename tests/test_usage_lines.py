@@ -27,6 +27,9 @@ def test_a_missing_argument_is_named_with_its_help(argv, line, capsys):
                                 "build --help` says what it does)"),
     (["report", "a", "b"], "compare report takes CAMPAIGN; got b too (`compare report --help` says "
                            "what it does)"),
+    # an empty one said "got  (": nothing where the argument was
+    (["doctor", ""], "compare doctor takes no argument; got '' (`compare doctor --help` says what it "
+                     "does)"),
 ])
 def test_an_extra_argument_says_what_the_command_takes(argv, line, capsys):
     code, out, err = main_exit(argv, capsys)

@@ -267,6 +267,17 @@ def test_a_campaign_given_as_a_file_says_it_is_a_file(argv, tmp_path, capsys):
                                        "folder made by `compare run`\n".format(said))
 
 
+@pytest.mark.parametrize("argv", [["report", "{f}"], ["diff", "{f}", "{f}"], ["check", "{f}", "--reference",
+                                                                               "a6000_tf_cnn_benchmarks"],
+                                  ["history", "{f}"]], ids=["report", "diff", "check", "history"])
+def test_a_campaign_that_is_not_there_says_so(argv, tmp_path, capsys):
+    # it said "not a campaign folder (no campaign.json)", as of a folder that is there without one
+    f = tmp_path / "gone"
+    code, out, err = main_exit([a.format(f=f) for a in argv], capsys)
+    assert (code, out, err) == (2, "", "compare: error: {}: no such folder; give a folder made by "
+                                       "`compare run`\n".format(f))
+
+
 def test_a_results_link_to_nothing_is_refused_by_the_plan_as_by_the_run(tmp_path, capsys):
     # --plan passed it (the link "does not exist"), then the run said "cannot create the folder
     # (File exists)"
@@ -290,6 +301,24 @@ def test_an_empty_build_input_is_refused(flag, message, capsys):
     # or an empty BASE_IMAGE build arg
     code, out, err = main_exit(["images", "build", flag, ""], capsys)
     assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))
+
+
+@pytest.mark.parametrize("image", ["a b", "Debian:bookworm", "debian:", "debian:bookworm slim", "-x"])
+def test_a_base_image_that_is_no_image_reference_is_refused_before_the_engine_is_asked(image, capsys):
+    # it went to the build (or, with no engine, said "no Docker engine answers"): docker's own
+    # "invalid reference format" came back per framework, after the wait
+    code, out, err = main_exit(["images", "build", "--base-image", image], capsys)
+    assert (code, out, err) == (2, "", "compare: error: --base-image {!r}: not an image reference; give "
+                                       "[REGISTRY/]NAME[:TAG] in lower case (e.g. debian:bookworm-slim, "
+                                       "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04), or leave it out (the "
+                                       "NGC image)\n".format(image))
+
+
+def test_a_good_base_image_passes_the_check():
+    from compare.commands.images import IMAGE_REFERENCE
+    for image in ("debian:bookworm-slim", "nvcr.io/nvidia/pytorch:24.01-py3", "compare/base:bookworm",
+                  "localhost:5000/my_img__x/y-z:v1.2", "debian@sha256:" + "a" * 64):
+        assert IMAGE_REFERENCE.match(image), image
 
 
 def test_a_wheelhouse_that_is_not_there_says_what_to_give(tmp_path, capsys):

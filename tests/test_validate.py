@@ -87,8 +87,8 @@ def test_a_wrong_value_anywhere_is_skipped_with_the_reason_by_every_reader(campa
         assert warning in err, (argv, err)
         assert "nan" not in out and "inf" not in out and "1e+" not in out
         # check: the spoilt repeat's cell has no usable result, so the study is not done
-        assert (code, argv[0] != "check" or "1 planned cell of the campaign has no result yet: "
-                "caffe2-fp32-g1-b256-s224-r1." in out) == (0 if argv[0] != "check" else 1, True), out
+        assert (code, argv[0] != "check" or "1 of the campaign's 2 planned runs of 1 cell has no "
+                "result yet: caffe2-fp32-g1-b256-s224-r1." in out) == (0 if argv[0] != "check" else 1, True), out
     code, out, err = main_exit(["report", str(campaign), "--format", "md,csv,html"], capsys)
     assert code == 0, err
     assert "compare: warning: skipped corrupt result {}: {}\n".format(name, why) in err

@@ -40,24 +40,41 @@ class Option:
                 return True
             if text.lower() in FALSE:
                 return False
-            raise OptionError("{}={}: not a boolean; give true or false (also 1/0, yes/no, "
-                              "on/off)".format(self.key, text))
+            raise self.error(text, "not a boolean")
         if self.kind in ("int", "float"):
             return self._in_range(_number(self, value, text), text)
         if self.choices and text not in self.choices:
-            raise OptionError("{}={}: not a valid value; choose from {}".format(
-                self.key, text, ", ".join(self.choices)))
+            raise self.error(text, "not a valid value")
         if len(text) > MAX_TEXT or any(ord(c) < 32 or ord(c) == 127 for c in text):
-            raise OptionError("{}={}: give one line of at most {} printable characters".format(
-                self.key, _cut(text), MAX_TEXT))
+            raise self.error(_cut(text))
         return text
+
+    def error(self, text: str, wrong: str = "") -> "OptionError":
+        """`KEY=TEXT: what is wrong; what is valid`: every bad value's message, said here alone."""
+        return OptionError("{}={}: {}{}".format(self.key, text, wrong + "; " if wrong else "",
+                                                self.valid()))
+
+    def valid(self) -> str:
+        """What to give: 'give an integer from 0 to 4, e.g. autotune_level=0', 'choose from c,
+        python', 'give true or false (...)', 'give one line of at most 1000 printable characters'."""
+        if self.kind == "bool":
+            return "give true or false (also 1/0, yes/no, on/off)"
+        if self.choices:
+            return "choose from {}".format(", ".join(self.choices))
+        if self.kind not in ("int", "float"):
+            return "give one line of at most {} printable characters".format(MAX_TEXT)
+        low, high = self.minimum, self.maximum
+        span = ("from {} to {}".format(_plain(low), _plain(high)) if low is not None and high is not None
+                else ">= {}".format(_plain(low)) if low is not None
+                else "<= {}".format(_plain(high)) if high is not None else "")
+        example = next((x for x in (self.default, low, high) if x is not None), 1)
+        return "give {}, e.g. {}={}".format(" ".join(filter(None, (_article(self.kind), span))),
+                                            self.key, _plain(example))
 
     def _in_range(self, number: Any, text: str) -> Any:
         low, high = self.minimum, self.maximum
-        if low is not None and number < low:
-            raise OptionError("{}={}: must be >= {}".format(self.key, text, _plain(low)))
-        if high is not None and number > high:
-            raise OptionError("{}={}: must be <= {}".format(self.key, text, _plain(high)))
+        if (low is not None and number < low) or (high is not None and number > high):
+            raise self.error(text, "out of range")
         return number
 
     def describe(self) -> str:
@@ -144,14 +161,13 @@ def _number(opt: Option, value: Any, text: str):
     """An int, or a finite float: NaN and infinity (also 1e400) are no setting."""
     # int() and float() also read 1_0 and Arabic-Indic digits: a setting is ASCII digits alone
     if isinstance(value, bool) or not text.isascii() or "_" in text:
-        raise OptionError("{}={}: not {}".format(opt.key, _cut(text), _article(opt.kind)))
+        raise opt.error(_cut(text), "not " + _article(opt.kind))
     try:
         number = int(text) if opt.kind == "int" else float(text)
     except ValueError:
-        raise OptionError("{}={}: not {}".format(opt.key, _cut(text), _article(opt.kind))) from None
+        raise opt.error(_cut(text), "not " + _article(opt.kind)) from None
     if opt.kind == "float" and not math.isfinite(number):
-        raise OptionError("{}={}: not a finite number; give a number such as 1024".format(
-            opt.key, text))
+        raise opt.error(text, "not a finite number")
     return number
 
 

@@ -26,9 +26,7 @@ def _named(folder: str, command: str) -> str:
     """The folder argument as typed; '' names none (open_folder would read the current folder's
     name as '' and say 'no class subfolders ... in ;')."""
     from ..datasets import LAYOUT
-    if not folder:
-        raise UserError("{} '': no folder named; {}".format(command, LAYOUT))
-    return folder
+    return parsing.given(folder, command + ": FOLDER", LAYOUT)
 
 
 def _console():
@@ -38,7 +36,7 @@ def _console():
 
 @app.command()
 def make(
-    dest: Path = typer.Argument(..., help="New or empty folder to write DIR/train/<class>/*.JPEG into."),
+    dest: str = typer.Argument(..., help="New or empty folder to write DIR/train/<class>/*.JPEG into."),
     images: Optional[int] = typer.Option(None, help="Number of JPEGs (default 10000).",
                                          show_default=False),
     classes: Optional[int] = typer.Option(None, help="Number of class folders, labels 0..K-1 "
@@ -55,6 +53,7 @@ def make(
 ):
     """Write an ImageNet-layout folder of JPEGs with ImageNet's size and entropy (deterministic)."""
     from .. import imagegen
+    dest = Path(parsing.given(dest, "compare data make: DEST", "give a new or empty folder"))
     if seed < 0:  # numpy's generators take none
         raise UserError("--seed {}: must be >= 0".format(seed))
     if learnable is not None:

@@ -6,6 +6,7 @@
 
 An image whose inputs (Dockerfile, backends/, pins) are unchanged is kept, not rebuilt.
 """
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -14,6 +15,13 @@ import typer
 from .. import envs, parsing
 from .. import frameworks as fws
 from ..errors import UserError
+
+# an image reference as docker reads one: [REGISTRY[:PORT]/]name[/name...][:TAG][@DIGEST], names in
+# lower case (distribution/reference's grammar, shortened)
+_PART = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+IMAGE_REFERENCE = re.compile(r"^(?:[a-zA-Z0-9-]+(?:\.[a-zA-Z0-9-]+)*(?::[0-9]+)?/)?{0}(?:/{0})*"
+                             r"(?::\w[\w.-]{{0,127}})?(?:@[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{{32,}})?$"
+                             .format(_PART), re.ASCII)
 
 app = typer.Typer(help="Build and list the backends' container images.", no_args_is_help=True)
 
@@ -43,6 +51,11 @@ def build(
     if base_image == "":
         raise UserError("--base-image is empty; give an image to build on, or leave it out (the NGC "
                         "image)")
+    if base_image is not None and not IMAGE_REFERENCE.match(base_image):  # docker would say
+        # "invalid reference format" per framework, after the engine was asked
+        raise UserError("--base-image {!r}: not an image reference; give [REGISTRY/]NAME[:TAG] in lower "
+                        "case (e.g. debian:bookworm-slim, nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04), or "
+                        "leave it out (the NGC image)".format(base_image))
     for text, flag, folder in ((wheelhouse, "--wheelhouse", True), (ca_bundle, "--ca-bundle", False)):
         wanted = "a folder of wheels (containers/wheelhouse.sh fills one)" if folder \
             else "a CA certificate file (PEM)"

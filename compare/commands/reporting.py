@@ -16,6 +16,7 @@ from typing import List, Optional
 import typer
 
 from .. import frameworks as fws
+from .. import parsing
 from ..errors import UserError
 from ..study import DECLARED
 from . import err as _err
@@ -39,11 +40,15 @@ def _out(text: Optional[str]) -> Optional[Path]:
     one line where it is empty or inside a folder a campaign's runs write."""
     if text is None:
         return None
-    if text == "":
-        raise UserError("--out is empty; give a folder path")
+    parsing.given(text, "--out", "give a folder path")
     from ..store import check_outside_runs
     check_outside_runs(Path(text), "--out", " (a campaign's report folder, or any other)")
     return Path(text)
+
+
+def _campaign(text: str, label: str) -> Path:
+    """A campaign folder argument (`label`: how usage names it), refused where empty."""
+    return Path(parsing.given(text, label, "give a campaign folder made by `compare run`"))
 
 
 def _framework(name: str, flag: str) -> str:
@@ -56,7 +61,7 @@ def _framework(name: str, flag: str) -> str:
 
 
 def report(
-    campaign: Path = typer.Argument(..., help="A campaign folder made by `compare run`."),
+    campaign: str = typer.Argument(..., help="A campaign folder made by `compare run`."),
     format: str = typer.Option("md", help="Comma list of md, csv, json, html."),
     out: Optional[str] = typer.Option(None, metavar="DIR",
                                       help="Folder for report files (default CAMPAIGN/report)."),
@@ -73,6 +78,7 @@ def report(
     from ..reporting import parse_formats, references
     from ..stages import report as stage
     from ..store import Campaign
+    campaign = _campaign(campaign, "compare report: CAMPAIGN")
     out = _out(out)
     formats = parse_formats(format)
     loaded, seen = [], set()
@@ -100,8 +106,8 @@ def report(
 
 
 def diff(
-    campaign_a: Path = typer.Argument(..., help="Campaign A (e.g. the T4 machine)."),
-    campaign_b: Path = typer.Argument(..., help="Campaign B (e.g. the V100 machine): ratios are B ÷ A."),
+    campaign_a: str = typer.Argument(..., help="Campaign A (e.g. the T4 machine)."),
+    campaign_b: str = typer.Argument(..., help="Campaign B (e.g. the V100 machine): ratios are B ÷ A."),
     out: Optional[str] = typer.Option(None, metavar="DIR", help="Also write diff.md, diff.csv, diff.json "
                                       "here "
                                        "(and diff_time_to_accuracy.csv/.json where there are "
@@ -112,6 +118,8 @@ def diff(
     from ..files import check_writable_dir, user_path, write_text
     from ..reporting import diff as d
     from ..reporting import tables
+    campaign_a, campaign_b = (_campaign(campaign_a, "compare diff: CAMPAIGN_A"),
+                              _campaign(campaign_b, "compare diff: CAMPAIGN_B"))
     out = _out(out)
     if out is not None:
         check_writable_dir(out, "--out")
@@ -136,7 +144,7 @@ def diff(
 
 
 def history(
-    campaigns: List[Path] = typer.Argument(..., help="Campaign folders, or one folder holding them."),
+    campaigns: List[str] = typer.Argument(..., help="Campaign folders, or one folder holding them."),
     out: Optional[str] = typer.Option(None, metavar="DIR", help="Also write history.md, history.csv and "
                                        "history.html (a chart per cell) here (and "
                                        "history_time_to_accuracy.csv where there are "
@@ -146,6 +154,8 @@ def history(
     from ..files import check_writable_dir, user_path, write_text
     from ..reporting import history as hist
     from ..reporting import html, tables
+    campaigns = [Path(parsing.given(c, "compare history: CAMPAIGNS", "give campaign folders made by "
+                                    "`compare run`, or the folder that holds them")) for c in campaigns]
     out = _out(out)
     if out is not None:
         check_writable_dir(out, "--out")
@@ -172,7 +182,7 @@ def history(
 
 
 def check(
-    campaign: Path = typer.Argument(..., help="A campaign folder made by `compare run`."),
+    campaign: str = typer.Argument(..., help="A campaign folder made by `compare run`."),
     reference: str = typer.Option(..., help="A name from `compare list references` or a CSV path."),
     tolerance: str = typer.Option("5%", help="How far below the reference a figure may be (5% or "
                                   "0.05); a reference's own `tolerance` column wins."),
@@ -181,11 +191,12 @@ def check(
     listing the cells that fall short."""
     from ..reporting import check as chk
     from ..reporting import references, tables
+    campaign = _campaign(campaign, "compare check: CAMPAIGN")
     tol = references.parse_tolerance(tolerance)
     name, ref = references.load(reference)
     c, cells, missing, _ = _cells(campaign)
     secs, passed = chk.sections(chk.check(cells, ref, name, tol, c.machine, missing), name, missing,
-                                cells)
+                                cells, list(c.meta.get("planned", {})))
     sys.stdout.write(tables.markdown(secs))
     raise typer.Exit(0 if passed else 1)
 

@@ -121,11 +121,12 @@ def flags() -> List[Tuple[str, Flag]]:
 
 def check_flags(requested: str, given: Dict[str, Any],
                 named: Callable[..., str] = flag_named) -> Dict[str, Any]:
-    """The executor-specific flags given (empty ones dropped), checked by the executor that reads
+    """The executor-specific flags given (those not given dropped; an empty one is the executor's
+    to refuse), checked by the executor that reads
     them; a flag given to another executor is a UserError naming the one that reads it. Every
     message names its settings through `named(name, about="", value=None)` (base.flag_named: by
     their flags), so a campaign file's keys are said as the user wrote them."""
-    given = {k: v for k, v in given.items() if v not in (None, "", [], ())}
+    given = {k: v for k, v in given.items() if v is not None and v != [] and v != ()}  # '' was given
     cls = load(requested) if requested != AUTO else None
     owners = {flag.key: (name, flag) for name, flag in flags()}
     for key in given:

@@ -40,7 +40,11 @@ from .slurm_jobs import Allocation, Job, record
 
 JOBS_FILE = "jobs"  # JSON lines: one per submitted, collected or cancelled job
 TIME_LIMIT = re.compile(r"^(\d+-)?\d+(:\d+){0,2}$")  # Slurm: MM, MM:SS, HH:MM:SS, D-HH[:MM[:SS]]
+TIME_FORMS = "minutes (30), MM:SS, HH:MM:SS (01:30:00) or D-HH:MM:SS"
 OPTION_KEY = re.compile(r"^[a-z][a-z0-9-]+$")
+# where jobs go, and what to give for each (an empty one is refused: sbatch would be told '')
+PLACES = {"partition": "a Slurm partition's name (sinfo lists them)",
+          "account": "a Slurm account's name (sacctmgr show associations lists them)"}
 # sbatch options compare sets itself, and the flag of compare to use instead
 OWNED = {"nodes": "nodes", "ntasks": "gpus", "ntasks-per-node": "gpus", "gpus": "gpus",
          "gpus-per-node": "gpus", "time": "time_limit", "partition": "partition",
@@ -89,10 +93,20 @@ class SlurmExecutor(Executor):
     @classmethod
     def check_flags(cls, flags: Dict[str, Any], named: Callable[..., str] = flag_named) -> Dict[str, Any]:
         out = dict(flags)
+        for key, what in PLACES.items():  # '' would reach sbatch and the machine record's srun
+            if key in out and not str(out[key]).strip():
+                raise UserError("{} is empty; give {}, or leave it out (the cluster's default)".format(
+                    named(key), what))
         limit = out.get("time_limit")
+        if limit is not None and not str(limit).strip():
+            raise UserError("{} is empty; give {}, or leave it out (default: {})".format(
+                named("time_limit"), TIME_FORMS, named("timeout", "time_limit")))
         if limit is not None and not TIME_LIMIT.match(str(limit)):
-            raise UserError("{} {!r}: not a Slurm time; give minutes (30), MM:SS, HH:MM:SS "
-                            "(01:30:00) or D-HH:MM:SS".format(named("time_limit"), limit))
+            raise UserError("{} {!r}: not a Slurm time; give {}".format(named("time_limit"), limit,
+                                                                        TIME_FORMS))
+        if limit is not None and not any(c not in "0:-" for c in str(limit)):
+            raise UserError("{} {!r}: a limit of no time (Slurm reads it as no limit at all); give a "
+                            "time > 0: {}".format(named("time_limit"), limit, TIME_FORMS))
         options = []
         for item in out.get("slurm_option") or []:
             key, sep, value = item.lstrip("-").partition("=")

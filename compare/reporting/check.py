@@ -139,10 +139,14 @@ def _row(r, fields: List[str]) -> List[str]:
 
 
 def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = (),
-             cells: Optional[pd.DataFrame] = None) -> Tuple[List[Section], bool]:
+             cells: Optional[pd.DataFrame] = None,
+             planned: Optional[Sequence[str]] = None) -> Tuple[List[Section], bool]:
     """The check as table models, and whether it passed (no cell falls short, one passes, and no
     planned cell is still to run). A model, data or image column where the campaign (`cells`,
-    else the checked ones) has several: as the report's table of the same reference shows them."""
+    else the checked ones) has several: as the report's table of the same reference shows them.
+    `planned`: the campaign's planned run ids (`missing` among them), counted as the report
+    counts them (`runs of cells` where cells repeat)."""
+    from ..store import still_to_run
     fields = tables.shown(c if cells is None else cells, ["framework", "model", "mode",
                                                           "precision", "batch_size", "image_size",
                                                           "data_mode", "N"], tables.OPTIONAL_IMAGE)
@@ -157,11 +161,9 @@ def sections(c: pd.DataFrame, name: str, missing: Sequence[str] = (),
                if ok else "FAIL: " if len(short) or missing else "FAIL: no comparable cell to check. ")
     lines = [verdict + counts]
     if missing:
-        lines.append("{} planned cell{} of the campaign {} no result yet: {}. A half-done campaign "
-                     "does not pass; `compare run … --resume` runs {}.".format(
-                         len(missing), "s" if len(missing) != 1 else "",
-                         "have" if len(missing) != 1 else "has", ", ".join(missing),
-                         "them" if len(missing) != 1 else "it"))
+        lines.append("{} yet: {}. A half-done campaign does not pass; `compare run … --resume` "
+                     "runs {}.".format(still_to_run(missing, missing if planned is None else planned),
+                                       ", ".join(missing), "them" if len(missing) != 1 else "it"))
     out: List[Section] = [Text("Check against {}".format(name), lines)]
     if len(c):  # none where no cell has a result yet: the lines above say so, no empty table
         out.append(Table("", head, [_row(r, fields) for _, r in c.iterrows()], name="check"))

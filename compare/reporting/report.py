@@ -173,17 +173,13 @@ def campaign_sections(view, results: Sequence, trained: Sequence,
     """A campaign's own sections, in order, from its View (compare/stages/report.py): time to
     accuracy (its runs, `trained`), the cells not run yet, packed cells against their serial
     twins, the batch searches, result files left out."""
-    from ..store import counted
+    from ..store import still_to_run
     from . import accuracy, packing, probes
     out: List[Section] = accuracy.tables(trained, price)
     if view.missing:  # a half-done campaign says so, and which cells are still to run
-        one = len(view.missing) == 1  # "4 planned runs of 2 cells" where cells repeat, as the plan
-        planned = counted(list(view.meta.get("planned", {})))[0].split(" ", 1)
-        out.append(Text("Not run yet", ["{} of the campaign's {} planned {} {} no result: {}. "
-                                        "`compare run … --resume` runs {}.".format(
-                                            len(view.missing), planned[0], planned[1],
-                                            "has" if one else "have", ", ".join(view.missing),
-                                            "it" if one else "them")]))
+        out.append(Text("Not run yet", ["{}: {}. `compare run … --resume` runs {}.".format(
+            still_to_run(view.missing, list(view.meta.get("planned", {}))), ", ".join(view.missing),
+            "it" if len(view.missing) == 1 else "them")]))
     out += packing.sections(results, view.root, view.machine)
     searched = probes.table(view.probes, [r for r in results if r.spec.get("batch_auto")])
     out += [searched] if searched is not None else []

@@ -201,7 +201,8 @@ def test_tf32_on_cpu_is_unsupported_with_reason(tmp_path):
 
 
 @pytest.mark.parametrize("options,message", [
-    ({"processes": 0}, "option processes=0: must be >= 1"),
+    ({"processes": 0}, "option processes=0: out of range; give an integer from 1 to 64, e.g. "
+                       "processes=1"),
     ({"sync_bn": "maybe"}, "option sync_bn=maybe: not a boolean; give true or false (also 1/0, "
                            "yes/no, on/off)"),
     ({"channels_last": True}, "option channels_last: unknown option for jax; valid: "

@@ -7,6 +7,7 @@ from compare.errors import UserError
 from compare.parsing import options as parse_options
 from tests.helpers import main_exit
 
+LOSS_SCALE = "not a finite number; give a number from 1 to 16777216, e.g. loss_scale=1"
 CAFFE2_KEYS = ("channels_last, compile_mode, cpu_decoders, cpu_draft, cpu_share, cuda_graphs, "
                "cudnn_benchmark, cudnn_benchmark_limit, decode, "
                "fail_at, fail_rank, feeder_priority, inductor_tuning, loader_workers, memory_limit_mb, nvimgcodec_api, "
@@ -55,15 +56,19 @@ def test_choices_and_bounds_are_checked():
     with pytest.raises(UserError, match="^--option optimizer=adam: not a valid value; choose from "
                                         "fused, foreach, loop$"):
         parse_options(["optimizer=adam"], caffe2)
-    with pytest.raises(UserError, match="^--option fail_rank=-1: must be >= 0$"):
+    with pytest.raises(UserError, match="^--option fail_rank=-1: out of range; give an integer from 0 to "
+                                        "65535, e.g. fail_rank=0$"):
         parse_options(["fail_rank=-1"], caffe2)
-    with pytest.raises(UserError, match="^--option fail_rank=x: not an integer$"):
+    with pytest.raises(UserError, match="^--option fail_rank=x: not an integer; give an integer from 0 to "
+                                        "65535, e.g. fail_rank=0$"):
         parse_options(["fail_rank=x"], caffe2)
 
 
 def test_the_backend_checks_a_hand_written_spec_too():
     declared = (Option("n", "int", "a count", minimum=1),)
     assert parse(declared, {"n": "3"}, "toy") == {"n": 3}
+    with pytest.raises(OptionError, match="^n=0: out of range; give an integer >= 1, e.g. n=1$"):
+        parse(declared, {"n": 0}, "toy")
     with pytest.raises(OptionError, match="^m: unknown option for toy; valid: n$"):
         parse(declared, {"m": 1}, "toy")
 
@@ -94,13 +99,23 @@ def test_every_declared_number_has_a_range():
 
 
 @pytest.mark.parametrize("framework,item,message", [
-    ("jax", "jax.autotune_level=99", "--option jax.autotune_level=99: must be <= 4"),
-    ("caffe2", "caffe2.loader_workers=99999999999", "--option caffe2.loader_workers=99999999999: must be <= 256"),
-    ("jax", "jax.loss_scale=nan", "--option jax.loss_scale=nan: not a finite number; give a number such as 1024"),
-    ("jax", "jax.loss_scale=inf", "--option jax.loss_scale=inf: not a finite number; give a number such as 1024"),
-    ("jax", "jax.loss_scale=1e400", "--option jax.loss_scale=1e400: not a finite number; give a number such as 1024"),
-    ("jax", "jax.loss_scale=-inf", "--option jax.loss_scale=-inf: not a finite number; give a number such as 1024"),
-], ids=["autotune_level", "loader_workers", "nan", "inf", "1e400", "-inf"])
+    ("jax", "jax.autotune_level=99", "--option jax.autotune_level=99: out of range; give an integer from 0 "
+                                     "to 4, e.g. autotune_level=0"),
+    ("caffe2", "caffe2.loader_workers=99999999999", "--option caffe2.loader_workers=99999999999: out of "
+                                                    "range; give an integer from 1 to 256, e.g. loader_workers=1"),
+    ("jax", "jax.loss_scale=nan", "--option jax.loss_scale=nan: " + LOSS_SCALE),
+    ("jax", "jax.loss_scale=inf", "--option jax.loss_scale=inf: " + LOSS_SCALE),
+    ("jax", "jax.loss_scale=1e400", "--option jax.loss_scale=1e400: " + LOSS_SCALE),
+    ("jax", "jax.loss_scale=-inf", "--option jax.loss_scale=-inf: " + LOSS_SCALE),
+    # it said "not an integer" and no more: what to give was left to guess
+    ("caffe2", "memory_limit_mb=", "--option memory_limit_mb=: not an integer; give an integer from 64 to "
+                                   "4194304, e.g. memory_limit_mb=64"),
+    ("caffe2", "switch_interval_ms=fast", "--option switch_interval_ms=fast: not a number; give a number "
+                                          "from 0.05 to 100, e.g. switch_interval_ms=0.5"),
+    ("caffe2", "cpu_share=2", "--option cpu_share=2: out of range; give a number from 0 to 1, e.g. "
+                              "cpu_share=0"),
+], ids=["autotune_level", "loader_workers", "nan", "inf", "1e400", "-inf", "int-empty", "float-text",
+        "float-range"])
 def test_numbers_are_finite_and_within_the_declared_range(framework, item, message):
     with pytest.raises(UserError) as exc:
         parse_options([item], [frameworks.get(framework)])
@@ -110,8 +125,7 @@ def test_numbers_are_finite_and_within_the_declared_range(framework, item, messa
 def test_a_nan_option_is_refused_before_anything_runs(tmp_path, capsys):
     code, _, err = main_exit(["run", "--frameworks", "jax", "--device", "cpu", "--executor", "local",
                               "--results", str(tmp_path / "c"), "--option", "jax.loss_scale=nan"], capsys)
-    assert (code, err) == (2, "compare: error: --option jax.loss_scale=nan: not a finite number; give a "
-                              "number such as 1024\n")
+    assert (code, err) == (2, "compare: error: --option jax.loss_scale=nan: {}\n".format(LOSS_SCALE))
     assert not (tmp_path / "c").exists()
 
 

@@ -48,6 +48,30 @@ def test_slurm_flags_without_the_slurm_executor_are_refused(argv, capsys):
 
 
 
+@pytest.mark.parametrize("argv,message", [
+    (["--partition", ""], "--partition is empty; give a Slurm partition's name (sinfo lists them), or "
+                          "leave it out (the cluster's default)"),
+    (["--account", " "], "--account is empty; give a Slurm account's name (sacctmgr show associations "
+                         "lists them), or leave it out (the cluster's default)"),
+    (["--time-limit", ""], "--time-limit is empty; give minutes (30), MM:SS, HH:MM:SS (01:30:00) or "
+                           "D-HH:MM:SS, or leave it out (default: --timeout)"),
+    (["--time-limit", "0"], "--time-limit '0': a limit of no time (Slurm reads it as no limit at all); "
+                            "give a time > 0: minutes (30), MM:SS, HH:MM:SS (01:30:00) or D-HH:MM:SS"),
+    (["--time-limit", "0-00:00"], "--time-limit '0-00:00': a limit of no time (Slurm reads it as no "
+                                  "limit at all); give a time > 0: minutes (30), MM:SS, HH:MM:SS "
+                                  "(01:30:00) or D-HH:MM:SS"),
+], ids=["partition", "account", "time-limit-empty", "time-limit-0", "time-limit-0-days"])
+def test_an_empty_placement_or_a_time_limit_of_no_time_is_refused_at_plan_time(argv, message, capsys):
+    # they were taken as given, and the run failed later, at the machine record on a compute node
+    with pytest.raises(UserError) as refused:
+        executors.check_flags("slurm", {{"--partition": "partition", "--account": "account",
+                                         "--time-limit": "time_limit"}[argv[0]]: argv[1]})
+    assert str(refused.value) == message
+    code, _, err = main_exit(["run", "--executor", "slurm", "--frameworks", "caffe2", "--plan"] + argv,
+                             capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message))
+
+
 def test_an_executor_words_every_flag_message_as_check_flags_is_told():
     """check_flags' `named` names each setting a message names, in the caller's words (a campaign
     file's keys): an executor's own messages too. Before, `named` reached only 'is read by the …

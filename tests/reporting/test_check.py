@@ -111,8 +111,23 @@ def test_a_campaign_with_planned_cells_still_to_run_fails(campaign, tmp_path, ca
     code, out, _ = main_exit(["check", str(campaign), "--reference", ref], capsys)
     assert code == 1
     assert "FAIL: 1 pass, 0 fall short, 0 not comparable (of 1 figure the reference has for this " \
-           "campaign).\n\n1 planned cell of the campaign has no result yet: tf-fp32-g2-b256-s224-r0. A " \
+           "campaign).\n\n1 of the campaign's 3 planned cells has no result yet: tf-fp32-g2-b256-s224-r0. A " \
            "half-done campaign does not pass; `compare run … --resume` runs it." in out
+
+
+def test_planned_runs_of_repeated_cells_still_to_run_are_counted_as_runs_of_cells(tmp_path, capsys):
+    """Where cells repeat, check counts runs of cells, as the report's "Not run yet" line does (it
+    said "2 planned cells of the campaign have no result yet: …-r0, …-r1": two runs of one cell)."""
+    root = save_campaign(tmp_path / "c", [windowed("tf", "fp32", g, [g * w for w in WINDOWS], repeat=i)
+                                          for g in (1, 2) for i in (0, 1)])
+    for i in (0, 1):
+        (root / "results" / "tf-fp32-g2-b256-s224-r{}.json".format(i)).unlink()
+    ref = _reference(tmp_path, "gpu,framework,precision,gpus,images_per_sec\nH200,tf,fp32,1,1000\n")
+    code, out, _ = main_exit(["check", str(root), "--reference", ref], capsys)
+    assert code == 1
+    assert "\n\n2 of the campaign's 4 planned runs of 2 cells have no result yet: tf-fp32-g2-b256-s224-r0, " \
+           "tf-fp32-g2-b256-s224-r1. A half-done campaign does not pass; `compare run … --resume` runs " \
+           "them." in out
 
 
 def test_a_campaign_with_no_result_yet_fails_without_an_empty_table(campaign, tmp_path, capsys):
@@ -124,8 +139,8 @@ def test_a_campaign_with_no_result_yet_fails_without_an_empty_table(campaign, tm
     assert code == 1
     assert "| framework |" not in out and "|---|" not in out
     assert out.startswith("## Check against ref\n\nFAIL: 0 pass, 0 fall short, 0 not comparable (of 0 figures "
-                          "the reference has for this campaign).\n\n3 planned cells of the campaign have no "
-                          "result yet: ")
+                          "the reference has for this campaign).\n\n3 of the campaign's 3 planned cells "
+                          "have no result yet: ")
 
 
 def test_images_per_sec_are_held_only_against_the_same_gpu_model(tmp_path, capsys):
