@@ -6,7 +6,7 @@
 # budget (BUDGET, 530 s): a stage that would not fit what is left is skipped and says so. The
 # campaigns live in results/tuned-35 (ignored by git: a warm machine keeps them between calls;
 # else carry it back), so later calls run the rest and a stage cut short resumes. Each call leaves
-# the campaigns in $OUT as .tgz (fixtures for the plan's ETA rule) and prints
+# the campaigns in $OUT as one tuned-35.tgz (fixtures for the plan's ETA rule) and prints
 # bench/tuned_summary.py's tables. Three calls of ~9 min do it all:
 #   bash bench/tuned_gpu.sh $OUT                      # noflags, big (the batch table's entries)
 #   bash bench/tuned_gpu.sh $OUT study fresh          # the study, then its fresh-process twins
@@ -126,6 +126,7 @@ for stage in $stages; do case $stage in
 esac; done
 python3 bench/tuned_summary.py $camp | tee $out/summary.txt
 echo "total $(( $(date +%s) - T0 )) s"
-for d in $(cd $camp && ls -d */ 2>/dev/null); do
-  tar czf $out/${d%/}.tgz -C $camp --exclude=code --exclude=work ${d%/}; done
-cp $camp/*.jsonl $camp/*.err $out/ 2>/dev/null; true
+# one archive: the device tool brings back at most 8 files from $OUT (a call of 2026-12-05 that
+# left a .tgz per campaign lost the study's, its 9th file and more)
+mv $out/torch-setup-*.txt $camp/ 2>/dev/null
+tar czf $out/tuned-35.tgz -C $camp --exclude=code --exclude=work . ; true

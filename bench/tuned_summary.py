@@ -60,7 +60,7 @@ def chosen(camp):
 
 
 def walls(camp):
-    print("campaign         cells  wall      ETA printed  ETA / wall")
+    print("campaign         runs   wall      ETA printed  ETA / wall")
     for folder in sorted(glob.glob(os.path.join(camp, "*", "campaign.json"))):
         folder = os.path.dirname(folder)
         study = timeline.study(results(folder))
@@ -68,7 +68,7 @@ def walls(camp):
             continue
         eta = estimate(folder)
         print("{:<16} {:>5}  {:<8}  {:<11}  {}".format(
-            os.path.basename(folder), study["cells"], timeline.clock(study["wall_s"]),
+            os.path.basename(folder), len(study["run_ids"]), timeline.clock(study["wall_s"]),
             timeline.clock(eta) if eta else "-",
             "{:.2f}".format(eta / study["wall_s"]) if eta else "-"))
 
