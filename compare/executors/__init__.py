@@ -86,7 +86,7 @@ def choose(requested: str, ctx: Context, keep: Optional[str] = None) -> Tuple[ty
             raise UserError(_cannot(cls, *missing))
         ok, why = cls.available(ctx)
         if not ok:
-            raise UserError("--executor {}: {}".format(requested, why))
+            raise UserError("{} {}: {}".format(ctx.said, requested, why))
         return cls, "--executor {}".format(requested)
     passed_over = []
     for name in names():
@@ -100,8 +100,8 @@ def choose(requested: str, ctx: Context, keep: Optional[str] = None) -> Tuple[ty
             return cls, "; ".join([why] + passed_over)
         passed_over.append("{} not chosen: {}".format(name, why))
     asked = [n for n in names() if not load(n).auto and not load(n).lacks(ctx)]
-    raise UserError("--executor auto: no executor can run this study here ({}){}".format(
-        "; ".join(passed_over), "; {} can, when asked for: add --executor {}".format(
+    raise UserError("{} auto: no executor can run this study here ({}){}".format(
+        ctx.said, "; ".join(passed_over), "; {} can, when asked for: add --executor {}".format(
             " or ".join(asked), asked[0]) if asked else ""))
 
 

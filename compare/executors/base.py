@@ -52,6 +52,7 @@ class Context:
     flags: Dict[str, Any] = field(default_factory=dict)  # the executor's own flags (its FLAGS)
     log: Callable[[str], None] = lambda s: None
     requested: str = "auto"  # what --executor said: an executor may accept more when named
+    said: str = "--executor"  # the setting as messages name it (a campaign file's: study.toml: executor)
     needs: Dict[str, str] = field(default_factory=dict)  # capability -> the flag asking for it
     # shared by the executors of one sweep (one per cell running at a time): the campaigns
     # already cleared of what a killed sweep left (Executor.reap_once), under the lock

@@ -148,9 +148,9 @@ class SlurmExecutor(Executor):
                               timeout=PROBE_TIMEOUT)
                 record = json.loads(out.strip().splitlines()[-1])
             except (st.SlurmError, ValueError, IndexError) as exc:
-                raise UserError("--executor slurm: the machine record could not be taken on a "
+                raise UserError("{} slurm: the machine record could not be taken on a "
                                 "compute node: {}{}; check `srun -N1 python3 -V`".format(
-                                    exc, _conf_hint())) from None  # as doctor says it
+                                    ctx.said, exc, _conf_hint())) from None  # as doctor says it
             record.update(machine_record.host_info())
             record["slurm"] = {"partitions": rows, "placement": placement}
             cls._machines[key] = record

@@ -4,7 +4,6 @@ the executor that can run them all, the pool they are packed on and how many run
 `compare run --plan` stops here and prints the schedule with its estimate (compare/eta.py).
 Every check that needs the machine or the whole matrix is made here, before anything runs.
 """
-import contextlib
 import math
 import os
 import sys
@@ -21,7 +20,7 @@ from ..matrix import QUICK, Matrix, image_sizes
 from ..parsing import AUTO
 from ..scheduler import pool_for
 from ..settings import SPEC_HELD
-from ..study import DECLARED, Study
+from ..study import Study
 
 COMMON = {"image_size": 224, "steps": 50, "warmup_steps": 10}  # RunSpec's, unless given or --quick
 OVERSUBSCRIBE = "COMPARE_OVERSUBSCRIBE"  # =1: allow more CPU workers than cores
@@ -73,10 +72,10 @@ def make(study: Study, log=lambda text: None) -> Plan:
     envs.check_cache()  # environments and prepared data go there: refused before anything runs
     _check_price(study)
     fws = study.framework_list()
-    ctx = executors.Context(fws, "auto", study.overrides, study.executor_flags, log=log)
+    ctx = executors.Context(fws, "auto", study.overrides, study.executor_flags, log=log,
+                            said=study.label("executor"))
     remote = executors.remote(study.executor)
-    with _executor_named(study):  # once, for everything that follows
-        machine = (remote or executors.Executor).machine(ctx)
+    machine = (remote or executors.Executor).machine(ctx)  # once, for everything that follows
     sized, where = machine, "on this machine" if remote is None else "on the {} nodes".format(
         study.executor)
     if study.plan_gpus and study.device == "cpu":
@@ -119,25 +118,12 @@ def make(study: Study, log=lambda text: None) -> Plan:
     if study.target_accuracy is not None:
         _check_epochs(study, cells)
     ctx = executors.Context(fws, device, study.overrides, flags=study.executor_flags, log=log,
-                            needs=_needs(study, device))
-    with _executor_named(study):  # one that can run the whole study (a resumed campaign's first)
-        cls, why = executors.choose(study.executor, ctx, _resumed_executor(study))
+                            needs=_needs(study, device), said=study.label("executor"))
+    cls, why = executors.choose(study.executor, ctx, _resumed_executor(study))  # one that can
+    # run the whole study (a resumed campaign's own first)
     pool, at_once = pool_for(cls, ctx, given["gpus"], _concurrency(study, device, machine),
                              study.plan_gpus)  # the executor's own, or --plan-gpus N
     return Plan(study, machine, device, matrix, cells, cls, why, ctx, pool, at_once, said)
-
-
-@contextlib.contextmanager
-def _executor_named(study: Study):
-    """The executors' words name --executor: a campaign file's executor is its key (study.toml:
-    executor docker: ...), as Study names an executor's own flags."""
-    try:
-        yield
-    except UserError as exc:
-        flag = DECLARED["executor"].flag + " "
-        if not study.from_file("executor") or not str(exc).startswith(flag):
-            raise
-        raise UserError("{} {}".format(study.label("executor"), str(exc)[len(flag):])) from None
 
 
 def _resumed_executor(study: Study) -> Optional[str]:
