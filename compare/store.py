@@ -426,9 +426,9 @@ class Campaign:
         failed = ["{}: {}".format(r.run_id, r.status) for r in results if r.status in FAILED_RUN]
         if not failed:
             return 0, None
-        repeated = any(REPEAT.search(i) and not i.endswith("-r0") for i in self.meta.get("planned") or {})
+        word = counted(list(self.meta.get("planned") or {}))[1]  # runs where cells repeat
         return 1, "{} failed or timed out ({}{}); `compare run --results {} --resume` runs {} " \
-            "again".format(_many(len(failed), "run" if repeated else "cell"), ", ".join(failed[:5]),
+            "again".format(_many(len(failed), word), ", ".join(failed[:5]),
                            ", …" if len(failed) > 5 else "", shlex.quote(str(self.root)),
                            "them" if len(failed) != 1 else "it")
 
