@@ -205,9 +205,7 @@ def concurrency(text: str, label: str, s: Setting) -> Optional[int]:
 
 
 def folder(text: str, label: str, s: Setting) -> str:
-    if not text:  # Path('') is the current folder
-        raise UserError("{} is empty; give the folder that holds earlier campaigns (default "
-                        "results)".format(label))
+    given(text, label, "give the folder that holds earlier campaigns (default results)")
     if not Path(text).is_dir():
         raise UserError("{} {}: {}; give the folder that holds earlier campaigns (default "
                         "results)".format(label, text, "is a file, not a folder" if
