@@ -164,6 +164,14 @@ def test_a_campaign_files_study_reloads_without_the_file_and_the_report_says_whe
 ], ids=["empty-settings", "planned-id", "planned-hash", "sources", "sources-null", "study", "study-null",
         "config", "session", "executor-flags", "executor-flags-list"])
 def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake, capsys):
+    campaign, planned, code, err = _resumed_after(edit, tmp_path, fake, capsys)
+    assert (code, err) == (2, "compare: error: {}\n".format(message.format(
+        c=campaign, h=planned["caffe2-fp32-w1-b4-s32-r0"])))
+
+
+def _resumed_after(edit, tmp_path, fake, capsys):
+    """(the campaign, its planned cells, the exit code and stderr of its --resume) for a campaign
+    of one fast cell whose campaign.json `edit` changed before the resume."""
     campaign = tmp_path / "c"
     code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
                       "--results", campaign] + FAST, capsys)
@@ -172,9 +180,7 @@ def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake,
     planned = dict(meta["planned"])
     edit(meta)
     (campaign / "campaign.json").write_text(json.dumps(meta))
-    code, err = _run(["run", "--results", campaign, "--resume"], capsys)
-    assert (code, err) == (2, "compare: error: {}\n".format(message.format(
-        c=campaign, h=planned["caffe2-fp32-w1-b4-s32-r0"])))
+    return (campaign, planned) + _run(["run", "--results", campaign, "--resume"], capsys)
 
 
 @pytest.mark.parametrize("study,message", [
@@ -191,14 +197,8 @@ def test_a_tampered_campaign_json_does_not_resume(edit, message, tmp_path, fake,
 ], ids=["gpus", "precision", "steps", "model", "compile", "executor-flag"])
 def test_a_tampered_study_value_is_named_as_campaign_jsons_key(study, message, tmp_path, fake, capsys):
     # it was named by its flag ("does not load again (--gpus 'abc': ...)"), a flag no one typed
-    campaign = tmp_path / "c"
-    code, err = _run(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(fake),
-                      "--results", campaign] + FAST, capsys)
-    assert code == 0, err
-    meta = json.loads((campaign / "campaign.json").read_text())
-    meta["sessions"][-1]["config"]["study"].update(study)
-    (campaign / "campaign.json").write_text(json.dumps(meta))
-    code, err = _run(["run", "--results", campaign, "--resume"], capsys)
+    campaign, _, code, err = _resumed_after(
+        lambda m: m["sessions"][-1]["config"]["study"].update(study), tmp_path, fake, capsys)
     assert code == 2 and err.startswith("compare: error: --resume {}: campaign.json is corrupt (its latest "
                                         "session's study has {}".format(campaign, message)), err
     assert err.count("\n") == 1
