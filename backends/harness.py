@@ -221,6 +221,7 @@ def backend_setup(package: str) -> Callable[[RunSpec], Trainer]:
 
     def setup(spec: RunSpec) -> Trainer:
         if not runtimes:
+            caches.bytecode(getattr(backend, "FRAMEWORK", None))  # before it is imported
             prepare = getattr(backend, "prepare", None)  # optional: most backends need none
             if prepare is not None:
                 prepare(spec)

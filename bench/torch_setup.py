@@ -34,6 +34,8 @@ def main() -> None:
     spec.options = opts.parse(tuple(package.OPTIONS) + harness.COMMON_OPTIONS, spec.options,
                               "caffe2")
     setup = harness.backend_setup("backends.caffe2_torch")
+    from backends import caches
+    caches.bytecode(package.FRAMEWORK)  # as the harness does before the framework's import
     import torch
     t1 = time.perf_counter()
     from backends.caffe2_torch import runtime, train
@@ -51,6 +53,7 @@ def main() -> None:
     t4 = time.perf_counter()
     print("imports {:.2f} s, runtime start {:.2f} s, trainer {:.2f} s, first step {:.2f} s".format(
         t1 - t0, t2 - t1, t3 - t2, t4 - t3))
+    print("bytecode: {}".format(caches.record().get("python_bytecode", "as the machine has it")))
     pstats.Stats(prof).sort_stats("cumulative").print_stats(a.top)
     del setup
 

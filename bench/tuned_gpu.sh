@@ -38,8 +38,9 @@
 #              BN/ReLU/add Triton kernels, 60 % of a compiled step: BENCHMARKS.md), cold (~4-8 min)
 #   setup      where a PyTorch cell's 5-6 s from devices_ready to model_built go (bench/torch_setup.py,
 #              cProfile of the backend's own trainer), fp16 and bf16 at b256         (~30 s)
-#   pycache    whether a writable bytecode cache (PYTHONPYCACHEPREFIX) ends each PyTorch process's
-#              3-4 s of compiling torch's Python source (the setup stage of 12-05)  (~60 s)
+#   pycache    whether compare's bytecode cache (backends/caches.py: bytecode) ends each PyTorch
+#              process's 3-4 s of compiling torch's Python source (the setup stage of 12-05):
+#              a process that fills it, one that reads it, one with the caches off  (~60 s)
 #   compile    what a tuned cell's compile costs and buys: JAX fp16 at b1024 with XLA's autotuning
 #              at levels 0, 1 and 4 (its default), PyTorch fp16 at b512 with cuDNN's autotuning
 #              off and on; each cell alone in its process with empty compile caches of its own,
@@ -130,10 +131,12 @@ for stage in $stages; do case $stage in
       python3 -c "import sys, os, glob, torch; d = os.path.dirname(torch.__file__); print(
           'dont_write_bytecode', sys.dont_write_bytecode, 'pycache_prefix', sys.pycache_prefix,
           'torch folder writable', os.access(d, os.W_OK), 'its .pyc', len(glob.glob(d + '/__pycache__/*.pyc')))"
-      for prefix in /tmp/pyc /tmp/pyc; do  # the first fills the cache, the second reads it
-        env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$prefix timeout 40 python3 \
-            bench/torch_setup.py --precision bf16 --top 0 2>&1 | grep -E "^imports"; done
-      timeout 40 python3 bench/torch_setup.py --precision bf16 --top 0 2>&1 | grep -E "^imports"; } ;;
+      for run in fills reads; do  # compare's bytecode cache (backends/caches.py) in a folder of
+        # its own: the first process fills it, the second reads it
+        COMPARE_COMPILE_CACHE=/tmp/pyc-stage timeout 40 python3 bench/torch_setup.py --precision \
+            bf16 --top 0 2>&1 | grep -E "^(imports|bytecode)" | sed "s/^/$run: /"; done
+      COMPARE_COMPILE_CACHE=off timeout 40 python3 bench/torch_setup.py --precision bf16 --top 0 \
+          2>&1 | grep -E "^(imports|bytecode)" | sed "s/^/caches off: /"; } ;;
   *) echo "unknown stage $stage" ;;
 esac; done
 python3 bench/tuned_summary.py $camp | tee $out/summary.txt

@@ -10,6 +10,7 @@ from ..options import CHANNELS_LAST, COMPILE, HW_DECODE, LOADER_WORKERS, Option,
 from ..protocol import RunSpec
 
 MODULE = "backends.caffe2_torch"
+FRAMEWORK = "torch"  # the package the backend imports (its bytecode: caches.bytecode)
 DATA_FORMAT = None  # --data DIR: the DataLoader reads the JPEG folder itself (data.py)
 # its input pipelines (backends/pipelines/), in order of preference: decode=auto takes the first
 # that runs here; --option decode and --option pipeline are made from this table

@@ -12,6 +12,7 @@ from ..options import HW_DECODE, LOADER_WORKERS, Option
 from ..protocol import RunSpec
 
 MODULE = "backends.jax"
+FRAMEWORK = "jax"  # the package the backend imports (its bytecode: caches.bytecode)
 DATA_FORMAT = None  # --data DIR: the pipeline reads the JPEG folder itself (data.py)
 # its input pipelines (backends/pipelines/), in order of preference: decode=auto takes the first
 # that runs here; --option decode and --option pipeline are made from this table

@@ -7,6 +7,7 @@ from ..pipelines import Pipeline
 from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.mxnet"
+FRAMEWORK = "mxnet"  # the package the backend imports (its bytecode: caches.bytecode)
 DATA_FORMAT = "recordio"  # --data DIR: train.rec/.idx written once, read by ImageRecordIter (data.py)
 PIPELINES = (Pipeline(DATA_FORMAT, "backends.mxnet.data:make_feed", "ImageRecordIter over the "
                       "RecordIO file, MXNet's C++ threads decoding with OpenCV on the CPU"),)

@@ -18,6 +18,7 @@ from ..pipelines import Pipeline
 from ..protocol import RunSpec, Unsupported
 
 MODULE = "backends.tf_horovod"
+FRAMEWORK = "tensorflow"  # the package the backend imports (its bytecode: caches.bytecode)
 DATA_FORMAT = "tfrecord"  # --data DIR: TFRecord shards written once, read by tf.data (data.py)
 PIPELINES = (Pipeline(DATA_FORMAT, "backends.tf_horovod.data:make_feed", "tf.data over the "
                       "TFRecord shards, decode_and_crop_jpeg in a parallel map on the CPU"),)
