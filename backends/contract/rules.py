@@ -58,6 +58,22 @@ def visible_gpus(environ: Optional[Mapping[str, str]] = None) -> Optional[List[s
 # that went well every process ends within the harness's CLOSE_WAIT_S of the others (past the last
 # barrier, process 0 writes the result, each closes its trainer)
 EXIT_GRACE_S = 40.0
+# where set, whole seconds in place of EXIT_GRACE_S for both (0: no limit, srun's --wait=0); the
+# Slurm job script hands it to srun as it is, so anything srun would refuse is refused here too
+EXIT_GRACE_ENV = "COMPARE_EXIT_GRACE_S"
+
+
+def exit_grace(environ: Optional[Mapping[str, str]] = None, default: float = EXIT_GRACE_S) -> float:
+    """The grace after one process exited 0: EXIT_GRACE_ENV's whole seconds, inf for 0 (no
+    limit), `default` where it is unset or empty; ValueError naming it for anything else (srun
+    says only "Invalid numeric value" of a fraction, a sign, hex or an exponent)."""
+    value = (os.environ if environ is None else environ).get(EXIT_GRACE_ENV, "")
+    if not value:
+        return default
+    if not re.fullmatch(r"[0-9]+", value):
+        raise ValueError("{}={!r} is not a whole number of seconds (0: no limit)".format(
+            EXIT_GRACE_ENV, value))
+    return float(value) if int(value) else float("inf")
 
 
 def ended_first(first: Sequence[int], code: int, killed: Sequence[int], grace: float,
