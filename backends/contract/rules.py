@@ -2,12 +2,13 @@
 of an exception, the host of a run's stderr, every rank's), which GPUs CUDA_VISIBLE_DEVICES
 names (the host's pool and docker's device requests, the backends' telemetry and JAX's local
 devices), and how long a run's other processes may go on once one has exited 0 (compare's
-processes launcher, srun in a Slurm job) and how that is recorded. Standard library only,
-Python >= 3.8.
+processes launcher, srun in a Slurm job) and how that is recorded, how a rank other than 0 says
+its run is unsupported. Standard library only, Python >= 3.8.
 """
+import json
 import os
 import re
-from typing import List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 # how frameworks word a failed allocation, device or host: PyTorch's CPU allocator says "can't
 # allocate memory"; TF reports a failed host-to-GPU copy of a tensor as "Dst tensor is not
@@ -84,6 +85,29 @@ def ended_first(first: Sequence[int], code: int, killed: Sequence[int], grace: f
         return "process{} {}".format("es" if len(ids) > 1 else "", ", ".join(map(str, sorted(ids))))
     return "; {} ended first (exit code {}) and {} killed {}, still running {:g} s later".format(
         named(first), code, killer, named(killed), grace)
+
+
+# a rank other than 0 whose own check ended it `unsupported` writes no result (rank 0 does), and
+# exits 0: it says why on the run's stderr, in this line (the reason as JSON, whatever its lines),
+# for the host to record (compare/executors/results.py); a launcher may put a prefix before it
+UNSUPPORTED_RANK = "compare: rank {} found the run unsupported: {}"
+UNSUPPORTED_RANK_LINE = re.compile(r"compare: rank (\d+) found the run unsupported: (\".*\")$",
+                                   re.MULTILINE)
+
+
+def unsupported_line(rank: int, reason: str) -> str:
+    """The line a rank other than 0 writes to stderr where its run is unsupported."""
+    return UNSUPPORTED_RANK.format(rank, json.dumps(reason)) + "\n"
+
+
+def unsupported_rank(text: str) -> Optional[Tuple[int, str]]:
+    """(rank, reason) of the first unsupported_line() in a run's stderr, or None."""
+    for found in UNSUPPORTED_RANK_LINE.finditer(text):
+        try:
+            return int(found.group(1)), str(json.loads(found.group(2)))
+        except ValueError:  # cut short (the head of a scanned tail) or not ours
+            continue
+    return None
 
 
 # a failure's recorded reason (the harness's for a cell, the batch search's for a probe)

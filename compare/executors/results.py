@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from backends.contract import RunResult, RunSpec, SchemaError, oom_line, utc_now
-from backends.contract.rules import ended_first
+from backends.contract.rules import ended_first, unsupported_rank
 
 from ..loading import clean_text, load_result
 
@@ -113,16 +113,21 @@ def collect(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Pat
     stderr_tail = tail(stderr_file)
     if outcome.ended:
         return failure(spec, *outcome.ended, stderr_tail, started_at)
-    result = _read(spec, outcome, result_file, stderr_file, stderr_tail, started_at, timeout)
+    # only rank 0 writes the result: another rank's out-of-memory, error or unsupported shows in
+    # the shared stderr
+    text = tail(stderr_file, OOM_SCAN_CHARS)
+    result = _read(spec, outcome, result_file, text, stderr_tail, started_at, timeout)
     if outcome.oom_killed and result.status == "failed":
         return failure(spec, "oom", outcome.oom_killed, result.stderr_tail, started_at)
+    ranked = unsupported_rank(text) if result.status == "failed" else None
+    if ranked:  # it ended first, as rank 0's Unsupported would have: the rest followed from it
+        result.status, result.reason = "unsupported", "rank {}: {} (the run recorded otherwise: " \
+            "{})".format(ranked[0], ranked[1], result.reason)
     return result
 
 
-def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
+def _read(spec: RunSpec, outcome: Outcome, result_file: Path, text: str,
           stderr_tail: str, started_at: str, timeout: float) -> RunResult:
-    # only rank 0 writes the result: another rank's out-of-memory shows in the shared stderr
-    text = tail(stderr_file, OOM_SCAN_CHARS)
     oom = oom_line(text)
     if outcome.timed_out:
         first = "; a worker ran out of memory first: " + oom if oom else ""

@@ -215,3 +215,27 @@ def test_an_exit_grace_that_is_not_whole_seconds_fails_the_run_saying_so(tmp_pat
         assert (result.status, result.reason) == (
             "failed", "ValueError: COMPARE_EXIT_GRACE_S={!r} is not a whole number of seconds "
                       "(0: no limit)".format(grace))
+
+
+# per-rank divergence the other way round: process 1's own check finds the run unsupported (its
+# GPU is older than process 0's), through the real harness; process 0 waits in a collective
+RANK1_UNSUPPORTED = (
+    "import os, sys, time\n"
+    "from backends import harness, jax\n"
+    "from backends.protocol import Unsupported\n"
+    "def setup(spec):\n"
+    "    if os.environ['COMPARE_PROCESS_ID'] == '1':\n"
+    "        raise Unsupported('bf16 needs compute capability 8.0+, this GPU is 7.0')\n"
+    "    time.sleep(120)  # in a collective its peer never joins\n"
+    "sys.exit(harness.main(setup, sys.argv[-2:], jax.OPTIONS))\n")
+
+
+def test_an_unsupported_process_other_than_0_is_the_cells_reason(tmp_path):
+    """Before: `failed`, 'the 2 jax processes exited with codes [-9, 0] before process 0 wrote a
+    result; ...': process 1's reason was written nowhere."""
+    result = _diverge(tmp_path, RANK1_UNSUPPORTED)
+    assert (result.status, result.reason) == (
+        "unsupported", "rank 1: bf16 needs compute capability 8.0+, this GPU is 7.0 (the run "
+                       "recorded otherwise: RuntimeError: the 2 jax processes exited with codes [-9, 0] "
+                       "before process 0 wrote a result; process 1 ended first (exit code 0) and this "
+                       "launcher killed process 0, still running 0.5 s later)")
