@@ -20,7 +20,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 from . import accuracy, batchprobe, caches, hostcpu, phases, telemetry, world
 from . import options as opts
 from .contract.options import COMMON_OPTIONS
-from .contract.rules import error_reason, is_oom
+from .contract.rules import error_reason, is_oom, unsupported_line
 from .contract.stats import jitter, median, uncertainty, window_sizes
 from .lifeline import die_with_parent, watch_host_lock
 from .machine import cpu_model as cpu_name  # noqa: F401  (the trainers' device_name on CPU)
@@ -180,6 +180,9 @@ def run(spec: RunSpec, result_path: str, setup: Callable[[RunSpec], Trainer],
     rank = trainer.rank if trainer is not None else world.rank()
     if rank == 0:
         write_result(result_path, result)
+    elif status == "unsupported":  # its exception printed nothing: the host reads this instead
+        sys.stderr.write(unsupported_line(rank, reason or ""))
+        sys.stderr.flush()
     if trainer is not None:
         close_within(trainer, CLOSE_WAIT_S)
     return result

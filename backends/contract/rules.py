@@ -2,12 +2,13 @@
 of an exception, the host of a run's stderr, every rank's), which GPUs CUDA_VISIBLE_DEVICES
 names (the host's pool and docker's device requests, the backends' telemetry and JAX's local
 devices), and how long a run's other processes may go on once one has exited 0 (compare's
-processes launcher, srun in a Slurm job) and how that is recorded. Standard library only,
-Python >= 3.8.
+processes launcher, srun in a Slurm job) and how that is recorded, how a rank other than 0 says
+its run is unsupported. Standard library only, Python >= 3.8.
 """
+import json
 import os
 import re
-from typing import List, Mapping, Optional, Sequence
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 # how frameworks word a failed allocation, device or host: PyTorch's CPU allocator says "can't
 # allocate memory"; TF reports a failed host-to-GPU copy of a tensor as "Dst tensor is not
@@ -58,6 +59,22 @@ def visible_gpus(environ: Optional[Mapping[str, str]] = None) -> Optional[List[s
 # that went well every process ends within the harness's CLOSE_WAIT_S of the others (past the last
 # barrier, process 0 writes the result, each closes its trainer)
 EXIT_GRACE_S = 40.0
+# where set, whole seconds in place of EXIT_GRACE_S for both (0: no limit, srun's --wait=0); the
+# Slurm job script hands it to srun as it is, so anything srun would refuse is refused here too
+EXIT_GRACE_ENV = "COMPARE_EXIT_GRACE_S"
+
+
+def exit_grace(environ: Optional[Mapping[str, str]] = None, default: float = EXIT_GRACE_S) -> float:
+    """The grace after one process exited 0: EXIT_GRACE_ENV's whole seconds, inf for 0 (no
+    limit), `default` where it is unset or empty; ValueError naming it for anything else (srun
+    says only "Invalid numeric value" of a fraction, a sign, hex or an exponent)."""
+    value = (os.environ if environ is None else environ).get(EXIT_GRACE_ENV, "")
+    if not value:
+        return default
+    if not re.fullmatch(r"[0-9]+", value):
+        raise ValueError("{}={!r} is not a whole number of seconds (0: no limit)".format(
+            EXIT_GRACE_ENV, value))
+    return float(value) if int(value) else float("inf")
 
 
 def ended_first(first: Sequence[int], code: int, killed: Sequence[int], grace: float,
@@ -68,6 +85,29 @@ def ended_first(first: Sequence[int], code: int, killed: Sequence[int], grace: f
         return "process{} {}".format("es" if len(ids) > 1 else "", ", ".join(map(str, sorted(ids))))
     return "; {} ended first (exit code {}) and {} killed {}, still running {:g} s later".format(
         named(first), code, killer, named(killed), grace)
+
+
+# a rank other than 0 whose own check ended it `unsupported` writes no result (rank 0 does), and
+# exits 0: it says why on the run's stderr, in this line (the reason as JSON, whatever its lines),
+# for the host to record (compare/executors/results.py); a launcher may put a prefix before it
+UNSUPPORTED_RANK = "compare: rank {} found the run unsupported: {}"
+UNSUPPORTED_RANK_LINE = re.compile(r"compare: rank (\d+) found the run unsupported: (\".*\")$",
+                                   re.MULTILINE)
+
+
+def unsupported_line(rank: int, reason: str) -> str:
+    """The line a rank other than 0 writes to stderr where its run is unsupported."""
+    return UNSUPPORTED_RANK.format(rank, json.dumps(reason)) + "\n"
+
+
+def unsupported_rank(text: str) -> Optional[Tuple[int, str]]:
+    """(rank, reason) of the first unsupported_line() in a run's stderr, or None."""
+    for found in UNSUPPORTED_RANK_LINE.finditer(text):
+        try:
+            return int(found.group(1)), str(json.loads(found.group(2)))
+        except ValueError:  # cut short (the head of a scanned tail) or not ours
+            continue
+    return None
 
 
 # a failure's recorded reason (the harness's for a cell, the batch search's for a probe)

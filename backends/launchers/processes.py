@@ -7,7 +7,8 @@ N is the backend's option `processes`, at most one process per device of the run
 finds the others through COMPARE_COORDINATOR, COMPARE_NUM_PROCESSES, COMPARE_PROCESS_ID and
 COMPARE_LOCAL_RANK (backends/world.py). Once one process has ended, failed or not, the others
 may be waiting for it in a collective that never completes: they get KILL_GRACE_S (it failed) or
-EXIT_GRACE_S (it exited 0) to end themselves, then they are killed. If process 0 wrote no result,
+EXIT_GRACE_S (it exited 0; COMPARE_EXIT_GRACE_S where set, as srun's --wait in a Slurm job) to
+end themselves, then they are killed. If process 0 wrote no result,
 this launcher writes a `failed` one, naming the process that ended first and a process killed by
 SIGKILL that it did not kill itself (the kernel's OOM killer's signal: the host looks for its
 evidence, compare/executors/results.py).
@@ -20,12 +21,13 @@ import time
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from .. import harness, lifeline, options
-from ..contract.rules import EXIT_GRACE_S, ended_first
+from ..contract.rules import EXIT_GRACE_S, ended_first, exit_grace
 from ..protocol import RunSpec
 from . import launcher
 
 KILL_GRACE_S = 20.0  # after one process fails, the others get this long to notice it themselves
-# after one exits 0 they get EXIT_GRACE_S (contract/rules.py), as srun's --wait in a Slurm job
+# after one exits 0 they get EXIT_GRACE_S, or COMPARE_EXIT_GRACE_S (contract/rules.py: exit_grace),
+# as srun's --wait in a Slurm job
 
 
 class Processes(launcher.Launcher):
@@ -70,9 +72,9 @@ class Ended:
                            "this launcher")
 
 
-def _wait(procs) -> Ended:
+def _wait(procs, exit_grace: float = EXIT_GRACE_S) -> Ended:
     """Wait for every process; once one has ended while the others run, give them KILL_GRACE_S
-    (it failed) or EXIT_GRACE_S (it exited 0), then kill them."""
+    (it failed) or `exit_grace` (it exited 0; inf: no limit), then kill them."""
     ended = {}  # type: Dict[int, float]  # process -> when this launcher saw it end
     killed = set()  # type: Set[int]
     while True:
@@ -82,8 +84,8 @@ def _wait(procs) -> Ended:
             if code is not None and i not in ended:
                 ended[i] = now
         if len(ended) == len(procs):
-            return Ended(codes, killed, *_first(codes, ended, killed))
-        first, grace = _first(codes, ended, killed)
+            return Ended(codes, killed, *_first(codes, ended, killed, exit_grace))
+        first, grace = _first(codes, ended, killed, exit_grace)
         if first is not None and now - ended[first] > grace:
             for i, p in enumerate(procs):
                 if p.poll() is None:
@@ -92,15 +94,15 @@ def _wait(procs) -> Ended:
         time.sleep(0.2)
 
 
-def _first(codes: Sequence[Optional[int]], ended: Dict[int, float],
-           killed: Set[int]) -> Tuple[Optional[int], float]:
+def _first(codes: Sequence[Optional[int]], ended: Dict[int, float], killed: Set[int],
+           exit_grace: float) -> Tuple[Optional[int], float]:
     """(the process whose end sets the others' deadline, their grace): the first that failed
     (not killed by this launcher), else the first that ended; (None, 0) while none has."""
     failed = [i for i in ended if codes[i] != 0 and i not in killed]
     if failed:
         return min(failed, key=lambda i: (ended[i], i)), KILL_GRACE_S
     if ended:
-        return min(ended, key=lambda i: (ended[i], i)), EXIT_GRACE_S
+        return min(ended, key=lambda i: (ended[i], i)), exit_grace
     return None, 0.0
 
 
@@ -123,13 +125,17 @@ def main(rank: Sequence[str]) -> int:
     if spec.world_size % n:
         return launcher.record(spec, result_path, ValueError(
             "processes={} must divide the {} devices of --gpus {}".format(n, spec.world_size, spec.gpus)))
+    try:
+        grace = exit_grace(os.environ, EXIT_GRACE_S)
+    except ValueError as exc:  # the grace the user asked for, not a default in its place
+        return launcher.record(spec, result_path, exc)
     started = time.time()
     coordinator = "127.0.0.1:{}".format(_free_port())
     procs = [launcher.start(rank, dict(os.environ, COMPARE_COORDINATOR=coordinator,
                                    COMPARE_NUM_PROCESSES=str(n), COMPARE_PROCESS_ID=str(i),
                                    COMPARE_LOCAL_RANK=str(i)))
              for i in range(n)]
-    ended = _wait(procs)
+    ended = _wait(procs, grace)
     codes = ended.codes
     by_signal = killed_by_signal(procs, codes, ended.killed)
     if not launcher.wrote_result(result_path, started):

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from backends.contract import LAUNCHED_ENV, RunSpec, visible_gpus
+from backends.contract.rules import EXIT_GRACE_ENV
 from backends.contract.shared import COMPILE_CACHE_ENV, HOST_LOCK_ENV, dataset
 
 from .. import datasets, files
@@ -45,8 +46,10 @@ NEEDED_INSIDE = ("/tmp", "/usr", "/etc", "/bin", "/lib", "/opt/venv", images.COD
 
 def container_env(spec: RunSpec, extra: Dict[str, str]) -> Dict[str, str]:
     """The run's own variables (TF32 off for fp32, seed, ...) and `extra`; none of the host's,
-    which have no business inside the image."""
-    return dict(own_env(spec, images.CODE_DIR), **extra)
+    which have no business inside the image, but compare's own settings of its launchers (the
+    processes launcher's grace, as a local run's inherits it and a Slurm job's srun is handed it)."""
+    passed = {k: os.environ[k] for k in (EXIT_GRACE_ENV,) if k in os.environ}
+    return dict(own_env(spec, images.CODE_DIR), **passed, **extra)
 
 
 def gpu_ids(count: int) -> Optional[List[str]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from backends.contract import RunResult, RunSpec, SchemaError, oom_line, utc_now
-from backends.contract.rules import ended_first
+from backends.contract.rules import ended_first, unsupported_rank
 
 from ..loading import clean_text, load_result
 
@@ -113,70 +113,87 @@ def collect(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Pat
     stderr_tail = tail(stderr_file)
     if outcome.ended:
         return failure(spec, *outcome.ended, stderr_tail, started_at)
-    result = _read(spec, outcome, result_file, stderr_file, stderr_tail, started_at, timeout)
+    # only rank 0 writes the result: another rank's out-of-memory, error or unsupported shows in
+    # the shared stderr
+    text = tail(stderr_file, OOM_SCAN_CHARS)
+    result = _read(spec, outcome, result_file, text, stderr_tail, started_at, timeout)
     if outcome.oom_killed and result.status == "failed":
         return failure(spec, "oom", outcome.oom_killed, result.stderr_tail, started_at)
+    ranked = unsupported_rank(text) if result.status == "failed" else None
+    if ranked:  # it ended first, as rank 0's Unsupported would have: the rest followed from it
+        result.status, result.reason = "unsupported", "rank {}: {} (the run recorded otherwise: " \
+            "{})".format(ranked[0], ranked[1], result.reason)
     return result
 
 
-def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
+def _read(spec: RunSpec, outcome: Outcome, result_file: Path, text: str,
           stderr_tail: str, started_at: str, timeout: float) -> RunResult:
-    # only rank 0 writes the result: another rank's out-of-memory shows in the shared stderr
-    text = tail(stderr_file, OOM_SCAN_CHARS)
+    """The result of a run that ended (`text`: its stderr, every rank's): a timeout, else its
+    own result file, a failure there told by what the log says came first, else a failure
+    saying how it ended without one."""
     oom = oom_line(text)
     if outcome.timed_out:
         first = "; a worker ran out of memory first: " + oom if oom else ""
         return failure(spec, "oom" if oom else "timeout", "killed after the {:g} s timeout{}".format(
             timeout, first), stderr_tail, started_at)
-    note = ""
-    if result_file.exists():
-        try:
-            result = load_result(result_file)
-        except (SchemaError, OSError) as exc:
-            # cut short or damaged: no result; the run is judged by how it ended, as without one
-            result, note = None, " that could be read ({}: {})".format(result_file.name, exc)
-        # a nonce of None: a backend older than nonces (a named image)
-        if result is not None and result.nonce in (spec.nonce, None):
-            if result.status == "failed" and oom:
-                result.status = "oom"
-                result.reason = "a worker ran out of memory: {} (rank 0 recorded: {})".format(
-                    oom, result.reason)
-            elif result.status == "failed" and (worker := killed_worker(text)):
-                for_memory, result.reason = _worker_killed(worker, result.reason, outcome,
-                                                           started_at)
-                result.status = "oom" if for_memory else result.status
-            elif result.status == "failed" and outcome.signal == signal.SIGKILL:
-                # the launcher outlived its child launcher (horovodrun) killed so, and said it
-                evidence, unknown = memory_evidence(outcome, started_at)
-                result.status = "oom" if evidence else result.status
-                result.reason = "{}{}".format(result.reason, oom_killer(evidence, unknown))
-            elif result.status == "failed" and (error := first_error(text)) and \
-                    _kind(error) != _kind(result.reason or ""):
-                # another worker failed first; what rank 0 (or the launcher) saw followed from it
-                result.reason = "{} (the first error in the run's log; the result recorded: " \
-                                "{})".format(error, result.reason)
-            if result.status != "ok":
-                result.stderr_tail = stderr_tail or None
-            return result
-        if result is not None:
-            note = " (ignored a result file written by another attempt, nonce {}, not this " \
-                   "attempt's {}: a process left over from an earlier sweep)".format(
-                       result.nonce, spec.nonce)
+    result, note = _own_result(spec, result_file)
+    if result is None:
+        return _without_result(spec, outcome, text, oom, note, stderr_tail, started_at)
+    if result.status == "failed":
+        _explain(result, text, oom, outcome, started_at)
+    if result.status != "ok":
+        result.stderr_tail = stderr_tail or None
+    return result
+
+
+def _own_result(spec: RunSpec, result_file: Path) -> Tuple[Optional[RunResult], str]:
+    """(the run's result file, where there is one of this attempt, else None; what a reason
+    without it says of the file: " that could be read (…)", " (ignored a result file …)" or "")."""
+    if not result_file.exists():
+        return None, ""
+    try:
+        result = load_result(result_file)
+    except (SchemaError, OSError) as exc:
+        # cut short or damaged: no result; the run is judged by how it ended, as without one
+        return None, " that could be read ({}: {})".format(result_file.name, exc)
+    if result.nonce in (spec.nonce, None):  # None: a backend older than nonces (a named image)
+        return result, ""
+    return None, " (ignored a result file written by another attempt, nonce {}, not this " \
+                 "attempt's {}: a process left over from an earlier sweep)".format(result.nonce, spec.nonce)
+
+
+def _explain(result: RunResult, text: str, oom: Optional[str], outcome: Outcome,
+             started_at: str) -> None:
+    """A `failed` result (rank 0's, or the launcher's) told by what came first: a worker out of
+    memory, a worker killed by SIGKILL, the launcher killed so, or another worker's error."""
+    if oom:
+        result.status = "oom"
+        result.reason = "a worker ran out of memory: {} (rank 0 recorded: {})".format(
+            oom, result.reason)
+    elif worker := killed_worker(text):
+        for_memory, result.reason = _worker_killed(worker, result.reason, outcome, started_at)
+        result.status = "oom" if for_memory else result.status
+    elif outcome.signal == signal.SIGKILL:
+        # the launcher outlived its child launcher (horovodrun) killed so, and said it
+        evidence, unknown = memory_evidence(outcome, started_at)
+        result.status = "oom" if evidence else result.status
+        result.reason = "{}{}".format(result.reason, oom_killer(evidence, unknown))
+    elif (error := first_error(text)) and _kind(error) != _kind(result.reason or ""):
+        # another worker failed first; what rank 0 (or the launcher) saw followed from it
+        result.reason = "{} (the first error in the run's log; the result recorded: " \
+                        "{})".format(error, result.reason)
+
+
+def _without_result(spec: RunSpec, outcome: Outcome, text: str, oom: Optional[str], note: str,
+                    stderr_tail: str, started_at: str) -> RunResult:
+    """A failure (an oom where memory ran out) saying how a run that wrote no result ended: its
+    exit code or signal, srun's word on its tasks, the first error its log shows (else the log's
+    last line), and what is known of the kernel's OOM killer's part in a kill."""
     last = [line for line in stderr_tail.splitlines() if line.strip()]
-    how, signum, verdict = "exited with code {}".format(outcome.exit_code), outcome.signal, ""
     error = first_error(text)
     said = ": " + (error or last[-1])[-300:] if error or last else ""
-    task = next(iter(SRUN_TASK.finditer(text)), None)
-    waited = srun_waited(text)
-    if waited:  # srun's exit code and its "Killed" say only that it ended the others itself
-        said, signum = (": " + error[-300:] if error else "") + waited, None
-    elif signum and task and task.group(1) != "Terminated":
-        # srun's exit code is its tasks': the first of them to end badly says how the run ended
-        # (a SIGTERM: srun --kill-on-bad-exit ending the others); a killed one is said below
-        ended = "; srun then ended the other tasks" if signum == signal.SIGTERM else ""
-        if task.group(1) != "Killed":
-            how += " ({}{})".format(task.group(0), ended)
-        signum = None
+    how, signum, said, waited = _srun_said(outcome, text, error, said)
+    verdict = ""
     if signum:  # failed, with the signal; out of memory only where the kernel's log says so
         how = "killed by {} (exit code {})".format(_signal_name(signum), outcome.exit_code)
         kernel, why = (None, "") if oom else memory_evidence(outcome, started_at)
@@ -188,6 +205,25 @@ def _read(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Path,
         said = ": " + said
     reason = "{} and wrote no result{}{}{}".format(how, note, said, verdict)
     return failure(spec, "oom" if oom else "failed", reason, stderr_tail, started_at)
+
+
+def _srun_said(outcome: Outcome, text: str, error: Optional[str],
+               said: str) -> Tuple[str, Optional[int], str, Optional[str]]:
+    """(how the run ended, the signal left to explain, what the reason says after it, srun's
+    account of the tasks it ended after one exited 0 or None): srun's word where it has one."""
+    how, signum = "exited with code {}".format(outcome.exit_code), outcome.signal
+    task = next(iter(SRUN_TASK.finditer(text)), None)
+    waited = srun_waited(text)
+    if waited:  # srun's exit code and its "Killed" say only that it ended the others itself
+        said, signum = (": " + error[-300:] if error else "") + waited, None
+    elif signum and task and task.group(1) != "Terminated":
+        # srun's exit code is its tasks': the first of them to end badly says how the run ended
+        # (a SIGTERM: srun --kill-on-bad-exit ending the others); a killed one is said below
+        ended = "; srun then ended the other tasks" if signum == signal.SIGTERM else ""
+        if task.group(1) != "Killed":
+            how += " ({}{})".format(task.group(0), ended)
+        signum = None
+    return how, signum, said, waited
 
 
 def srun_waited(text: str) -> Optional[str]:

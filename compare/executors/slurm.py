@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
 
 from backends.contract import RunResult, utc_now
+from backends.contract.rules import exit_grace
 from backends.contract.shared import MACHINE_SCRIPT, dataset, launchers
 
 from .. import datasets, envs, files, resources
@@ -284,6 +285,10 @@ class SlurmExecutor(Executor):
                             attempt.command, env, list(srun_extra) + srun_args)
 
     def launch(self, attempt: Attempt) -> None:
+        try:  # the job script hands it to srun as it is: srun's refusal would name no variable
+            exit_grace()
+        except ValueError as exc:
+            raise self._refused(attempt, exc) from None
         alloc = attempt.notes["allocation"]
         if alloc is not None:  # a step: `bash job.sh` here, its srun a step of the allocation
             srun, env, attempt.notes["cpus"] = alloc.step(attempt.spec, attempt.slot, self.port_offset)

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from backends.contract.rules import EXIT_GRACE_S
+from backends.contract.rules import EXIT_GRACE_ENV, EXIT_GRACE_S
 
 from .. import files
 
@@ -19,10 +19,10 @@ ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_F
 EXIT_CODE_FILE = "exit_code"  # written by the job script after srun returns
 TASKS_DIR = "tasks"  # one file per srun task: "<task> <node> <hostname>"
 NODES_FILE = "nodes"  # the job's nodes, one per line, in Slurm's order
-# seconds srun lets the other tasks run once one has exited 0 (--wait): the job script reads it
-# where the submitting environment sets it (sbatch passes that on), so a test cuts the grace short;
-# unset, EXIT_GRACE_S (contract/rules.py), the processes launcher's too. 0 is srun's "for ever"
-EXIT_GRACE_ENV = "COMPARE_EXIT_GRACE_S"
+# seconds srun lets the other tasks run once one has exited 0 (--wait): the job script reads
+# EXIT_GRACE_ENV (contract/rules.py, the processes launcher's too) where the submitting environment
+# sets it (sbatch passes that on), so a test cuts the grace short; unset, EXIT_GRACE_S. 0 is srun's
+# "for ever"; a value srun would refuse is refused before the job is submitted (slurm.py)
 
 
 class SlurmError(Exception):

@@ -37,16 +37,18 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
     from .. import files
     from . import html, report, tables
     from .comparator import runs
+    from .comparator import written as cells_written
     rep = report.build(df, machine, list(defaults), references, results, extra, trained)
     text = tables.markdown(rep.sections())
     base = base if base is not None else out_dir
+    cells_out = cells_written(df)  # report.csv and report.json: less what only the report reads
     written = []
     for fmt in formats:
         path = out_dir / "report.{}".format(fmt)
         if fmt == "md":
             files.write_text(path, text, base)
         elif fmt == "csv":
-            files.write_text(path, df.to_csv(index=False), base)
+            files.write_text(path, cells_out.to_csv(index=False), base)
             if results:
                 files.write_text(out_dir / "runs.csv", runs(results).to_csv(index=False), base)
                 written.append(out_dir / "runs.csv")
@@ -58,7 +60,7 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
         elif fmt == "html":
             files.write_text(path, html.page(df, rep, more=charts), base)
         else:
-            files.write_text(path, json.dumps(df.to_dict(orient="records"), indent=2, default=str)
+            files.write_text(path, json.dumps(cells_out.to_dict(orient="records"), indent=2, default=str)
                              + "\n", base)
         written.append(path)
     return text, written

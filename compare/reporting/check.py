@@ -83,7 +83,7 @@ def _verdict(r, figure: str, measured: str, floor: float, device: str) -> Tuple[
         verdict, why = SHORT, "{} of its {} runs failed ({}){}".format(
             r.runs - r.repeats, r.runs, r.failed_runs, "; `compare run … --resume` runs {} again".format(
                 "it" if r.runs - r.repeats == 1 else "them") if any(
-                    ": {}".format(s) in r.failed_runs for s in FAILED_RUN) else "")
+                    s in FAILED_RUN for s in r.failed_statuses) else "")
     elif r.status == "ok" and r[measured] is not None and figure == "speedup" and \
             int(r.nodes) * int(r.gpus) == 1:  # 1 against 1: it would always pass
         return NOT_COMPARABLE, "a speedup at N = 1 is 1 by definition: nothing measured to check"

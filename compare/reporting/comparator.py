@@ -11,12 +11,11 @@ across modes: `ratio()` refuses two cells of different modes. A searched batch (
 cell whatever batch its search chose (`batch_chosen`).
 """
 import json
-import re
 from typing import Dict, List, Optional, Sequence
 
 import pandas as pd
 
-from backends.contract import DEFAULT_MODEL, STATUSES, RunResult, data_mode
+from backends.contract import DEFAULT_MODEL, RunResult, data_mode
 
 from .. import frameworks
 from . import intervals, metrics
@@ -39,6 +38,10 @@ COLUMNS = KEY + ["world_size", "layout", "status", "repeats", "runs", "failed_ru
                  *[c for r in RATIOS for c in (r, r + "_ci95")], "ratio_baseline", "images_per_watt",
                  *TELEMETRY, "device_name", "framework_version", "distribution", "data",
                  "compile", "options", "batch_chosen", *DATA_SETTINGS, *NOTES, "reason"]
+# columns the report and the check read but the written cells (report.csv, report.json) leave
+# out: failed_statuses, the statuses of a cell's runs without a figure as data (failed_runs says
+# them to a reader, in prose whose reasons may read like another run's: never parsed back)
+HELD = ["failed_statuses"]
 
 
 class NotComparable(ValueError):
@@ -104,7 +107,7 @@ def _cell(key, g: pd.DataFrame) -> Dict:
     last = (ok if len(ok) else g).iloc[-1]
     est = intervals.cell(ips, [json.loads(w) for w in ok.windows], list(ok.uncertainty))
     cell = dict(zip(KEY, key), status="ok" if ips else g.status.iloc[-1], repeats=len(ips),
-                runs=len(g), failed_runs=_failed_runs(g),
+                runs=len(g), failed_runs=_failed_runs(g), failed_statuses=list(g.status[g.status != "ok"]),
                 images_per_sec=est.value if est else None,
                 images_per_sec_ci95=est.half_width() if est else None,
                 images_per_sec_rel_se=est.rel_se if est else None,
@@ -154,10 +157,9 @@ def short_of(kept: int, ran: int, statuses: Sequence[str]) -> str:
         "{} {}".format(n, status) for status, n in sorted(ended.items())))
 
 
-def failed_statuses(failed_runs: Optional[str]) -> List[str]:
-    """The statuses of a cell's runs without a figure, from its failed_runs ('r4: timeout: …;
-    r2: oom')."""
-    return re.findall(r"(?:^|; )r\d+: ({})(?=: |; |$)".format("|".join(STATUSES)), failed_runs or "")
+def written(df: pd.DataFrame) -> pd.DataFrame:
+    """The cells as report.csv and report.json hold them: without the HELD columns."""
+    return df.drop(columns=[c for c in HELD if c in df.columns])
 
 
 def estimate(row) -> Optional[intervals.Estimate]:
@@ -207,7 +209,7 @@ def cells(results: Sequence[RunResult], baseline: Optional[str] = None) -> pd.Da
     repeats, speedup, scaling efficiency, precision gain, ratio to the baseline framework at equal
     settings (each with the half width of its 95 % interval), img/s per W."""
     if not results:
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=COLUMNS + HELD)
     per_run = runs(results)
     df = pd.DataFrame([_cell(k, g) for k, g in per_run.groupby(KEY, sort=False)])
     df = df.astype(object).where(df.notna(), None)
@@ -217,4 +219,4 @@ def cells(results: Sequence[RunResult], baseline: Optional[str] = None) -> pd.Da
         df[name] = values
     df["ratio_baseline"] = base_fw
     df = df.astype(object).where(df.notna(), None)
-    return df[COLUMNS]
+    return df[COLUMNS + HELD]

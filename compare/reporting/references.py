@@ -317,6 +317,7 @@ def compare(cells: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
                          "batch_size": c.batch_size, "image_size": c.image_size, "nodes": c.nodes,
                          "gpus": c.gpus, "status": c.status, "reason": c.reason,
                          "repeats": c.repeats, "runs": c.runs, "failed_runs": c.failed_runs,
+                         "failed_statuses": c.failed_statuses,
                          "images_per_sec": c.images_per_sec, "published_images_per_sec": pub_ips,
                          "ratio": r, "ratio_ci95": r_hw,
                          "speedup": c.speedup, "published_speedup": pub_sp,

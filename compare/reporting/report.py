@@ -11,7 +11,7 @@ import pandas as pd
 
 from .. import frameworks
 from . import data_table, findings, metrics, tables
-from .comparator import MIXED, NOTES, failed_statuses, rests_on, short_of
+from .comparator import MIXED, NOTES, rests_on, short_of
 from .intervals import pm
 from .tables import Section, Table, Text, num
 
@@ -306,7 +306,7 @@ def mlperf_mean(r) -> str:
     where it ran 5 but some have no figure."""
     if r.repeats >= 5:
         return num(r.mlperf_mean, "{:.2f}")
-    return short_of(r.repeats, r.runs, failed_statuses(r.failed_runs)) if r.runs >= 5 else "n<5"
+    return short_of(r.repeats, r.runs, r.failed_statuses) if r.runs >= 5 else "n<5"
 
 
 def energy(df: pd.DataFrame, lay: Layout) -> Table:

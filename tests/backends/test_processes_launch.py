@@ -174,3 +174,68 @@ def test_process_0s_unsupported_stays_the_result_when_a_peer_is_left_waiting(tmp
     """Before: the cell hung to its timeout, and then was `timeout`, not `unsupported`."""
     result = _diverge(tmp_path, RANK0_UNSUPPORTED)
     assert (result.status, result.reason) == ("unsupported", "bf16 needs compute capability 8.0 (gpu 0: 7.0)")
+
+
+# COMPARE_EXIT_GRACE_S: the grace after a process exits 0, the one srun's --wait gets in a Slurm
+# job (compare/executors/slurm_tools.py), read by this launcher too
+RANK1_EXITS_0_RANK0_ENDS = (
+    "import os, sys, time\n"
+    "if os.environ['COMPARE_PROCESS_ID'] == '1':\n"
+    "    raise SystemExit(0)\n"
+    "time.sleep(2.0)  # longer than the 0.5 s grace GRACE sets\n"
+    "sys.exit(3)  # its own end: not killed\n")
+
+
+def _under(tmp_path, monkeypatch, grace, rank):
+    monkeypatch.setenv("COMPARE_EXIT_GRACE_S", grace)
+    return _diverge(tmp_path, rank)
+
+
+def test_the_exit_grace_is_the_one_compare_exit_grace_s_gives_as_in_a_slurm_job(tmp_path, monkeypatch):
+    """Before, only the Slurm job script read the variable: here the launcher waited its own 0.5 s."""
+    result = _under(tmp_path, monkeypatch, "1", RANK1_EXITS_0)
+    assert (result.status, result.reason) == (
+        "failed", "RuntimeError: the 2 jax processes exited with codes [-9, 0] before process 0 wrote "
+                  "a result; process 1 ended first (exit code 0) and this launcher killed process 0, "
+                  "still running 1 s later")
+
+
+def test_an_exit_grace_of_0_waits_for_every_process_as_srun_does(tmp_path, monkeypatch):
+    result = _under(tmp_path, monkeypatch, "0", RANK1_EXITS_0_RANK0_ENDS)
+    assert (result.status, result.reason) == (
+        "failed", "RuntimeError: the 2 jax processes exited with codes [3, 0] before process 0 "
+                  "wrote a result")
+
+
+def test_an_exit_grace_that_is_not_whole_seconds_fails_the_run_saying_so(tmp_path, monkeypatch):
+    """srun refuses `--wait=1.5` as it refuses `abc`: so does this launcher, before it starts any
+    process (else process 0 would sleep 120 s: the test's own timeout)."""
+    for grace in ("abc", "1.5", "-3"):
+        result = _under(tmp_path, monkeypatch, grace, WAITS)
+        assert (result.status, result.reason) == (
+            "failed", "ValueError: COMPARE_EXIT_GRACE_S={!r} is not a whole number of seconds "
+                      "(0: no limit)".format(grace))
+
+
+# per-rank divergence the other way round: process 1's own check finds the run unsupported (its
+# GPU is older than process 0's), through the real harness; process 0 waits in a collective
+RANK1_UNSUPPORTED = (
+    "import os, sys, time\n"
+    "from backends import harness, jax\n"
+    "from backends.protocol import Unsupported\n"
+    "def setup(spec):\n"
+    "    if os.environ['COMPARE_PROCESS_ID'] == '1':\n"
+    "        raise Unsupported('bf16 needs compute capability 8.0+, this GPU is 7.0')\n"
+    "    time.sleep(120)  # in a collective its peer never joins\n"
+    "sys.exit(harness.main(setup, sys.argv[-2:], jax.OPTIONS))\n")
+
+
+def test_an_unsupported_process_other_than_0_is_the_cells_reason(tmp_path):
+    """Before: `failed`, 'the 2 jax processes exited with codes [-9, 0] before process 0 wrote a
+    result; ...': process 1's reason was written nowhere."""
+    result = _diverge(tmp_path, RANK1_UNSUPPORTED)
+    assert (result.status, result.reason) == (
+        "unsupported", "rank 1: bf16 needs compute capability 8.0+, this GPU is 7.0 (the run "
+                       "recorded otherwise: RuntimeError: the 2 jax processes exited with codes [-9, 0] "
+                       "before process 0 wrote a result; process 1 ended first (exit code 0) and this "
+                       "launcher killed process 0, still running 0.5 s later)")

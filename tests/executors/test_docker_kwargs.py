@@ -64,6 +64,15 @@ def test_environment_tf32_off_for_fp32_only_and_no_host_variables(monkeypatch):
     assert "NVIDIA_TF32_OVERRIDE" not in bf16
 
 
+def test_the_exit_grace_the_host_sets_reaches_the_processes_launcher_in_the_container(monkeypatch):
+    """Before, a local run's processes launcher inherited COMPARE_EXIT_GRACE_S and a Slurm job's
+    srun was handed it, but a container's launcher gave the default 40 s."""
+    spec = RunSpec("jax", "jax", gpus=2, options={"processes": 2})
+    assert "COMPARE_EXIT_GRACE_S" not in dx.container_env(spec, {})
+    monkeypatch.setenv("COMPARE_EXIT_GRACE_S", "5")
+    assert dx.container_env(spec, {})["COMPARE_EXIT_GRACE_S"] == "5"
+
+
 def test_gpu_ids_follow_cuda_visible_devices(monkeypatch):
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3,5")
     assert dx.gpu_ids(2) == ["2", "3"]

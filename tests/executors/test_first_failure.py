@@ -172,3 +172,22 @@ def test_of_a_chain_of_exceptions_the_last_is_the_error_and_launchers_own_are_sk
     # horovodrun --mpi: Open MPI tags each line with its job and rank
     tagged = "".join("[1,1]<stderr>:" + line + "\n" for line in RANK1_TRACEBACK.splitlines())
     assert results.first_error(tagged) == "rank 1: " + INJECTED
+
+
+def test_under_srun_a_task_other_than_0_found_unsupported_is_the_cells_reason(tmp_path, monkeypatch,
+                                                                               capsys):
+    """Task 1's own check ended it `unsupported` (exit code 0), srun killed the others after the
+    grace: before, 'exited with code 137 and wrote no result; process 1 ended first …' alone."""
+    from backends import harness
+    from backends.protocol import Unsupported
+
+    def setup(spec):
+        raise Unsupported("multi-line reason\nits second line")
+    for name, value in (("SLURM_NTASKS", "4"), ("SLURM_PROCID", "1"), ("SLURM_LOCALID", "1")):
+        monkeypatch.setenv(name, value)
+    harness.run(TORCH, str(tmp_path / "unwritten.json"), setup)  # task 1's harness
+    assert not (tmp_path / "unwritten.json").exists()  # rank 0 alone writes the result
+    assert _collect(tmp_path, TORCH, capsys.readouterr().err + SRUN_WAIT_LOG, 137) == (
+        "unsupported", "rank 1: multi-line reason\nits second line (the run recorded otherwise: "
+                       "exited with code 137 and wrote no result; process 1 ended first (exit code "
+                       "0) and srun killed processes 0, 2, 3, still running 2 s later)")

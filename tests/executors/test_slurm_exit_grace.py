@@ -71,3 +71,22 @@ def test_unless_told_otherwise_srun_gives_the_processes_launchers_grace(tmp_path
     script = st.write_job(tmp_path, "r", 1, 2, ["true"], {}, []).read_text()
     assert processes.EXIT_GRACE_S == 40
     assert "\nsrun --kill-on-bad-exit=1 --wait=${COMPARE_EXIT_GRACE_S:-40} " in script
+
+
+def test_a_grace_srun_would_refuse_is_refused_before_the_job_is_submitted(tmp_path, monkeypatch):
+    """Before, the job started and its srun refused `--wait=1.5` ('Invalid numeric value'), which
+    names no variable; the processes launcher refuses it in the same words (its own tests)."""
+    from compare import executors, frameworks
+    from compare.executors import slurm
+    from compare.store import Campaign
+    submitted = []
+    monkeypatch.setattr(slurm.st, "has_pyxis", lambda: True)  # an image: no managed environment
+    monkeypatch.setattr(slurm.st, "submit", lambda args, script: submitted.append(script) or "42")
+    monkeypatch.setenv("COMPARE_IMAGE_CAFFE2", "nvcr.io/nvidia/pytorch:24.03-py3")
+    monkeypatch.setenv("COMPARE_EXIT_GRACE_S", "1.5")
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    executor = slurm.SlurmExecutor(executors.Context([frameworks.get("caffe2")], "cpu"))
+    result = executor.run(RunSpec("caffe2", "caffe2_torch"), campaign, 600)
+    assert (result.status, result.reason, submitted) == (
+        "failed", "not submitted: COMPARE_EXIT_GRACE_S='1.5' is not a whole number of seconds "
+                  "(0: no limit)", [])

@@ -241,6 +241,19 @@ def test_a_cell_with_a_failed_repeat_fails_the_check(tmp_path, capsys):
            "wrote no result); `compare run … --resume` runs it again |" in out
 
 
+def test_a_repeat_that_ran_out_of_memory_is_not_said_to_run_again_whatever_its_reason(tmp_path, capsys):
+    """Before, the check looked for ': failed' in the runs' text: an oom whose reason says
+    'failed to allocate' was said to be run again by --resume, which keeps an oom."""
+    runs = [windowed("tf", "fp32", 1, WINDOWS, repeat=0), windowed("tf", "fp32", 1, WINDOWS, repeat=1),
+            result("tf", "fp32", 1, status="oom", repeat=2, device_name="NVIDIA H200",
+                   reason="cudaMalloc: failed to allocate 2.00 GiB")]
+    c = save_campaign(tmp_path / "c", runs)
+    ref = _reference(tmp_path, HEAD + "H200,tf,fp32,1,900\n")
+    code, out, _ = main_exit(["check", str(c), "--reference", ref], capsys)
+    assert code == 1
+    assert "| falls short: 1 of its 3 runs failed (r2: oom: cudaMalloc: failed to allocate 2.00 GiB) |" in out
+
+
 def test_a_speedup_at_one_gpu_is_not_a_pass(tmp_path, capsys):
     # one H200 against the A6000 table: img/s not comparable, and 1.000 = 1.000 checks nothing
     c = save_campaign(tmp_path / "c", [windowed("caffe2", "fp16", 1, WINDOWS)])

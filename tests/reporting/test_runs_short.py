@@ -35,3 +35,18 @@ def test_mlperf_score_says_4_of_5_runs_and_the_timeout_where_it_said_n_under_5()
     table = accuracy.tables(runs)[0]
     row = dict(zip(table.header, table.rows[0]))
     assert (row["converged"], row["MLPerf score"]) == ("4/5", "4 of 5 runs (1 timeout)")
+
+
+def test_a_reason_that_reads_like_another_run_is_not_counted_as_one():
+    """failed_runs is prose ('r4: oom: …; r2: timeout'): its statuses were read back out of it, so
+    a reason holding '; r2: timeout' counted a timeout that never happened."""
+    runs = [windowed("caffe2", "fp32", 1, WINDOWS, repeat=i) for i in range(4)]
+    runs.append(result("caffe2", "fp32", 1, status="oom", repeat=4,
+                       reason="NCCL watchdog; r2: timeout: the allocator retried for 600 s"))
+    df = comparator.cells(runs)
+    text = tables.markdown(report.build(df).sections())
+    repeats = text.split("## Repeats")[1].split("##")[0]
+    row = [line for line in repeats.splitlines() if line.startswith("| PyTorch")][0]
+    assert row.endswith("| 4 of 5 runs (1 oom) |"), row
+    # what users read of the run is as it was
+    assert "| 4 of 5 | r4: oom: NCCL watchdog; r2: timeout: the allocator retried for 600 s |" in text
