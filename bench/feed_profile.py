@@ -116,9 +116,11 @@ def main() -> None:
                 fc.load_thread(mode, t.device, data, tokens, stop, done)
             th = threading.Thread(target=load, daemon=True)
             th.start()
-            for _ in range(8):  # the load's set-up and first batches outside the profile
-                t.step()
+            for _ in range(300):  # the load's set-up (CPU decoders started) and its first
+                t.step()  # batches outside the profile
                 tokens.release()
+                if done[0] >= 3:
+                    break
             torch.cuda.synchronize()
         n0 = done[0]
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
