@@ -5,6 +5,7 @@
 #   bash bench/realdata_gpu.sh $OUT more     # a second call if time is left: tuned synthetic
 #        (tuned's data efficiency), tuned real at 8 cores, PyTorch fp16 with the engines alone
 #   bash bench/realdata_gpu.sh $OUT jaxgil   # JAX's default cells, then one under py-spy --gil
+#   bash bench/realdata_gpu.sh $OUT torchgil # the same for PyTorch
 #   bash bench/realdata_gpu.sh $OUT jax8     # JAX synthetic and real, the job pinned to 8 cores
 #   GPUS=1,2 (default 1): the cells' GPU counts, batch per GPU (issue 38 on two GPUs)
 # carry: [".whl"], holding (Python 3.12, manylinux x86_64; what bench/pipes_gpu.sh carried):
@@ -105,29 +106,35 @@ jax8() {  # JAX at 8 cores (the deadline cut it in both earlier calls): syntheti
     fits 150 "JAX, 8 cores" && PIN="taskset -c 0-7" run jax-cores8 --frameworks jax \
         --precision fp16,bf16 $DEF
 }
-jaxgil() {  # JAX's feeder with its short driver calls keeping the GIL (nvdecode.Stream.held),
-    # then the same real cell under py-spy, sampling only the thread that holds the GIL (carry
-    # py-spy's wheel in .whl): which code of which thread keeps the decode thread waiting
+gil() {  # FRAMEWORK: its default real and synthetic cells, then the real fp16 cell under py-spy,
+    # sampling only the thread that holds the GIL (carry py-spy's wheel in .whl): which code of
+    # which thread holds it while the step runs (jaxgil: JAX's, with its short driver calls keeping
+    # the GIL, nvdecode.Stream.held; torchgil: PyTorch's, whose eager step needs the GIL for
+    # every launch: an H100's profile, 2026-12-05, found the decode's GPU work no cost to the
+    # step's kernels, so the suspect is the host)
+    local fw=$1
     setup
-    fits 150 "default JAX, 16 cores" && run default-jax --frameworks jax --precision fp16,bf16 $DEF
+    fits 150 "default $fw, 16 cores" && run default-$fw --frameworks $fw --precision fp16,bf16 $DEF
     python3 -m pip install -q --no-index --find-links .whl py-spy 2>&1 | tail -1
-    fits 70 "JAX fp16 real under py-spy" && {
+    fits 70 "$fw fp16 real under py-spy" && {
         local t0=$(date +%s)
         timeout -k 20 -s TERM $(( $(left) > 10 ? $(left) : 10 )) py-spy record --gil --threads \
             --subprocesses --rate 200 --format raw --output $out/gil.txt -- python3 -m compare run \
-            --executor local --device $DEVICE --timeout 300 --python jax=$PY_JAX --gpus 1 \
-            --steps 30 --warmup 10 --results $W/gil-jax --frameworks jax --precision fp16 \
-            --batch-size $BATCH --data $D > $W/gil-jax.out 2> $W/gil-jax.err
-        echo "gil-jax: exit $?, $(( $(date +%s) - t0 )) s ($(el) s)"; tail -3 $W/gil-jax.err
+            --executor local --device $DEVICE --timeout 300 --python caffe2=$PY_CAFFE2 \
+            --python jax=$PY_JAX --gpus 1 --steps 30 --warmup 10 --results $W/gil-$fw \
+            --frameworks $fw --precision fp16 --batch-size $BATCH --data $D > $W/gil-$fw.out \
+            2> $W/gil-$fw.err
+        echo "gil-$fw: exit $?, $(( $(date +%s) - t0 )) s ($(el) s)"; tail -3 $W/gil-$fw.err
         python3 bench/gil_share.py $out/gil.txt | head -40; }
 }
 body() {
     case $stage in
     main) main ;;
     more) more ;;
-    jaxgil) jaxgil ;;
+    jaxgil) gil jax ;;
+    torchgil) gil caffe2 ;;
     jax8) jax8 ;;
-    *) echo "unknown stage $stage (main | more | jaxgil | jax8)"; return 2 ;;
+    *) echo "unknown stage $stage (main | more | jaxgil | torchgil | jax8)"; return 2 ;;
     esac
     echo "== cells"
     python3 bench/realdata_table.py $W --cells
