@@ -114,7 +114,8 @@ gil() {  # FRAMEWORK: its default real and synthetic cells, then the real fp16 c
     # step's kernels, so the suspect is the host)
     local fw=$1
     setup
-    fits 150 "default $fw, 16 cores" && run default-$fw --frameworks $fw --precision fp16,bf16 $DEF
+    [ -z "${SKIP_DEFAULT:-}" ] && fits 150 "default $fw, 16 cores" && run default-$fw \
+        --frameworks $fw --precision fp16,bf16 $DEF  # SKIP_DEFAULT=1: py-spy's cell only
     python3 -m pip install -q --no-index --find-links .whl py-spy 2>&1 | tail -1
     fits 70 "$fw fp16 real under py-spy" && {
         local t0=$(date +%s)
