@@ -6,6 +6,7 @@
 #        (tuned's data efficiency), tuned real at 8 cores, PyTorch fp16 with the engines alone
 #   bash bench/realdata_gpu.sh $OUT jaxgil   # JAX's default cells, then one under py-spy --gil
 #   bash bench/realdata_gpu.sh $OUT torchgil # the same for PyTorch
+#   bash bench/realdata_gpu.sh $OUT conns    # fp16 cells at CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
 #   bash bench/realdata_gpu.sh $OUT jax8     # JAX synthetic and real, the job pinned to 8 cores
 #   GPUS=1,2 (default 1): the cells' GPU counts, batch per GPU (issue 38 on two GPUs)
 # carry: [".whl"], holding (Python 3.12, manylinux x86_64; what bench/pipes_gpu.sh carried):
@@ -128,14 +129,25 @@ gil() {  # FRAMEWORK: its default real and synthetic cells, then the real fp16 c
         echo "gil-$fw: exit $?, $(( $(date +%s) - t0 )) s ($(el) s)"; tail -3 $W/gil-$fw.err
         python3 bench/gil_share.py $out/gil.txt | head -40; }
 }
+conns() {  # CUDA_DEVICE_MAX_CONNECTIONS: the hardware queues CUDA maps streams onto (8 unless
+    # set). nvImageCodec decodes on its own streams (128 created in an H100 profile of 12-05), so
+    # the step's stream may share a queue with a decode stream whose head waits (on the JPEG
+    # engines, a copy, an event): the step's next kernel then waits behind it. The same cells
+    # at 8 (the default) and 32 (the most), fp16, real and synthetic in each campaign
+    setup
+    for fw in caffe2 jax; do for n in 8 32; do
+        fits 75 "$fw at $n connections" && CUDA_DEVICE_MAX_CONNECTIONS=$n run conns-$fw-$n \
+            --frameworks $fw --precision fp16 $DEF; done; done
+}
 body() {
     case $stage in
     main) main ;;
     more) more ;;
     jaxgil) gil jax ;;
     torchgil) gil caffe2 ;;
+    conns) conns ;;
     jax8) jax8 ;;
-    *) echo "unknown stage $stage (main | more | jaxgil | torchgil | jax8)"; return 2 ;;
+    *) echo "unknown stage $stage (main | more | jaxgil | torchgil | conns | jax8)"; return 2 ;;
     esac
     echo "== cells"
     python3 bench/realdata_table.py $W --cells
