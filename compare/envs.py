@@ -133,7 +133,8 @@ def parse_overrides(items) -> Dict[str, str]:
 
 def in_current(fw: Framework) -> bool:
     """Whether runs of fw use this interpreter: it has the framework (COMPARE_NO_CURRENT=1: never)."""
-    return os.environ.get("COMPARE_NO_CURRENT") != "1" and bool(importlib.util.find_spec(fw.import_name))
+    return os.environ.get("COMPARE_NO_CURRENT") != "1" and all(
+        importlib.util.find_spec(m) for m in fw.modules)
 
 
 def resolve(fw: Framework, variant: str, overrides: Dict[str, str],
