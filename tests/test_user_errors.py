@@ -6,14 +6,14 @@ import pytest
 
 from compare import study
 from compare.stages import plan as planning
-from tests.helpers import main_exit
+from tests.helpers import failing_python, main_exit
 
 
 def _cpu(tmp_path):
-    """`compare run` on the CPU that trains nothing should a check be missing (/bin/false for
-    python: each cell fails at once), in a folder of the test."""
+    """`compare run` on the CPU that trains nothing should a check be missing (each cell fails
+    at once: helpers.failing_python), in a folder of the test."""
     return ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
-            "caffe2=/bin/false", "--results", str(tmp_path / "c")]
+            "caffe2={}".format(failing_python(tmp_path)), "--results", str(tmp_path / "c")]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
@@ -245,7 +245,7 @@ def test_a_campaign_is_not_made_inside_another_campaigns_own_folders(inside, tmp
     outer.unlock()
     before = sorted(str(p) for p in outer.root.rglob("*"))
     argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
-            "caffe2=/bin/false", "--quick", "--results", str(outer.root / inside)]
+            "caffe2={}".format(failing_python(tmp_path)), "--quick", "--results", str(outer.root / inside)]
     line = ("compare: error: --results {}: inside the {} folder of campaign {}, which `compare run` "
             "writes; give a folder outside it\n".format(outer.root / inside, inside.split("/")[0], outer.root))
     assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
@@ -284,7 +284,7 @@ def test_a_results_link_to_nothing_is_refused_by_the_plan_as_by_the_run(tmp_path
     link = tmp_path / "c"
     link.symlink_to(tmp_path / "gone")
     argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
-            "caffe2=/bin/false", "--quick", "--results", str(link)]
+            "caffe2={}".format(failing_python(tmp_path)), "--quick", "--results", str(link)]
     line = ("compare: error: --results {}: a symbolic link to {}, which is not there; give a folder, or "
             "make the one it names\n".format(link, tmp_path / "gone"))
     assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
@@ -336,3 +336,4 @@ def test_a_gpu_hour_price_without_a_target_accuracy_is_refused(capsys, tmp_path)
                                   "runs (their cost to train), and this study has none; add "
                                   "--target-accuracy 0.759, or leave the price out\n")
         assert not (tmp_path / "c").exists()
+
