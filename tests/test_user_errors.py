@@ -164,7 +164,7 @@ def test_an_input_pipeline_option_without_a_data_folder_is_refused(option, capsy
     # with a folder beside synthetic it is the folder's cells' (a synthetic cell ignores it)
     folder = tmp_path / "d" / "train" / "n0"
     folder.mkdir(parents=True)
-    (folder / "a.JPEG").write_bytes(b"")
+    (folder / "a.JPEG").write_bytes(b"\xff\xd8\xff")  # a JPEG's first bytes: all the plan reads
     code, out, err = main_exit(_cpu(tmp_path) + ["--option", option, "--data", "synthetic,{}".format(
         tmp_path / "d"), "--plan"], capsys)
     assert code == 0, err
@@ -178,7 +178,7 @@ def test_an_input_pipeline_option_without_a_data_folder_is_refused(option, capsy
 def test_a_comma_list_that_names_one_value_twice_is_refused(args, message, tmp_path, capsys, monkeypatch):
     # caffe2,caffe2 was refused, caffe2,torch (its alias) taken as caffe2 alone: one rule for both
     (tmp_path / "d" / "train" / "n0").mkdir(parents=True)
-    (tmp_path / "d" / "train" / "n0" / "a.JPEG").write_bytes(b"")
+    (tmp_path / "d" / "train" / "n0" / "a.JPEG").write_bytes(b"\xff\xd8\xff")  # as a JPEG starts
     monkeypatch.chdir(tmp_path)
     code, _, err = main_exit(_cpu(tmp_path) + args, capsys)
     assert (code, err) == (2, "compare: error: {}\n".format(message.format(d=tmp_path / "d")))
