@@ -35,6 +35,8 @@ VAL_LAYOUT = ("time to accuracy evaluates on DIR/val/<class>/*.JPEG, one folder 
               "DIR/train (ImageNet's flat val/ sorted into class folders first), as `compare data "
               "make DIR --learnable small` writes it")
 SUFFIXES = (".jpeg", ".jpg")
+SAMPLE_CLASSES, SAMPLE_PER_CLASS = 16, 4  # the plan reads the first bytes of 64 files at most
+JPEG_START = b"\xff\xd8\xff"  # start of image, then the first marker's FF
 PARALLEL_CHECK = 2000  # folders with more unchecked files than this are checked by a process pool
 Entry = Tuple[str, int, int, int]  # relative path, label, size, mtime_ns
 Log = Callable[[str], None]
@@ -81,6 +83,45 @@ def open_folder(path: str, what: str = "--data") -> Folder:
             what, path, os.path.join(path, os.path.relpath(str(class_root), str(root))).rstrip("/."),
             LAYOUT))
     return Folder(str(root), str(class_root), classes, entries)
+
+
+def sample(folder: Folder) -> List[Entry]:
+    """What the plan reads of a folder: up to SAMPLE_PER_CLASS files of each of up to
+    SAMPLE_CLASSES classes, both spread evenly over the sorted names; the first of every class
+    first, so that a usable folder is told by the first file read."""
+    groups: Dict[int, List[Entry]] = {}
+    for e in folder.entries:
+        groups.setdefault(e[1], []).append(e)
+    classes = list(groups.values())
+    if len(classes) > SAMPLE_CLASSES:
+        classes = [classes[i * len(classes) // SAMPLE_CLASSES] for i in range(SAMPLE_CLASSES)]
+    picks = [sorted({i * len(g) // SAMPLE_PER_CLASS for i in range(SAMPLE_PER_CLASS)}) for g in classes]
+    return [g[p[n]] for n in range(SAMPLE_PER_CLASS) for g, p in zip(classes, picks) if n < len(p)]
+
+
+def check_sample(folder: Folder, what: str) -> None:
+    """A UserError line where no file of sample(folder) starts as a JPEG does (SOI, then a
+    marker: FF D8 FF): its first bytes and size only, read up to the first that does. The whole
+    check (every file decoded: check()) is prepare's, which skips and lists the bad ones."""
+    picked, bad = sample(folder), []
+    for rel, _, size, _ in picked:
+        try:
+            with open(os.path.join(folder.root, rel), "rb") as f:
+                head = f.read(len(JPEG_START))
+        except OSError as exc:
+            bad.append("{} is unreadable ({})".format(one_line(rel), exc.strerror or exc))
+            continue
+        if head == JPEG_START:
+            return
+        bad.append("{} is empty".format(one_line(rel)) if not head else "{} starts with {}".format(
+            one_line(rel), head.hex(" ")))
+    classes = len({e[1] for e in folder.entries})
+    raise UserError("{}: none of the {} checked (up to {} in each of {}{} class{}) is a JPEG, "
+                    "which starts with {}: {}{}; {}".format(
+                        what, counted(len(picked), "file"), SAMPLE_PER_CLASS,
+                        min(classes, SAMPLE_CLASSES), " of its {}".format(classes)
+                        if classes > SAMPLE_CLASSES else "", "es" if classes > 1 else "",
+                        JPEG_START.hex(" "), "; ".join(bad[:3]), " …" if len(bad) > 3 else "", LAYOUT))
 
 
 def _is(entry: os.DirEntry, folder: bool) -> bool:
@@ -387,9 +428,12 @@ def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: N
 
 
 def open_held_out(root: str) -> Folder:
-    """open_folder(root/val), its UserError giving val/'s layout (the plan's check and prepare's)."""
+    """open_folder(root/val) and check_sample, a UserError giving val/'s layout (the plan's check
+    and prepare's)."""
     try:
-        return open_folder(os.path.join(root, "val"))
+        val = open_folder(os.path.join(root, "val"))
+        check_sample(val, "--data " + os.path.join(root, "val"))
+        return val
     except UserError as exc:  # its hint is train/'s layout; val/'s is its own
         raise UserError(str(exc).split("; " + LAYOUT)[0] + "; " + VAL_LAYOUT) from None
 

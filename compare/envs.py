@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 from backends.contract import utc_now
 from backends.contract.shared import lifeline
@@ -27,6 +27,7 @@ from backends.contract.shared import lifeline
 from . import files, frameworks
 from .errors import UserError
 from .frameworks import Framework
+from .loading import one_line
 
 REQUIREMENTS = Path(__file__).parent / "requirements"
 READY = ".compare-ready.json"  # written last, whole: a folder without it is a build cut short
@@ -133,7 +134,35 @@ def parse_overrides(items) -> Dict[str, str]:
 
 def in_current(fw: Framework) -> bool:
     """Whether runs of fw use this interpreter: it has the framework (COMPARE_NO_CURRENT=1: never)."""
-    return os.environ.get("COMPARE_NO_CURRENT") != "1" and bool(importlib.util.find_spec(fw.import_name))
+    return os.environ.get("COMPARE_NO_CURRENT") != "1" and all(
+        importlib.util.find_spec(m) for m in fw.modules)
+
+
+# `PATH -c PROBE MODULE...`: the modules it cannot find, found without importing any (TensorFlow's
+# import alone takes seconds)
+PROBE = ("import importlib.util, sys; print('missing:', *[m for m in sys.argv[1:] "
+         "if importlib.util.find_spec(m) is None])")
+PROBE_TIMEOUT = 60  # seconds: an interpreter's start, its site-packages on a slow filesystem
+
+
+def missing_modules(python: str, fw: Framework) -> List[str]:
+    """The modules of fw that the interpreter at `python` lacks, asked as a run would start it:
+    PYTHONPATH none of the user's (a run's is the staged backends alone), from a folder of no
+    modules (a run's own); EnvError (one line) where it does not answer as a Python 3 does."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    try:
+        done = subprocess.run([python, "-c", PROBE] + list(fw.modules), capture_output=True,
+                              text=True, errors="replace", env=env, cwd="/", timeout=PROBE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise EnvError("no answer within {} s".format(PROBE_TIMEOUT)) from None
+    except OSError as exc:  # not an executable it can start (a script without its interpreter)
+        raise EnvError("cannot be started: {}".format(exc.strerror or exc)) from None
+    answer = [ln for ln in done.stdout.splitlines() if ln.startswith("missing:")]
+    if done.returncode != 0 or not answer:
+        said = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1]
+        raise EnvError("exit {}{}".format(done.returncode, ": " + one_line(said[-200:]) if said
+                                          else ", nothing said"))
+    return answer[-1].split()[1:]
 
 
 def resolve(fw: Framework, variant: str, overrides: Dict[str, str],

@@ -22,7 +22,8 @@ class Framework:
     aliases: Tuple[str, ...]
     backend: str  # package under backends/: python -m backends.<backend> SPEC RESULT
     display: str  # how reports name it
-    import_name: str  # module an interpreter must have to run this backend
+    modules: Tuple[str, ...]  # top-level modules every run of the backend imports: an
+    # interpreter without one cannot run it (envs.missing_modules asks one that --python names)
     ngc_image: str  # pinned NGC image for GPU machines (the BASE_IMAGE of containers/Dockerfile)
     color: str  # its colour in every chart
     system_packages: Tuple[str, ...] = ()  # Debian packages its CPU image needs besides Python
@@ -53,17 +54,20 @@ def register(fw: Framework) -> None:
     FRAMEWORKS.append(fw)
 
 
+# `modules` leaves out what only some runs import: horovod (without horovod.tensorflow tf's launcher
+# runs the workers through tf.distribute: backends/launchers/horovod.py) and an input pipeline's
+# own (torchvision for caffe2's decode=gpu, grain for jax's CPU decode of --data)
 register(Framework("tf", ("tensorflow", "tf_horovod", "horovod"), "tf_horovod",
-                   "TensorFlow (+Horovod)", "tensorflow", "nvcr.io/nvidia/tensorflow:24.03-tf2-py3",
+                   "TensorFlow (+Horovod)", ("tensorflow",), "nvcr.io/nvidia/tensorflow:24.03-tf2-py3",
                    "#e8710a"))
-register(Framework("mxnet", ("mx",), "mxnet", "MXNet", "mxnet", "nvcr.io/nvidia/mxnet:24.06-py3",
+register(Framework("mxnet", ("mx",), "mxnet", "MXNet", ("mxnet",), "nvcr.io/nvidia/mxnet:24.06-py3",
                    "#1a73e8",
                    # the mxnet wheel links system libraries minimal bases lack
                    system_packages=("libgomp1", "libquadmath0", "libgfortran5")))
 register(Framework("caffe2", ("torch", "pytorch", "caffe2_torch"), "caffe2_torch",
-                   "PyTorch (Caffe2)", "torch", "nvcr.io/nvidia/pytorch:24.03-py3", "#8e24aa"))
-register(Framework("jax", ("flax",), "jax", "JAX (Flax)", "flax", "nvcr.io/nvidia/jax:26.04-py3",
-                   "#0f9d58"))
+                   "PyTorch (Caffe2)", ("torch",), "nvcr.io/nvidia/pytorch:24.03-py3", "#8e24aa"))
+register(Framework("jax", ("flax",), "jax", "JAX (Flax)", ("jax", "jaxlib", "flax", "optax"),
+                   "nvcr.io/nvidia/jax:26.04-py3", "#0f9d58"))
 
 
 def names() -> List[str]:

@@ -132,11 +132,17 @@ def search(text: str, label: str, s: Setting) -> Tuple[int, int]:
 
 
 def data(text: str, label: str, s: Setting) -> Tuple[str, ...]:
-    from .datasets import open_folder
+    """synthetic and/or folders, each with class folders of files named as JPEGs, a sample of
+    which starts as a JPEG does (datasets.check_sample: the run would refuse it)."""
+    from .datasets import check_sample, open_folder
+
+    def folder(x: str) -> str:
+        found = open_folder(x, label)
+        check_sample(found, "{} {}".format(label, x))
+        return found.root
     items = listed(text, label, "give synthetic and/or a folder DIR/train/<class>/*.JPEG (`compare "
                    "data make DIR` makes one)")
-    return once(tuple(x if x == "synthetic" else open_folder(x, label).root for x in items), text, label,
-                items)
+    return once(tuple(x if x == "synthetic" else folder(x) for x in items), text, label, items)
 
 
 def python(text: str, label: str, s: Setting) -> Tuple[str, ...]:

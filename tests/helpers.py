@@ -245,13 +245,47 @@ def assert_phases(result: dict) -> None:
     assert marks["first_step_done"] - marks["launched"] > 0  # time to first step
 
 
+# --- stand-ins for a framework's python (`--python caffe2=THIS`). Before its first cell, compare
+# asks an interpreter which of the framework's modules it has (`THIS -c CODE MODULE...`:
+# envs.missing_modules); a stand-in answers with empty packages of those names beside it
+STAND_INS = "stand-ins"
+# the answer, in a stand-in that is a Python script: CODE run as `python -c` runs it, the
+# stand-ins first on its path (no braces: it goes into templates that str.format fills)
+ANSWERS = '''
+if sys.argv[1:2] == ["-c"]:
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "stand-ins"))
+    code, sys.argv = sys.argv[2], ["-c"] + sys.argv[3:]
+    exec(code)
+    sys.exit(0)
+'''
+
+
+def write_python(path: Path, text: str) -> Path:
+    """A stand-in interpreter at `path` (the script `text`), with the stand-ins of every
+    framework's modules beside it."""
+    from compare import frameworks
+    for module in {m for fw in frameworks.FRAMEWORKS for m in fw.modules}:
+        (path.parent / STAND_INS / module).mkdir(parents=True, exist_ok=True)
+        (path.parent / STAND_INS / module / "__init__.py").write_text("")
+    path.write_text(text)
+    path.chmod(0o755)
+    return path
+
+
+def failing_python(folder: Path) -> Path:
+    """A framework's python that trains nothing should a check be missing: it says it has the
+    framework's modules, and fails whatever else it is asked (each cell at once)."""
+    return write_python(Path(folder) / "failing-python", '#!/bin/sh\n[ "$1" = -c ] && PYTHONPATH={} '
+                        'exec {} "$@"\nexit 1\n'.format(Path(folder) / STAND_INS, sys.executable))
+
+
 # --- the reliability tests: `compare` as a process, a fake framework interpreter, and the process
 # table (which processes belong to a campaign)
-# a stand-in for a framework's python (`--python caffe2=THIS`): the real harness with a trainer
-# that only sleeps, or a backend misbehaving as MODE says
+# a stand-in for a framework's python: the real harness with a trainer that only sleeps, or a
+# backend misbehaving as MODE says
 FAKE_PYTHON = '''#!{python}
 import os, subprocess, sys, time
-from backends import harness
+''' + ANSWERS + '''from backends import harness
 from backends.protocol import read_spec
 MODE = {mode!r}
 spec_path, result_path = sys.argv[-2:]
@@ -301,10 +335,8 @@ FAST = ["--device", "cpu", "--executor", "local", "--batch-size", "4", "--image-
 
 
 def fake_python(folder: Path, mode: str = "ok") -> Path:
-    path = Path(folder) / "fake-python-{}".format(mode)
-    path.write_text(FAKE_PYTHON.format(python=sys.executable, mode=mode))
-    path.chmod(0o755)
-    return path
+    return write_python(Path(folder) / "fake-python-{}".format(mode),
+                        FAKE_PYTHON.format(python=sys.executable, mode=mode))
 
 
 WIDE = {"COLUMNS": "500"}  # rich wraps what it prints at 80 columns when stderr is no terminal

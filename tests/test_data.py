@@ -11,6 +11,7 @@ from PIL import Image
 from backends import dataset as ds
 from backends.protocol import RunResult, RunSpec, SchemaError
 from compare import datasets, imagegen
+from compare.errors import UserError
 from compare.reporting import data_table, metrics, report, tables
 from compare.reporting.comparator import cells as comparator_cells
 from tests.helpers import main_exit
@@ -668,3 +669,67 @@ def test_prepare_for_cuda_on_a_machine_without_gpus_is_refused_as_run_refuses_it
     assert (code, out, err) == (2, "", "compare: error: --device cuda: no NVIDIA GPU found on this "
                                        "machine (nvidia-smi lists none); use --device cpu: its "
                                        "environments write the same formats, which GPU runs read\n")
+
+
+def _unusable(root, classes=("a", "b")):
+    """A folder whose every file is named as a JPEG and is none: junk, or empty."""
+    for c in classes:
+        (root / "train" / c).mkdir(parents=True)
+        (root / "train" / c / "x.JPEG").write_bytes(b"junk")
+        (root / "train" / c / "y.jpg").write_bytes(b"")
+    return root
+
+
+def test_a_folder_with_no_jpeg_among_the_files_checked_is_refused_by_the_plan_as_by_the_run(tmp_path,
+                                                                                            capsys):
+    # --plan printed a schedule and exit 0 (the run refused it in prepare, checking every file)
+    from tests.helpers import FAST, failing_python
+    data = _unusable(tmp_path / "d")
+    argv = ["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(failing_python(tmp_path)),
+            "--results", str(tmp_path / "c")] + FAST + ["--data", str(data)]
+    line = ("compare: error: --data {}: none of the 4 files checked (up to 4 in each of 2 classes) is a "
+            "JPEG, which starts with ff d8 ff: train/a/x.JPEG starts with 6a 75 6e; train/b/x.JPEG "
+            "starts with 6a 75 6e; train/a/y.jpg is empty …; {}\n".format(data, LAYOUT))
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
+    assert main_exit(argv, capsys)[::2] == (2, line)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_campaign_files_data_with_no_jpeg_is_named_by_the_file_and_key(tmp_path, capsys, monkeypatch):
+    _unusable(tmp_path / "d", classes=("a",))
+    (tmp_path / "study.toml").write_text('data = "d"\n')
+    monkeypatch.chdir(tmp_path)
+    code, out, err = main_exit(["run", "--frameworks", "caffe2", "--config", "study.toml", "--plan"],
+                               capsys)
+    assert (code, out, err) == (2, "", "compare: error: study.toml: data {}: none of the 2 files checked "
+                                       "(up to 4 in each of 1 class) is a JPEG, which starts with ff d8 ff: "
+                                       "train/a/x.JPEG starts with 6a 75 6e; train/a/y.jpg is empty; "
+                                       "{}\n".format(tmp_path / "d", LAYOUT))
+
+
+def test_a_folder_with_some_bad_files_is_planned_and_its_bad_files_left_to_prepare(tmp_path, capsys):
+    # the first file of every class is bad: the check reads on, and prepare skips and lists them
+    from tests.helpers import FAST, failing_python
+    make(tmp_path / "d", capsys=capsys)
+    for c in (tmp_path / "d" / "train").iterdir():
+        (c / "0-bad.JPEG").write_bytes(b"junk")
+    code, out, err = main_exit(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(
+        failing_python(tmp_path)), "--plan"] + FAST + ["--data", str(tmp_path / "d")], capsys)
+    assert code == 0 and out.startswith("plan: 1 cell"), err
+
+
+def test_the_plan_reads_a_bounded_sample_spread_over_a_big_folders_classes(tmp_path):
+    # never every file of ImageNet: up to 4 files in each of up to 16 classes, evenly spread
+    entries = [("train/c{:03d}/{:04d}.JPEG".format(c, i), c, 100, 0) for c in range(100) for i in range(50)]
+    folder = datasets.Folder(str(tmp_path), str(tmp_path / "train"), ["c{:03d}".format(c) for c in range(100)],
+                             entries)
+    picked = datasets.sample(folder)
+    assert len(picked) == 64 and len({e[1] for e in picked}) == 16
+    assert picked[:3] == [entries[0], entries[6 * 50], entries[12 * 50]]  # the first of each class first
+    assert sorted(e[0] for e in picked if e[1] == 0) == ["train/c000/{:04d}.JPEG".format(i)
+                                                         for i in (0, 12, 25, 37)]
+    with pytest.raises(UserError) as refused:  # these files are not there: each unreadable
+        datasets.check_sample(folder, "--data D")
+    assert str(refused.value).startswith(
+        "--data D: none of the 64 files checked (up to 4 in each of 16 of its 100 classes) is a JPEG, "
+        "which starts with ff d8 ff: train/c000/0000.JPEG is unreadable (No such file or directory); ")

@@ -7,7 +7,7 @@ import pytest
 
 from backends.contract import RunSpec
 from compare import defaults
-from tests.helpers import compare
+from tests.helpers import compare, failing_python, write_python
 
 H200 = {"name": "NVIDIA H200", "memory_mib": 143771.0}  # nvidia-smi's memory.total
 H100 = {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559.0}
@@ -186,32 +186,31 @@ def _gpus(tmp_path, n, memory_mib=143771):
     return {"PATH": "{}:{}".format(bin_dir, os.environ["PATH"])}
 
 
-def _planned(args, env=None):
-    out = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(sys.executable),
+def _planned(folder, args, env=None):
+    out = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(failing_python(folder)),
                    "--plan"] + args, env=env)
     assert out.returncode == 0, out.stderr
     return sorted(line.split()[-1] for line in out.stdout.splitlines() if "-r0" in line)
 
 
 def test_no_flag_on_three_h200s_plans_the_seeds_study_at_a_filling_batch(tmp_path):
-    cells = _planned(["--plan-from", tmp_path], env=_gpus(tmp_path, 3))
+    cells = _planned(tmp_path, ["--plan-from", tmp_path], env=_gpus(tmp_path, 3))
     assert cells == ["caffe2-{}-g{}-b256-s224-r0".format(p, g) for p in ("fp16", "fp32")
                      for g in (1, 2, 3)]
 
 
 def test_explicit_flags_win_and_a_cpu_plans_the_readme_study(tmp_path):
     env = _gpus(tmp_path, 8)
-    assert _planned(["--plan-from", tmp_path, "--gpus", "2", "--precision", "bf16",
+    assert _planned(tmp_path, ["--plan-from", tmp_path, "--gpus", "2", "--precision", "bf16",
                      "--batch-size", "256"], env=env) == ["caffe2-bf16-g2-b256-s224-r0"]
-    assert _planned(["--plan-from", tmp_path, "--device", "cpu"], env=env) == \
+    assert _planned(tmp_path, ["--plan-from", tmp_path, "--device", "cpu"], env=env) == \
         ["caffe2-fp32-w1-b32-s224-r0"]
 
 
 def test_a_campaign_at_its_defaults_says_so_in_its_report(tmp_path):
     from tests.test_modes import FAKE
     python = tmp_path / "fake-python"
-    python.write_text(FAKE.format(python=sys.executable, fits=50, pids=str(tmp_path / "pids")))
-    python.chmod(0o755)
+    write_python(python, FAKE.format(python=sys.executable, fits=50, pids=str(tmp_path / "pids")))
     out = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python),
                    "--device", "cpu", "--executor", "local", "--image-size", "32", "--steps", "2",
                    "--warmup", "1", "--results", tmp_path / "c"])
@@ -226,7 +225,7 @@ def test_a_campaign_at_its_defaults_says_so_in_its_report(tmp_path):
 
 
 def test_the_plan_on_a_fresh_h200_takes_its_cells_from_the_h200_references(tmp_path):
-    out = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(sys.executable),
+    out = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(failing_python(tmp_path)),
                    "--executor", "local", "--plan", "--plan-from", tmp_path], env=_gpus(tmp_path, 1))
     assert out.returncode == 0, out.stderr
     times = {line.split()[-1]: line.split()[-3] for line in out.stdout.splitlines() if "-r0" in line}
@@ -250,7 +249,7 @@ def test_a_resume_adding_a_network_or_a_batch_keeps_the_steps_the_campaign_resol
     from compare.store import Campaign
     monkeypatch.setenv("PATH", _gpus(tmp_path, 1)["PATH"])
     root = tmp_path / "c"
-    flags = dict(frameworks="caffe2", python=["caffe2=" + sys.executable], executor="local",
+    flags = dict(frameworks="caffe2", python=["caffe2={}".format(failing_python(tmp_path))], executor="local",
                  model="vgg16", precision="fp16", gpus="1", results=str(root))
     first = planning.make(study.build(flags))
     assert [(s.run_id, s.steps, s.warmup_steps) for s in first.cells] == [

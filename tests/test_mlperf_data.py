@@ -274,3 +274,26 @@ def test_the_plan_says_what_a_time_to_accuracy_run_will_do(tmp_path, capsys):
     assert out.splitlines()[1] == (
         "time to accuracy: top-1 0.9 on val/ within 6 epochs, evaluated every 2 epochs; {}: train/ "
         "8 images in 2 classes, val/ 2 images in 2 classes".format((tmp_path / "a").resolve()))
+
+
+def test_a_val_folder_with_no_jpeg_among_the_files_checked_is_refused_by_the_plan_as_by_the_run(
+        tmp_path, capsys):
+    # --plan printed a schedule; the run refused it at prepare, having checked train/ whole
+    from tests.helpers import fake_python
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    root = (tmp_path / "a").resolve()
+    for path in (root / "val").rglob("*.JPEG"):
+        path.write_bytes(b"not a JPEG")
+    firsts = [sorted(p.relative_to(root / "val").as_posix() for p in (root / "val" / c).iterdir())[0]
+              for c in ("n00000000", "n00000001")]
+    args = ["run", "--frameworks", "caffe2", "--data", str(tmp_path / "a"), "--target-accuracy",
+            "0.9", "--device", "cpu", "--executor", "local", "--image-size", "32", "--batch-size",
+            "4", "--results", str(tmp_path / "c"), "--python", "caffe2={}".format(fake_python(tmp_path))]
+    for extra in (["--plan"], []):
+        code, out, err = main_exit(args + extra, capsys)
+        assert code == 2 and not (tmp_path / "c").exists(), (extra, err)
+        line = err.splitlines()[-1]
+        assert line.startswith(
+            "compare: error: --data {0}/val: none of the ".format(root)) and line.endswith("; " + VAL_LAYOUT)
+        assert " files checked (up to 4 in each of 2 classes) is a JPEG, which starts with ff d8 ff: {} " \
+            "starts with 6e 6f 74; {} starts with 6e 6f 74; ".format(*firsts) in line, line

@@ -12,7 +12,7 @@ from backends.protocol import RunResult, RunSpec
 from compare import batchsearch, frameworks
 from compare.matrix import Matrix
 from compare.reporting import comparator, findings, report, tables
-from tests.helpers import compare, windowed
+from tests.helpers import ANSWERS, compare, windowed, write_python
 
 
 def _matrix(names, modes, device="cuda", gpus=(1, 2), options=None, batches=(256,)):
@@ -243,7 +243,7 @@ def test_findings_name_the_mode_of_each_verdict():
 
 FAKE = '''#!{python}
 import os, sys, time
-from backends import harness
+''' + ANSWERS + '''from backends import harness
 FITS = {fits}
 with open({pids!r}, "a") as f:  # one line per process: what a search costs in processes
     f.write("{{}}\\n".format(os.getpid()))
@@ -266,8 +266,7 @@ sys.exit(harness.main(Fake, sys.argv[-2:]))
 
 def _fake_campaign(tmp_path, name, env=None):
     python, pids = tmp_path / (name + "-python"), tmp_path / (name + ".pids")
-    python.write_text(FAKE.format(python=sys.executable, fits=50, pids=str(pids)))
-    python.chmod(0o755)
+    write_python(python, FAKE.format(python=sys.executable, fits=50, pids=str(pids)))
     campaign = tmp_path / name
     proc = compare(["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python),
                     "--device", "cpu", "--executor", "local", "--batch-size", "4,auto",

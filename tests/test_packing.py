@@ -12,13 +12,22 @@ import pytest
 
 from backends.protocol import RunResult, RunSpec
 from compare import resources, scheduler
-from tests.helpers import compare, kill_leftovers, processes_of, start_compare, wait_for
+from tests.helpers import (
+    ANSWERS,
+    compare,
+    failing_python,
+    kill_leftovers,
+    processes_of,
+    start_compare,
+    wait_for,
+    write_python,
+)
 
 # the real harness with a trainer that only sleeps; cells of the precisions in HANG hold in their
 # steps while the file HOLD exists
 FAKE = '''#!{python}
 import os, sys, time
-from backends import harness
+''' + ANSWERS + '''from backends import harness
 
 
 class Held(harness.Trainer):
@@ -44,11 +53,8 @@ TWO_CORES = {"COMPARE_OVERSUBSCRIBE": "1"}  # --concurrency 2 needs 2 cores; CI 
 
 
 def _fake(tmp_path, hang=(), hold=None):
-    path = tmp_path / "fake-python"
-    path.write_text(FAKE.format(python=sys.executable, hang=tuple(hang),
-                                hold=str(hold or tmp_path / "no-such-file")))
-    path.chmod(0o755)
-    return path
+    return write_python(tmp_path / "fake-python", FAKE.format(
+        python=sys.executable, hang=tuple(hang), hold=str(hold or tmp_path / "no-such-file")))
 
 
 def _results(root):
@@ -404,7 +410,7 @@ def test_plan_prints_the_schedule_and_its_estimate_from_earlier_cell_times(tmp_p
     timed_campaign(tmp_path / "runs" / "old", (("fp32", 1, 70.0), ("fp32", 2, 80.0), ("fp16", 1, 30.0)))
     out = compare(["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32,fp16",
                    "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from",
-                   tmp_path / "runs", "--python", "caffe2={}".format(sys.executable)])
+                   tmp_path / "runs", "--python", "caffe2={}".format(failing_python(tmp_path))])
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[:6] == [
         "plan: 4 cells on 2 GPUs, up to 2 at once (--concurrency auto); cell times from 3 earlier "
@@ -424,7 +430,7 @@ def test_the_plans_columns_stay_aligned_for_cells_of_four_and_eight_gpus(tmp_pat
     # "0,1,2,3" overflowed the GPUs column (5 wide) and pushed its row's time and cell right
     out = compare(["run", "--frameworks", "caffe2", "--gpus", "1,4,8", "--precision", "fp32",
                    "--batch-size", "256", "--plan", "--plan-gpus", "8", "--plan-from", tmp_path,
-                   "--python", "caffe2={}".format(sys.executable)])
+                   "--python", "caffe2={}".format(failing_python(tmp_path))])
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[1:5] == [
         "   start      end  GPUs            cores       time  cell",
@@ -441,7 +447,7 @@ def test_plan_warns_of_cells_estimated_beyond_the_timeout(tmp_path):
     timed_campaign(tmp_path / "runs" / "old", (("fp32", 1, 70.0), ("fp32", 2, 80.0)))
     argv = ["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32,fp16",
             "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from", tmp_path / "runs",
-            "--python", "caffe2={}".format(sys.executable)]
+            "--python", "caffe2={}".format(failing_python(tmp_path))]
     out = compare(argv + ["--timeout", "60"])
     assert out.returncode == 0, out.stderr
     assert ("warning: 2 cells estimated beyond --timeout 60 s (the longest, "
@@ -459,7 +465,7 @@ def test_plan_reads_the_campaigns_beside_results_and_refuses_what_the_run_would(
     from tests.helpers import timed_campaign
     timed_campaign(tmp_path / "runs" / "old", (("fp32", 1, 70.0),))
     argv = ["run", "--frameworks", "caffe2", "--batch-size", "256", "--plan", "--plan-gpus", "1",
-            "--python", "caffe2={}".format(sys.executable), "--results"]
+            "--python", "caffe2={}".format(failing_python(tmp_path)), "--results"]
     out = compare(argv + [tmp_path / "runs" / "new"])
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].endswith("cell times from 1 earlier run in 1 campaign under "

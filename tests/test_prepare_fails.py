@@ -70,9 +70,9 @@ def test_a_resume_whose_prepare_fails_leaves_the_campaign_as_it_was(study, faili
 
 
 def test_a_data_folder_no_frameworks_can_use_leaves_no_campaign(study, tmp_path, capsys):
-    for name in ("a", "b"):  # JPEG names, no JPEG inside: found by the plan, refused by prepare
-        (tmp_path / "bad" / "train" / name).mkdir(parents=True)
-        (tmp_path / "bad" / "train" / name / "x.JPEG").write_text("junk")
+    for name in ("a", "b"):  # a JPEG's first bytes, no JPEG after: passed by the plan's look at
+        (tmp_path / "bad" / "train" / name).mkdir(parents=True)  # them, refused by prepare's decode
+        (tmp_path / "bad" / "train" / name / "x.JPEG").write_bytes(b"\xff\xd8\xffjunk")
     code, out, err = _run(study + ["--data", tmp_path / "bad"], capsys)
     assert code == 2 and err.splitlines()[-1].startswith(
         "compare: error: --data {}: none of its 2 JPEG files can be used".format(tmp_path / "bad")), err
@@ -116,9 +116,9 @@ def test_a_campaign_of_the_default_folder_whose_prepare_fails_leaves_no_folder(s
 
 
 def test_a_data_folder_a_campaign_file_gives_is_named_by_the_file(study, tmp_path, capsys, monkeypatch):
-    for name in ("a", "b"):
+    for name in ("a", "b"):  # as above: prepare's refusal, not the plan's
         (tmp_path / "bad" / "train" / name).mkdir(parents=True)
-        (tmp_path / "bad" / "train" / name / "x.JPEG").write_text("junk")
+        (tmp_path / "bad" / "train" / name / "x.JPEG").write_bytes(b"\xff\xd8\xffjunk")
     (tmp_path / "study.toml").write_text('data = "bad"\n')
     monkeypatch.chdir(tmp_path)
     code, out, err = _run(study + ["--config", "study.toml"], capsys)

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from tests.helpers import FAST, compare, fake_python, main_exit
+from tests.helpers import ANSWERS, FAST, compare, failing_python, fake_python, main_exit, write_python
 
 # a stand-in for caffe2's python in time-to-accuracy cells: the real harness and loop with a
 # trainer whose top-1 rises 0.3 an epoch; KILL: the first attempt kills itself in epoch 2
 TTA_PYTHON = '''#!{python}
 import os, sys, time
-from backends import harness
+''' + ANSWERS + '''from backends import harness
 from backends.trainer import Trainer
 marker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "killed-once")
 
@@ -211,8 +211,7 @@ def test_a_time_to_accuracy_run_killed_mid_training_runs_again_and_keeps_its_par
     make(data, learnable.LearnableSpec(classes=2, train_per_class=4, val_per_class=2), 1,
          lambda n, b: None)
     python = tmp_path / "tta-python"
-    python.write_text(TTA_PYTHON.format(python=sys.executable, kill=True))
-    python.chmod(0o755)
+    write_python(python, TTA_PYTHON.format(python=sys.executable, kill=True))
     campaign, run_id = tmp_path / "c", "caffe2-fp32-w1-b2-s32-real-tta-r0"
     argv = ["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python), "--device", "cpu",
             "--executor", "local", "--data", data, "--target-accuracy", "0.9", "--max-epochs", "4",
@@ -251,9 +250,8 @@ def test_a_time_to_accuracy_run_stopped_by_ctrl_c_keeps_its_log_marked_interrupt
     make(data, learnable.LearnableSpec(classes=2, train_per_class=4, val_per_class=2), 1,
          lambda n, b: None)
     python = tmp_path / "tta-python"  # the first attempt waits in epoch 2 to be stopped
-    python.write_text(TTA_PYTHON.format(python=sys.executable, kill=True).replace(
+    write_python(python, TTA_PYTHON.format(python=sys.executable, kill=True).replace(
         "os.kill(os.getpid(), 9)", "time.sleep(300)"))
-    python.chmod(0o755)
     campaign, run_id = tmp_path / "c", "caffe2-fp32-w1-b2-s32-real-tta-r0"
     argv = ["run", "--frameworks", "caffe2", "--python", "caffe2={}".format(python), "--device", "cpu",
             "--executor", "local", "--data", data, "--target-accuracy", "0.9", "--max-epochs", "4",
@@ -533,11 +531,12 @@ def test_a_held_setting_of_an_earlier_campaign_is_named_in_campaign_json_words(t
     code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--compile"], capsys)
     assert (code, err) == (2, "compare: error: --resume {}: settings differ from the campaign's: compile "
                               "false (campaign) vs true (now); {}".format(campaign, may))
+    python = failing_python(tmp_path)
     code, err = _run(["run", "--results", campaign, "--resume", "--plan", "--python",
-                      "caffe2={}".format(sys.executable)], capsys)
+                      "caffe2={}".format(python)], capsys)
     assert (code, err) == (2, "compare: error: --resume {}: settings differ from the campaign's: "
                               "python.caffe2 not given (campaign) vs {} (now); {}".format(
-                                  campaign, sys.executable, may))
+                                  campaign, python, may))
 
 
 @pytest.mark.parametrize("edit,what", [

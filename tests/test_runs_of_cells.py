@@ -80,13 +80,11 @@ def test_a_sweep_of_repeats_stopped_by_ctrl_c_counts_runs(tmp_path):
 def test_the_plans_timeout_warning_counts_runs_of_cells(tmp_path, capsys, wide):
     # two cells of 70 and 80 s run twice each under --timeout 60: "4 cells estimated beyond"
     # counted the runs as cells
-    import sys
-
-    from tests.helpers import timed_campaign
+    from tests.helpers import failing_python, timed_campaign
     timed_campaign(tmp_path / "runs" / "old", (("fp32", 1, 70.0), ("fp32", 2, 80.0)))
     code, out, err = _run(["run", "--frameworks", "caffe2", "--gpus", "1,2", "--precision", "fp32",
                            "--batch-size", "256", "--plan", "--plan-gpus", "2", "--plan-from",
-                           tmp_path / "runs", "--python", "caffe2={}".format(sys.executable),
+                           tmp_path / "runs", "--python", "caffe2={}".format(failing_python(tmp_path)),
                            "--timeout", "60", "--repeats", "2"], capsys)
     assert code == 0, err
     assert ("warning: 4 runs of 2 cells estimated beyond --timeout 60 s (the longest, "

@@ -87,7 +87,7 @@ TOY_BACKEND = {
         ''',
 }
 TOY_ENTRY = '''
-register(Framework("toy", ("throwaway",), "toy", "Toy (throw-away)", "json",
+register(Framework("toy", ("throwaway",), "toy", "Toy (throw-away)", ("json",),
                    "nvcr.io/nvidia/pytorch:24.03-py3", "#00aa00"))
 '''
 TAGGED_LAUNCHER = '''

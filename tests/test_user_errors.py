@@ -5,15 +5,16 @@ import os
 import pytest
 
 from compare import study
+from compare.errors import UserError
 from compare.stages import plan as planning
-from tests.helpers import main_exit
+from tests.helpers import failing_python, main_exit
 
 
 def _cpu(tmp_path):
-    """`compare run` on the CPU that trains nothing should a check be missing (/bin/false for
-    python: each cell fails at once), in a folder of the test."""
+    """`compare run` on the CPU that trains nothing should a check be missing (each cell fails
+    at once: helpers.failing_python), in a folder of the test."""
     return ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
-            "caffe2=/bin/false", "--results", str(tmp_path / "c")]
+            "caffe2={}".format(failing_python(tmp_path)), "--results", str(tmp_path / "c")]
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-1", "0"])
@@ -163,7 +164,7 @@ def test_an_input_pipeline_option_without_a_data_folder_is_refused(option, capsy
     # with a folder beside synthetic it is the folder's cells' (a synthetic cell ignores it)
     folder = tmp_path / "d" / "train" / "n0"
     folder.mkdir(parents=True)
-    (folder / "a.JPEG").write_bytes(b"")
+    (folder / "a.JPEG").write_bytes(b"\xff\xd8\xff")  # a JPEG's first bytes: all the plan reads
     code, out, err = main_exit(_cpu(tmp_path) + ["--option", option, "--data", "synthetic,{}".format(
         tmp_path / "d"), "--plan"], capsys)
     assert code == 0, err
@@ -177,7 +178,7 @@ def test_an_input_pipeline_option_without_a_data_folder_is_refused(option, capsy
 def test_a_comma_list_that_names_one_value_twice_is_refused(args, message, tmp_path, capsys, monkeypatch):
     # caffe2,caffe2 was refused, caffe2,torch (its alias) taken as caffe2 alone: one rule for both
     (tmp_path / "d" / "train" / "n0").mkdir(parents=True)
-    (tmp_path / "d" / "train" / "n0" / "a.JPEG").write_bytes(b"")
+    (tmp_path / "d" / "train" / "n0" / "a.JPEG").write_bytes(b"\xff\xd8\xff")  # as a JPEG starts
     monkeypatch.chdir(tmp_path)
     code, _, err = main_exit(_cpu(tmp_path) + args, capsys)
     assert (code, err) == (2, "compare: error: {}\n".format(message.format(d=tmp_path / "d")))
@@ -245,7 +246,7 @@ def test_a_campaign_is_not_made_inside_another_campaigns_own_folders(inside, tmp
     outer.unlock()
     before = sorted(str(p) for p in outer.root.rglob("*"))
     argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
-            "caffe2=/bin/false", "--quick", "--results", str(outer.root / inside)]
+            "caffe2={}".format(failing_python(tmp_path)), "--quick", "--results", str(outer.root / inside)]
     line = ("compare: error: --results {}: inside the {} folder of campaign {}, which `compare run` "
             "writes; give a folder outside it\n".format(outer.root / inside, inside.split("/")[0], outer.root))
     assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
@@ -284,7 +285,7 @@ def test_a_results_link_to_nothing_is_refused_by_the_plan_as_by_the_run(tmp_path
     link = tmp_path / "c"
     link.symlink_to(tmp_path / "gone")
     argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
-            "caffe2=/bin/false", "--quick", "--results", str(link)]
+            "caffe2={}".format(failing_python(tmp_path)), "--quick", "--results", str(link)]
     line = ("compare: error: --results {}: a symbolic link to {}, which is not there; give a folder, or "
             "make the one it names\n".format(link, tmp_path / "gone"))
     assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
@@ -336,3 +337,64 @@ def test_a_gpu_hour_price_without_a_target_accuracy_is_refused(capsys, tmp_path)
                                   "runs (their cost to train), and this study has none; add "
                                   "--target-accuracy 0.759, or leave the price out\n")
         assert not (tmp_path / "c").exists()
+
+
+def _bare_python(folder, site=None):
+    """A python 3 that finds no installed package (-S: no site-packages), or only `site`'s."""
+    import sys
+    path = folder / "bare-python"
+    path.write_text('#!/bin/sh\n{}exec {} -S "$@"\n'.format(
+        "PYTHONPATH={} ".format(site) if site else "", sys.executable))
+    path.chmod(0o755)
+    return path
+
+
+LEAVE = "or leave jax out of {} (compare then runs jax in its managed environment)"
+
+
+def test_a_python_without_its_frameworks_modules_is_refused_by_the_plan_as_by_the_run(tmp_path, capsys):
+    # --plan printed a schedule and exit 0; the run then failed every jax cell
+    python = _bare_python(tmp_path)
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "jax", "--python",
+            "jax={}".format(python), "--quick", "--results", str(tmp_path / "c")]
+    line = ("compare: error: --python 'jax={0}': {0} lacks jax, jaxlib, flax, optax (every jax run "
+            "imports jax, jaxlib, flax, optax); give a python that has them, {1}\n".format(
+                python, LEAVE.format("--python")))
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
+    assert main_exit(argv, capsys)[::2] == (2, line)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_python_lacking_one_module_names_that_one_and_a_campaign_files_by_its_key(tmp_path, capsys,
+                                                                                    monkeypatch):
+    for module in ("jax", "jaxlib", "flax"):  # optax left out
+        (tmp_path / "site" / module).mkdir(parents=True)
+        (tmp_path / "site" / module / "__init__.py").write_text("")
+    python = _bare_python(tmp_path, tmp_path / "site")
+    (tmp_path / "study.toml").write_text('frameworks = "jax"\npython = ["jax=bare-python"]\n')
+    monkeypatch.chdir(tmp_path)
+    code, out, err = main_exit(["run", "--device", "cpu", "--executor", "local", "--config",
+                                "study.toml", "--quick", "--plan"], capsys)
+    assert (code, out, err) == (2, "", "compare: error: study.toml: python 'jax={0}': {0} lacks optax "
+                                       "(every jax run imports jax, jaxlib, flax, optax); give a python "
+                                       "that has them, {1}\n".format(python, LEAVE.format("python")))
+
+
+def test_a_python_that_does_not_answer_as_one_is_refused(tmp_path, capsys):
+    code, out, err = main_exit(["run", "--device", "cpu", "--executor", "local", "--frameworks", "jax",
+                                "--python", "jax=/bin/false", "--quick", "--plan"], capsys)
+    assert (code, out, err) == (2, "", "compare: error: --python 'jax=/bin/false': /bin/false did not "
+                                       "say which modules it has, as a python asked with -c does (exit "
+                                       "1, nothing said); give a python that has jax, jaxlib, flax, "
+                                       "optax, {}\n".format(LEAVE.format("--python")))
+
+
+def test_a_python_is_asked_only_where_it_runs_here(tmp_path):
+    # a Slurm job runs its --python on the cluster's nodes: its path there, not asked here
+    from compare.executors.local import LocalExecutor
+    from compare.executors.slurm import SlurmExecutor
+    s = _study(frameworks="jax", python=["jax={}".format(_bare_python(tmp_path))])
+    planning._check_python(s, SlurmExecutor)
+    with pytest.raises(UserError) as refused:
+        planning._check_python(s, LocalExecutor)
+    assert "lacks jax, jaxlib, flax, optax" in str(refused.value)

@@ -121,6 +121,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
                             needs=_needs(study, device), said=study.label("executor"))
     cls, why = executors.choose(study.executor, ctx, _resumed_executor(study))  # one that can
     # run the whole study (a resumed campaign's own first)
+    _check_python(study, cls)
     pool, at_once = pool_for(cls, ctx, given["gpus"], _concurrency(study, device, machine),
                              study.plan_gpus)  # the executor's own, or --plan-gpus N
     return Plan(study, machine, device, matrix, cells, cls, why, ctx, pool, at_once, said)
@@ -213,6 +214,32 @@ def _with_jpegs(root: str) -> List[str]:
     from ..datasets import SUFFIXES
     return [e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".") and any(
         f.name.lower().endswith(SUFFIXES) and f.is_file() for f in os.scandir(e.path))]
+
+
+def _check_python(study: Study, executor: type) -> None:
+    """Each --python interpreter has the modules every run of its framework imports, asked where
+    it runs: on this machine (the local executor; docker takes none), not on a cluster's nodes
+    (slurm: a path there). Each of its cells would fail at once: refused before the first."""
+    if executor.runs_on != "host":
+        return
+    for fw in study.framework_list():
+        python = study.overrides.get(fw.name)
+        if python is None:
+            continue
+        try:
+            missing = envs.missing_modules(python, fw)
+        except envs.EnvError as exc:
+            problem = "did not say which modules it has, as a python asked with -c does ({}); give " \
+                "a python that has {}".format(exc, ", ".join(fw.modules))
+        else:
+            if not missing:
+                continue
+            problem = "lacks {} (every {} run imports {}); give a python that has them".format(
+                ", ".join(missing), fw.name, ", ".join(fw.modules))
+        raise UserError("{} {!r}: {} {}, or leave {} out of {} (compare then runs {} in its managed "
+                        "environment)".format(study.label("python"), "{}={}".format(fw.name, python),
+                                              python, problem, fw.name, study.said("python"),
+                                              fw.name))
 
 
 def _check_price(study: Study) -> None:

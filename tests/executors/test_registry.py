@@ -118,7 +118,7 @@ def test_what_a_study_needs_comes_from_its_flags(tmp_path):
     from compare.stages.plan import _needs
     folder = tmp_path / "d" / "c0"
     folder.mkdir(parents=True)
-    (folder / "a.jpg").write_bytes(b"")
+    (folder / "a.jpg").write_bytes(b"\xff\xd8\xff")  # a JPEG's first bytes: all the plan reads
     s = study.build({"frameworks": "caffe2", "nodes": "1,4", "data": "synthetic,{}".format(folder.parent)})
     assert _needs(s, "cuda") == {"multi_node": "--nodes 4", "real_data": "--data {}".format(
         folder.parent), "gpus": "--device cuda"}
