@@ -66,11 +66,16 @@ CUDNN = ("no on-disk cache: cuDNN and PyTorch keep the algorithms cudnn.benchmar
 
 
 def prepare(spec: RunSpec) -> None:
-    """Before torch is imported (it reads its variables once): with --compile, torch.compile's
+    """Before torch is imported (it reads its variables once): with decode=hw, CUDA's hardware
+    queues (pipelines/feed.py: hw_connections); with --compile, torch.compile's
     cache folder under compare's (backends/caches.py: Inductor's FX graphs, AOTAutograd's and
     Triton's kernels, keyed by torch on the graph, its inputs and the compile settings); on GPUs,
     cuDNN's word."""
     from .. import caches
+    from .. import options as opts
+    from ..pipelines import feed
+    feed.hw_connections(spec.data, spec.device, spec.options,
+                        lambda key: opts.value(OPTIONS, spec.options, key))
     if spec.device == "cuda":
         caches.say("cudnn_autotune", CUDNN)
     if spec.compile:

@@ -140,8 +140,19 @@ CPU_SHARE = Option("cpu_share", "float", "with --data DIR and decode=hw: the sha
 CPU_DRAFT = Option("cpu_draft", "bool", "with --data DIR and decode=hw: the CPU decoders may "
                    "decode at 1/2-1/8 scale where the crop keeps the image size (faster; its "
                    "pixels then differ from the engines' full-scale decode)", default=False)
+# CUDA maps a process's streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless set);
+# nvImageCodec decodes on its own streams (128 in an H100 profile), so with 8 the step's stream
+# shares a queue with decode streams whose heads wait (on the JPEG engines, a copy), and its next
+# kernel waits behind them. On an H100 (2026-12-05, bench/realdata_gpu.sh conns), fp16 b256:
+# real/synthetic 0.833 -> 0.932 (PyTorch) and 0.783 -> 0.977 (JAX) at 32; synthetic unchanged
+CUDA_CONNECTIONS = Option("cuda_connections", "int", "with --data DIR and decode=hw (or auto) on "
+                          "a GPU: the hardware queues CUDA maps the process's streams onto "
+                          "(CUDA_DEVICE_MAX_CONNECTIONS), which the step's stream shares with "
+                          "the decode's", minimum=1, maximum=32, default=32,
+                          default_text="32, or CUDA_DEVICE_MAX_CONNECTIONS where it is set")
 # what a backend with decode=hw lists after its `pipeline` option
-HW_DECODE = (NVIMGCODEC_API, SWITCH_INTERVAL, FEEDER_PRIORITY, CPU_DECODERS, CPU_SHARE, CPU_DRAFT)
+HW_DECODE = (NVIMGCODEC_API, SWITCH_INTERVAL, FEEDER_PRIORITY, CPU_DECODERS, CPU_SHARE, CPU_DRAFT,
+             CUDA_CONNECTIONS)
 
 
 def _plain(x: Any) -> str:

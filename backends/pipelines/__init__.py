@@ -83,6 +83,13 @@ def pipeline_option(table: Sequence[Pipeline]) -> opts.Option:
                        choices=(NATIVE,) + tuple(p.name for p in others))
 
 
+def may_use(name: str, opt: Callable[[str], Any]) -> bool:
+    """Whether a run may use decode `name`: asked for by name, or decode=auto (which takes it
+    where it runs), with the framework's own pipeline. For what must be set before the framework
+    starts, when choose() cannot run yet."""
+    return opt("pipeline") == NATIVE and opt("decode") in (AUTO, name)
+
+
 def function(where: str) -> Callable[..., Any]:
     """The function a table names as "module:function"."""
     module, name = where.split(":")

@@ -3,6 +3,7 @@ them from (counted in a Tally, described in the common data settings), the threa
 them ahead of the step, and that thread's settings under decode=hw. Standard library only,
 Python >= 3.8.
 """
+import os
 import queue
 import sys
 import threading
@@ -87,9 +88,28 @@ class Prefetcher:
                 pass
 
 
+CONNECTIONS_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"  # read by CUDA when it creates a context
+CUDA_DEFAULT_CONNECTIONS = 8
+
+
+def hw_connections(data: Optional[str], device: str, given: Dict[str, Any], opt) -> None:
+    """Before the framework creates its CUDA context (a backend's prepare()): a run that may
+    decode on the JPEG engines (--data on a GPU, decode hw or auto: pipelines.may_use) gets the
+    option cuda_connections' hardware queues; a CUDA_DEVICE_MAX_CONNECTIONS the user set stays
+    unless the option is given. given: the options given for the run."""
+    from . import may_use
+    if data is None or device != "cuda" or not may_use("hw", opt):
+        return
+    if "cuda_connections" in given or not os.environ.get(CONNECTIONS_ENV):
+        os.environ[CONNECTIONS_ENV] = str(opt("cuda_connections"))
+
+
 def hw_feeder_settings(opt) -> Dict[str, Any]:
     """decode=hw: set this process's switch interval (the option switch_interval_ms) and return
-    the settings a result records about the feeder: interval and stream priority."""
+    the settings a result records about the feeder: interval, stream priority and the hardware
+    queues CUDA had (hw_connections)."""
     ms = float(opt("switch_interval_ms"))
     sys.setswitchinterval(ms / 1000.0)
-    return {"switch_interval_ms": ms, "feeder_priority": opt("feeder_priority")}
+    queues = os.environ.get(CONNECTIONS_ENV, "").strip()
+    return {"switch_interval_ms": ms, "feeder_priority": opt("feeder_priority"),
+            "cuda_connections": int(queues) if queues.isdigit() else CUDA_DEFAULT_CONNECTIONS}

@@ -207,7 +207,7 @@ def test_tf32_on_cpu_is_unsupported_with_reason(tmp_path):
                            "yes/no, on/off)"),
     ({"channels_last": True}, "option channels_last: unknown option for jax; valid: "
                               "allreduce_combine_mb, autotune_level, cpu_decoders, cpu_draft, cpu_share, "
-                              "decode, device_prefetch, donate, "
+                              "cuda_connections, decode, device_prefetch, donate, "
                               "fail_at, fail_rank, feeder_priority, flat_allreduce, latency_hiding, "
                               "loader, loader_workers, loss_scale, memory_limit_mb, nvimgcodec_api, "
                               "pipeline, processes, switch_interval_ms, sync_bn, xla_flags"),

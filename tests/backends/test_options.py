@@ -8,7 +8,7 @@ from compare.parsing import options as parse_options
 from tests.helpers import main_exit
 
 LOSS_SCALE = "not a finite number; give a number from 1 to 16777216, e.g. loss_scale=1"
-CAFFE2_KEYS = ("channels_last, compile_mode, cpu_decoders, cpu_draft, cpu_share, cuda_graphs, "
+CAFFE2_KEYS = ("channels_last, compile_mode, cpu_decoders, cpu_draft, cpu_share, cuda_connections, cuda_graphs, "
                "cudnn_benchmark, cudnn_benchmark_limit, decode, "
                "fail_at, fail_rank, feeder_priority, inductor_tuning, loader_workers, memory_limit_mb, nvimgcodec_api, "
                "optimizer, pipeline, switch_interval_ms")
