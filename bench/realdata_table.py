@@ -52,6 +52,7 @@ def cell_line(r) -> str:
         "windows", [round(x) for x in r.get("window_images_per_sec") or []], "b", r.get("global_batch"),
         "| decode", s.get("decode"), "workers", s.get("loader_workers"), "read", s.get("images_read"),
         "errors", s.get("decode_errors"), s.get("decode_error_files") or "",
+        "queues", s.get("cuda_connections"),
         "| split", {k: split.get(k) for k in ("cpu_share", "cpu_share_first", "cpu_share_last",
                                               "cpu_img_s", "hw_img_s", "cpu_decoders",
                                               "cpu_crops_buffer", "cpu_decode_cpu_seconds")},
