@@ -398,3 +398,29 @@ def test_a_python_is_asked_only_where_it_runs_here(tmp_path):
     with pytest.raises(UserError) as refused:
         planning._check_python(s, LocalExecutor)
     assert "lacks jax, jaxlib, flax, optax" in str(refused.value)
+
+
+GRACE = ("compare: error: COMPARE_EXIT_GRACE_S='{}' is not a whole number of seconds (0: no limit); "
+         "give whole seconds, or unset it for the default 40 s\n")
+
+
+@pytest.mark.parametrize("executor", ["local", "docker", "slurm"])
+@pytest.mark.parametrize("grace", ["1.5", "abc", "-3"])
+def test_an_exit_grace_that_is_not_whole_seconds_is_refused_once_before_any_cell(executor, grace, tmp_path,
+                                                                                 capsys, monkeypatch):
+    """Before, Slurm refused it cell by cell (each `failed`, not submitted), and local or docker
+    failed only the cells of more than one process (their launcher reads it): --plan said nothing."""
+    monkeypatch.setenv("COMPARE_EXIT_GRACE_S", grace)
+    argv = _cpu(tmp_path)[:-1] + [str(tmp_path / "c"), "--quick"]
+    argv[argv.index("--executor") + 1] = executor
+    if executor != "local":  # docker and a Slurm job take no --python of this host
+        argv[argv.index("--python"):argv.index("--python") + 2] = []
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", GRACE.format(grace))
+    assert main_exit(argv, capsys)[::2] == (2, GRACE.format(grace))
+    assert not (tmp_path / "c").exists()
+
+
+def test_an_exit_grace_of_whole_seconds_or_empty_passes_the_plan(tmp_path, capsys, monkeypatch):
+    for grace in ("0", "5", ""):
+        monkeypatch.setenv("COMPARE_EXIT_GRACE_S", grace)
+        assert main_exit(_cpu(tmp_path) + ["--quick", "--plan"], capsys)[0] == 0
