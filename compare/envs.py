@@ -165,6 +165,25 @@ def missing_modules(python: str, fw: Framework) -> List[str]:
     return answer[-1].split()[1:]
 
 
+def check_python(fw: Framework, python: str, label: str = "--python", said: str = "--python") -> None:
+    """UserError (one line) where the interpreter `python` given for fw (as `label` names the
+    setting, `said` as the user would write it) lacks a module every run of fw imports, or does not
+    answer as a python: each run of it, and its data writer, would fail at once."""
+    try:
+        missing = missing_modules(python, fw)
+    except EnvError as exc:
+        problem = "did not say which modules it has, as a python asked with -c does ({}); give a " \
+            "python that has {}".format(exc, ", ".join(fw.modules))
+    else:
+        if not missing:
+            return
+        problem = "lacks {} (every {} run imports {}); give a python that has them".format(
+            ", ".join(missing), fw.name, ", ".join(fw.modules))
+    raise UserError("{} {!r}: {} {}, or leave {} out of {} (compare then runs {} in its managed "
+                    "environment)".format(label, "{}={}".format(fw.name, python), python, problem,
+                                          fw.name, said, fw.name))
+
+
 def resolve(fw: Framework, variant: str, overrides: Dict[str, str],
             log: Callable[[str], None] = lambda s: None) -> Interpreter:
     """--python FRAMEWORK=PATH, else this interpreter if it has the framework, else a managed env."""

@@ -178,6 +178,9 @@ def prepare(
         raise UserError("--device cuda: no NVIDIA GPU found on this machine (nvidia-smi lists "
                         "none); use --device cpu: its environments write the same formats, which "
                         "GPU runs read")
+    for fw in fw_list:  # its writer would fail at once (as a run's cells would: stages/plan.py)
+        if fw.name in overrides:
+            envs.check_python(fw, overrides[fw.name])
     console = _console()
     prepared = datasets.checked(found, console)
     print(datasets.summary(prepared))

@@ -226,22 +226,8 @@ def _check_python(study: Study, executor: type) -> None:
         return
     for fw in study.framework_list():
         python = study.overrides.get(fw.name)
-        if python is None:
-            continue
-        try:
-            missing = envs.missing_modules(python, fw)
-        except envs.EnvError as exc:
-            problem = "did not say which modules it has, as a python asked with -c does ({}); give " \
-                "a python that has {}".format(exc, ", ".join(fw.modules))
-        else:
-            if not missing:
-                continue
-            problem = "lacks {} (every {} run imports {}); give a python that has them".format(
-                ", ".join(missing), fw.name, ", ".join(fw.modules))
-        raise UserError("{} {!r}: {} {}, or leave {} out of {} (compare then runs {} in its managed "
-                        "environment)".format(study.label("python"), "{}={}".format(fw.name, python),
-                                              python, problem, fw.name, study.said("python"),
-                                              fw.name))
+        if python is not None:
+            envs.check_python(fw, python, study.label("python"), study.said("python"))
 
 
 def _check_exit_grace() -> None:
