@@ -247,7 +247,7 @@ def assert_phases(result: dict) -> None:
 
 # --- stand-ins for a framework's python (`--python caffe2=THIS`). Before its first cell, compare
 # asks an interpreter which of the framework's modules it has (`THIS -c CODE MODULE...`:
-# envs.missing_modules); a stand-in answers with empty packages of those names beside it
+# envs.probe); a stand-in answers with empty packages of those names beside it
 STAND_INS = "stand-ins"
 # the answer, in a stand-in that is a Python script: CODE run as `python -c` runs it, the
 # stand-ins first on its path (no braces: it goes into templates that str.format fills)

@@ -424,3 +424,36 @@ def test_an_exit_grace_of_whole_seconds_or_empty_passes_the_plan(tmp_path, capsy
     for grace in ("0", "5", ""):
         monkeypatch.setenv("COMPARE_EXIT_GRACE_S", grace)
         assert main_exit(_cpu(tmp_path) + ["--quick", "--plan"], capsys)[0] == 0
+
+
+def _old_python(folder, version):
+    """A python that says it is `version` (sys.version_info as an old one has it) and runs `-c`
+    code as this one does, its site-packages included (jax's modules found or not alike)."""
+    import sys
+    path = folder / "old-python"
+    path.write_text("#!/bin/sh\n[ \"$1\" = -c ] || exit 1\nshift\nexec {} -c 'import sys; "
+                    "sys.version_info = {!r}; code = sys.argv.pop(1); exec(code)' \"$@\"\n".format(
+                        sys.executable, tuple(version) + (0,)))
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("version", [(3, 6), (3, 7), (2, 7)])
+def test_a_python_older_than_the_backends_need_is_refused_by_the_plan(version, tmp_path, capsys):
+    # its modules may all be there: the backends' own syntax (3.8) fails each cell at once
+    python = _old_python(tmp_path, version)
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "jax", "--python",
+            "jax={}".format(python), "--quick", "--results", str(tmp_path / "c")]
+    line = ("compare: error: --python 'jax={0}': {0} is Python {1}.{2}, and compare's backends need "
+            "3.8 or newer; give a python 3.8 or newer that has jax, jaxlib, flax, optax, {3}\n".format(
+                python, *version, LEAVE.format("--python")))
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
+    assert main_exit(argv, capsys)[::2] == (2, line)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_python_of_3_8_passes_the_version_check(tmp_path, capsys):
+    python = _old_python(tmp_path, (3, 8))  # this venv's site-packages: jax's modules or not
+    code, out, err = main_exit(["run", "--device", "cpu", "--executor", "local", "--frameworks", "jax",
+                                "--python", "jax={}".format(python), "--quick", "--plan"], capsys)
+    assert "is Python" not in err
