@@ -402,11 +402,11 @@ def kill_leftovers(campaign: Path) -> None:
 def write_formats(root: Path, frameworks) -> None:
     """The native formats of `frameworks` for the folder `root` (checked: its manifest exists),
     written by their own writers in their environments, as `compare data prepare` does."""
-    from compare import datasets
+    from compare import datasets, formats
     from compare import frameworks as fws
     train = datasets.check(datasets.open_folder(str(root)))
     for name in frameworks:
-        subprocess.run(datasets.writer_command(fws.get(name), backend_python(name), train.path),
+        subprocess.run(formats.writer_command(fws.get(name), backend_python(name), train.path),
                        check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 

@@ -10,7 +10,7 @@ from PIL import Image
 
 from backends import dataset as ds
 from backends.protocol import RunResult, RunSpec, SchemaError
-from compare import datasets, imagegen
+from compare import datasets, formats, imagegen
 from compare.errors import UserError
 from compare.reporting import data_table, metrics, report, tables
 from compare.reporting.comparator import cells as comparator_cells
@@ -596,7 +596,7 @@ def test_writing_a_format_leaves_no_blank_line_where_stderr_is_not_a_terminal(tm
         on_line("progress 3 6\n")
         ds.Prepared.find(str(tmp_path / "d")).mark_done("recordio")
         return 0
-    monkeypatch.setattr(datasets.LocalWriter, "__call__", write)
+    monkeypatch.setattr(formats.LocalWriter, "__call__", write)
     code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks", "mxnet"],
                                capsys)
     assert code == 0, err
