@@ -1,6 +1,6 @@
 """Real data on the host: open an ImageNet-layout folder (a bad one is one line and exit 2), check
-every JPEG once into a manifest (corrupt ones are counted, listed and left out), and prepare each
-framework's native format by running its backend's writer in the framework's own environment.
+every JPEG once into a manifest (corrupt ones are counted, listed and left out), and, before a
+sweep, have each framework's native format written beside it (compare/formats.py).
 
     DIR/train/<class>/*.JPEG            (or DIR/<class>/*.JPEG: a real ImageNet train folder as is)
     DIR/.compare/manifest.json          fingerprint, classes, images, corrupt files and why
@@ -16,17 +16,16 @@ import io
 import json
 import multiprocessing
 import os
-import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from backends.contract import write_json_atomic
-from backends.contract.shared import CODE_ROOT, dataset
+from backends.contract.shared import dataset
 
-from . import envs
 from .errors import UserError
+from .formats import Log, Writer, prepare_formats, progress_bar
 from .frameworks import Framework
 from .loading import one_line
 
@@ -39,7 +38,6 @@ SAMPLE_CLASSES, SAMPLE_PER_CLASS = 16, 4  # the plan reads the first bytes of 64
 JPEG_START = b"\xff\xd8\xff"  # start of image, then the first marker's FF
 PARALLEL_CHECK = 2000  # folders with more unchecked files than this are checked by a process pool
 Entry = Tuple[str, int, int, int]  # relative path, label, size, mtime_ns
-Log = Callable[[str], None]
 
 
 @dataclass
@@ -239,110 +237,6 @@ def summary(prepared: dataset.Prepared) -> str:
     return text
 
 
-def data_format(fw: Framework) -> Optional[str]:
-    """The native format fw's backend reads (its DATA_FORMAT), None: the folder itself."""
-    return getattr(fw.module(), "DATA_FORMAT", None)
-
-
-class WriterError(Exception):
-    """The environment that writes a native format is not there (not created, not built)."""
-
-
-class Writer:
-    """Runs a backend's format writer (`python -m backends.<backend>.data write PREPARED_DIR`) in
-    the framework's environment. An executor whose runs use other environments than this
-    machine's (images) has its own (Executor.data_writer)."""
-
-    def where(self, fw: Framework) -> str:
-        """Where fw's writer runs, as the log says it."""
-        raise NotImplementedError
-
-    def __call__(self, fw: Framework, prepared_path: str, err: IO[str],
-                 on_line: Callable[[str], None]) -> int:
-        """Run the writer to its end: stdout lines to on_line, stderr to err; its exit code.
-        WriterError when its environment is not there."""
-        raise NotImplementedError
-
-
-def writer_command(fw: Framework, python: str, prepared_path: str) -> List[str]:
-    return [python, "-m", "backends.{}.data".format(fw.backend), "write", prepared_path]
-
-
-class LocalWriter(Writer):
-    """The writer in fw's environment on this machine: managed (created if missing) or --python."""
-
-    def __init__(self, device: str, overrides: Dict[str, str], log: Log):
-        self.variant = "cuda" if device == "cuda" else "cpu"
-        self.overrides, self.log = overrides, log
-
-    def where(self, fw: Framework) -> str:
-        if fw.name in self.overrides:
-            return "with {} (--python)".format(self.overrides[fw.name])
-        return "with its environment here"
-
-    def __call__(self, fw, prepared_path, err, on_line) -> int:
-        try:
-            interp = envs.resolve(fw, self.variant, self.overrides, self.log)
-        except envs.EnvError as exc:
-            raise WriterError(str(exc)) from None
-        env = dict(os.environ, PYTHONPATH=os.path.realpath(CODE_ROOT), PYTHONUNBUFFERED="1")
-        proc = subprocess.Popen(writer_command(fw, interp.python, prepared_path),
-                                stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-        for line in proc.stdout:
-            on_line(line)
-        return proc.wait()
-
-
-def prepare_formats(prepared: dataset.Prepared, frameworks: Sequence[Framework], log: Log,
-                    console, writer: Writer) -> Dict[str, str]:
-    """Write each framework's native format that is missing or stale, with the backend's writer
-    in the framework's environment (a progress bar on `console`). Returns {framework: why it
-    failed}; the others are ready."""
-    failed: Dict[str, str] = {}
-    for fw in frameworks:
-        fmt = data_format(fw)
-        if fmt is None:
-            log("{}: reads the folder itself through its own loader".format(fw.name))
-            continue
-        if prepared.ready(fmt):
-            log("{}: {} up to date in {}".format(fw.name, fmt, prepared.format_dir(fmt)))
-            continue
-        log("{}: writing {} into {} {} (once; reused while the folder is unchanged)".format(
-            fw.name, fmt, prepared.format_dir(fmt), writer.where(fw)))
-        why = _run_writer(fw, writer, prepared, fmt, console)
-        if why:
-            failed[fw.name] = why
-    return failed
-
-
-def _run_writer(fw: Framework, writer: Writer, prepared: dataset.Prepared, fmt: str,
-                console) -> Optional[str]:
-    log_path = os.path.join(prepared.path, fmt + ".log")
-    with open(log_path, "w") as err, _bar(console, "{}: {}".format(fw.name, fmt),
-                                          disable=not console.is_terminal) as bar:  # no blank line
-        task = bar.add_task("", total=None)
-        def on_line(line: str) -> None:
-            parts = line.split()
-            if len(parts) == 3 and parts[0] == "progress":
-                bar.update(task, completed=int(parts[1]), total=int(parts[2]))
-        try:
-            rc = writer(fw, prepared.path, err, on_line)
-        except WriterError as exc:
-            return str(exc)
-    if rc == 0 and prepared.ready(fmt):
-        return None
-    lines = [ln for ln in Path(log_path).read_text(errors="replace").splitlines() if ln.strip()]
-    return "writing {} failed (exit {}){}; see {}".format(
-        fmt, rc, ": " + lines[-1][-300:] if lines else "", log_path)
-
-
-def _bar(console, description: str, **kw):
-    """A rich progress bar on `console` (done of total, time left), gone when it ends."""
-    from rich import progress as rp
-    return rp.Progress(rp.TextColumn(description), rp.BarColumn(), rp.MofNCompleteColumn(),
-                       rp.TimeRemainingColumn(), console=console, transient=True, **kw)
-
-
 def for_run(dirs: Sequence[str], frameworks: Sequence[Framework], console,
             writer: Writer, global_batch: int = 0, workers: int = 1,
             accuracy: bool = False, named: Tuple[str, str] = ("--data", "--batch-size")
@@ -449,7 +343,8 @@ def check_val_classes(val_root: str, val_classes, train_classes, class_root: str
 def checked(folder: Folder, console) -> dataset.Prepared:
     """check() with a progress bar while files are being checked; a UserError when not one of
     the folder's JPEG files can be used."""
-    with _bar(console, "checking JPEGs", disable=not console.is_terminal) as p:  # else it leaves a blank line
+    # disabled where not a terminal: it leaves a blank line there
+    with progress_bar(console, "checking JPEGs", disable=not console.is_terminal) as p:
         task = p.add_task("", total=None)
         prepared = check(folder, advance=lambda n: p.advance(task, n),
                          total=lambda n: p.update(task, total=n))

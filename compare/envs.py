@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 from backends.contract import utc_now
 from backends.contract.shared import lifeline
@@ -138,17 +138,21 @@ def in_current(fw: Framework) -> bool:
         importlib.util.find_spec(m) for m in fw.modules)
 
 
-# `PATH -c PROBE MODULE...`: the modules it cannot find, found without importing any (TensorFlow's
-# import alone takes seconds)
-PROBE = ("import importlib.util, sys; print('missing:', *[m for m in sys.argv[1:] "
-         "if importlib.util.find_spec(m) is None])")
+# `PATH -c PROBE MODULE...`: its version, then the modules it cannot find, found without importing
+# any (TensorFlow's import alone takes seconds). The version is written first, in words Python 2
+# parses too, so an interpreter too old for the rest still says what it is.
+PROBE = ("import sys; sys.stdout.write('python: %d.%d\\n' % tuple(sys.version_info[:2])); "
+         "sys.stdout.flush(); import importlib.util; print('missing: ' + ' '.join("
+         "m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
 PROBE_TIMEOUT = 60  # seconds: an interpreter's start, its site-packages on a slow filesystem
+OLDEST_PYTHON = (3, 8)  # the backends' syntax and standard library (DESIGN.md)
 
 
-def missing_modules(python: str, fw: Framework) -> List[str]:
-    """The modules of fw that the interpreter at `python` lacks, asked as a run would start it:
-    PYTHONPATH none of the user's (a run's is the staged backends alone), from a folder of no
-    modules (a run's own); EnvError (one line) where it does not answer as a Python 3 does."""
+def probe(python: str, fw: Framework) -> Tuple[Tuple[int, int], Optional[List[str]]]:
+    """((major, minor), the modules of fw it lacks) of the interpreter at `python`, asked as a run
+    would start it: PYTHONPATH none of the user's (a run's is the staged backends alone), from a
+    folder of no modules (a run's own). The modules are None where one too old to look for them
+    said its version; EnvError (one line) where it does not answer as a Python does."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     try:
         done = subprocess.run([python, "-c", PROBE] + list(fw.modules), capture_output=True,
@@ -157,12 +161,43 @@ def missing_modules(python: str, fw: Framework) -> List[str]:
         raise EnvError("no answer within {} s".format(PROBE_TIMEOUT)) from None
     except OSError as exc:  # not an executable it can start (a script without its interpreter)
         raise EnvError("cannot be started: {}".format(exc.strerror or exc)) from None
-    answer = [ln for ln in done.stdout.splitlines() if ln.startswith("missing:")]
-    if done.returncode != 0 or not answer:
-        said = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1]
-        raise EnvError("exit {}{}".format(done.returncode, ": " + one_line(said[-200:]) if said
+    said = {}
+    for line in done.stdout.splitlines():
+        key, _, value = line.partition(": ")
+        said[key] = value.split()
+    version = tuple(int(v) for v in said.get("python", [""])[0].split(".") if v.isdigit())
+    if len(version) == 2 and version < OLDEST_PYTHON:
+        return version, None
+    if done.returncode != 0 or len(version) != 2 or "missing" not in said:
+        last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1]
+        raise EnvError("exit {}{}".format(done.returncode, ": " + one_line(last[-200:]) if last
                                           else ", nothing said"))
-    return answer[-1].split()[1:]
+    return version, said["missing"]
+
+
+def check_python(fw: Framework, python: str, label: str = "--python", said: str = "--python") -> None:
+    """UserError (one line) where the interpreter `python` given for fw (as `label` names the
+    setting, `said` as the user would write it) is older than the backends need, lacks a module
+    every run of fw imports, or does not answer as a python: each run of it, and its data writer,
+    would fail at once."""
+    try:
+        version, missing = probe(python, fw)
+    except EnvError as exc:
+        problem = "did not say which modules it has, as a python asked with -c does ({}); give a " \
+            "python that has {}".format(exc, ", ".join(fw.modules))
+    else:
+        if missing is None:
+            problem = "is Python {}.{}, and compare's backends need {}.{} or newer; give a python " \
+                "{}.{} or newer that has {}".format(*version, *OLDEST_PYTHON, *OLDEST_PYTHON,
+                                                    ", ".join(fw.modules))
+        elif missing:
+            problem = "lacks {} (every {} run imports {}); give a python that has them".format(
+                ", ".join(missing), fw.name, ", ".join(fw.modules))
+        else:
+            return
+    raise UserError("{} {!r}: {} {}, or leave {} out of {} (compare then runs {} in its managed "
+                    "environment)".format(label, "{}={}".format(fw.name, python), python, problem,
+                                          fw.name, said, fw.name))
 
 
 def resolve(fw: Framework, variant: str, overrides: Dict[str, str],

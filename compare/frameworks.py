@@ -23,7 +23,7 @@ class Framework:
     backend: str  # package under backends/: python -m backends.<backend> SPEC RESULT
     display: str  # how reports name it
     modules: Tuple[str, ...]  # top-level modules every run of the backend imports: an
-    # interpreter without one cannot run it (envs.missing_modules asks one that --python names)
+    # interpreter without one cannot run it (envs.probe asks one that --python names)
     ngc_image: str  # pinned NGC image for GPU machines (the BASE_IMAGE of containers/Dockerfile)
     color: str  # its colour in every chart
     system_packages: Tuple[str, ...] = ()  # Debian packages its CPU image needs besides Python

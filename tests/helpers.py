@@ -247,7 +247,7 @@ def assert_phases(result: dict) -> None:
 
 # --- stand-ins for a framework's python (`--python caffe2=THIS`). Before its first cell, compare
 # asks an interpreter which of the framework's modules it has (`THIS -c CODE MODULE...`:
-# envs.missing_modules); a stand-in answers with empty packages of those names beside it
+# envs.probe); a stand-in answers with empty packages of those names beside it
 STAND_INS = "stand-ins"
 # the answer, in a stand-in that is a Python script: CODE run as `python -c` runs it, the
 # stand-ins first on its path (no braces: it goes into templates that str.format fills)
@@ -402,11 +402,11 @@ def kill_leftovers(campaign: Path) -> None:
 def write_formats(root: Path, frameworks) -> None:
     """The native formats of `frameworks` for the folder `root` (checked: its manifest exists),
     written by their own writers in their environments, as `compare data prepare` does."""
-    from compare import datasets
+    from compare import datasets, formats
     from compare import frameworks as fws
     train = datasets.check(datasets.open_folder(str(root)))
     for name in frameworks:
-        subprocess.run(datasets.writer_command(fws.get(name), backend_python(name), train.path),
+        subprocess.run(formats.writer_command(fws.get(name), backend_python(name), train.path),
                        check=True, capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
 
 

@@ -10,7 +10,7 @@ from PIL import Image
 
 from backends import dataset as ds
 from backends.protocol import RunResult, RunSpec, SchemaError
-from compare import datasets, imagegen
+from compare import datasets, formats, imagegen
 from compare.errors import UserError
 from compare.reporting import data_table, metrics, report, tables
 from compare.reporting.comparator import cells as comparator_cells
@@ -596,7 +596,7 @@ def test_writing_a_format_leaves_no_blank_line_where_stderr_is_not_a_terminal(tm
         on_line("progress 3 6\n")
         ds.Prepared.find(str(tmp_path / "d")).mark_done("recordio")
         return 0
-    monkeypatch.setattr(datasets.LocalWriter, "__call__", write)
+    monkeypatch.setattr(formats.LocalWriter, "__call__", write)
     code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks", "mxnet"],
                                capsys)
     assert code == 0, err
@@ -617,14 +617,39 @@ def test_a_negative_seed_is_one_line_and_writes_nothing(tmp_path, capsys, extra)
 
 def test_a_writer_run_with_python_says_which_python(tmp_path, capsys):
     # "tf: writing tfrecord ... with its environment here" while --python tf=PATH ran it
+    from tests.helpers import failing_python  # has tf's modules as asked, fails as the writer
+    python = failing_python(tmp_path)
     make(tmp_path / "d", capsys=capsys)
     code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks", "tf",
-                                "--python", "tf=/bin/false"], capsys)
+                                "--python", "tf={}".format(python)], capsys)
     assert code == 1
-    assert err.splitlines()[0] == ("tf: writing tfrecord into {} with /bin/false (--python) (once; "
+    assert err.splitlines()[0] == ("tf: writing tfrecord into {} with {} (--python) (once; "
                                    "reused while the folder is unchanged)".format(
-                                       tmp_path / "d" / ".compare" / "tfrecord"))
+                                       tmp_path / "d" / ".compare" / "tfrecord", python))
     assert out.splitlines()[-1].startswith("tf       tfrecord   failed: writing tfrecord failed (exit 1)")
+
+
+@pytest.mark.parametrize("python, problem", [
+    ("bare", "lacks tensorflow (every tf run imports tensorflow); give a python that has them"),
+    ("/bin/false", "did not say which modules it has, as a python asked with -c does (exit 1, nothing "
+                   "said); give a python that has tensorflow"),
+], ids=["lacks", "no-python"])
+def test_a_writer_python_without_its_frameworks_modules_is_refused_before_the_folder_is_checked(
+        python, problem, tmp_path, capsys):
+    """Before, the writer ran and failed: `tf tfrecord failed: writing tfrecord failed (exit 1)`,
+    exit 1, where `compare run --python` refuses that python in this line."""
+    import sys
+    if python == "bare":  # a python 3 that finds no installed package
+        python = tmp_path / "bare-python"
+        python.write_text('#!/bin/sh\nexec {} -S "$@"\n'.format(sys.executable))
+        python.chmod(0o755)
+    make(tmp_path / "d", capsys=capsys)
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks", "tf",
+                                "--python", "tf={}".format(python)], capsys)
+    assert (code, out, err) == (2, "", "compare: error: --python 'tf={0}': {0} {1}, or leave tf out of "
+                                       "--python (compare then runs tf in its managed environment)\n"
+                                       .format(python, problem))
+    assert not (tmp_path / "d" / ".compare").exists()  # not checked, nothing written
 
 
 def test_a_folder_make_cannot_create_is_one_line_before_any_progress(tmp_path, capsys):

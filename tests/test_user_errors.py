@@ -398,3 +398,62 @@ def test_a_python_is_asked_only_where_it_runs_here(tmp_path):
     with pytest.raises(UserError) as refused:
         planning._check_python(s, LocalExecutor)
     assert "lacks jax, jaxlib, flax, optax" in str(refused.value)
+
+
+GRACE = ("compare: error: COMPARE_EXIT_GRACE_S='{}' is not a whole number of seconds (0: no limit); "
+         "give whole seconds, or unset it for the default 40 s\n")
+
+
+@pytest.mark.parametrize("executor", ["local", "docker", "slurm"])
+@pytest.mark.parametrize("grace", ["1.5", "abc", "-3"])
+def test_an_exit_grace_that_is_not_whole_seconds_is_refused_once_before_any_cell(executor, grace, tmp_path,
+                                                                                 capsys, monkeypatch):
+    """Before, Slurm refused it cell by cell (each `failed`, not submitted), and local or docker
+    failed only the cells of more than one process (their launcher reads it): --plan said nothing."""
+    monkeypatch.setenv("COMPARE_EXIT_GRACE_S", grace)
+    argv = _cpu(tmp_path)[:-1] + [str(tmp_path / "c"), "--quick"]
+    argv[argv.index("--executor") + 1] = executor
+    if executor != "local":  # docker and a Slurm job take no --python of this host
+        argv[argv.index("--python"):argv.index("--python") + 2] = []
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", GRACE.format(grace))
+    assert main_exit(argv, capsys)[::2] == (2, GRACE.format(grace))
+    assert not (tmp_path / "c").exists()
+
+
+def test_an_exit_grace_of_whole_seconds_or_empty_passes_the_plan(tmp_path, capsys, monkeypatch):
+    for grace in ("0", "5", ""):
+        monkeypatch.setenv("COMPARE_EXIT_GRACE_S", grace)
+        assert main_exit(_cpu(tmp_path) + ["--quick", "--plan"], capsys)[0] == 0
+
+
+def _old_python(folder, version):
+    """A python that says it is `version` (sys.version_info as an old one has it) and runs `-c`
+    code as this one does, its site-packages included (jax's modules found or not alike)."""
+    import sys
+    path = folder / "old-python"
+    path.write_text("#!/bin/sh\n[ \"$1\" = -c ] || exit 1\nshift\nexec {} -c 'import sys; "
+                    "sys.version_info = {!r}; code = sys.argv.pop(1); exec(code)' \"$@\"\n".format(
+                        sys.executable, tuple(version) + (0,)))
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("version", [(3, 6), (3, 7), (2, 7)])
+def test_a_python_older_than_the_backends_need_is_refused_by_the_plan(version, tmp_path, capsys):
+    # its modules may all be there: the backends' own syntax (3.8) fails each cell at once
+    python = _old_python(tmp_path, version)
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "jax", "--python",
+            "jax={}".format(python), "--quick", "--results", str(tmp_path / "c")]
+    line = ("compare: error: --python 'jax={0}': {0} is Python {1}.{2}, and compare's backends need "
+            "3.8 or newer; give a python 3.8 or newer that has jax, jaxlib, flax, optax, {3}\n".format(
+                python, *version, LEAVE.format("--python")))
+    assert main_exit(argv + ["--plan"], capsys) == (2, "", line)
+    assert main_exit(argv, capsys)[::2] == (2, line)
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_python_of_3_8_passes_the_version_check(tmp_path, capsys):
+    python = _old_python(tmp_path, (3, 8))  # this venv's site-packages: jax's modules or not
+    code, out, err = main_exit(["run", "--device", "cpu", "--executor", "local", "--frameworks", "jax",
+                                "--python", "jax={}".format(python), "--quick", "--plan"], capsys)
+    assert "is Python" not in err

@@ -163,7 +163,7 @@ def prepare(
     python: List[str] = typer.Option([], help="FRAMEWORK=PATH: run that backend's writer with this python."),
 ):
     """Check every JPEG and write each framework's native format beside the folder (once)."""
-    from .. import datasets, envs, machine_record
+    from .. import datasets, envs, formats, machine_record
     if device not in ("auto", "cpu", "cuda"):
         raise UserError("--device {!r}: choose from auto, cuda, cpu".format(device))
     fw_list = [fws.get(n) for n in parsing.frameworks(frameworks)] if frameworks is not None \
@@ -178,15 +178,18 @@ def prepare(
         raise UserError("--device cuda: no NVIDIA GPU found on this machine (nvidia-smi lists "
                         "none); use --device cpu: its environments write the same formats, which "
                         "GPU runs read")
+    for fw in fw_list:  # its writer would fail at once (as a run's cells would: stages/plan.py)
+        if fw.name in overrides:
+            envs.check_python(fw, overrides[fw.name])
     console = _console()
     prepared = datasets.checked(found, console)
     print(datasets.summary(prepared))
     if datasets.held_out(found.root):  # DIR/train and DIR/val: the held-out part too
         print("held out: " + datasets.summary(datasets.checked_held_out(prepared, console)))
-    failed = datasets.prepare_formats(prepared, fw_list, console.print, console,
-                                      datasets.LocalWriter(device, overrides, console.print))
+    failed = formats.prepare_formats(prepared, fw_list, console.print, console,
+                                      formats.LocalWriter(device, overrides, console.print))
     for fw in fw_list:
-        fmt = datasets.data_format(fw)
+        fmt = formats.data_format(fw)
         state = "failed: " + failed[fw.name] if fw.name in failed else \
             "ready in " + (prepared.format_dir(fmt) if fmt else prepared.root)
         print("{:<8} {:<10} {}".format(fw.name, fmt or "folder", state))
@@ -198,7 +201,7 @@ def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
     """What compare knows of a folder: images, classes, corrupt files, prepared formats."""
     from backends.contract.shared import dataset
 
-    from .. import datasets
+    from .. import datasets, formats
     found = datasets.open_folder(_named(folder, "compare data info"), "compare data info")
     held_out = datasets.held_out(found.root)  # DIR/val of a time-to-accuracy folder
     prepared, line = _checked_state(found, folder, dataset)
@@ -213,7 +216,7 @@ def info(folder: str = typer.Argument(..., help="An ImageNet-layout folder.")):
         return
     stale = prepared.fingerprint != found.fingerprint
     for fw in fws.FRAMEWORKS:
-        fmt = datasets.data_format(fw)
+        fmt = formats.data_format(fw)
         state = "the folder itself" if fmt is None else "{} {}".format(
             fmt, "ready" if prepared.ready(fmt) and not stale else "not written")
         print("{:<8} {}".format(fw.name, state))

@@ -154,8 +154,8 @@ class Executor:
 
     def data_writer(self):
         """What writes the native formats of --data folders before the sweep, where the runs'
-        environment is not this machine's (an image): a datasets.Writer; None: the frameworks'
-        environments here (datasets.LocalWriter)."""
+        environment is not this machine's (an image): a formats.Writer; None: the frameworks'
+        environments here (formats.LocalWriter)."""
         return None
 
     def check_data(self, prepared: List[Any]) -> None:

@@ -21,7 +21,7 @@ from backends.contract import LAUNCHED_ENV, RunSpec, visible_gpus
 from backends.contract.rules import EXIT_GRACE_ENV
 from backends.contract.shared import COMPILE_CACHE_ENV, HOST_LOCK_ENV, dataset
 
-from .. import datasets, files
+from .. import datasets, files, formats
 from ..errors import UserError
 from ..frameworks import Framework, get
 from ..resources import cpuset
@@ -131,7 +131,7 @@ def data_mounts(spec: RunSpec) -> Tuple[List[datasets.Mount], Dict[str, str]]:
     return datasets.mounts(dataset.Prepared.find(spec.data), CACHE_IN)
 
 
-class ImageWriter(datasets.Writer):
+class ImageWriter(formats.Writer):
     """The native formats of --data folders, written by each backend's writer in its image."""
 
     def __init__(self, executor: "DockerExecutor"):
@@ -349,7 +349,7 @@ class DockerExecutor(Executor):
 
     # --- real data: formats written in the image before the sweep, folders checked ----------
 
-    def data_writer(self) -> datasets.Writer:
+    def data_writer(self) -> formats.Writer:
         return ImageWriter(self)
 
     def check_data(self, prepared: List[dataset.Prepared]) -> None:
@@ -365,11 +365,11 @@ class DockerExecutor(Executor):
         """Run fw's format writer in fw's image: the folder read-only, its prepared side
         read-write (the only mount a container of compare writes data into)."""
         import docker
-        image = self._image_or(fw, datasets.WriterError)
+        image = self._image_or(fw, formats.WriterError)
         mounts, data_env = datasets.mounts(dataset.Prepared(prepared_path), CACHE_IN, write=True)
         inside = next(m.container for m in mounts if m.host == prepared_path)
         python = image.labels.get("org.compare.python", "python")
-        kwargs = {"image": image.id, "command": datasets.writer_command(fw, python, inside),
+        kwargs = {"image": image.id, "command": formats.writer_command(fw, python, inside),
                   "environment": dict(data_env, PYTHONPATH=images.CODE_DIR, PYTHONUNBUFFERED="1",
                                       HOME="/tmp"),
                   "mounts": bind(mounts), "user": "{}:{}".format(os.getuid(), os.getgid()),
@@ -385,7 +385,7 @@ class DockerExecutor(Executor):
             rc = container.wait()["StatusCode"]
             err.write(container.logs(stdout=False, stderr=True).decode(errors="replace"))
         except docker.errors.DockerException as exc:
-            raise datasets.WriterError("the writer's container in {}: {}".format(
+            raise formats.WriterError("the writer's container in {}: {}".format(
                 images.wanted(fw, self.variant), _message(exc))) from None
         finally:
             self._remove_writer()

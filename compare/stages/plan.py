@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
 from backends.contract import SchemaError
+from backends.contract.rules import EXIT_GRACE_S, exit_grace
 
 from .. import defaults, envs, executors, resources
 from ..errors import UserError
@@ -70,6 +71,7 @@ class Plan:
 def make(study: Study, log=lambda text: None) -> Plan:
     """The plan of `study` (one UserError line for what cannot run where it would)."""
     envs.check_cache()  # environments and prepared data go there: refused before anything runs
+    _check_exit_grace()
     _check_price(study)
     fws = study.framework_list()
     ctx = executors.Context(fws, "auto", study.overrides, study.executor_flags, log=log,
@@ -224,22 +226,19 @@ def _check_python(study: Study, executor: type) -> None:
         return
     for fw in study.framework_list():
         python = study.overrides.get(fw.name)
-        if python is None:
-            continue
-        try:
-            missing = envs.missing_modules(python, fw)
-        except envs.EnvError as exc:
-            problem = "did not say which modules it has, as a python asked with -c does ({}); give " \
-                "a python that has {}".format(exc, ", ".join(fw.modules))
-        else:
-            if not missing:
-                continue
-            problem = "lacks {} (every {} run imports {}); give a python that has them".format(
-                ", ".join(missing), fw.name, ", ".join(fw.modules))
-        raise UserError("{} {!r}: {} {}, or leave {} out of {} (compare then runs {} in its managed "
-                        "environment)".format(study.label("python"), "{}={}".format(fw.name, python),
-                                              python, problem, fw.name, study.said("python"),
-                                              fw.name))
+        if python is not None:
+            envs.check_python(fw, python, study.label("python"), study.said("python"))
+
+
+def _check_exit_grace() -> None:
+    """COMPARE_EXIT_GRACE_S, read once here for every executor: each cell's launcher reads it
+    too (a Slurm job's srun, the processes launcher in a local run or a container), and refused it
+    cell by cell, only where a cell has more than one process."""
+    try:
+        exit_grace()
+    except ValueError as exc:
+        raise UserError("{}; give whole seconds, or unset it for the default {:g} s".format(
+            exc, EXIT_GRACE_S)) from None
 
 
 def _check_price(study: Study) -> None:

@@ -15,7 +15,7 @@ from typing import Any, Dict
 
 from backends.contract import RunResult
 
-from .. import datasets, machine_record
+from .. import datasets, formats, machine_record
 from ..errors import UserError
 from ..executors import Executor
 from ..settings import FREE_FLAGS, settings_of_results
@@ -107,7 +107,7 @@ def _data(plan: Plan, executor: Executor, console) -> None:
     folders = [d for d in plan.study.data if d != "synthetic"]
     if folders:
         m = plan.matrix
-        writer = executor.data_writer() or datasets.LocalWriter(plan.device, plan.study.overrides,
+        writer = executor.data_writer() or formats.LocalWriter(plan.device, plan.study.overrides,
                                                                 plan.context.log)
         workers = max(m.gpus) * max(m.nodes)
         try:

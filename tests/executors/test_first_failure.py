@@ -191,3 +191,37 @@ def test_under_srun_a_task_other_than_0_found_unsupported_is_the_cells_reason(tm
         "unsupported", "rank 1: multi-line reason\nits second line (the run recorded otherwise: "
                        "exited with code 137 and wrote no result; process 1 ended first (exit code "
                        "0) and srun killed processes 0, 2, 3, still running 2 s later)")
+
+
+# a rank other than 0 found the run unsupported and exited 0; rank 0 waited in a collective for it
+# until compare's timeout (a launcher that waits for every worker: torchrun, horovodrun, or
+# COMPARE_EXIT_GRACE_S=0), or Slurm's time limit, ended the run
+BF16 = "bf16 needs compute capability 8.0 (gpu 1: 7.0)"
+
+
+def _timed_out(tmp_path, outcome, log):
+    from backends.contract.rules import unsupported_line
+    err = tmp_path / "stderr.log"
+    err.write_text("starting\n" + unsupported_line(1, BF16) + log)
+    result = collect(TORCH, outcome, tmp_path / "result.json", err, STARTED, 300)
+    return result.status, result.reason
+
+
+def test_a_run_timed_out_after_a_rank_found_it_unsupported_is_unsupported_with_its_reason(tmp_path):
+    """Before, `timeout`, 'killed after the 300 s timeout' alone: the rank's reason was in the log
+    only, and --resume ran the cell again, to the same end."""
+    assert _timed_out(tmp_path, Outcome(timed_out=True), "") == (
+        "unsupported", "rank 1: {} (the run recorded otherwise: killed after the 300 s "
+                       "timeout)".format(BF16))
+
+
+def test_a_slurm_job_stopped_at_its_time_limit_after_a_rank_found_it_unsupported_is_unsupported(tmp_path):
+    ended = ("timeout", "Slurm stopped job 42 at its time limit (00:05:00)")
+    assert _timed_out(tmp_path, Outcome(exit_code=None, ended=ended, kernel_here=False), "") == (
+        "unsupported", "rank 1: {} (the run recorded otherwise: Slurm stopped job 42 at its time "
+                       "limit (00:05:00))".format(BF16))
+
+
+def test_a_timeout_after_a_worker_ran_out_of_memory_stays_an_oom_as_a_failed_run_does(tmp_path):
+    oom = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    assert _timed_out(tmp_path, Outcome(timed_out=True), oom)[0] == "oom"
