@@ -135,6 +135,17 @@ def load_process(root, batch, count, tokens, stop, done, mode="process"):
     pace(prepare, torch.cuda.Stream(device), data, tokens, stop, report)
 
 
+def timed_steps(trainer, tokens, steps: int) -> float:
+    """Seconds for `steps` steps, each letting the load prepare one more batch (synchronised)."""
+    import torch
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        trainer.step()
+        tokens.release()
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("root")
@@ -201,12 +212,7 @@ def main() -> None:
             tokens.release()
         torch.cuda.synchronize()
         start_done = done.value if proc else done[0]
-        t0 = time.perf_counter()
-        for _ in range(a.steps):
-            t.step()
-            tokens.release()
-        torch.cuda.synchronize()
-        dt = time.perf_counter() - t0
+        dt = timed_steps(t, tokens, a.steps)
         got = (done.value if proc else done[0]) - start_done
         stop.set()
         if proc:

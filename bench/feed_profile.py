@@ -19,7 +19,6 @@ import json
 import os
 import sys
 import threading
-import time
 from collections import defaultdict
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -124,12 +123,7 @@ def main() -> None:
             torch.cuda.synchronize()
         n0 = done[0]
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            t0 = time.perf_counter()
-            for _ in range(a.steps):
-                t.step()
-                tokens.release()
-            torch.cuda.synchronize()
-            dt = time.perf_counter() - t0
+            dt = fc.timed_steps(t, tokens, a.steps)
         stop.set()
         if mode != "alone":
             th.join(timeout=30)
