@@ -55,7 +55,8 @@ READ: Dict[str, Dict[str, type]] = {
                   "mem_used_max_mib": float, "sm_clock_avg_mhz": float, "temp_max_c": float,
                   "host_cpu_cores": float},
     "settings": {"layout": str, "cpu_cores": float, "loader_workers": float, "data_pipeline": str,
-                 "decode": str, "decode_why": str, "images_read": float, "corrupt_skipped": float},
+                 "decode": str, "decode_why": str, "images_read": float, "corrupt_skipped": float,
+                 "cuda_connections": float},
     # a time-to-accuracy run's (reporting/accuracy.py record, chart)
     "accuracy": {"run_start_ms": float, "run_stop_ms": float, "best": float, "epochs": float,
                  "epochs_to_target": float, "seed": float, "images_trained": float},

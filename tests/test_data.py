@@ -302,6 +302,23 @@ def test_report_puts_real_synthetic_ceiling_and_efficiency_side_by_side():
     assert "Data: data-only, real, synthetic; figures are global images/sec" in text
 
 
+def test_real_cells_run_with_more_cuda_queues_than_their_twins_say_so_under_the_table():
+    """decode=hw starts CUDA with 32 hardware queues (backends/pipelines/feed.py), its synthetic
+    twin with CUDA's 8: the table's data efficiency divides the one by the other, and says so."""
+    real = _result("jax", "real", 5795.6)
+    real.settings["cuda_connections"] = 32
+    cells = comparator_cells([_result("jax", "synthetic", 5867.0), real])
+    text = tables.markdown(report.build(cells).sections())
+    assert ("Real cells decoding on the JPEG engines ran with 32 CUDA hardware queues "
+            "(CUDA_DEVICE_MAX_CONNECTIONS; --option cuda_connections), their synthetic twins with "
+            "CUDA's default of 8: with 8 the step's stream shares a queue with the decode's and "
+            "waits behind it (docs/data.md).") in text
+    real.settings["cuda_connections"] = 8  # the user's own 8, or a result of before: no note
+    plain = tables.markdown(report.build(comparator_cells([_result("jax", "synthetic", 5867.0),
+                                                           real])).sections())
+    assert "CUDA hardware queues" not in plain
+
+
 def test_an_all_synthetic_report_has_no_data_section():
     cells = comparator_cells([_result("caffe2", "synthetic", 6000.0)])
     assert data_table.data_table(cells).empty

@@ -28,7 +28,7 @@ MIXED = ("fp16", "bf16", "tf32")
 NOTES = ("note", "distribution_note")
 # what a real-data run records of its input pipeline (backends/dataset.py settings)
 DATA_SETTINGS = ("cpu_cores", "loader_workers", "data_pipeline", "decode", "decode_why",
-                 "images_read", "corrupt_skipped")
+                 "images_read", "corrupt_skipped", "cuda_connections")
 TELEMETRY = ("power_avg_w", "util_avg_pct", "mem_used_max_mib", "sm_clock_avg_mhz", "temp_max_c",
              "host_cpu_cores")
 RATIOS = ("speedup", "speedup_one_node", "scaling_efficiency", "precision_gain", "framework_ratio")

@@ -19,7 +19,8 @@ CELL = ["framework", "model", "precision", "batch_size", "image_size", "device",
 COLUMNS = CELL + ["synthetic_ips", "real_ips", "data_only_ips", "data_efficiency", "input_bound",
                   "pipeline_share", "cpu_cores", "loader_workers", "host_cpu_cores",
                   "data_pipeline", "decode", "decode_why", "images_read", "corrupt_skipped",
-                  "real_status"]
+                  "cuda_connections", "real_status"]
+CUDA_DEFAULT_CONNECTIONS = 8  # CUDA_DEVICE_MAX_CONNECTIONS unset (backends/pipelines/feed.py)
 
 
 def _ips(row: Optional[pd.Series]) -> Optional[float]:
@@ -145,4 +146,19 @@ def table(cells: pd.DataFrame) -> Optional[Table]:
         "(MXNet: the threads of its one iterator). Host CPU = CPU seconds of the job's processes "
         "÷ wall seconds of the timed region.".format(metrics.INPUT_BOUND)]
         + (["Decode other than the default (hardware decode where it works): " + " ".join(why)]
-           if why else []), name="input_pipeline", labels=len(fields))
+           if why else []) + _queues(rows), name="input_pipeline", labels=len(fields))
+
+
+def _queues(rows: pd.DataFrame) -> List[str]:
+    """The note on CUDA's hardware queues where a real cell ran with more than CUDA's default (a
+    decode on the JPEG engines: docs/data.md), as its synthetic twin did not."""
+    queues = sorted({int(q) for q in rows["cuda_connections"] if q is not None and q == q
+                     and int(q) != CUDA_DEFAULT_CONNECTIONS})
+    if not queues:
+        return []
+    return ["Real cells decoding on the JPEG engines ran with {} CUDA hardware queues "
+            "(CUDA_DEVICE_MAX_CONNECTIONS; --option cuda_connections), their synthetic twins with "
+            "CUDA's default of {}: with {} the step's stream shares a queue with the decode's and "
+            "waits behind it (docs/data.md).".format(" or ".join(map(str, queues)),
+                                                     CUDA_DEFAULT_CONNECTIONS,
+                                                     CUDA_DEFAULT_CONNECTIONS)]
