@@ -40,7 +40,8 @@
 #              cProfile of the backend's own trainer), fp16 and bf16 at b256         (~30 s)
 #   pycache    whether compare's bytecode cache (backends/caches.py: bytecode) ends each PyTorch
 #              process's 3-4 s of compiling torch's Python source (the setup stage of 12-05):
-#              a process that fills it, one that reads it, one with the caches off  (~60 s)
+#              a process that fills it, one that reads it, one with the caches off  (~60 s;
+#              a call of this stage alone: BUDGET=120, as the start takes ~10 s of it)
 #   compile    what a tuned cell's compile costs and buys: JAX fp16 at b1024 with XLA's autotuning
 #              at levels 0, 1 and 4 (its default), PyTorch fp16 at b512 with cuDNN's autotuning
 #              off and on; each cell alone in its process with empty compile caches of its own,
@@ -125,7 +126,7 @@ for stage in $stages; do case $stage in
   setup) fits 40 setup && for p in fp16 bf16; do  # where a PyTorch cell's set-up goes
       timeout 60 python3 bench/torch_setup.py --precision $p --top 30 > $out/torch-setup-$p.txt 2>&1
       head -45 $out/torch-setup-$p.txt; done ;;
-  pycache) fits 90 pycache && {  # why every PyTorch process compiles torch's source again (12-05:
+  pycache) fits 70 pycache && {  # why every PyTorch process compiles torch's source again (12-05:
       # 959 modules, 3-4 s of a cell's set-up), and whether a writable bytecode cache ends it
       env | grep -E '^PYTHON' || echo "no PYTHON* variable"
       python3 -c "import sys, os, glob, torch; d = os.path.dirname(torch.__file__); print(
