@@ -280,3 +280,34 @@ def test_a_figure_of_one_run_says_it_has_no_interval_in_words_in_every_format(tm
     assert "±?" not in text and "±?" not in (tmp_path / "report.html").read_text()
     assert "1900.00 (1.900, one run: no interval)" in (tmp_path / "report.html").read_text()
     assert "1900.00 (1.900, one run: no interval)" in (tmp_path / "tables" / "images_sec.csv").read_text()
+
+
+def test_a_report_written_again_leaves_no_table_of_the_one_before(tmp_path, capsys):
+    # a cell that timed out, run again by --resume: tables/cells_without_a_figure.csv of the
+    # earlier report must not outlive it (report.md no longer has that table)
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0),
+                                          result("caffe2", "fp16", 1, status="timeout",
+                                                 reason="killed after the 2 s timeout")])
+    tables_dir = root / "report" / "tables"
+    code, out, err = main_exit(["report", str(root), "--format", "md,csv"], capsys)
+    assert code == 0, err
+    assert (tables_dir / "cells_without_a_figure.csv").is_file()
+    from compare.store import Campaign
+    Campaign.open(root).save_result(result("caffe2", "fp16", 1, 190.0))  # the resumed run
+    code, out, err = main_exit(["report", str(root), "--format", "md,csv"], capsys)
+    assert code == 0, err
+    assert "Cells without a figure" not in out
+    assert sorted(p.name for p in tables_dir.iterdir()) == [
+        "images_sec.csv", "precision_gain_over_fp32.csv"]
+    # files of the user's own beside them are left alone: only stale tables go
+    (tables_dir / "notes.txt").write_text("mine\n")
+    main_exit(["report", str(root), "--format", "csv"], capsys)
+    assert (tables_dir / "notes.txt").read_text() == "mine\n"
+    # all results gone (deleted by hand): no runs.csv or table of runs that are not there
+    for p in (root / "results").glob("*.json"):
+        p.unlink()
+    code, _, err = main_exit(["report", str(root), "--format", "csv"], capsys)
+    assert code == 0, err
+    assert not (root / "report" / "runs.csv").exists()
+    assert sorted(p.name for p in tables_dir.iterdir()) == ["notes.txt"]
