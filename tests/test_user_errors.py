@@ -115,12 +115,13 @@ def test_the_cell_count_takes_one_searched_batch_per_tuned_cell(tmp_path, capsys
     # tuned make 61 cells per repeat, not 120 (6,100 cells: within the bound)
     from compare.stages import plan as planning
     batches = ",".join(str(b) for b in range(1, 61))
-    for modes, repeats, cells in (("default,tuned", "100", 6100), ("tuned", "100", 100)):
-        s = _study(batch_size=batches, mode=modes, repeats=repeats)
-        given = {"precision": ("fp32",), "gpus": (1,)}
-        planning._check_size(s, given, s.framework_list())  # within the bound: no error
+    s = _study(batch_size=batches, mode="default,tuned", repeats="100")
+    given = {"precision": ("fp32",), "gpus": (1,)}
+    planning._check_size(s, given, s.framework_list())  # within the bound: no error
+    # (a study of tuned alone refuses a batch list: test_a_batch_size_no_cell_runs_at_is_one_line)
+    for modes, cells in ((s.mode, 6100), (("tuned",), 100)):
         assert len(planning.Matrix(s.framework_list(), [1], ["fp32"], list(s.batch_size),
-                                   repeats=s.repeats, modes=s.mode).specs()) == cells
+                                   repeats=s.repeats, modes=modes).specs()) == cells
     code, _, err = main_exit(_cpu(tmp_path) + ["--batch-size", ",".join(str(b) for b in range(1, 101)),
                                                "--mode", "default,tuned", "--repeats", "100"], capsys)
     assert (code, err) == (2, "compare: error: the matrix has 10100 cells (1 framework × 1 precision "
@@ -398,3 +399,25 @@ def test_a_python_is_asked_only_where_it_runs_here(tmp_path):
     with pytest.raises(UserError) as refused:
         planning._check_python(s, LocalExecutor)
     assert "lacks jax, jaxlib, flax, optax" in str(refused.value)
+
+
+def test_a_batch_size_no_cell_runs_at_is_one_line(tmp_path, capsys):
+    # --mode tuned runs each framework at its best batch (auto): a --batch-size 16 beside it
+    # alone was dropped unseen, the plan's cell reading bauto
+    code, _, err = main_exit(_cpu(tmp_path) + ["--mode", "tuned", "--batch-size", "16", "--plan"],
+                             capsys)
+    assert (code, err) == (2, "compare: error: --batch-size 16: --mode tuned runs each framework at "
+                              "its best batch (auto, searched within --batch-search), so no cell "
+                              "would run at it; add --mode default,tuned, or leave it out (bound "
+                              "the search with --batch-search MIN-MAX)\n")
+    toml = tmp_path / "study.toml"
+    toml.write_text('mode = ["tuned"]\nbatch_size = [16, 32]\n')
+    code, _, err = main_exit(_cpu(tmp_path) + ["--config", str(toml), "--plan"], capsys)
+    assert (code, err) == (2, "compare: error: {}: batch_size 16,32: mode tuned runs each framework "
+                              "at its best batch (auto, searched within batch_search), so no cell "
+                              "would run at it; add mode = [\"default\", \"tuned\"], or leave it out "
+                              "(bound the search with batch_search MIN-MAX)\n".format(toml))
+    for fine in (["--mode", "default,tuned", "--batch-size", "16"],
+                 ["--mode", "tuned", "--batch-size", "auto"]):
+        code, _, err = main_exit(_cpu(tmp_path) + fine + ["--plan"], capsys)
+        assert code == 0, err
