@@ -115,7 +115,8 @@ def test_a_campaign_without_results_yet_is_a_diff_not_an_internal_error(tmp_path
     empty = save_campaign(tmp_path / "empty", [], MACHINE)
     full = save_campaign(tmp_path / "full", [result("caffe2", "fp32", 1, 100.0)])
     code, out, err = main_exit(["diff", str(empty), str(empty)], capsys)
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, "compare: warning: {0} and {0} are the same campaign: each cell is "
+                              "compared with itself\n".format(empty))
     assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 0 worse, 0 within noise, 0 not comparable."
     code, out, err = main_exit(["diff", str(empty), str(full)], capsys)
     assert (code, err) == (0, "")
@@ -211,3 +212,16 @@ def test_throughput_and_time_to_accuracy_ratios_go_one_way_and_their_headings_sa
     for name in ("diff.csv", "diff_time_to_accuracy.csv"):
         with open(str(tmp_path / "d" / name)) as f:
             assert float(next(csv.DictReader(f))["ratio"]) == pytest.approx(2.0, rel=1e-3), name
+
+
+def test_a_campaign_named_as_both_sides_is_said(tmp_path, capsys):
+    # `compare diff results/x results/x/` (a slip of the shell): every cell "within noise" of
+    # itself, under "a before/after comparison", said as if two campaigns had been compared
+    a = save_campaign(tmp_path / "a", _cells_with_windows())
+    (tmp_path / "link").symlink_to(a)
+    for other in (str(a) + "/", str(tmp_path / "link")):
+        code, out, err = main_exit(["diff", str(a), other], capsys)
+        assert (code, err) == (0, "compare: warning: {} and {} are the same campaign: each cell is "
+                                  "compared with itself\n".format(a, other))
+        assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 0 worse, 8 within noise, 0 not " \
+                                                "comparable."
