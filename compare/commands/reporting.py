@@ -166,7 +166,7 @@ def history(
     camps = hist.campaigns(campaigns, lambda w: _err("warning: " + w))
     h = hist.history(camps, lambda w: _err("warning: " + w))
     tta = hist.tta_history(camps)  # time-to-accuracy cells: minutes to target over time
-    parts = hist.sections(h, tta)
+    parts = hist.sections(h, tta, hist.without_results(camps, h, tta))
     text = tables.markdown([s for _, secs in parts for s in secs])
     sys.stdout.write(text)
     if out is None:
