@@ -8,8 +8,6 @@ import functools
 import inspect
 import os
 import re
-import shlex
-import signal
 import sys
 from typing import Any, Dict, List, Optional
 
@@ -321,10 +319,7 @@ def _main(argv: Optional[List[str]]) -> None:
         _err("error: {}".format(exc))
         sys.exit(exc.exit_code)
     except Interrupted as exc:
-        _err("interrupted ({}): {} {}{} recorded, {} not run; resume with: {}".format(
-            signal.Signals(exc.signum).name, exc.recorded, exc.word, "" if exc.recorded == 1 else "s",
-            exc.remaining, "compare run --results {} --resume".format(  # it keeps its study
-                shlex.quote(str(exc.campaign.root)))))
+        _err(exc.line())
         sys.exit(exc.exit_code)
     except UsageError as exc:
         _err("error: {}".format(_option_usage(exc, [a for a in argv if a != "--debug"]) or _usage_line(exc)))

@@ -7,6 +7,7 @@ import shlex
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -181,7 +182,7 @@ def test_bad_result_files_are_skipped_with_one_warning_each(tmp_path, run):
     (results / "caffe2-fp32-w1-b4-s32-r0 (copy).json").write_text(json.dumps(good))
     (results / ".tmp-abc123.json").write_text(json.dumps(good))
     diff = run(["diff", campaign, campaign])
-    assert diff.returncode == 0 and diff.stderr.count("warning") == 6, diff.stderr  # 3 per side
+    assert diff.returncode == 0 and diff.stderr.count("skipped") == 6, diff.stderr  # 3 per side
     proc = run(["report", campaign, "--format", "md,csv"])
     assert proc.returncode == 0 and proc.stderr.count("warning") == 3, proc.stderr
     assert ("compare: warning: skipped corrupt result caffe2-fp32-w1-b4-s32-r1.json: status ok needs a "
@@ -336,3 +337,35 @@ def test_a_failed_repeat_shows_in_the_report_and_fails_the_check(tmp_path, run, 
     assert " (1 of 2 runs)" not in (campaign / "report" / "report.md").read_text()
     assert run(["check", campaign, "--reference", ref]).returncode == 0
 
+
+
+# `compare run` whose report stage is stopped by SIGTERM (or SIGINT) the moment it begins
+STOPPED_IN_REPORT = """
+import os, signal, sys
+from compare.stages import report
+write = report.write
+def stopped(*args, **kw):
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return write(*args, **kw)
+report.write = stopped
+from compare.cli import main
+main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_while_the_report_is_written_says_the_cells_are_recorded(tmp_path, sig, code):
+    # every cell had run and was recorded; a SIGTERM in the report stage ended compare with 143
+    # and not a word (SIGINT: "interrupted; results recorded so far are kept"), no report either
+    import sys
+    campaign = tmp_path / "c"
+    proc = subprocess.run([sys.executable, "-c", STOPPED_IN_REPORT, sig, "run", "--frameworks", "caffe2",
+                           "--results", str(campaign), "--python", "caffe2={}".format(
+                               fake_python(tmp_path))] + FAST,
+                          cwd=str(Path(__file__).resolve().parent.parent), text=True,
+                          capture_output=True, timeout=120, env=dict(os.environ, COLUMNS="500"))
+    assert proc.returncode == code, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[-1] == (
+        "compare: interrupted ({}) while writing the report: every cell is recorded (1 cell); "
+        "write the report with: compare report {}".format(sig, campaign))
+    assert [p.name for p in (campaign / "results").iterdir()] == ["caffe2-fp32-w1-b4-s32-r0.json"]
