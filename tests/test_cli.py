@@ -234,3 +234,15 @@ def test_an_empty_folder_or_list_of_data_and_images_is_one_line(argv, message, c
     # empty --frameworks was taken as not given: every framework
     code, out, err = main_exit(argv, capsys)
     assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["report", "--help"], "--reference NAME|CSV"),
+    (["data", "prepare", "--help"], "--python FRAMEWORK=PATH"),
+])
+def test_help_names_what_a_repeated_option_takes_not_a_python_type(argv, line, capsys, monkeypatch):
+    # the help read "--reference <list[str]>": a type of the code, where the reader wants a value
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = main_exit(argv, capsys)
+    assert code == 0
+    assert line in " ".join(out.split()) and "list[" not in out.split("Options:")[1]

@@ -65,8 +65,9 @@ def report(
     format: str = typer.Option("md", help="Comma list of md, csv, json, html."),
     out: Optional[str] = typer.Option(None, metavar="DIR",
                                       help="Folder for report files (default CAMPAIGN/report)."),
-    reference: List[str] = typer.Option([], help="Published figures to compare with: a name from "
-                                        "`compare list references` or a CSV path."),
+    reference: List[str] = typer.Option([], metavar="NAME|CSV", help="Published figures to compare "
+                                        "with: a name from `compare list references` or a CSV path; "
+                                        "several: the flag again."),
     baseline: Optional[str] = typer.Option(None, help="Framework the others are divided by "
                                            "(default: the first present, in the order of {}).".format(
                                                fws.choices())),
