@@ -116,7 +116,7 @@ def diff(
 ):
     """Machine versus machine: B ÷ A on every comparable cell, better / worse / within noise; the
     others listed with the reason."""
-    from ..files import check_writable_dir, user_path, write_text
+    from ..files import check_writable_dir, remove_files, user_path, write_text
     from ..reporting import diff as d
     from ..reporting import tables
     typed = (campaign_a, campaign_b)
@@ -145,6 +145,9 @@ def diff(
                 write_text(out / "diff_time_to_accuracy.json",
                            json.dumps(d.records(tta), indent=2) + "\n", out)
                 names += ["diff_time_to_accuracy.csv", "diff_time_to_accuracy.json"]
+            else:  # an earlier diff's, of other campaigns, would stand beside this one's diff.md
+                remove_files(out, out, lambda n: n in ("diff_time_to_accuracy.csv",
+                                                       "diff_time_to_accuracy.json"))
         _err("wrote {}".format(", ".join(str(out / n) for n in names)))
 
 
@@ -156,7 +159,7 @@ def history(
                                        "time-to-accuracy cells)."),
 ):
     """Each cell's figure over time (date, commit, versions), regressions flagged."""
-    from ..files import check_writable_dir, user_path, write_text
+    from ..files import check_writable_dir, remove_files, user_path, write_text
     from ..reporting import history as hist
     from ..reporting import html, tables
     campaigns = [Path(parsing.given(c, "compare history: CAMPAIGNS", "give campaign folders made by "
@@ -181,6 +184,8 @@ def history(
         write_text(out / "history.csv", h.to_csv(index=False), out)
         if len(tta):  # the time-to-accuracy cells: columns of their own
             write_text(out / "history_time_to_accuracy.csv", tta.to_csv(index=False), out)
+        else:  # an earlier history's, of other campaigns, would stand beside this one's
+            remove_files(out, out, lambda n: n == "history_time_to_accuracy.csv")
         write_text(out / "history.html", html.document("compare history", body), out)
     _err("wrote {}".format(", ".join(str(out / n) for n in ["history.md", "history.csv", "history.html"]
                                      + (["history_time_to_accuracy.csv"] if len(tta) else []))))
