@@ -311,3 +311,18 @@ def test_a_report_written_again_leaves_no_table_of_the_one_before(tmp_path, caps
     assert code == 0, err
     assert not (root / "report" / "runs.csv").exists()
     assert sorted(p.name for p in tables_dir.iterdir()) == ["notes.txt"]
+
+
+def test_a_report_into_an_out_of_another_campaigns_leaves_no_accuracy_json_of_it(tmp_path, capsys):
+    # accuracy.json (time-to-accuracy runs) of campaign A stayed beside campaign B's report.json
+    from tests.helpers import main_exit, save_campaign
+    from tests.test_mlperf_report import _result
+    a = save_campaign(tmp_path / "a", [_result("caffe2", 1, r, m, 100) for r, m in enumerate([1.0, 1.2])])
+    b = save_campaign(tmp_path / "b", [result("caffe2", "fp32", 1, 100.0)])
+    out = tmp_path / "out"
+    code, _, err = main_exit(["report", str(a), "--format", "json", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert (out / "accuracy.json").is_file()
+    code, _, err = main_exit(["report", str(b), "--format", "json", "--out", str(out)], capsys)
+    assert (code, err) == (0, "compare: wrote {}\n".format(out / "report.json"))
+    assert sorted(p.name for p in out.iterdir()) == ["report.json"]
