@@ -421,3 +421,23 @@ def test_a_batch_size_no_cell_runs_at_is_one_line(tmp_path, capsys):
                  ["--mode", "tuned", "--batch-size", "auto"]):
         code, _, err = main_exit(_cpu(tmp_path) + fine + ["--plan"], capsys)
         assert code == 0, err
+
+
+def test_a_python_for_a_framework_the_run_leaves_out_is_said(tmp_path, capsys):
+    # --python jax=PATH beside --frameworks caffe2 was taken and never used, unsaid (a script may
+    # give every framework's python and pick --frameworks: a warning, not an error)
+    python = failing_python(tmp_path)
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--results",
+            str(tmp_path / "c"), "--plan", "--python", "jax={}".format(python)]
+    code, _, err = main_exit(argv, capsys)
+    assert code == 0, err
+    assert err.splitlines()[0] == "warning: --python jax={}: not used: jax is not in this run's " \
+                                  "--frameworks (caffe2)".format(python)
+    toml = tmp_path / "study.toml"
+    toml.write_text('frameworks = ["caffe2"]\npython = ["mxnet={}"]\n'.format(python))
+    code, _, err = main_exit(argv[:5] + argv[7:-2] + ["--config", str(toml)], capsys)
+    assert code == 0, err
+    assert err.splitlines()[0] == "warning: {}: python mxnet={}: not used: mxnet is not in this " \
+                                  "run's frameworks (caffe2)".format(toml, python)
+    code, _, err = main_exit(argv[:-1] + ["caffe2={}".format(python)], capsys)  # used: no word
+    assert "not used" not in err
