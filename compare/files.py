@@ -355,17 +355,18 @@ def fresh_folder(path: Path, base: Path) -> Path:
 def remove_files(path: Path, base: Path, stale: Callable[[str], bool]) -> None:
     """Remove the regular files of the folder `path` whose names are `stale` (an earlier report's
     tables that this one does not have); nothing else, no link followed. A folder that is not
-    there has none."""
-    try:
-        with folder(path, base, create=False) as fd:
-            for name in os.listdir(fd):
-                if stale(name) and stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                    try:
-                        os.unlink(name, dir_fd=fd)
-                    except OSError as exc:
-                        raise os_error(exc, Path(path) / name) from None
-    except FileNotFoundError:
-        return
+    there, or a link or a file in its place, has none to remove (it is not one of ours)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            fd = stack.enter_context(folder(path, base, create=False))
+        except (FileNotFoundError, UserError):
+            return
+        for name in os.listdir(fd):
+            if stale(name) and stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except OSError as exc:
+                    raise os_error(exc, Path(path) / name) from None
 
 
 def remove_stale_temps(path: Path, base: Path) -> None:

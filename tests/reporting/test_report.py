@@ -326,3 +326,20 @@ def test_a_report_into_an_out_of_another_campaigns_leaves_no_accuracy_json_of_it
     code, _, err = main_exit(["report", str(b), "--format", "json", "--out", str(out)], capsys)
     assert (code, err) == (0, "compare: wrote {}\n".format(out / "report.json"))
     assert sorted(p.name for p in out.iterdir()) == ["report.json"]
+
+
+def test_a_tables_link_or_file_in_a_report_folder_is_left_alone_when_nothing_goes_there(tmp_path, capsys):
+    # the stale tables are removed only from a folder of ours: a link named tables (or a file) is
+    # not followed, and a report with no table to write does not fail on it
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0)])
+    (root / "results" / "caffe2-fp32-g1-b256-s224-r0.json").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.csv").write_text("x\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tables").symlink_to(elsewhere)
+    code, _, err = main_exit(["report", str(root), "--format", "csv", "--out", str(out)], capsys)
+    assert (code, err) == (0, "compare: wrote {}\n".format(out / "report.csv"))
+    assert (elsewhere / "keep.csv").read_text() == "x\n"
