@@ -369,3 +369,47 @@ def test_a_signal_while_the_report_is_written_says_the_cells_are_recorded(tmp_pa
         "compare: interrupted ({}) while writing the report: every cell is recorded (1 cell); "
         "write the report with: compare report {}".format(sig, campaign))
     assert [p.name for p in (campaign / "results").iterdir()] == ["caffe2-fp32-w1-b4-s32-r0.json"]
+
+
+# `compare run` stopped by a signal while it prepares (writing a data folder's TFRecords can take
+# minutes): what prepare.make does before the first cell
+STOPPED_IN_PREPARE = """
+import os, signal, sys
+from compare.stages import prepare
+data = prepare._data
+def stopped(*args, **kw):
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return data(*args, **kw)
+prepare._data = stopped
+from compare.cli import main
+main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_while_preparing_keeps_no_new_campaign(tmp_path, sig, code):
+    # SIGTERM there ended compare with 143 and not a word, and left the new campaign folder, so
+    # the same command then said "already holds a campaign; add --resume"
+    import sys
+    campaign = tmp_path / "c"
+    argv = ["run", "--frameworks", "caffe2", "--results", str(campaign), "--python",
+            "caffe2={}".format(fake_python(tmp_path))] + FAST
+    proc = subprocess.run([sys.executable, "-c", STOPPED_IN_PREPARE, sig] + argv,
+                          cwd=str(Path(__file__).resolve().parent.parent), text=True,
+                          capture_output=True, timeout=120, env=dict(os.environ, COLUMNS="500"))
+    assert proc.returncode == code, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[-1] == (
+        "compare: interrupted ({}) while preparing the run: no cell ran and nothing is kept; run "
+        "the same command again".format(sig))
+    assert not (campaign / "campaign.json").exists()  # (discard: the folder named is left)
+    again = compare(argv)  # the same command, as the line says
+    assert again.returncode == 0, again.stderr[-3000:]
+    # a resumed campaign stopped so is as it was, and says how to go on
+    proc = subprocess.run([sys.executable, "-c", STOPPED_IN_PREPARE, sig] + argv + ["--resume"],
+                          cwd=str(Path(__file__).resolve().parent.parent), text=True,
+                          capture_output=True, timeout=120, env=dict(os.environ, COLUMNS="500"))
+    assert proc.returncode == code, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[-1] == (
+        "compare: interrupted ({}) while preparing the run: no cell ran and the campaign is as it "
+        "was; resume with: compare run --results {} --resume".format(sig, campaign))
+    assert len(json.loads((campaign / "campaign.json").read_text())["sessions"]) == 1

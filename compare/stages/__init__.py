@@ -30,7 +30,11 @@ def execute(study: Study) -> int:
             campaign = Campaign.snapshot(Path(study.results), study.campaign)
             prepare.check_resume(plan, campaign, write=False)
         return planning.show(plan, campaign)
-    prepared = prepare.make(plan, console)  # fails before anything runs
+    try:  # fails before anything runs; a signal too, as prepare's failures: nothing kept
+        with running.stop_on_signals():
+            prepared = prepare.make(plan, console)
+    except KeyboardInterrupt as exc:
+        raise running.PrepareInterrupted(study, getattr(exc, "signum", signal.SIGINT)) from None
     try:
         running.sweep(prepared, console)
     finally:

@@ -12,6 +12,7 @@ import shlex
 import signal
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import List
 
 from .. import batchsearch, envs
@@ -41,6 +42,23 @@ class Interrupted(Exception):
             signal.Signals(self.signum).name, self.recorded, self.word,
             "" if self.recorded == 1 else "s", self.remaining, "compare run --results {} --resume".format(
                 shlex.quote(str(self.campaign.root))))  # it keeps its study
+
+
+class PrepareInterrupted(Interrupted):
+    """Stopped by a signal before the first cell: prepare.make kept no new campaign and left a
+    resumed one as it was."""
+
+    def __init__(self, study, signum: int):
+        super().__init__(None, signum, 0, 0)
+        self.study = study
+
+    def line(self) -> str:
+        said = "interrupted ({}) while preparing the run: no cell ran and ".format(
+            signal.Signals(self.signum).name)
+        if not self.study.resume:
+            return said + "nothing is kept; run the same command again"
+        return said + "the campaign is as it was; resume with: compare run --results {} " \
+            "--resume".format(shlex.quote(str(Path(self.study.results).absolute())))
 
 
 class ReportInterrupted(Interrupted):
