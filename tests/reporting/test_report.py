@@ -343,3 +343,17 @@ def test_a_tables_link_or_file_in_a_report_folder_is_left_alone_when_nothing_goe
     code, _, err = main_exit(["report", str(root), "--format", "csv", "--out", str(out)], capsys)
     assert (code, err) == (0, "compare: wrote {}\n".format(out / "report.csv"))
     assert (elsewhere / "keep.csv").read_text() == "x\n"
+
+
+def test_a_campaign_without_a_machine_record_says_so_where_the_machine_line_would_be(tmp_path, capsys):
+    # machine.json deleted or emptied by hand: the report dropped its Machine line unsaid, where
+    # `compare diff` says "no machine record"
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0)])
+    code, out, _ = main_exit(["report", str(root)], capsys)
+    assert "\nMachine: " in out  # save_campaign's machine
+    (root / "machine.json").unlink()
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "\nMachine: no machine record (machine.json missing or empty): what it ran on is not " \
+           "known.\n" in out
