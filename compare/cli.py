@@ -8,8 +8,6 @@ import functools
 import inspect
 import os
 import re
-import shlex
-import signal
 import sys
 from typing import Any, Dict, List, Optional
 
@@ -309,9 +307,47 @@ def _usage_line(exc: UsageError) -> str:
     return "{} Choose from {}.".format(line, names)
 
 
+def _given_twice(argv: List[str]) -> List[str]:
+    """A flag of one value given twice ('--frameworks caffe2 --frameworks jax'): click takes the
+    last, where --option and --python gather every one; a warning that says so for each. A
+    warning, not an error: a script may give defaults and then the caller's flags over them
+    (bench/realdata_gpu.sh's RUNARGS)."""
+    command = typer.main.get_command(app)
+    words = list(argv[:argv.index("--")] if "--" in argv else argv)
+    while words and hasattr(command, "commands") and words[0] in command.commands:
+        command = command.commands[words.pop(0)]
+    seen: Dict[str, str] = {}
+    said: List[str] = []
+    skip = False
+    for i, word in enumerate(words):
+        if skip:  # the value of the flag before it ('--results --steps' names a folder)
+            skip = False
+            continue
+        name, eq, value = word.partition("=")
+        param = next((p for p in getattr(command, "params", []) if p.param_type_name == "option"
+                      and name in p.opts + p.secondary_opts), None)
+        if param is None or not name.startswith("--"):
+            continue
+        skip = not eq and not param.is_flag
+        if param.multiple:
+            continue
+        if not eq:
+            value = name if param.is_flag else words[i + 1] if i + 1 < len(words) else ""
+        label = "/".join(param.opts + param.secondary_opts)
+        if param.name in seen:
+            several = "Comma list" in (param.help or "") and not param.is_flag
+            said.append("{} is given twice ({}, then {}): {} is used, the first left out{}".format(
+                label, seen[param.name], value, value, " (a comma list gives several: {} {},{})".format(
+                    label, seen[param.name], value) if several else ""))
+        seen[param.name] = value
+    return said
+
+
 def _main(argv: Optional[List[str]]) -> None:
     argv = sys.argv[1:] if argv is None else argv
     debug = "--debug" in argv
+    for line in _given_twice([a for a in argv if a != "--debug"]):
+        _err("warning: " + line)
     try:  # --debug is read here, so it may follow the command too ("rerun with --debug")
         code = app(args=["--debug"] * debug + [a for a in argv if a != "--debug"], prog_name="compare",
                    standalone_mode=False)
@@ -321,10 +357,7 @@ def _main(argv: Optional[List[str]]) -> None:
         _err("error: {}".format(exc))
         sys.exit(exc.exit_code)
     except Interrupted as exc:
-        _err("interrupted ({}): {} {}{} recorded, {} not run; resume with: {}".format(
-            signal.Signals(exc.signum).name, exc.recorded, exc.word, "" if exc.recorded == 1 else "s",
-            exc.remaining, "compare run --results {} --resume".format(  # it keeps its study
-                shlex.quote(str(exc.campaign.root)))))
+        _err(exc.line())
         sys.exit(exc.exit_code)
     except UsageError as exc:
         _err("error: {}".format(_option_usage(exc, [a for a in argv if a != "--debug"]) or _usage_line(exc)))

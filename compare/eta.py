@@ -17,7 +17,9 @@ to the cell by one rule (Estimates, `scaled`):
 
 where per-step is the earlier run's timed seconds per step and fixed is the rest of its cell time
 (start-up, model, the first step's compilation and autotuning, teardown); the median of the three
-is the estimate. A run to a target accuracy times its epochs (run_start to run_stop), not --steps: it is
+is the estimate. A run that failed or timed out took no measure of its cell (a bad interpreter
+fails in a tenth of a second, a hung run lasts its --timeout): it is left out, its environment
+build still counted. A run to a target accuracy times its epochs (run_start to run_stop), not --steps: it is
 estimated from runs to a target only, those that ended by themselves (reached it or ran out of
 epochs: not timed out, failed or interrupted), its training (the whole cell where the run has no
 timed marks) scaled by epochs x images per epoch x pixels (`trained`).
@@ -222,13 +224,19 @@ class Estimates:
         self.by_hash: Dict[str, List[RunResult]] = {}
         self.by_fw: Dict[str, List[RunResult]] = {}
         self.by_kind: Dict[Tuple, List[RunResult]] = {}  # (framework or None, kind) -> results
+        from .store import FAILED_RUN
+        builds = self._index(results)[1]  # an environment built before a run failed is a build
+        # a run that failed or was killed took no measure of its cell (0.1 s for a bad
+        # interpreter, the timeout for a hung one): one that ended by itself did (oom too)
+        results = [r for r in results if r.status not in FAILED_RUN]
+        references = [r for r in references if r.status not in FAILED_RUN]
         for r in results:
             self.by_hash.setdefault(r.spec_hash or "", []).append(r)
             self.by_fw.setdefault(r.spec.get("framework"), []).append(r)
             for fw in (r.spec.get("framework"), None):
                 self.by_kind.setdefault((fw, _kind_of(r.spec)), []).append(r)
         # like key -> results, framework -> environment builds: recorded here, measured elsewhere
-        self.by_like, self.builds = self._index(results)
+        self.by_like, self.builds = self._index(results)[0], builds
         self.references, self.reference_builds = self._index(references)
         self.all, self.executor = list(results), executor
         self.first_steps = 0.0  # seconds of first steps in the estimates given so far

@@ -23,7 +23,7 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator, Optional, Union
+from typing import Any, Callable, Iterator, Optional, Union
 
 from .errors import UserError
 
@@ -350,6 +350,23 @@ def fresh_folder(path: Path, base: Path) -> Path:
         except OSError as exc:
             raise os_error(exc, path) from None
     return path
+
+
+def remove_files(path: Path, base: Path, stale: Callable[[str], bool]) -> None:
+    """Remove the regular files of the folder `path` whose names are `stale` (an earlier report's
+    tables that this one does not have); nothing else, no link followed. A folder that is not
+    there, or a link or a file in its place, has none to remove (it is not one of ours)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            fd = stack.enter_context(folder(path, base, create=False))
+        except (FileNotFoundError, UserError):
+            return
+        for name in os.listdir(fd):
+            if stale(name) and stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                try:
+                    os.unlink(name, dir_fd=fd)
+                except OSError as exc:
+                    raise os_error(exc, Path(path) / name) from None
 
 
 def remove_stale_temps(path: Path, base: Path) -> None:

@@ -65,8 +65,13 @@ class LocalWriter(Writer):
         env = dict(os.environ, PYTHONPATH=os.path.realpath(CODE_ROOT), PYTHONUNBUFFERED="1")
         proc = subprocess.Popen(writer_command(fw, interp.python, prepared_path),
                                 stdout=subprocess.PIPE, stderr=err, text=True, env=env)
-        for line in proc.stdout:
-            on_line(line)
+        try:
+            for line in proc.stdout:
+                on_line(line)
+        except BaseException:  # stopped (a signal): the writer too, its format left unfinished
+            proc.kill()  # (no done marker: written again next time)
+            proc.wait()
+            raise
         return proc.wait()
 
 

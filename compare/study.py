@@ -205,7 +205,25 @@ class Study:
                                 n("mode", "batch_search"),
                                 self.ask("batch_search", "batch_size", "auto", '["auto"]'),
                                 self.ask("batch_search", "mode", "tuned", '["tuned"]')))
+        self._tuned_batch()
         self._accuracy_rules()
+
+    def _tuned_batch(self) -> None:
+        """--mode tuned runs each cell at its best batch (auto): a batch size given beside tuned
+        alone would name a batch no cell runs at (it was dropped unseen)."""
+        sizes = [b for b in self.batch_size or () if b != p.AUTO]
+        if not sizes or "default" in self.mode or self.sources.get("batch_size") in (None, "default",
+                                                                                      "campaign"):
+            return
+        n = self.said
+        raise UserError("{}{} {}: {} tuned runs each framework at its best batch (auto, searched "
+                        "within {}), so no cell would run at it; add {}, or leave it out (bound "
+                        "the search with {} MIN-MAX)".format(
+                            self.at("batch_size"), n("batch_size"),
+                            given_as(DECLARED["batch_size"], tuple(sizes), False), n("mode", "batch_size"),
+                            n("batch_search", "batch_size"),
+                            self.ask("batch_size", "mode", "default,tuned", '["default", "tuned"]'),
+                            n("batch_search", "batch_size")))
 
     def _no_pipeline_options(self) -> None:
         """Synthetic data has no input pipeline: an --option of one (its help says PIPELINE_HELP)

@@ -234,3 +234,52 @@ def test_an_empty_folder_or_list_of_data_and_images_is_one_line(argv, message, c
     # empty --frameworks was taken as not given: every framework
     code, out, err = main_exit(argv, capsys)
     assert (code, out, err) == (2, "", "compare: error: {}\n".format(message))
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["report", "--help"], "--reference NAME|CSV"),
+    (["data", "prepare", "--help"], "--python FRAMEWORK=PATH"),
+])
+def test_help_names_what_a_repeated_option_takes_not_a_python_type(argv, line, capsys, monkeypatch):
+    # the help read "--reference <list[str]>": a type of the code, where the reader wants a value
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = main_exit(argv, capsys)
+    assert code == 0
+    assert line in " ".join(out.split()) and "list[" not in out.split("Options:")[1]
+
+
+@pytest.mark.parametrize("argv,line", [
+    # --option and --python gather each time they are given; these took the last, unsaid: a
+    # `--frameworks caffe2 --frameworks jax` ran jax alone (a warning: scripts give defaults and
+    # then the caller's flags over them, as bench/realdata_gpu.sh's RUNARGS)
+    (["--frameworks", "caffe2", "--frameworks", "jax"],
+     "--frameworks is given twice (caffe2, then jax): jax is used, the first left out (a comma "
+     "list gives several: --frameworks caffe2,jax)"),
+    (["--frameworks", "caffe2", "--steps=4", "--steps", "5"],
+     "--steps is given twice (4, then 5): 5 is used, the first left out"),
+    (["--frameworks", "caffe2", "--quick", "--no-quick"],
+     "--quick/--no-quick is given twice (--quick, then --no-quick): --no-quick is used, the first "
+     "left out"),
+])
+def test_a_flag_that_takes_one_value_given_twice_is_said(argv, line, tmp_path, capsys):
+    code, out, err = main_exit(["run", "--plan", "--results", str(tmp_path / "c")] + argv, capsys)
+    assert code == 0, err
+    assert err.splitlines()[0] == "compare: warning: {}".format(line)
+
+
+def test_a_report_format_given_twice_is_said(tmp_path, capsys):
+    from tests.helpers import result, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0)])
+    code, _, err = main_exit(["report", str(root), "--format", "csv", "--format", "json"], capsys)
+    assert code == 0
+    assert err.splitlines()[0] == "compare: warning: --format is given twice (csv, then json): json " \
+                                  "is used, the first left out (a comma list gives several: --format " \
+                                  "csv,json)"
+
+
+def test_flags_that_gather_may_be_given_again(tmp_path, capsys):
+    code, _, err = main_exit(["run", "--frameworks", "caffe2", "--option", "channels_last=false",
+                              "--option", "optimizer=loop", "--plan", "--results", str(tmp_path / "c"),
+                              "--results", str(tmp_path / "c")], capsys)
+    assert code == 0, err
+    assert err.count("warning") == 1  # --results twice; --option gathers

@@ -775,3 +775,27 @@ def test_the_plan_reads_a_bounded_sample_spread_over_a_big_folders_classes(tmp_p
     assert str(refused.value).startswith(
         "--data D: none of the 64 files checked (up to 4 in each of 16 of its 100 classes) is a JPEG, "
         "which starts with ff d8 ff: train/c000/0000.JPEG is unreadable (No such file or directory); ")
+
+
+def test_a_writer_is_ended_when_compare_is_stopped_while_it_writes(tmp_path):
+    # Ctrl-C or SIGTERM (the sweep's handler raises KeyboardInterrupt) while a framework's writer
+    # ran left the writer running on, an orphan still writing into DIR/.compare after compare ended
+    import subprocess
+    import sys
+
+    from compare import frameworks as fws
+    pid_file = tmp_path / "pid"
+    python = tmp_path / "python"
+    python.write_text("#!{}\nimport os, sys, time\nopen({!r}, 'w').write(str(os.getpid()))\n"
+                      "print('wrote 1 of 8 shards', flush=True)\ntime.sleep(60)\n".format(
+                          sys.executable, str(pid_file)))
+    python.chmod(0o755)
+    writer = formats.LocalWriter("cpu", {"tf": str(python)}, lambda s: None)
+
+    def stopped(line):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), open(str(tmp_path / "err"), "w") as err:
+        writer(fws.get("tf"), str(tmp_path), err, stopped)
+    pid = int(pid_file.read_text())
+    alive = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True)
+    assert alive.stdout.strip()[:1] in ("", "Z"), "the writer {} still runs".format(pid)

@@ -266,3 +266,22 @@ def test_a_guess_for_a_run_to_a_target_scales_by_epochs_images_and_pixels(tmp_pa
     # with timed marks, the training alone is scaled: 100 s of start-up stay 100 s
     timed = [_tta_run(1000.0, 1000.0, "not_converged", timed=900.0)]
     assert plan.Estimates(timed, "local").of(two) == (pytest.approx(100.0 + 180.0), "?")
+
+
+def test_a_throughput_cell_is_not_estimated_from_runs_that_failed_or_were_killed():
+    # a cell that failed at once (a bad --python: 0.14 s) made every like cell read `~0 s`, and
+    # the same cell run again by --resume `=0 s`; one killed at its --timeout is no measure either
+    spec = RunSpec("jax", "jax", image_size=64, steps=10, warmup_steps=3)
+
+    def ran(status, took, end):
+        return RunResult(spec.run_id, status, spec.to_dict(), spec_hash=spec.spec_hash,
+                         environment={"executor": "local"},
+                         phases={"cell_start": end - took, "cell_end": end})
+    ok = ran("ok", 40.0, 1000.0)
+    estimates = plan.Estimates([ok, ran("failed", 0.14, 2000.0), ran("timeout", 5.0, 3000.0)], "local")
+    assert estimates.of(spec) == (pytest.approx(40.0), "=")
+    # nothing but failures: a guess from the other cells, not the failures' seconds
+    assert plan.Estimates([ran("failed", 0.14, 2000.0)], "local").of(spec) == (plan.DEFAULT_S, "?")
+    # a cell that ends by itself without a figure (unsupported, out of memory) ends so again
+    assert plan.Estimates([ran("unsupported", 2.0, 2000.0)], "local").of(spec) == (
+        pytest.approx(2.0), "=")

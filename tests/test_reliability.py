@@ -7,6 +7,7 @@ import shlex
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,15 @@ ENDLESS = ["run", "--frameworks", "caffe2", "--gpus", "2", "--device", "cpu", "-
            "--batch-size", "4", "--image-size", "32", "--steps", "1000000", "--warmup", "1",
            "--windows", "1"]
 RUN_ID = "caffe2-fp32-w2-b4-s32-r0"
+
+
+def _fast(**given):
+    """FAST with some of its flags' values replaced (steps="1": --steps 1), each flag once (one
+    given twice is a warning line before the error these tests read)."""
+    out = list(FAST)
+    for key, value in given.items():
+        out[out.index("--" + key.replace("_", "-")) + 1] = value
+    return out
 
 
 @pytest.fixture
@@ -138,7 +148,7 @@ def test_settings_are_fixed_at_creation_but_the_matrix_may_grow(tmp_path, run):
     campaign, fake = tmp_path / "c", fake_python(tmp_path)
     first = ["run", "--frameworks", "caffe2", "--results", campaign, "--python", "caffe2={}".format(fake)]
     assert run(first + FAST).returncode == 0
-    changed = run(first + FAST + ["--resume", "--steps", "1", "--option", "channels_last=true",
+    changed = run(first + _fast(steps="1") + ["--resume", "--option", "channels_last=true",
                                       "--timeout", "60"])
     assert (changed.returncode, changed.stderr) == (2, (
         "compare: error: --resume {}: --steps 1 (the campaign's: 3); --option channels_last=true (the "
@@ -181,7 +191,7 @@ def test_bad_result_files_are_skipped_with_one_warning_each(tmp_path, run):
     (results / "caffe2-fp32-w1-b4-s32-r0 (copy).json").write_text(json.dumps(good))
     (results / ".tmp-abc123.json").write_text(json.dumps(good))
     diff = run(["diff", campaign, campaign])
-    assert diff.returncode == 0 and diff.stderr.count("warning") == 6, diff.stderr  # 3 per side
+    assert diff.returncode == 0 and diff.stderr.count("skipped") == 6, diff.stderr  # 3 per side
     proc = run(["report", campaign, "--format", "md,csv"])
     assert proc.returncode == 0 and proc.stderr.count("warning") == 3, proc.stderr
     assert ("compare: warning: skipped corrupt result caffe2-fp32-w1-b4-s32-r1.json: status ok needs a "
@@ -263,7 +273,7 @@ def test_a_campaign_that_stored_no_settings_is_held_to_those_of_its_results(tmp_
         session["config"] = {}
     (campaign / "campaign.json").write_text(json.dumps(meta))
     result = (campaign / "results" / "caffe2-fp32-w1-b4-s32-r0.json").read_text()
-    other = run(args + ["--resume", "--steps", "11"])
+    other = run(args[:-len(FAST)] + _fast(steps="11") + ["--resume"])
     assert (other.returncode, other.stderr) == (2, (
         "compare: error: --resume {}: settings differ from the campaign's (it stored none: read from "
         "its results): steps 3 (its results) vs 11 (now); resume with the campaign's settings or "
@@ -336,3 +346,79 @@ def test_a_failed_repeat_shows_in_the_report_and_fails_the_check(tmp_path, run, 
     assert " (1 of 2 runs)" not in (campaign / "report" / "report.md").read_text()
     assert run(["check", campaign, "--reference", ref]).returncode == 0
 
+
+
+# `compare run` whose report stage is stopped by SIGTERM (or SIGINT) the moment it begins
+STOPPED_IN_REPORT = """
+import os, signal, sys
+from compare.stages import report
+write = report.write
+def stopped(*args, **kw):
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return write(*args, **kw)
+report.write = stopped
+from compare.cli import main
+main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_while_the_report_is_written_says_the_cells_are_recorded(tmp_path, sig, code):
+    # every cell had run and was recorded; a SIGTERM in the report stage ended compare with 143
+    # and not a word (SIGINT: "interrupted; results recorded so far are kept"), no report either
+    import sys
+    campaign = tmp_path / "c"
+    proc = subprocess.run([sys.executable, "-c", STOPPED_IN_REPORT, sig, "run", "--frameworks", "caffe2",
+                           "--results", str(campaign), "--python", "caffe2={}".format(
+                               fake_python(tmp_path))] + FAST,
+                          cwd=str(Path(__file__).resolve().parent.parent), text=True,
+                          capture_output=True, timeout=120, env=dict(os.environ, COLUMNS="500"))
+    assert proc.returncode == code, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[-1] == (
+        "compare: interrupted ({}) while writing the report: every cell is recorded (1 cell); "
+        "write the report with: compare report {}".format(sig, campaign))
+    assert [p.name for p in (campaign / "results").iterdir()] == ["caffe2-fp32-w1-b4-s32-r0.json"]
+
+
+# `compare run` stopped by a signal while it prepares (writing a data folder's TFRecords can take
+# minutes): what prepare.make does before the first cell
+STOPPED_IN_PREPARE = """
+import os, signal, sys
+from compare.stages import prepare
+data = prepare._data
+def stopped(*args, **kw):
+    os.kill(os.getpid(), getattr(signal, sys.argv[1]))
+    return data(*args, **kw)
+prepare._data = stopped
+from compare.cli import main
+main(sys.argv[2:])
+"""
+
+
+@pytest.mark.parametrize("sig,code", [("SIGTERM", 143), ("SIGINT", 130)])
+def test_a_signal_while_preparing_keeps_no_new_campaign(tmp_path, sig, code):
+    # SIGTERM there ended compare with 143 and not a word, and left the new campaign folder, so
+    # the same command then said "already holds a campaign; add --resume"
+    import sys
+    campaign = tmp_path / "c"
+    argv = ["run", "--frameworks", "caffe2", "--results", str(campaign), "--python",
+            "caffe2={}".format(fake_python(tmp_path))] + FAST
+    proc = subprocess.run([sys.executable, "-c", STOPPED_IN_PREPARE, sig] + argv,
+                          cwd=str(Path(__file__).resolve().parent.parent), text=True,
+                          capture_output=True, timeout=120, env=dict(os.environ, COLUMNS="500"))
+    assert proc.returncode == code, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[-1] == (
+        "compare: interrupted ({}) while preparing the run: no cell ran and nothing is kept; run "
+        "the same command again".format(sig))
+    assert not (campaign / "campaign.json").exists()  # (discard: the folder named is left)
+    again = compare(argv)  # the same command, as the line says
+    assert again.returncode == 0, again.stderr[-3000:]
+    # a resumed campaign stopped so is as it was, and says how to go on
+    proc = subprocess.run([sys.executable, "-c", STOPPED_IN_PREPARE, sig] + argv + ["--resume"],
+                          cwd=str(Path(__file__).resolve().parent.parent), text=True,
+                          capture_output=True, timeout=120, env=dict(os.environ, COLUMNS="500"))
+    assert proc.returncode == code, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[-1] == (
+        "compare: interrupted ({}) while preparing the run: no cell ran and the campaign is as it "
+        "was; resume with: compare run --results {} --resume".format(sig, campaign))
+    assert len(json.loads((campaign / "campaign.json").read_text())["sessions"]) == 1

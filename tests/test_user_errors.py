@@ -115,12 +115,13 @@ def test_the_cell_count_takes_one_searched_batch_per_tuned_cell(tmp_path, capsys
     # tuned make 61 cells per repeat, not 120 (6,100 cells: within the bound)
     from compare.stages import plan as planning
     batches = ",".join(str(b) for b in range(1, 61))
-    for modes, repeats, cells in (("default,tuned", "100", 6100), ("tuned", "100", 100)):
-        s = _study(batch_size=batches, mode=modes, repeats=repeats)
-        given = {"precision": ("fp32",), "gpus": (1,)}
-        planning._check_size(s, given, s.framework_list())  # within the bound: no error
+    s = _study(batch_size=batches, mode="default,tuned", repeats="100")
+    given = {"precision": ("fp32",), "gpus": (1,)}
+    planning._check_size(s, given, s.framework_list())  # within the bound: no error
+    # (a study of tuned alone refuses a batch list: test_a_batch_size_no_cell_runs_at_is_one_line)
+    for modes, cells in ((s.mode, 6100), (("tuned",), 100)):
         assert len(planning.Matrix(s.framework_list(), [1], ["fp32"], list(s.batch_size),
-                                   repeats=s.repeats, modes=s.mode).specs()) == cells
+                                   repeats=s.repeats, modes=modes).specs()) == cells
     code, _, err = main_exit(_cpu(tmp_path) + ["--batch-size", ",".join(str(b) for b in range(1, 101)),
                                                "--mode", "default,tuned", "--repeats", "100"], capsys)
     assert (code, err) == (2, "compare: error: the matrix has 10100 cells (1 framework × 1 precision "
@@ -180,7 +181,11 @@ def test_a_comma_list_that_names_one_value_twice_is_refused(args, message, tmp_p
     (tmp_path / "d" / "train" / "n0").mkdir(parents=True)
     (tmp_path / "d" / "train" / "n0" / "a.JPEG").write_bytes(b"\xff\xd8\xff")  # as a JPEG starts
     monkeypatch.chdir(tmp_path)
-    code, _, err = main_exit(_cpu(tmp_path) + args, capsys)
+    base = _cpu(tmp_path)
+    if args[0] in base:  # the list's flag once (given twice, a warning would come first)
+        at = base.index(args[0])
+        del base[at:at + 2]
+    code, _, err = main_exit(base + args, capsys)
     assert (code, err) == (2, "compare: error: {}\n".format(message.format(d=tmp_path / "d")))
     assert not (tmp_path / "c").exists()
 
@@ -457,3 +462,45 @@ def test_a_python_of_3_8_passes_the_version_check(tmp_path, capsys):
     code, out, err = main_exit(["run", "--device", "cpu", "--executor", "local", "--frameworks", "jax",
                                 "--python", "jax={}".format(python), "--quick", "--plan"], capsys)
     assert "is Python" not in err
+
+
+def test_a_batch_size_no_cell_runs_at_is_one_line(tmp_path, capsys):
+    # --mode tuned runs each framework at its best batch (auto): a --batch-size 16 beside it
+    # alone was dropped unseen, the plan's cell reading bauto
+    code, _, err = main_exit(_cpu(tmp_path) + ["--mode", "tuned", "--batch-size", "16", "--plan"],
+                             capsys)
+    assert (code, err) == (2, "compare: error: --batch-size 16: --mode tuned runs each framework at "
+                              "its best batch (auto, searched within --batch-search), so no cell "
+                              "would run at it; add --mode default,tuned, or leave it out (bound "
+                              "the search with --batch-search MIN-MAX)\n")
+    toml = tmp_path / "study.toml"
+    toml.write_text('mode = ["tuned"]\nbatch_size = [16, 32]\n')
+    code, _, err = main_exit(_cpu(tmp_path) + ["--config", str(toml), "--plan"], capsys)
+    assert (code, err) == (2, "compare: error: {}: batch_size 16,32: mode tuned runs each framework "
+                              "at its best batch (auto, searched within batch_search), so no cell "
+                              "would run at it; add mode = [\"default\", \"tuned\"], or leave it out "
+                              "(bound the search with batch_search MIN-MAX)\n".format(toml))
+    for fine in (["--mode", "default,tuned", "--batch-size", "16"],
+                 ["--mode", "tuned", "--batch-size", "auto"]):
+        code, _, err = main_exit(_cpu(tmp_path) + fine + ["--plan"], capsys)
+        assert code == 0, err
+
+
+def test_a_python_for_a_framework_the_run_leaves_out_is_said(tmp_path, capsys):
+    # --python jax=PATH beside --frameworks caffe2 was taken and never used, unsaid (a script may
+    # give every framework's python and pick --frameworks: a warning, not an error)
+    python = failing_python(tmp_path)
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--results",
+            str(tmp_path / "c"), "--plan", "--python", "jax={}".format(python)]
+    code, _, err = main_exit(argv, capsys)
+    assert code == 0, err
+    assert err.splitlines()[0] == "warning: --python jax={}: not used: jax is not in this run's " \
+                                  "--frameworks (caffe2)".format(python)
+    toml = tmp_path / "study.toml"
+    toml.write_text('frameworks = ["caffe2"]\npython = ["mxnet={}"]\n'.format(python))
+    code, _, err = main_exit(argv[:5] + argv[7:-2] + ["--config", str(toml)], capsys)
+    assert code == 0, err
+    assert err.splitlines()[0] == "warning: {}: python mxnet={}: not used: mxnet is not in this " \
+                                  "run's frameworks (caffe2)".format(toml, python)
+    code, _, err = main_exit(argv[:-1] + ["caffe2={}".format(python)], capsys)  # used: no word
+    assert "not used" not in err

@@ -160,7 +160,8 @@ def prepare(
     frameworks: Optional[str] = typer.Option(None, help="Comma list of {} (default: all available)."
                                              .format(fws.choices())),
     device: str = typer.Option("auto", help="auto, cuda or cpu: which managed environment writes."),
-    python: List[str] = typer.Option([], help="FRAMEWORK=PATH: run that backend's writer with this python."),
+    python: List[str] = typer.Option([], metavar="FRAMEWORK=PATH", help="FRAMEWORK=PATH: run that "
+                                     "backend's writer with this python; several: the flag again."),
 ):
     """Check every JPEG and write each framework's native format beside the folder (once)."""
     from .. import datasets, envs, formats, machine_record

@@ -65,8 +65,9 @@ def report(
     format: str = typer.Option("md", help="Comma list of md, csv, json, html."),
     out: Optional[str] = typer.Option(None, metavar="DIR",
                                       help="Folder for report files (default CAMPAIGN/report)."),
-    reference: List[str] = typer.Option([], help="Published figures to compare with: a name from "
-                                        "`compare list references` or a CSV path."),
+    reference: List[str] = typer.Option([], metavar="NAME|CSV", help="Published figures to compare "
+                                        "with: a name from `compare list references` or a CSV path; "
+                                        "several: the flag again."),
     baseline: Optional[str] = typer.Option(None, help="Framework the others are divided by "
                                            "(default: the first present, in the order of {}).".format(
                                                fws.choices())),
@@ -115,15 +116,19 @@ def diff(
 ):
     """Machine versus machine: B ÷ A on every comparable cell, better / worse / within noise; the
     others listed with the reason."""
-    from ..files import check_writable_dir, user_path, write_text
+    from ..files import check_writable_dir, remove_files, user_path, write_text
     from ..reporting import diff as d
     from ..reporting import tables
+    typed = (campaign_a, campaign_b)
     campaign_a, campaign_b = (_campaign(campaign_a, "compare diff: CAMPAIGN_A"),
                               _campaign(campaign_b, "compare diff: CAMPAIGN_B"))
     out = _out(out)
     if out is not None:
         check_writable_dir(out, "--out")
     (ca, da, _, ra), (cb, db, _, rb) = _cells(campaign_a), _cells(campaign_b)
+    if ca.root.resolve() == cb.root.resolve():  # a slip: "within noise" of itself, unsaid
+        _err("warning: {} and {} are the same campaign: each cell is compared with itself".format(
+            *typed))
     table = d.diff(da, db)
     tta = d.tta_diff(d.tta_cells(ra), d.tta_cells(rb))  # minutes to target, B against A
     text = tables.markdown(d.sections(table, da, db, ca.machine, cb.machine, str(campaign_a),
@@ -140,6 +145,9 @@ def diff(
                 write_text(out / "diff_time_to_accuracy.json",
                            json.dumps(d.records(tta), indent=2) + "\n", out)
                 names += ["diff_time_to_accuracy.csv", "diff_time_to_accuracy.json"]
+            else:  # an earlier diff's, of other campaigns, would stand beside this one's diff.md
+                remove_files(out, out, lambda n: n in ("diff_time_to_accuracy.csv",
+                                                       "diff_time_to_accuracy.json"))
         _err("wrote {}".format(", ".join(str(out / n) for n in names)))
 
 
@@ -151,7 +159,7 @@ def history(
                                        "time-to-accuracy cells)."),
 ):
     """Each cell's figure over time (date, commit, versions), regressions flagged."""
-    from ..files import check_writable_dir, user_path, write_text
+    from ..files import check_writable_dir, remove_files, user_path, write_text
     from ..reporting import history as hist
     from ..reporting import html, tables
     campaigns = [Path(parsing.given(c, "compare history: CAMPAIGNS", "give campaign folders made by "
@@ -162,7 +170,7 @@ def history(
     camps = hist.campaigns(campaigns, lambda w: _err("warning: " + w))
     h = hist.history(camps, lambda w: _err("warning: " + w))
     tta = hist.tta_history(camps)  # time-to-accuracy cells: minutes to target over time
-    parts = hist.sections(h, tta)
+    parts = hist.sections(h, tta, hist.without_results(camps, h, tta))
     text = tables.markdown([s for _, secs in parts for s in secs])
     sys.stdout.write(text)
     if out is None:
@@ -176,6 +184,8 @@ def history(
         write_text(out / "history.csv", h.to_csv(index=False), out)
         if len(tta):  # the time-to-accuracy cells: columns of their own
             write_text(out / "history_time_to_accuracy.csv", tta.to_csv(index=False), out)
+        else:  # an earlier history's, of other campaigns, would stand beside this one's
+            remove_files(out, out, lambda n: n == "history_time_to_accuracy.csv")
         write_text(out / "history.html", html.document("compare history", body), out)
     _err("wrote {}".format(", ".join(str(out / n) for n in ["history.md", "history.csv", "history.html"]
                                      + (["history_time_to_accuracy.csv"] if len(tta) else []))))

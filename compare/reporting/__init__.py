@@ -52,9 +52,16 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
             if results:
                 files.write_text(out_dir / "runs.csv", runs(results).to_csv(index=False), base)
                 written.append(out_dir / "runs.csv")
+            else:  # an earlier report's runs.csv would list runs this campaign no longer has
+                files.remove_files(out_dir, base, lambda name: name == "runs.csv")
             shown = [t for t in rep.tables if isinstance(t, tables.Table)]
             for t in shown:
                 files.write_text(out_dir / "tables" / (t.csv_name() + ".csv"), tables.to_csv(t), base)
+            # tables/ is this report's tables: one an earlier report had and this one has not (a
+            # cell without a figure run again by --resume) would contradict report.md
+            kept = {t.csv_name() + ".csv" for t in shown}
+            files.remove_files(out_dir / "tables", base, lambda name: name.endswith(".csv") and
+                               name not in kept)
             if shown:  # none without results: no folder made, none announced
                 written.append(out_dir / "tables")
         elif fmt == "html":

@@ -210,9 +210,17 @@ def _state(r) -> str:
     return r.state + (" — regression" if r.regression else "")
 
 
-def sections(h: pd.DataFrame, t: Optional[pd.DataFrame] = None) -> List[Tuple[tuple, List[Section]]]:
+def without_results(camps: Sequence, h: pd.DataFrame, t: pd.DataFrame) -> List[str]:
+    """The names of the campaigns that have no point in h or t (none of their cells finished)."""
+    shown = set(h.campaign) | set(t.campaign)
+    return [c.root.name for c in camps if c.root.name not in shown]
+
+
+def sections(h: pd.DataFrame, t: Optional[pd.DataFrame] = None,
+             empty: Sequence[str] = ()) -> List[Tuple[tuple, List[Section]]]:
     """A summary, then per cell (its key, its table) in the order cells first appear: the
-    throughput cells (h), then the time-to-accuracy cells (t, tta_history; keys begin "tta")."""
+    throughput cells (h), then the time-to-accuracy cells (t, tta_history; keys begin "tta").
+    empty: the campaigns given without a result yet (counted, and named, not left out unsaid)."""
     t = t if t is not None else pd.DataFrame(columns=TTA_COLUMNS)
     if h.empty and t.empty:  # campaigns planned or started, none with a result yet
         return [((), [Text("History", ["No cell of these campaigns has a result yet: nothing to "
@@ -220,7 +228,7 @@ def sections(h: pd.DataFrame, t: Optional[pd.DataFrame] = None) -> List[Tuple[tu
                            bullets=True)])]
     dates = sorted(set(h.date) | set(t.date))
     n_cells = len(h.groupby(KEY)) + len(t.groupby(TTA_KEY))
-    n_camps = len(set(h.campaign) | set(t.campaign))
+    n_camps = len(set(h.campaign) | set(t.campaign)) + len(empty)
     lines = ["{} campaign{} from {} to {}; {} cell{}{}.".format(
         n_camps, "s" if n_camps != 1 else "", dates[0], dates[-1], n_cells,
         "s" if n_cells != 1 else "", " ({} of them time to accuracy)".format(
@@ -233,6 +241,10 @@ def sections(h: pd.DataFrame, t: Optional[pd.DataFrame] = None) -> List[Tuple[tu
         "speed.".format(tta_title(tuple(r[c] for c in TTA_KEY), ""), r.campaign, r.commit,
             pm_ratio(r.ratio, r.ratio_ci95)) for _, r in t[t.regression.astype(bool)].iterrows()] or [
         "No regression: no cell is worse than its previous figure beyond noise."]
+    if empty:
+        lines.append("No result yet in {}: nothing of {} to show (`compare run … --resume` runs {} "
+                     "cells).".format(", ".join(empty), "it" if len(empty) == 1 else "them",
+                                      "its" if len(empty) == 1 else "their"))
     if any(findings.smoke(r) for _, r in h[h.status == "ok"].iterrows()):  # as `compare diff` says
         lines.append("Single runs on a CPU: their intervals only count the noise inside one run, so "
                      "a regression from them is a hint, not a finding (use --repeats 3 or more).")

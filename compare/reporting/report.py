@@ -342,6 +342,9 @@ def provenance(df: pd.DataFrame, machine: Optional[Dict]) -> Text:
     if machine:
         from ..machine_record import describe
         lines.append("Machine: " + describe(machine))
+    elif machine is not None:  # a campaign's, read and empty: said, as `compare diff` says it
+        lines.append("Machine: no machine record (machine.json missing or empty): what it ran on "
+                     "is not known.")
     software = df[df.framework_version.notna()].drop_duplicates(["framework", "framework_version"])
     if len(software):
         lines.append("Software: " + "; ".join("{} = {}".format(frameworks.display(r.framework),

@@ -5,6 +5,7 @@
 study.py builds the Study (flags, a campaign file, a resumed campaign's); `compare run --plan`
 stops after the plan (plan.show); `compare report` is the report stage alone.
 """
+import signal
 import sys
 from pathlib import Path
 
@@ -29,14 +30,24 @@ def execute(study: Study) -> int:
             campaign = Campaign.snapshot(Path(study.results), study.campaign)
             prepare.check_resume(plan, campaign, write=False)
         return planning.show(plan, campaign)
-    prepared = prepare.make(plan, console)  # fails before anything runs
+    try:  # fails before anything runs; a signal too, as prepare's failures: nothing kept
+        with running.stop_on_signals():
+            prepared = prepare.make(plan, console)
+    except KeyboardInterrupt as exc:
+        raise running.PrepareInterrupted(study, getattr(exc, "signum", signal.SIGINT)) from None
     try:
         running.sweep(prepared, console)
     finally:
         prepared.campaign.unlock()
     root = prepared.campaign.root
-    with user_path(root / "report", "--results"):
-        text, paths, warnings = report.write(prepared.campaign, root / "report")
+    try:  # a signal here too is one line: the cells are recorded, the report can be written again
+        with running.stop_on_signals(), user_path(root / "report", "--results"):
+            text, paths, warnings = report.write(prepared.campaign, root / "report")
+    except KeyboardInterrupt as exc:
+        from ..store import counted
+        raise running.ReportInterrupted(prepared.campaign, getattr(exc, "signum", signal.SIGINT),
+                                        counted([s.run_id for s in plan.cells], plan.repeated)[0]) \
+            from None
     for w in warnings:
         console.print("warning: " + w)
     sys.stdout.write(text)

@@ -124,6 +124,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
     cls, why = executors.choose(study.executor, ctx, _resumed_executor(study))  # one that can
     # run the whole study (a resumed campaign's own first)
     _check_python(study, cls)
+    _unused_python(study, log)
     pool, at_once = pool_for(cls, ctx, given["gpus"], _concurrency(study, device, machine),
                              study.plan_gpus)  # the executor's own, or --plan-gpus N
     return Plan(study, machine, device, matrix, cells, cls, why, ctx, pool, at_once, said)
@@ -239,6 +240,20 @@ def _check_exit_grace() -> None:
     except ValueError as exc:
         raise UserError("{}; give whole seconds, or unset it for the default {:g} s".format(
             exc, EXIT_GRACE_S)) from None
+
+
+def _unused_python(study: Study, log) -> None:
+    """A --python of a framework the run leaves out is said, not taken unseen (a script may give
+    every framework's python and pick --frameworks, so it is no error; a resumed campaign's own
+    are not said again)."""
+    if study.sources.get("python") in (None, "default", "campaign"):
+        return
+    run = [fw.name for fw in study.framework_list()]
+    for name, path in study.overrides.items():
+        if name not in run:
+            log("warning: {} {}={}: not used: {} is not in this run's {} ({})".format(
+                study.label("python"), name, path, name, study.said("frameworks", "python"),
+                ", ".join(run)))
 
 
 def _check_price(study: Study) -> None:

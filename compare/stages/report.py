@@ -86,6 +86,9 @@ def write(campaign, out_dir: Path, formats: Sequence[str] = FORMATS,
         files.write_text(path, json.dumps(accuracy.records(trained, price), indent=2,
                                           default=str) + "\n", campaign.root if inside else out_dir)
         paths.append(path)
+    elif "json" in formats:  # an earlier report's (another campaign's, in a shared --out) would
+        files.remove_files(out_dir, campaign.root if inside else out_dir,  # stand beside report.json
+                           lambda name: name == "accuracy.json")
     return text, paths, view.warnings + ignored
 
 

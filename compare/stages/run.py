@@ -8,9 +8,11 @@ or SIGHUP end the sweep cleanly: the executors stop what runs, the cells stopped
 and `Interrupted` says how to resume (cli.py prints the line; exit 128 + the signal).
 """
 import contextlib
+import shlex
 import signal
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import List
 
 from .. import batchsearch, envs
@@ -34,9 +36,46 @@ class Interrupted(Exception):
         self.word = word  # what was recorded: cells, or runs where cells are repeated
         self.exit_code = 128 + signum  # 130 for Ctrl-C, 143 for SIGTERM, as shells report them
 
+    def line(self) -> str:
+        """What the user reads (cli.py prints it): what is recorded, and the command to go on."""
+        return "interrupted ({}): {} {}{} recorded, {} not run; resume with: {}".format(
+            signal.Signals(self.signum).name, self.recorded, self.word,
+            "" if self.recorded == 1 else "s", self.remaining, "compare run --results {} --resume".format(
+                shlex.quote(str(self.campaign.root))))  # it keeps its study
+
+
+class PrepareInterrupted(Interrupted):
+    """Stopped by a signal before the first cell: prepare.make kept no new campaign and left a
+    resumed one as it was."""
+
+    def __init__(self, study, signum: int):
+        super().__init__(None, signum, 0, 0)
+        self.study = study
+
+    def line(self) -> str:
+        said = "interrupted ({}) while preparing the run: no cell ran and ".format(
+            signal.Signals(self.signum).name)
+        if not self.study.resume:
+            return said + "nothing is kept; run the same command again"
+        return said + "the campaign is as it was; resume with: compare run --results {} " \
+            "--resume".format(shlex.quote(str(Path(self.study.results).absolute())))
+
+
+class ReportInterrupted(Interrupted):
+    """Stopped by a signal in the report stage: every cell is recorded, the report is not."""
+
+    def __init__(self, campaign, signum: int, what: str):
+        super().__init__(campaign, signum, 0, 0)
+        self.what = what  # the cells recorded, as the report counts them ("8 runs of 4 cells")
+
+    def line(self) -> str:
+        return "interrupted ({}) while writing the report: every cell is recorded ({}); write the " \
+            "report with: compare report {}".format(signal.Signals(self.signum).name, self.what,
+                                                    shlex.quote(str(self.campaign.root)))
+
 
 @contextlib.contextmanager
-def _stop_on_signals():
+def stop_on_signals():
     """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt (with .signum) once; while the sweep
     then stops what runs, further ones are ignored, so the clean-up is not cut short."""
     caught: List[int] = []
@@ -93,7 +132,7 @@ def sweep(prepared: Prepared, console) -> int:
         return result
     recorded = 0
     try:
-        with _stop_on_signals(), progress, Lanes(lambda: plan.executor(plan.context), plan.pool,
+        with stop_on_signals(), progress, Lanes(lambda: plan.executor(plan.context), plan.pool,
                                                  plan.concurrency, console.print,
                                                  first=prepared.executor) as lanes:
             for _, result in lanes.run(todo, run_cell, lambda spec, slot: progress.start(spec),

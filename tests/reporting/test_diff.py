@@ -115,7 +115,8 @@ def test_a_campaign_without_results_yet_is_a_diff_not_an_internal_error(tmp_path
     empty = save_campaign(tmp_path / "empty", [], MACHINE)
     full = save_campaign(tmp_path / "full", [result("caffe2", "fp32", 1, 100.0)])
     code, out, err = main_exit(["diff", str(empty), str(empty)], capsys)
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, "compare: warning: {0} and {0} are the same campaign: each cell is "
+                              "compared with itself\n".format(empty))
     assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 0 worse, 0 within noise, 0 not comparable."
     code, out, err = main_exit(["diff", str(empty), str(full)], capsys)
     assert (code, err) == (0, "")
@@ -211,3 +212,37 @@ def test_throughput_and_time_to_accuracy_ratios_go_one_way_and_their_headings_sa
     for name in ("diff.csv", "diff_time_to_accuracy.csv"):
         with open(str(tmp_path / "d" / name)) as f:
             assert float(next(csv.DictReader(f))["ratio"]) == pytest.approx(2.0, rel=1e-3), name
+
+
+def test_a_campaign_named_as_both_sides_is_said(tmp_path, capsys):
+    # `compare diff results/x results/x/` (a slip of the shell): every cell "within noise" of
+    # itself, under "a before/after comparison", said as if two campaigns had been compared
+    a = save_campaign(tmp_path / "a", _cells_with_windows())
+    (tmp_path / "link").symlink_to(a)
+    for other in (str(a) + "/", str(tmp_path / "link")):
+        code, out, err = main_exit(["diff", str(a), other], capsys)
+        assert (code, err) == (0, "compare: warning: {} and {} are the same campaign: each cell is "
+                                  "compared with itself\n".format(a, other))
+        assert out.rstrip().splitlines()[-1] == "Cells: 0 better, 0 worse, 8 within noise, 0 not " \
+                                                "comparable."
+
+
+def test_a_diff_into_the_same_out_leaves_no_time_to_accuracy_file_of_the_one_before(tmp_path, capsys):
+    # diff_time_to_accuracy.csv/.json of an earlier diff of other campaigns stayed beside the new
+    # diff.md, whose campaigns have no time-to-accuracy cell; history's likewise
+    from tests.test_mlperf_report import _result
+    minutes = [1.0, 1.2, 1.1, 0.9, 1.3]
+    tta = save_campaign(tmp_path / "tta", [windowed("caffe2", "fp32", 1, WINDOWS)] + [
+        _result("caffe2", 1, r, m, 100) for r, m in enumerate(minutes)])
+    plain = save_campaign(tmp_path / "plain", _cells_with_windows())
+    out = tmp_path / "d"
+    for argv, names in ((["diff", str(tta), str(tta)], ["diff_time_to_accuracy.csv",
+                                                         "diff_time_to_accuracy.json"]),
+                        (["history", str(tta)], ["history_time_to_accuracy.csv"])):
+        code, _, err = main_exit(argv + ["--out", str(out)], capsys)
+        assert code == 0, err
+        assert all((out / n).is_file() for n in names)
+        code, _, err = main_exit([argv[0], str(plain)] + [str(plain)] * (argv[0] == "diff") +
+                                 ["--out", str(out)], capsys)
+        assert code == 0, err
+        assert [n for n in names if (out / n).exists()] == []

@@ -272,3 +272,16 @@ def test_history_html_charts_minutes_to_target_as_it_charts_img_s(tmp_path, caps
     assert caption == ("Each point is one campaign (date, commit): minutes to target, the mean of "
                        "its converged runs, with its 95 % interval; a red triangle marks a time "
                        "slower than the one before beyond noise. Lower is better.")
+
+
+def test_a_campaign_without_a_result_yet_is_counted_and_named_beside_the_others(tmp_path, capsys):
+    # `compare history c1 c2` of a c2 stopped before its first result said "1 campaign", c2 unsaid
+    root = _three_campaigns(tmp_path / "all")
+    save_campaign(root / "c4", [], _machine("dddddddddd44"), created_at="2026-12-04T09:00:00+00:00")
+    code, out, err = main_exit(["history", str(root / "c1"), str(root / "c4")], capsys)
+    assert code == 0, err
+    assert "- 2 campaigns from 2026-12-01 09:00:00 to 2026-12-01 09:00:00; 2 cells." in out
+    assert "- No result yet in c4: nothing of it to show (`compare run … --resume` runs its cells)." in out
+    code, out, err = main_exit(["history", str(root)], capsys)  # a folder of them, likewise
+    assert "- 4 campaigns from 2026-12-01 09:00:00 to 2026-12-03 09:00:00; 2 cells." in out
+    assert "- No result yet in c4: nothing of it to show" in out

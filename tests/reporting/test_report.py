@@ -280,3 +280,80 @@ def test_a_figure_of_one_run_says_it_has_no_interval_in_words_in_every_format(tm
     assert "±?" not in text and "±?" not in (tmp_path / "report.html").read_text()
     assert "1900.00 (1.900, one run: no interval)" in (tmp_path / "report.html").read_text()
     assert "1900.00 (1.900, one run: no interval)" in (tmp_path / "tables" / "images_sec.csv").read_text()
+
+
+def test_a_report_written_again_leaves_no_table_of_the_one_before(tmp_path, capsys):
+    # a cell that timed out, run again by --resume: tables/cells_without_a_figure.csv of the
+    # earlier report must not outlive it (report.md no longer has that table)
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0),
+                                          result("caffe2", "fp16", 1, status="timeout",
+                                                 reason="killed after the 2 s timeout")])
+    tables_dir = root / "report" / "tables"
+    code, out, err = main_exit(["report", str(root), "--format", "md,csv"], capsys)
+    assert code == 0, err
+    assert (tables_dir / "cells_without_a_figure.csv").is_file()
+    from compare.store import Campaign
+    Campaign.open(root).save_result(result("caffe2", "fp16", 1, 190.0))  # the resumed run
+    code, out, err = main_exit(["report", str(root), "--format", "md,csv"], capsys)
+    assert code == 0, err
+    assert "Cells without a figure" not in out
+    assert sorted(p.name for p in tables_dir.iterdir()) == [
+        "images_sec.csv", "precision_gain_over_fp32.csv"]
+    # files of the user's own beside them are left alone: only stale tables go
+    (tables_dir / "notes.txt").write_text("mine\n")
+    main_exit(["report", str(root), "--format", "csv"], capsys)
+    assert (tables_dir / "notes.txt").read_text() == "mine\n"
+    # all results gone (deleted by hand): no runs.csv or table of runs that are not there
+    for p in (root / "results").glob("*.json"):
+        p.unlink()
+    code, _, err = main_exit(["report", str(root), "--format", "csv"], capsys)
+    assert code == 0, err
+    assert not (root / "report" / "runs.csv").exists()
+    assert sorted(p.name for p in tables_dir.iterdir()) == ["notes.txt"]
+
+
+def test_a_report_into_an_out_of_another_campaigns_leaves_no_accuracy_json_of_it(tmp_path, capsys):
+    # accuracy.json (time-to-accuracy runs) of campaign A stayed beside campaign B's report.json
+    from tests.helpers import main_exit, save_campaign
+    from tests.test_mlperf_report import _result
+    a = save_campaign(tmp_path / "a", [_result("caffe2", 1, r, m, 100) for r, m in enumerate([1.0, 1.2])])
+    b = save_campaign(tmp_path / "b", [result("caffe2", "fp32", 1, 100.0)])
+    out = tmp_path / "out"
+    code, _, err = main_exit(["report", str(a), "--format", "json", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert (out / "accuracy.json").is_file()
+    code, _, err = main_exit(["report", str(b), "--format", "json", "--out", str(out)], capsys)
+    assert (code, err) == (0, "compare: wrote {}\n".format(out / "report.json"))
+    assert sorted(p.name for p in out.iterdir()) == ["report.json"]
+
+
+def test_a_tables_link_or_file_in_a_report_folder_is_left_alone_when_nothing_goes_there(tmp_path, capsys):
+    # the stale tables are removed only from a folder of ours: a link named tables (or a file) is
+    # not followed, and a report with no table to write does not fail on it
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0)])
+    (root / "results" / "caffe2-fp32-g1-b256-s224-r0.json").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "keep.csv").write_text("x\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tables").symlink_to(elsewhere)
+    code, _, err = main_exit(["report", str(root), "--format", "csv", "--out", str(out)], capsys)
+    assert (code, err) == (0, "compare: wrote {}\n".format(out / "report.csv"))
+    assert (elsewhere / "keep.csv").read_text() == "x\n"
+
+
+def test_a_campaign_without_a_machine_record_says_so_where_the_machine_line_would_be(tmp_path, capsys):
+    # machine.json deleted or emptied by hand: the report dropped its Machine line unsaid, where
+    # `compare diff` says "no machine record"
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", [result("caffe2", "fp32", 1, 100.0)])
+    code, out, _ = main_exit(["report", str(root)], capsys)
+    assert "\nMachine: " in out  # save_campaign's machine
+    (root / "machine.json").unlink()
+    code, out, err = main_exit(["report", str(root)], capsys)
+    assert code == 0, err
+    assert "\nMachine: no machine record (machine.json missing or empty): what it ran on is not " \
+           "known.\n" in out
