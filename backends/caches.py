@@ -97,11 +97,11 @@ def bytecode(package: Optional[str]) -> None:
     folder = os.path.dirname(spec.origin)
     if os.path.exists(importlib.util.cache_from_source(spec.origin)):
         return  # compiled once beside its sources, as pip does
-    if not sys.dont_write_bytecode and os.access(folder, os.W_OK):
+    writable = os.access(folder, os.W_OK)
+    if writable and not sys.dont_write_bytecode:
         return  # Python writes it there in this first run
-    why = "{} has no bytecode and {}".format(folder, "its folder cannot be written" if not
-                                              os.access(folder, os.W_OK) else
-                                              "PYTHONDONTWRITEBYTECODE is set")
+    why = "{} has no bytecode and {}".format(folder, "PYTHONDONTWRITEBYTECODE is set" if writable
+                                              else "its folder cannot be written")
     path = _folder("python", sys.implementation.cache_tag or "python")
     if path is None:
         return

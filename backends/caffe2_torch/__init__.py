@@ -72,10 +72,8 @@ def prepare(spec: RunSpec) -> None:
     Triton's kernels, keyed by torch on the graph, its inputs and the compile settings); on GPUs,
     cuDNN's word."""
     from .. import caches
-    from .. import options as opts
     from ..pipelines import feed
-    feed.hw_connections(spec.data, spec.device, spec.options,
-                        lambda key: opts.value(OPTIONS, spec.options, key))
+    feed.hw_connections(spec, OPTIONS)
     if spec.device == "cuda":
         caches.say("cudnn_autotune", CUDNN)
     if spec.compile:

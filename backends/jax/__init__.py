@@ -65,13 +65,11 @@ def prepare(spec: RunSpec) -> None:
     """Before jax is imported: JAX_PLATFORMS and XLA_FLAGS for this run (flags.py), the
     persistent compilation cache (compile_cache.py), and with decode=hw CUDA's hardware queues
     (pipelines/feed.py: hw_connections)."""
-    from .. import options as opts
     from .. import world
     from ..pipelines import feed
     from . import compile_cache
     from .flags import prepare
-    feed.hw_connections(spec.data, spec.device, spec.options,
-                        lambda key: opts.value(OPTIONS, spec.options, key))
+    feed.hw_connections(spec, OPTIONS)
     member = world.world()
     prepare(spec, member)
     several_cpu = spec.device == "cpu" and member.processes > 1

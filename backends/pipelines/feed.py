@@ -92,15 +92,19 @@ CONNECTIONS_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"  # read by CUDA when it creates 
 CUDA_DEFAULT_CONNECTIONS = 8
 
 
-def hw_connections(data: Optional[str], device: str, given: Dict[str, Any], opt) -> None:
-    """Before the framework creates its CUDA context (a backend's prepare()): a run that may
-    decode on the JPEG engines (--data on a GPU, decode hw or auto: pipelines.may_use) gets the
-    option cuda_connections' hardware queues; a CUDA_DEVICE_MAX_CONNECTIONS the user set stays
-    unless the option is given. given: the options given for the run."""
+def hw_connections(spec, declared) -> None:
+    """Before the framework creates its CUDA context (a backend's prepare(), `declared` its
+    OPTIONS): a run that may decode on the JPEG engines (--data on a GPU, decode hw or auto:
+    pipelines.may_use) gets the option cuda_connections' hardware queues; a
+    CUDA_DEVICE_MAX_CONNECTIONS the user set stays unless the option is given."""
+    from .. import options as opts
     from . import may_use
-    if data is None or device != "cuda" or not may_use("hw", opt):
+
+    def opt(key):
+        return opts.value(declared, spec.options, key)
+    if spec.data is None or spec.device != "cuda" or not may_use("hw", opt):
         return
-    if "cuda_connections" in given or not os.environ.get(CONNECTIONS_ENV):
+    if "cuda_connections" in spec.options or not os.environ.get(CONNECTIONS_ENV):
         os.environ[CONNECTIONS_ENV] = str(opt("cuda_connections"))
 
 
