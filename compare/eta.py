@@ -176,18 +176,12 @@ def trained(r: RunResult, spec: RunSpec) -> Optional[float]:
     return max(total - training, 0.0) + training * ahead / epochs * per_epoch * pixels
 
 
-_IMAGES: Dict[str, int] = {}
-
-
 def _images(folder: Optional[str]) -> int:
     """The training images of a data folder (DIR/train's JPEG files; 0: none found)."""
     if not folder or folder == "synthetic":
         return 0
-    if folder not in _IMAGES:
-        from .datasets import jpegs_up_to
-        train = os.path.join(folder, "train")
-        _IMAGES[folder] = jpegs_up_to(train, 1 << 62) if os.path.isdir(train) else 0
-    return _IMAGES[folder]
+    from .datasets import jpeg_count
+    return jpeg_count(os.path.join(folder, "train"))
 
 
 def cached_compile(r: RunResult) -> float:

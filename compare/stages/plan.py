@@ -340,7 +340,7 @@ def schedule(plan: Plan, todo, folder: Path, known=()) -> Tuple[str, Dict[str, f
 def _trains(study: Study) -> List[str]:
     """Time to accuracy: one line of what each run does (target, epochs, evaluations) and what
     each data folder holds (train/ and val/: JPEG files and classes); none for throughput."""
-    from ..datasets import jpegs_up_to
+    from ..datasets import jpeg_count
     if study.target_accuracy is None:
         return []
 
@@ -348,7 +348,7 @@ def _trains(study: Study) -> List[str]:
         return "epoch" if n == 1 else "{} epochs".format(n)
 
     def holds(folder: str) -> str:
-        return "{} images in {} classes".format(jpegs_up_to(folder, 1 << 62),
+        return "{} images in {} classes".format(jpeg_count(folder),
                                                 len(_with_jpegs(folder)))
     return ["time to accuracy: top-1 {} on val/ within {}, evaluated every {}; {}".format(
         study.target_accuracy, "{} epoch{}".format(study.max_epochs, "s" * (study.max_epochs > 1)),
