@@ -145,6 +145,7 @@ CPU_DRAFT = Option("cpu_draft", "bool", "with --data DIR and decode=hw: the CPU 
 # shares a queue with decode streams whose heads wait (on the JPEG engines, a copy), and its next
 # kernel waits behind them. On an H100 (2026-12-05, bench/realdata_gpu.sh conns), fp16 b256:
 # real/synthetic 0.833 -> 0.932 (PyTorch) and 0.783 -> 0.977 (JAX) at 32; synthetic unchanged
+CUDA_DEFAULT_CONNECTIONS = 8  # CUDA's own, where CUDA_DEVICE_MAX_CONNECTIONS is unset
 CUDA_CONNECTIONS = Option("cuda_connections", "int", "with --data DIR and decode=hw (or auto) on "
                           "a GPU: the hardware queues CUDA maps the process's streams onto "
                           "(CUDA_DEVICE_MAX_CONNECTIONS), which the step's stream shares with "

@@ -10,6 +10,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional
 
+from ..contract.options import CUDA_DEFAULT_CONNECTIONS
 from ..dataset import Tally
 
 
@@ -89,7 +90,6 @@ class Prefetcher:
 
 
 CONNECTIONS_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"  # read by CUDA when it creates a context
-CUDA_DEFAULT_CONNECTIONS = 8
 
 
 def hw_connections(spec, declared) -> None:

@@ -9,6 +9,8 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
+from backends.contract.options import CUDA_DEFAULT_CONNECTIONS
+
 from .. import frameworks
 from . import metrics, tables
 from .comparator import DATA_SETTINGS, KEY
@@ -20,7 +22,6 @@ COLUMNS = CELL + ["synthetic_ips", "real_ips", "data_only_ips", "data_efficiency
                   "pipeline_share", "cpu_cores", "loader_workers", "host_cpu_cores",
                   "data_pipeline", "decode", "decode_why", "images_read", "corrupt_skipped",
                   "cuda_connections", "real_status"]
-CUDA_DEFAULT_CONNECTIONS = 8  # CUDA_DEVICE_MAX_CONNECTIONS unset (backends/pipelines/feed.py)
 
 
 def _ips(row: Optional[pd.Series]) -> Optional[float]:
