@@ -537,3 +537,16 @@ def test_a_repeated_jax_cell_takes_its_compiled_step_from_the_persistent_cache(t
     assert (cold["state"], warm["state"]) == ("miss", "hit")
     assert warm["hits"] == cold["misses"] > 0  # every compilation of the first run, found again
     assert warm_s < cold_s
+
+
+def test_a_launch_that_built_the_environment_reads_no_negative_seconds():
+    # the README's main job printed "-0.0" in the launch column of cells whose environment was
+    # built in their launch: the build is timed apart, a few ms longer than the launch marks
+    from compare.reporting import timeline as report_phases
+    from tests.helpers import result
+    r = result("caffe2", "fp32", 1, 1000.0)
+    r.phases = {"cell_start": 0.0, "launched": 33.30, "timed_start": 40.0, "timed_end": 50.0,
+                "cell_end": 51.0}
+    r.environment = {"env_build_s": 33.34}
+    row = report_phases.rows([r])[0]
+    assert row["launch"] == 0.0 and "{:.1f}".format(row["launch"]) == "0.0"

@@ -55,7 +55,10 @@ def env_build_s(r: RunResult) -> float:
 
 def _span(r: RunResult, name: str, start, end: str) -> Optional[float]:
     value = span(r.phases, start, end)
-    return value - env_build_s(r) if value is not None and name == "launch" else value
+    if value is None or name != "launch":
+        return value
+    # the build is timed apart from the launch marks, a few ms apart: no "-0.0" s of launch
+    return max(0.0, value - env_build_s(r))
 
 
 def time_to_first_step(marks: Dict[str, float]) -> Optional[float]:
