@@ -54,8 +54,10 @@ def env_build_s(r: RunResult) -> float:
 
 
 def _span(r: RunResult, name: str, start, end: str) -> Optional[float]:
+    """A span of the table: the launch and the whole cell without the environment its launch
+    built once (set-up, said in a line of its own)."""
     value = span(r.phases, start, end)
-    if value is None or name != "launch":
+    if value is None or name not in ("launch", "cell"):
         return value
     # the build is timed apart from the launch marks, a few ms apart: no "-0.0" s of launch
     return max(0.0, value - env_build_s(r))
@@ -78,7 +80,7 @@ def rows(results: Sequence[RunResult]) -> List[Dict]:
         for name, start, end in SPANS:
             row[name] = median(_span(r, name, start, end) for r in rs)
         row["to first step"] = median(time_to_first_step(r.phases) for r in rs)
-        row["cell"] = median(span(r.phases, "cell_start", "cell_end") for r in rs)
+        row["cell"] = median(_span(r, "cell", "cell_start", "cell_end") for r in rs)
         out.append(row)
     return out
 
@@ -89,7 +91,7 @@ def setup_lines(results: Sequence[RunResult]) -> List[str]:
     if not built:
         return []
     return ["Set-up: environments built once during the sweep, each inside the launch of its first "
-            "cell and left out of that cell's launch above: {}.".format("; ".join(
+            "cell and left out of that cell's launch and cell times above: {}.".format("; ".join(
                 "{} {:.1f} s (in {})".format(frameworks.display(fw), s, run) for fw, s, run in built))]
 
 
