@@ -669,6 +669,25 @@ def test_a_writer_python_without_its_frameworks_modules_is_refused_before_the_fo
     assert not (tmp_path / "d" / ".compare").exists()  # not checked, nothing written
 
 
+@pytest.mark.parametrize("names", [["caffe2"], ["caffe2", "jax"]], ids=["one", "two"])
+def test_a_python_of_a_framework_without_a_writer_is_not_probed_and_said_unused(names, tmp_path, capsys):
+    """caffe2 and jax read the JPEG folder itself (DATA_FORMAT None): their --python writes
+    nothing, yet it was probed, and /bin/false refused the whole prepare (exit 2)."""
+    make(tmp_path / "d", capsys=capsys)
+    python = ["--python", "{}=/bin/false".format(names[0])] + (
+        ["--python", "{}=/bin/false".format(names[1])] if len(names) > 1 else [])
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks",
+                                ",".join(names)] + python, capsys)
+    assert code == 0, err
+    said = ", ".join("{}=/bin/false".format(n) for n in names)
+    assert err.splitlines()[0] == ("warning: --python {}: not used: caffe2 reads the JPEG folder itself "
+                                   "(no native format to write)".format(said) if len(names) == 1 else
+                                   "warning: --python {}: not used: caffe2 and jax read the JPEG folder "
+                                   "themselves (no native format to write)".format(said))
+    assert sum("not used" in line for line in err.splitlines()) == 1
+    assert out.splitlines()[-1] == "{:<8} {:<10} ready in {}".format(names[-1], "folder", tmp_path / "d")
+
+
 def test_a_folder_make_cannot_create_is_one_line_before_any_progress(tmp_path, capsys):
     # it drew an empty progress bar, then "compare: error: DIR: Not a directory" (or, under /proc,
     # "No such file or directory" for the folder it was asked to create)
