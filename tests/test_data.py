@@ -796,6 +796,53 @@ def test_the_plan_reads_a_bounded_sample_spread_over_a_big_folders_classes(tmp_p
         "which starts with ff d8 ff: train/c000/0000.JPEG is unreadable (No such file or directory); ")
 
 
+def test_the_plans_check_of_a_folder_reads_the_size_of_its_sample_only(tmp_path, monkeypatch):
+    # the plan's --data check (parsing.data) read os.stat of every file (its size and mtime, for
+    # prepare's fingerprint): minutes on ImageNet's 1.28 million; it needs the sample's 64 at most
+    from compare import parsing
+    from compare.study import DECLARED
+    for c in range(40):
+        (tmp_path / "d" / "train" / "c{:02d}".format(c)).mkdir(parents=True)
+        for i in range(30):
+            (tmp_path / "d" / "train" / "c{:02d}".format(c) / "{:02d}.JPEG".format(i)).write_bytes(
+                datasets.JPEG_START)
+    real, stats, listed = os.scandir, [], []
+
+    class Entry:
+        def __init__(self, e):
+            self.e = e
+
+        def __getattr__(self, name):
+            return getattr(self.e, name)
+
+        def stat(self, **kw):
+            stats.append(self.e.path)
+            return self.e.stat(**kw)
+
+    class Listing:
+        def __init__(self, path):
+            self.it = real(path)
+
+        def __iter__(self):
+            for e in self.it:
+                listed.append(e.path)
+                yield Entry(e)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.it.close()
+    monkeypatch.setattr(os, "scandir", Listing)
+    assert parsing.data(str(tmp_path / "d"), "--data", DECLARED["data"]) == (str(tmp_path / "d"),)
+    assert len(stats) <= datasets.SAMPLE_CLASSES * datasets.SAMPLE_PER_CLASS, len(stats)
+    assert sum(p.endswith(".JPEG") for p in listed) < 40 * 30 // 2  # 16 classes listed whole, at most
+    monkeypatch.setattr(os, "scandir", real)
+    picked = datasets.sample(datasets.open_folder(str(tmp_path / "d")))  # the plan's, as above
+    folder = datasets.open_folder(str(tmp_path / "d"))  # prepare's: every file, for the fingerprint
+    assert len(folder.entries) == 1200 and datasets.sample(folder) == picked  # the same 64
+
+
 def test_a_writer_is_ended_when_compare_is_stopped_while_it_writes(tmp_path):
     # Ctrl-C or SIGTERM (the sweep's handler raises KeyboardInterrupt) while a framework's writer
     # ran left the writer running on, an orphan still writing into DIR/.compare after compare ended
