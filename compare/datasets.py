@@ -41,12 +41,26 @@ PARALLEL_CHECK = 2000  # folders with more unchecked files than this are checked
 Entry = Tuple[str, int, int, int]  # relative path, label, size, mtime_ns
 
 
-@dataclass
 class Folder:
-    root: str  # absolute
-    class_root: str  # root/train, or root itself
-    classes: List[str]
-    entries: List[Entry]
+    """An ImageNet-layout folder as opened: its class folders, and its JPEG files (`entries`:
+    name, label, size and mtime of each) listed on first use. That is a walk of every file (an
+    os.stat each: minutes on ImageNet), which prepare's fingerprint needs and the plan does not:
+    its check reads a sample (sample()), each class folder only up to its first JPEG."""
+
+    def __init__(self, root: str, class_root: str, classes: List[str],
+                 entries: Optional[List[Entry]] = None):
+        self.root = root  # absolute
+        self.class_root = class_root  # root/train, or root itself
+        self.classes = classes  # every class folder, by name: a file's label is its index
+        self._entries = entries
+        self._groups: Optional[Dict[int, list]] = None  # label -> its JPEGs, where they are known
+
+    @property
+    def entries(self) -> List[Entry]:
+        if self._entries is None:
+            self._entries = [_entry(self.root, e, label) for label, name in enumerate(self.classes)
+                             for e in _jpegs(os.path.join(self.class_root, name))]
+        return self._entries
 
     @property
     def fingerprint(self) -> str:
@@ -55,9 +69,52 @@ class Folder:
             h.update("{}\t{}\t{}\t{}\n".format(rel, label, size, mtime).encode("utf-8", "surrogateescape"))
         return h.hexdigest()[:24]
 
+    def with_jpegs(self) -> List[int]:
+        """The labels of the class folders that hold a JPEG file: from the entries where they are
+        listed, else each folder read up to its first JPEG (ImageNet's train/ is not listed)."""
+        if self._groups is None:
+            self._groups = {}
+            if self._entries is not None:
+                for e in self._entries:
+                    self._groups.setdefault(e[1], []).append(e)
+            else:
+                self._groups = {label: [] for label, name in enumerate(self.classes)
+                                if _holds_jpeg(os.path.join(self.class_root, name))}
+        return list(self._groups)
+
+    def files_of(self, label: int) -> list:
+        """The JPEGs of one class folder with one (with_jpegs), sorted by name: its entries, or,
+        where the folder is not listed, its directory entries (no os.stat: entry() reads one)."""
+        self.with_jpegs()
+        if not self._groups[label]:
+            self._groups[label] = _jpegs(os.path.join(self.class_root, self.classes[label]))
+        return self._groups[label]
+
+    def entry(self, label: int, item) -> Entry:
+        """An item of files_of(label) as an Entry (a directory entry: its os.stat read now)."""
+        return item if isinstance(item, tuple) else _entry(self.root, item, label)
+
+
+def _jpegs(folder: str) -> List[os.DirEntry]:
+    """The JPEG files of one class folder, links followed, sorted by name; no os.stat of each."""
+    return sorted((e for e in os.scandir(folder) if e.name.lower().endswith(SUFFIXES) and
+                   _is(e, folder=False)), key=lambda e: e.name)
+
+
+def _holds_jpeg(folder: str) -> bool:
+    """Whether one class folder holds a JPEG file, read up to the first."""
+    with os.scandir(folder) as listing:
+        return any(e.name.lower().endswith(SUFFIXES) and _is(e, folder=False) for e in listing)
+
+
+def _entry(root: str, e: os.DirEntry, label: int) -> Entry:
+    st = e.stat()
+    return os.path.relpath(e.path, root), label, st.st_size, st.st_mtime_ns
+
 
 def open_folder(path: str, what: str = "--data") -> Folder:
-    """Scan `path`; a UserError line if it is missing, empty or has no class subfolders of JPEGs."""
+    """Open `path`; a UserError line if it is missing, empty or has no class subfolders of JPEGs
+    (each class folder read up to its first JPEG: the files are listed on first use)."""
     p = Path(path)
     if not p.exists():
         raise UserError("{} {}: no such folder; {}".format(what, path, LAYOUT))
@@ -69,33 +126,27 @@ def open_folder(path: str, what: str = "--data") -> Folder:
     class_root = root / "train" if (root / "train").is_dir() else root
     classes = sorted(e.name for e in os.scandir(str(class_root))
                      if _is(e, folder=True) and not e.name.startswith("."))
-    entries: List[Entry] = []
-    for label, name in enumerate(classes):
-        files = sorted((e for e in os.scandir(str(class_root / name))
-                        if _is(e, folder=False) and e.name.lower().endswith(SUFFIXES)),
-                       key=lambda e: e.name)
-        for e in files:
-            st = e.stat()
-            entries.append((os.path.relpath(e.path, str(root)), label, st.st_size, st.st_mtime_ns))
-    if not entries:
+    folder = Folder(str(root), str(class_root), classes)
+    if not folder.with_jpegs():
         raise UserError("{} {}: no class subfolders with JPEG files in {}; {}".format(
             what, path, os.path.join(path, os.path.relpath(str(class_root), str(root))).rstrip("/."),
             LAYOUT))
-    return Folder(str(root), str(class_root), classes, entries)
+    return folder
 
 
 def sample(folder: Folder) -> List[Entry]:
     """What the plan reads of a folder: up to SAMPLE_PER_CLASS files of each of up to
     SAMPLE_CLASSES classes, both spread evenly over the sorted names; the first of every class
-    first, so that a usable folder is told by the first file read."""
-    groups: Dict[int, List[Entry]] = {}
-    for e in folder.entries:
-        groups.setdefault(e[1], []).append(e)
-    classes = list(groups.values())
-    if len(classes) > SAMPLE_CLASSES:
-        classes = [classes[i * len(classes) // SAMPLE_CLASSES] for i in range(SAMPLE_CLASSES)]
-    picks = [sorted({i * len(g) // SAMPLE_PER_CLASS for i in range(SAMPLE_PER_CLASS)}) for g in classes]
-    return [g[p[n]] for n in range(SAMPLE_PER_CLASS) for g, p in zip(classes, picks) if n < len(p)]
+    first, so that a usable folder is told by the first file read. Only the sampled classes are
+    listed, and only the picked files' sizes read (Folder.files_of)."""
+    labels = folder.with_jpegs()
+    if len(labels) > SAMPLE_CLASSES:
+        labels = [labels[i * len(labels) // SAMPLE_CLASSES] for i in range(SAMPLE_CLASSES)]
+    classes = [folder.files_of(label) for label in labels]
+    picks = [sorted({i * len(g) // SAMPLE_PER_CLASS for i in range(SAMPLE_PER_CLASS)}) if g else []
+             for g in classes]  # (none where a class folder was emptied since)
+    return [folder.entry(label, g[p[n]]) for n in range(SAMPLE_PER_CLASS)
+            for label, g, p in zip(labels, classes, picks) if n < len(p)]
 
 
 def check_sample(folder: Folder, what: str) -> None:
@@ -114,7 +165,7 @@ def check_sample(folder: Folder, what: str) -> None:
             return
         bad.append("{} is empty".format(one_line(rel)) if not head else "{} starts with {}".format(
             one_line(rel), head.hex(" ")))
-    classes = len({e[1] for e in folder.entries})
+    classes = len(folder.with_jpegs())
     raise UserError("{}: none of the {} checked (up to {} in each of {}{} class{}) is a JPEG, "
                     "which starts with {}: {}{}; {}".format(
                         what, counted(len(picked), "file"), SAMPLE_PER_CLASS,

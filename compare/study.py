@@ -243,7 +243,9 @@ class Study:
                                                       self.said("data", "option"), add, both))
 
     def _accuracy_rules(self) -> None:
-        """Time to accuracy trains on DIR/train and evaluates on DIR/val (docs/accuracy.md)."""
+        """Time to accuracy trains on DIR/train and evaluates on DIR/val (docs/accuracy.md). A
+        GPU-hour price prices its runs only (their cost to train: reporting/accuracy.py); given to
+        a throughput study it would be kept and used nowhere."""
         from .datasets import held_out
         n, target = self.said, "target_accuracy"
         if self.target_accuracy is None:
@@ -251,6 +253,11 @@ class Study:
                 if getattr(self, name) != DECLARED[name].default:
                     raise UserError("{}{} belongs to {} (time to accuracy); add {}".format(
                         self.at(name), n(name), n(target, name), self.ask(name, target, "", "0.759")))
+            if self.gpu_hour_price is not None:
+                raise UserError("{}{} {}: prices time-to-accuracy runs (their cost to train), and "
+                                "this study has none; add {}, or leave the price out".format(
+                                    self.at("gpu_hour_price"), n("gpu_hour_price"), self.gpu_hour_price,
+                                    self.ask("gpu_hour_price", target, "0.759", "0.759")))
             return
         if "synthetic" in self.data or self.data_only:
             raise UserError("{}{} trains on a folder and evaluates on its held-out part: give {} "
@@ -270,6 +277,13 @@ class Study:
                                 n("batch_size", target), n("mode", target),
                                 self.ask(target, "batch_size", "N", "[N]"),
                                 self.ask(target, "mode", "default", '"default"')))
+        if self.eval_every > self.max_epochs:  # the harness evaluates after the last epoch only,
+            # once, which --eval-every did not ask for (no documented use needs it)
+            raise UserError("{}{} {}: more than {} {}, so it would evaluate once, after the last "
+                            "epoch; give {} from 1 to {}".format(
+                                self.at("eval_every", "max_epochs"), n("eval_every"), self.eval_every,
+                                n("max_epochs", "eval_every"), self.max_epochs, n("eval_every"),
+                                self.max_epochs))
 
     def from_file(self, name: str) -> bool:
         """Whether the setting's value is this command's campaign file's (not a flag's, not a

@@ -207,6 +207,39 @@ def test_report_files_are_not_written_into_a_campaigns_own_folders(argv, inside,
     assert sorted(str(p) for p in c.root.rglob("*")) == before
 
 
+@pytest.mark.parametrize("argv,what", [
+    (["report", "{c}", "--format", "json"], "not the campaign reported ({c}); give a folder inside it "
+                                            "(the default: {c}/report) or outside every campaign"),
+    (["diff", "{c}", "{c}"], "not one of the campaigns compared ({c}); give a folder inside one of "
+                             "them or outside every campaign"),
+    (["history", "{c}"], "not one of the campaigns of the history ({c}); give a folder inside one of "
+                         "them or outside every campaign")], ids=["report", "diff", "history"])
+@pytest.mark.parametrize("inside", ["", "report", "report/new"], ids=["its-root", "its-report", "below"])
+def test_report_files_are_not_written_into_another_campaigns_folder(argv, what, inside, tmp_path, capsys):
+    # `compare report A --out B/report` wrote A's report.md, tables and runs.csv over B's own report
+    from compare.store import Campaign
+    from tests.helpers import MACHINE, result
+    c, other = (Campaign.create(tmp_path / name, {"test": True}, MACHINE) for name in ("c", "other"))
+    for camp in (c, other):
+        camp.save_result(result("caffe2", "fp32", 1, 100.0))
+        camp.unlock()
+    (other.root / "report").mkdir()
+    (other.root / "report" / "report.md").write_text("the other campaign's report\n")
+    before = sorted(str(p) for p in other.root.rglob("*"))
+    out = other.root / inside if inside else other.root
+    code, stdout, err = main_exit([a.format(c=c.root) for a in argv] + ["--out", str(out)], capsys)
+    assert (code, stdout, err) == (2, "", "compare: error: --out {}: inside the folder of campaign {}, "
+                                          "{}\n".format(out, other.root, what.format(c=c.root)))
+    assert sorted(str(p) for p in other.root.rglob("*")) == before
+    assert (other.root / "report" / "report.md").read_text() == "the other campaign's report\n"
+    code, _, err = main_exit([a.format(c=c.root) for a in argv] + ["--out", str(c.root / "mine")],
+                             capsys)  # inside a campaign it reads, and outside any: written
+    assert code == 0, err
+    code, _, err = main_exit([a.format(c=c.root) for a in argv] + ["--out", str(tmp_path / "apart")],
+                             capsys)
+    assert code == 0 and (tmp_path / "apart").is_dir(), err
+
+
 @pytest.mark.parametrize("argv,message", [
     (["data", "info", ""], "compare data info: FOLDER is empty; give an ImageNet-layout folder "
                            "(DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"),

@@ -669,6 +669,25 @@ def test_a_writer_python_without_its_frameworks_modules_is_refused_before_the_fo
     assert not (tmp_path / "d" / ".compare").exists()  # not checked, nothing written
 
 
+@pytest.mark.parametrize("names", [["caffe2"], ["caffe2", "jax"]], ids=["one", "two"])
+def test_a_python_of_a_framework_without_a_writer_is_not_probed_and_said_unused(names, tmp_path, capsys):
+    """caffe2 and jax read the JPEG folder itself (DATA_FORMAT None): their --python writes
+    nothing, yet it was probed, and /bin/false refused the whole prepare (exit 2)."""
+    make(tmp_path / "d", capsys=capsys)
+    python = ["--python", "{}=/bin/false".format(names[0])] + (
+        ["--python", "{}=/bin/false".format(names[1])] if len(names) > 1 else [])
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "d"), "--frameworks",
+                                ",".join(names)] + python, capsys)
+    assert code == 0, err
+    said = ", ".join("{}=/bin/false".format(n) for n in names)
+    assert err.splitlines()[0] == ("warning: --python {}: not used: caffe2 reads the JPEG folder itself "
+                                   "(no native format to write)".format(said) if len(names) == 1 else
+                                   "warning: --python {}: not used: caffe2 and jax read the JPEG folder "
+                                   "themselves (no native format to write)".format(said))
+    assert sum("not used" in line for line in err.splitlines()) == 1
+    assert out.splitlines()[-1] == "{:<8} {:<10} ready in {}".format(names[-1], "folder", tmp_path / "d")
+
+
 def test_a_folder_make_cannot_create_is_one_line_before_any_progress(tmp_path, capsys):
     # it drew an empty progress bar, then "compare: error: DIR: Not a directory" (or, under /proc,
     # "No such file or directory" for the folder it was asked to create)
@@ -775,6 +794,53 @@ def test_the_plan_reads_a_bounded_sample_spread_over_a_big_folders_classes(tmp_p
     assert str(refused.value).startswith(
         "--data D: none of the 64 files checked (up to 4 in each of 16 of its 100 classes) is a JPEG, "
         "which starts with ff d8 ff: train/c000/0000.JPEG is unreadable (No such file or directory); ")
+
+
+def test_the_plans_check_of_a_folder_reads_the_size_of_its_sample_only(tmp_path, monkeypatch):
+    # the plan's --data check (parsing.data) read os.stat of every file (its size and mtime, for
+    # prepare's fingerprint): minutes on ImageNet's 1.28 million; it needs the sample's 64 at most
+    from compare import parsing
+    from compare.study import DECLARED
+    for c in range(40):
+        (tmp_path / "d" / "train" / "c{:02d}".format(c)).mkdir(parents=True)
+        for i in range(30):
+            (tmp_path / "d" / "train" / "c{:02d}".format(c) / "{:02d}.JPEG".format(i)).write_bytes(
+                datasets.JPEG_START)
+    real, stats, listed = os.scandir, [], []
+
+    class Entry:
+        def __init__(self, e):
+            self.e = e
+
+        def __getattr__(self, name):
+            return getattr(self.e, name)
+
+        def stat(self, **kw):
+            stats.append(self.e.path)
+            return self.e.stat(**kw)
+
+    class Listing:
+        def __init__(self, path):
+            self.it = real(path)
+
+        def __iter__(self):
+            for e in self.it:
+                listed.append(e.path)
+                yield Entry(e)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.it.close()
+    monkeypatch.setattr(os, "scandir", Listing)
+    assert parsing.data(str(tmp_path / "d"), "--data", DECLARED["data"]) == (str(tmp_path / "d"),)
+    assert len(stats) <= datasets.SAMPLE_CLASSES * datasets.SAMPLE_PER_CLASS, len(stats)
+    assert sum(p.endswith(".JPEG") for p in listed) < 40 * 30 // 2  # 16 classes listed whole, at most
+    monkeypatch.setattr(os, "scandir", real)
+    picked = datasets.sample(datasets.open_folder(str(tmp_path / "d")))  # the plan's, as above
+    folder = datasets.open_folder(str(tmp_path / "d"))  # prepare's: every file, for the fingerprint
+    assert len(folder.entries) == 1200 and datasets.sample(folder) == picked  # the same 64
 
 
 def test_a_writer_is_ended_when_compare_is_stopped_while_it_writes(tmp_path):

@@ -125,3 +125,33 @@ def test_a_data_folder_a_campaign_file_gives_is_named_by_the_file(study, tmp_pat
     assert code == 2 and err.splitlines()[-1].startswith(
         "compare: error: study.toml: data {}: none of its 2 JPEG files can be used".format(
             tmp_path / "bad")), err
+
+
+def test_a_held_out_part_no_framework_can_use_is_named_as_the_study_names_its_folder(study, tmp_path,
+                                                                                     capsys):
+    # DIR/val of JPEG first bytes and no JPEG after: the plan's look passes it, prepare's decode
+    # refuses it, and the line began with the bare folder, without the --data that gave it
+    from compare import learnable
+    from compare.imagegen import make
+    root = tmp_path / "imagenet"
+    make(root, learnable.LearnableSpec(classes=2, train_per_class=4, val_per_class=1), 1,
+         lambda n, b: None)
+    for jpeg in (root / "val").rglob("*.JPEG"):
+        jpeg.write_bytes(b"\xff\xd8\xffjunk")
+    code, out, err = _run(study + ["--data", root, "--target-accuracy", "0.5"], capsys)
+    assert code == 2 and err.splitlines()[-1].startswith(
+        "compare: error: --data {}: none of its 2 JPEG files can be used".format(root / "val")), err
+
+
+def test_a_message_is_matched_to_its_data_folder_by_path_components_not_text():
+    # /data/imagenet2 is not /data/imagenet, nor inside it; /data/imagenet/val is inside it
+    from compare.stages.prepare import folder_of
+    siblings = ["/data/imagenet", "/data/imagenet2"]
+    assert folder_of("/data/imagenet2: none of its 2 JPEG files can be used", siblings[:1]) is None
+    assert folder_of("/data/imagenet2: none of its 2 JPEG files can be used", siblings) == siblings[1]
+    assert folder_of("/data/imagenet: none of its 2 JPEG files can be used", siblings) == siblings[0]
+    assert folder_of("/data/imagenet/val: none of its 2 JPEG files", siblings[1:]) is None
+    assert folder_of("/data/imagenet/val: none of its 2 JPEG files", siblings) == siblings[0]
+    assert folder_of("/data/imagenet/: none", ["/data//imagenet/"]) == "/data//imagenet/"
+    assert folder_of("/data/a: b: none of its 2 JPEG files", ["/data/a: b"]) == "/data/a: b"
+    assert folder_of("--data /data/imagenet: no such folder", siblings) is None  # named already

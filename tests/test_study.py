@@ -269,6 +269,23 @@ def test_bad_time_to_accuracy_input_is_one_line(args, message, folder, tmp_path,
     assert not (tmp_path / "c").exists()
 
 
+@pytest.mark.parametrize("flags,message", [
+    ({"gpu_hour_price": "2.5"}, "--gpu-hour-price 2.5: prices time-to-accuracy runs (their cost to "
+                                "train), and this study has none; add --target-accuracy 0.759, or leave "
+                                "the price out"),
+    ({"target_accuracy": "0.5", "max_epochs": "2", "eval_every": "5"},
+     "--eval-every 5: more than --max-epochs 2, so it would evaluate once, after the last epoch; give "
+     "--eval-every from 1 to 2"),
+], ids=["price", "eval-every"])
+def test_every_time_to_accuracy_rule_is_the_studys_own(flags, message, folder):
+    # the price and eval-every rules sat in the plan stage, apart from Study._accuracy_rules: a
+    # Study built without a plan (a campaign file read, a resume) took them unchecked
+    from compare.errors import UserError
+    with pytest.raises(UserError) as refused:
+        study.build(dict(CPU, frameworks="caffe2", data=str(folder), **flags))
+    assert str(refused.value) == message
+
+
 def test_every_flag_of_compare_run_is_a_declared_setting_and_a_file_key(tmp_path, capsys):
     code, out, _ = main_exit(["run", "--help"], capsys)
     import re

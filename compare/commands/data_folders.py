@@ -179,10 +179,11 @@ def prepare(
         raise UserError("--device cuda: no NVIDIA GPU found on this machine (nvidia-smi lists "
                         "none); use --device cpu: its environments write the same formats, which "
                         "GPU runs read")
-    for fw in fw_list:  # its writer would fail at once (as a run's cells would: stages/plan.py)
-        if fw.name in overrides:
-            envs.check_python(fw, overrides[fw.name])
     console = _console()
+    _unused_python(overrides, console)
+    for fw in fw_list:  # its writer would fail at once (as a run's cells would: stages/plan.py)
+        if fw.name in overrides and formats.data_format(fw) is not None:
+            envs.check_python(fw, overrides[fw.name])
     prepared = datasets.checked(found, console)
     print(datasets.summary(prepared))
     if datasets.held_out(found.root):  # DIR/train and DIR/val: the held-out part too
@@ -195,6 +196,19 @@ def prepare(
             "ready in " + (prepared.format_dir(fmt) if fmt else prepared.root)
         print("{:<8} {:<10} {}".format(fw.name, fmt or "folder", state))
     raise typer.Exit(1 if failed else 0)
+
+
+def _unused_python(overrides, console) -> None:
+    """One warning line for the --python of frameworks that have no writer (they read the JPEG
+    folder themselves: DATA_FORMAT None): prepare runs nothing with it, so it is not probed."""
+    from .. import formats
+    unused = [name for name in overrides if formats.data_format(fws.get(name)) is None]
+    if unused:
+        console.print("warning: --python {}: not used: {} (no native format to write)".format(
+            ", ".join("{}={}".format(n, overrides[n]) for n in unused),
+            "{} reads the JPEG folder itself".format(unused[0]) if len(unused) == 1 else
+            "{} read the JPEG folder themselves".format(" and ".join(
+                [", ".join(unused[:-1]), unused[-1]]))))
 
 
 @app.command()

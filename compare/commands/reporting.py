@@ -11,7 +11,7 @@ matplotlib) happen inside the commands.
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import typer
 
@@ -35,15 +35,41 @@ def _cells(path: Path):
     return c, cells(view.throughput), view.missing, view.results
 
 
-def _out(text: Optional[str]) -> Optional[Path]:
+def _out(text: Optional[str], read: Sequence[Path] = (), whose: str = "") -> Optional[Path]:
     """--out as a folder: taken as text, as typer would make '' the current folder (Path('.'));
-    one line where it is empty or inside a folder a campaign's runs write."""
+    one line where it is empty, inside a folder a campaign's runs write, or inside the folder of
+    a campaign other than those the command reads (`read`; `whose`: how the message names them)."""
     if text is None:
         return None
     parsing.given(text, "--out", "give a folder path")
     from ..store import check_outside_runs
     check_outside_runs(Path(text), "--out", " (a campaign's report folder, or any other)")
+    _not_another_campaign(Path(text), read, whose)
     return Path(text)
+
+
+def _not_another_campaign(out: Path, read: Sequence[Path], whose: str) -> None:
+    """One line where `out` is, or lies inside, the folder of a campaign the command does not
+    read: its files would stand among that campaign's (a report over its own report/)."""
+    from ..store import CAMPAIGN_FILE
+    where, mine = out.resolve(), {Path(r).resolve() for r in read}
+    for root in [where] + list(where.parents):  # the nearest campaign above --out decides
+        if (root / CAMPAIGN_FILE).is_file():
+            if root in mine:
+                return
+            one = len(mine) == 1 and whose.startswith("the campaign ")
+            raise UserError("--out {}: inside the folder of campaign {}, not {}{}; give a "
+                            "folder inside {} or outside every campaign".format(
+                                out, root, whose, " ({})".format(", ".join(map(str, read))) if read
+                                else "",
+                                "it (the default: {})".format(Path(read[0]) / "report") if one
+                                else "one of them"))
+
+
+def _read_by_history(folders: List[Path]) -> List[Path]:
+    """The campaigns `compare history` reads of its arguments (each, or those one level below)."""
+    from ..store import campaign_folders
+    return list(dict.fromkeys(p for f in folders for p in campaign_folders(f)))
 
 
 def _campaign(text: str, label: str) -> Path:
@@ -80,7 +106,7 @@ def report(
     from ..stages import report as stage
     from ..store import Campaign
     campaign = _campaign(campaign, "compare report: CAMPAIGN")
-    out = _out(out)
+    out = _out(out, [campaign], "the campaign reported")
     formats = parse_formats(format)
     loaded, seen = [], set()
     for r in reference:  # each reference once, as history counts a campaign named twice once
@@ -122,7 +148,7 @@ def diff(
     typed = (campaign_a, campaign_b)
     campaign_a, campaign_b = (_campaign(campaign_a, "compare diff: CAMPAIGN_A"),
                               _campaign(campaign_b, "compare diff: CAMPAIGN_B"))
-    out = _out(out)
+    out = _out(out, list(dict.fromkeys([campaign_a, campaign_b])), "one of the campaigns compared")
     if out is not None:
         check_writable_dir(out, "--out")
     (ca, da, _, ra), (cb, db, _, rb) = _cells(campaign_a), _cells(campaign_b)
@@ -164,7 +190,7 @@ def history(
     from ..reporting import html, tables
     campaigns = [Path(parsing.given(c, "compare history: CAMPAIGNS", "give campaign folders made by "
                                     "`compare run`, or the folder that holds them")) for c in campaigns]
-    out = _out(out)
+    out = _out(out, _read_by_history(campaigns), "one of the campaigns of the history")
     if out is not None:
         check_writable_dir(out, "--out")
     camps = hist.campaigns(campaigns, lambda w: _err("warning: " + w))

@@ -72,7 +72,6 @@ def make(study: Study, log=lambda text: None) -> Plan:
     """The plan of `study` (one UserError line for what cannot run where it would)."""
     envs.check_cache()  # environments and prepared data go there: refused before anything runs
     _check_exit_grace()
-    _check_price(study)
     fws = study.framework_list()
     ctx = executors.Context(fws, "auto", study.overrides, study.executor_flags, log=log,
                             said=study.label("executor"))
@@ -101,7 +100,6 @@ def make(study: Study, log=lambda text: None) -> Plan:
         said["windows"] = "{0} ({1} timed steps: one window per step, not the default {2})".format(
             common["steps"], common["steps"], study.windows)
     if study.target_accuracy is not None:  # time to accuracy (docs/accuracy.md)
-        _check_eval_every(study)
         common.update(target_accuracy=study.target_accuracy, max_epochs=study.max_epochs,
                       eval_every=study.eval_every)
     _check_size(study, given, fws)
@@ -254,28 +252,6 @@ def _unused_python(study: Study, log) -> None:
             log("warning: {} {}={}: not used: {} is not in this run's {} ({})".format(
                 study.label("python"), name, path, name, study.said("frameworks", "python"),
                 ", ".join(run)))
-
-
-def _check_price(study: Study) -> None:
-    """A GPU-hour price prices time-to-accuracy runs only (their cost to train: reporting/
-    accuracy.py); given to a throughput study it would be kept and used nowhere."""
-    if study.gpu_hour_price is not None and study.target_accuracy is None:
-        raise UserError("{}{} {}: prices time-to-accuracy runs (their cost to train), and this "
-                        "study has none; add {}, or leave the price out".format(
-                            study.at("gpu_hour_price"), study.said("gpu_hour_price"),
-                            study.gpu_hour_price, study.ask("gpu_hour_price", "target_accuracy",
-                                                            "0.759", "0.759")))
-
-
-def _check_eval_every(study: Study) -> None:
-    """Evaluations every K epochs with K above the epochs allowed: the harness evaluates after
-    the last epoch only, once, which --eval-every did not ask for (no documented use needs it)."""
-    if study.eval_every > study.max_epochs:
-        raise UserError("{}{} {}: more than {} {}, so it would evaluate once, after the last "
-                        "epoch; give {} from 1 to {}".format(
-                            study.at("eval_every", "max_epochs"), study.said("eval_every"),
-                            study.eval_every, study.said("max_epochs", "eval_every"),
-                            study.max_epochs, study.said("eval_every"), study.max_epochs))
 
 
 def _check_size(study: Study, given: Dict[str, Any], fws) -> None:

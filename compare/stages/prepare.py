@@ -11,7 +11,7 @@ import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict
+from typing import Any, Dict, Optional, Sequence
 
 from backends.contract import RunResult
 
@@ -116,9 +116,26 @@ def _data(plan: Plan, executor: Executor, console) -> None:
                                         plan.study.target_accuracy is not None,
                                         (plan.study.label("data"), plan.study.said("batch_size", "data")))
         except UserError as exc:  # a folder it cannot use, named as the study names --data
-            bad = next((d for d in folders if str(exc).startswith(d + ": ")), None)
-            if bad is None:
+            if folder_of(str(exc), folders) is None:
                 raise
             raise UserError("{} {}".format(plan.study.label("data"), exc)) from None
         executor.check_data(prepared)
+
+
+def folder_of(message: str, folders: Sequence[str]) -> Optional[str]:
+    """The folder of `folders` a message of datasets.for_run is about, where it begins with a path
+    (the folder as resolved, or its val/) and ': '; None where it names none (one that begins
+    with the setting already). Compared as resolved path components, not as text: /data/imagenet2
+    is no part of /data/imagenet, and /data/imagenet/val is."""
+    at = message.find(": ")
+    while at > 0:
+        head = message[:at]  # a folder's name may hold ': ' too: each place it could end
+        if os.path.isabs(head):
+            parts = Path(os.path.realpath(head)).parts
+            for folder in folders:
+                mine = Path(os.path.realpath(folder)).parts
+                if parts[:len(mine)] == mine:
+                    return folder
+        at = message.find(": ", at + 1)
+    return None
 
