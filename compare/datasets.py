@@ -374,7 +374,10 @@ def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: N
                      ) -> dataset.Prepared:
     """Check DIR/val like DIR (its own manifest in DIR/val/.compare; every framework reads it as
     JPEGs, so no native format is written); a UserError when it names a class train/ lacks."""
-    val = checked(open_held_out(train.root), console)
+    try:
+        val = checked(open_held_out(train.root), console)
+    except UserError as exc:  # none of val/'s files usable: val/'s layout, as open_held_out says
+        raise _val_layout(exc) from None
     check_val_classes(val.root, val.manifest["class_names"], train.manifest["class_names"],
                       train.manifest["class_root"])
     log("data (held out): " + summary(val))
@@ -388,8 +391,15 @@ def open_held_out(root: str) -> Folder:
         val = open_folder(os.path.join(root, "val"))
         check_sample(val, "--data " + os.path.join(root, "val"))
         return val
-    except UserError as exc:  # its hint is train/'s layout; val/'s is its own
-        raise UserError(str(exc).split("; " + LAYOUT)[0] + "; " + VAL_LAYOUT) from None
+    except UserError as exc:
+        raise _val_layout(exc) from None
+
+
+def _val_layout(exc: UserError) -> UserError:
+    """A UserError of DIR/val with val/'s layout as its hint, where the folder checks give
+    train/'s."""
+    text = str(exc)
+    return exc if text.endswith(VAL_LAYOUT) else UserError(text.split("; " + LAYOUT)[0] + "; " + VAL_LAYOUT)
 
 
 def check_val_classes(val_root: str, val_classes, train_classes, class_root: str) -> None:

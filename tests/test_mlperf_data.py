@@ -297,3 +297,17 @@ def test_a_val_folder_with_no_jpeg_among_the_files_checked_is_refused_by_the_pla
             "compare: error: --data {0}/val: none of the ".format(root)) and line.endswith("; " + VAL_LAYOUT)
         assert " files checked (up to 4 in each of 2 classes) is a JPEG, which starts with ff d8 ff: {} " \
             "starts with 6e 6f 74; {} starts with 6e 6f 74; ".format(*firsts) in line, line
+
+
+def test_a_val_folder_of_truncated_jpegs_gives_vals_layout_not_trains(tmp_path, capsys):
+    # files that start like JPEGs pass the plan's sample; prepare's full check found none usable
+    # and its hint described DIR/train/<class>/*.JPEG, where val/ was the folder at fault
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    root = (tmp_path / "a").resolve()
+    for path in (root / "val").rglob("*.JPEG"):
+        path.write_bytes(path.read_bytes()[:40])
+    code, out, err = main_exit(["data", "prepare", str(tmp_path / "a")], capsys)
+    line = err.splitlines()[-1]
+    assert code == 2 and line.startswith("compare: error: {}/val: none of its 2 JPEG files can "
+                                         "be used (".format(root)), err
+    assert line.endswith("; " + VAL_LAYOUT), line
