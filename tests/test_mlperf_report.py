@@ -426,3 +426,17 @@ def test_diff_of_accuracy_campaigns_with_other_targets_says_so_before_convergenc
     assert code == 0, err
     assert "not comparable: settings differ: target 0.99 vs 0.5 |" in out
     assert "no run reached the target" not in out
+
+
+def test_the_html_page_of_accuracy_runs_alone_is_headed_time_to_accuracy(tmp_path, results):
+    """A campaign of time-to-accuracy runs alone was headed 'Training throughput — compare
+    report' (it measured no throughput cell): its page names its network and what it measured."""
+    from compare.stages.report import write as write_report
+    from compare.store import Campaign
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        campaign.save_result(r)
+    write_report(campaign, tmp_path / "report", ("html",))
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "<h1>ResNet-50 v1.5 time to accuracy — compare report</h1>" in page
+    assert "Training throughput" not in page

@@ -65,7 +65,7 @@ def write_files(df, out_dir: Path, formats: Sequence[str], machine: Optional[Dic
             if shown:  # none without results: no folder made, none announced
                 written.append(out_dir / "tables")
         elif fmt == "html":
-            files.write_text(path, html.page(df, rep, more=charts), base)
+            files.write_text(path, html.page(df, rep, more=charts, trained=trained), base)
         else:
             files.write_text(path, json.dumps(cells_out.to_dict(orient="records"), indent=2, default=str)
                              + "\n", base)

@@ -6,7 +6,7 @@ table models the Markdown report renders (tables.py), so the two never disagree.
 import base64
 import html
 import re
-from typing import List
+from typing import List, Sequence
 
 import pandas as pd
 
@@ -43,25 +43,31 @@ def document(title: str, body: List[str]) -> str:
                 html.escape(title), STYLE, "\n".join(body))
 
 
-def _trained(df: pd.DataFrame) -> str:
-    """'ResNet-50 v1.5 training throughput', 'ResNet-50 v1.5 and VGG-16 …': the networks of the
-    cells, as `compare list models` names them (a name it does not know, as it is)."""
+def _trained(df: pd.DataFrame, accuracy_models: Sequence = ()) -> str:
+    """'ResNet-50 v1.5 training throughput', 'ResNet-50 v1.5 and VGG-16 …', 'ResNet-50 v1.5 time
+    to accuracy' (a campaign of time-to-accuracy runs alone, whose networks are accuracy_models):
+    the networks of the cells, as `compare list models` names them (a name it does not know, as
+    it is), and what was measured of them."""
     from backends.contract.shared import networks
     present = set(df.model) if "model" in df else set()
+    present |= {m for m in accuracy_models if m}
     known = [n.name for n in networks.NETWORKS]
     titles = [networks.get(m).title if m in known else str(m)
               for m in sorted(present, key=lambda m: (known.index(m) if m in known else len(known),
                                                       str(m)))]
+    measured = " and ".join((["training throughput"] if not df.empty or not accuracy_models else [])
+                            + (["time to accuracy"] if accuracy_models else []))
     if not titles:
-        return "Training throughput"
-    return "{} training throughput".format(" and ".join([", ".join(titles[:-1])] + titles[-1:])
-                                           if len(titles) > 1 else titles[0])
+        return measured[0].upper() + measured[1:]
+    return "{} {}".format(" and ".join([", ".join(titles[:-1])] + titles[-1:])
+                          if len(titles) > 1 else titles[0], measured)
 
 
-def page(df: pd.DataFrame, report, more=()) -> str:
+def page(df: pd.DataFrame, report, more=(), trained: Sequence = ()) -> str:
     """The campaign report (report.Report) with the charts of its cells and `more` charts (time
-    to accuracy's), as one string."""
-    body = ["<h1>{} — compare report</h1>".format(html.escape(_trained(df))),
+    to accuracy's; trained: its runs, whose networks the heading names too), as one string."""
+    models = [(r.spec or {}).get("model") or "resnet50" for r in trained]
+    body = ["<h1>{} — compare report</h1>".format(html.escape(_trained(df, models))),
             code(tables.to_html(report.summary))]
     if not df.empty or more:
         body += [figure(c) for c in (charts.all_charts(df) if not df.empty else []) + list(more)]
