@@ -440,3 +440,22 @@ def test_the_html_page_of_accuracy_runs_alone_is_headed_time_to_accuracy(tmp_pat
     page = (tmp_path / "report" / "report.html").read_text()
     assert "<h1>ResNet-50 v1.5 time to accuracy — compare report</h1>" in page
     assert "Training throughput" not in page
+
+
+def test_minutes_to_target_of_seeds_that_differ_never_read_plus_or_minus_zero(tmp_path, capsys):
+    """Five MXNet seeds of 0.158-0.162 min on a CPU read '0.16 ±0.00' in the report, in diff and
+    in history, as if the seeds agreed to the second: the interval takes the decimals it needs
+    (as a ratio's does), the minutes as many."""
+    from tests.helpers import main_exit, save_campaign
+    minutes = [0.16115, 0.16003, 0.16002, 0.1584, 0.16195]
+    runs = [_result("caffe2", 1, r, m, 100) for r, m in enumerate(minutes)]
+    row = _rows(accuracy.tables(runs)[0])[("PyTorch (Caffe2)", "bf16", "256", "64", "1")]
+    assert row["minutes to target"] == "0.160 ±0.002"
+    a = save_campaign(tmp_path / "a", runs, created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", runs, created_at="2026-12-02T09:00:00+00:00")
+    code, out, err = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0, err
+    assert "| 0.160 ±0.002 | 0.160 ±0.002 |" in out and "±0.00 " not in out
+    code, out, err = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0, err
+    assert "| 0.160 ±0.002 |" in out and "±0.00 " not in out

@@ -122,7 +122,9 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
     for key, runs in groups.items():
         s = summary(runs)
         row = _label(key, shown) + [
-            "{}/{}".format(s["converged"], s["runs"]), _pm(s["minutes"], "{:.2f}"),
+            "{}/{}".format(s["converged"], s["runs"]), intervals.pm_minutes(
+                s["minutes"].value if s["minutes"] else None,
+                s["minutes"].half_width() if s["minutes"] else None),
             num(s["median"], "{:.2f}"), num(s["spread"], "{:.0%}"), _epochs(s["epochs"]),
             _score(s, runs),
             num(s["best"], "{:.3f}")]

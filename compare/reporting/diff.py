@@ -259,7 +259,7 @@ def tta_table(t: pd.DataFrame) -> Table:
     def minutes(r, side):
         if r["minutes_" + side] is None:
             return "n/a"
-        return intervals.pm(r["minutes_" + side], r["minutes_{}_ci95".format(side)], "{:.2f}") + \
+        return intervals.pm_minutes(r["minutes_" + side], r["minutes_{}_ci95".format(side)]) + \
             _rests_on(r, side, "converged")
     fields = tables.shown(t, ["framework", "model", "mode", "precision", "batch_size", "image_size", "N"])
     rows = [tables.label(r, fields) + [minutes(r, "a"), minutes(r, "b"),

@@ -165,7 +165,7 @@ def _tta_sections(t: pd.DataFrame) -> List[Tuple[tuple, List[Section]]]:
     out = []
     for key, g in t.groupby(TTA_KEY, sort=False):
         rows = [[r.date, r.commit, r.campaign, r.framework_version or "", "{:g}".format(r.target),
-                 pm(r.minutes, r.minutes_ci95, "{:.2f}") + rests_on(
+                 intervals.pm_minutes(r.minutes, r.minutes_ci95) + rests_on(
                      {"status": "ok", "repeats": r.converged, "runs": r.runs})
                  if r.minutes is not None else r.status,
                  pm_ratio(r.ratio, r.ratio_ci95, missing=""), _state(r)] for _, r in g.iterrows()]

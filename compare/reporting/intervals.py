@@ -149,11 +149,24 @@ def pm(value: Optional[float], half_width: Optional[float], fmt: str = "{:.2f}",
     return "{} ±{}".format(fmt.format(value), (hw_fmt or fmt).format(half_width).lstrip("+"))
 
 
+def _places(half_width: Optional[float]) -> int:
+    """Two decimals, or a third or fourth where two would print a non-zero interval as ±0.00."""
+    places = 2
+    while half_width and places < 4 and round(half_width, places) == 0:
+        places += 1
+    return places
+
+
 def pm_ratio(value: Optional[float], half_width: Optional[float], missing: str = "n/a") -> str:
     """'0.80× ±0.01'; with a third or fourth decimal where two would print a non-zero interval
     as ±0.00 ('0.998× ±0.001'), so that a state of better or worse is never shown beside
     '1.00× ±0.00'."""
-    places = 2
-    while half_width and places < 4 and round(half_width, places) == 0:
-        places += 1
+    places = _places(half_width)
     return pm(value, half_width, "{:.%df}×" % places, "{:.%df}" % places, missing)
+
+
+def pm_minutes(value: Optional[float], half_width: Optional[float], missing: str = "n/a") -> str:
+    """Minutes to target '1.10 ±0.20'; '0.160 ±0.002' where seeds a second apart would read
+    '0.16 ±0.00', as if they agreed (the report's, diff's and history's, one rule)."""
+    places = _places(half_width)
+    return pm(value, half_width, "{:.%df}" % places, "{:.%df}" % places, missing)
