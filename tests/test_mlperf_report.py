@@ -459,3 +459,27 @@ def test_minutes_to_target_of_seeds_that_differ_never_read_plus_or_minus_zero(tm
     code, out, err = main_exit(["history", str(a), str(b)], capsys)
     assert code == 0, err
     assert "| 0.160 ±0.002 |" in out and "±0.00 " not in out
+
+
+def test_initialisation_and_compilation_are_reported_beside_time_to_train(tmp_path, results):
+    """README and docs/accuracy.md promise init_s and compile_s 'reported beside' minutes to
+    target, and every result records them; the report and accuracy.json showed neither."""
+    import json
+
+    from compare.stages.report import write as write_report
+    from compare.store import Campaign
+    for i, r in enumerate(results):
+        r.accuracy.update(init_s=10.0 + i, compile_s=4.0 + i)
+    rows = _rows(accuracy.tables(results)[0])
+    one = rows[("PyTorch (Caffe2)", "bf16", "256", "64", "1")]
+    assert one["init s (compile)"] == "12.0 (6.0)"  # medians of 10..14 and 4..8
+    assert "init" in accuracy.tables(results)[0].notes[0]
+    campaign = Campaign.create(tmp_path / "c", {}, {})
+    for r in results:
+        campaign.save_result(r)
+    write_report(campaign, tmp_path / "report", ("json",))
+    cells = json.loads((tmp_path / "report" / "accuracy.json").read_text())
+    c = [c for c in cells if (c["framework"], c["gpus"]) == ("caffe2", 1)][0]
+    assert (c["init_s_median"], c["compile_s_median"]) == (12.0, 6.0)
+    assert [x["init_s"] for x in c["run_records"]] == [10.0, 11.0, 12.0, 13.0, 14.0]
+    assert [x["compile_s"] for x in c["run_records"]] == [4.0, 5.0, 6.0, 7.0, 8.0]

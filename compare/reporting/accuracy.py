@@ -43,6 +43,7 @@ def record(r) -> Dict:
                seed=a.get("seed"),
                best=a.get("best"), epochs=a.get("epochs"), images_trained=a.get("images_trained"),
                epochs_to_target=a.get("epochs_to_target"), evals=a.get("evals") or [],
+               init_s=a.get("init_s"), compile_s=a.get("compile_s"),
                images_per_sec=r.images_per_sec if r.status in FINISHED else None,
                reason=r.reason, log=a.get("mllog") or a.get("aborted_mllog"))
     start, stop = a.get("run_start_ms"), a.get("run_stop_ms")
@@ -86,7 +87,14 @@ def summary(runs: List[Dict]) -> Dict:
             "score": olympic_mean(minutes, dropped) if len(finished) >= REQUIRED_RUNS else None,
             "best": max((x["best"] for x in finished if x["best"] is not None), default=None),
             "ips": estimate([x["images_per_sec"] for x in finished]),
-            "images": statistics.median([x["images_trained"] for x in done]) if done else None}
+            "images": statistics.median([x["images_trained"] for x in done]) if done else None,
+            "init": _median([x["init_s"] for x in runs]),
+            "compile": _median([x["compile_s"] for x in runs])}
+
+
+def _median(xs: Sequence) -> Optional[float]:
+    xs = [float(x) for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
 
 
 FIELDS = ["framework", "model", "mode", "precision", "batch_size", "image_size", "N"]
@@ -127,25 +135,35 @@ def time_table(groups: Dict[Tuple, List[Dict]], price: Optional[float]) -> Table
                 s["minutes"].half_width() if s["minutes"] else None),
             num(s["median"], "{:.2f}"), num(s["spread"], "{:.0%}"), _epochs(s["epochs"]),
             _score(s, runs),
-            num(s["best"], "{:.3f}")]
+            num(s["best"], "{:.3f}"), _init(s)]
         if price is not None:
             row += _cost(s, key, price)
         rows.append(row)
     head = _tables.heading(shown) + ["converged", "minutes to target", "median", "spread", "epochs",
-                   "MLPerf score", "best top-1"] + (["$ to target", "$/M images"] if price
+                   "MLPerf score", "best top-1", "init s (compile)"] + (["$ to target", "$/M images"] if price
                                                    is not None else [])
     target = sorted({x["target"] for runs in groups.values() for x in runs})
     notes = ["Target top-1: {}. minutes = run_start → run_stop of the converged runs (one seed "
              "each; ± the half width of the 95 % interval of their mean); spread = (max − min) ÷ "
              "median; epochs = median (min–max) to the target; MLPerf score = mean after dropping "
              "the fastest and the slowest run, a run that did not converge dropped first (5 runs "
-             "or more, at most one not converged).".format(", ".join("{:g}".format(t)
+             "or more, at most one not converged); init s (compile) = seconds before run_start, "
+             "outside time to train: set-up and warm_up (of which compiling and autotuning the "
+             "steps), median over the runs.".format(", ".join("{:g}".format(t)
                                                                       for t in target))]
     if price is not None:
         notes.append(COST_NOTE.replace("gpu_hour_price", "${:g}/GPU-hour".format(price)))
     notes += _at_chance(groups)
     return Table("Time to accuracy (minutes to target)", head, rows, notes, name="time_to_accuracy",
                  labels=len(shown))
+
+
+def _init(s: Dict) -> str:
+    """'12.0 (6.0)': the median seconds of initialisation and, of them, of warm_up."""
+    if s["init"] is None:
+        return "n/a"
+    return "{:.1f}".format(s["init"]) + (" ({:.1f})".format(s["compile"]) if s["compile"] is not None
+                                         else "")
 
 
 def _at_chance(groups: Dict[Tuple, List[Dict]]) -> List[str]:
@@ -214,7 +232,7 @@ def speedup_table(groups: Dict[Tuple, List[Dict]]) -> Optional[Table]:
 
 
 RUN_FIELDS = ("run_id", "status", "seed", "minutes", "epochs", "epochs_to_target", "best",
-              "images_per_sec", "reason", "log")
+              "images_per_sec", "init_s", "compile_s", "reason", "log")
 
 
 def records(results: Sequence, price: Optional[float] = None) -> List[Dict]:
@@ -233,6 +251,7 @@ def records(results: Sequence, price: Optional[float] = None) -> List[Dict]:
             spread=s["spread"], epochs_to_target=s["epochs"], mlperf_score=s["score"],
             best=s["best"], images_per_sec=ips.value if ips else None,
             cost_to_target=dollars, cost_per_million_images=per_million,
+            init_s_median=s["init"], compile_s_median=s["compile"],
             run_records=[{k: x[k] for k in RUN_FIELDS} for x in runs])
         out.append(cell)
     return out
