@@ -311,3 +311,28 @@ def test_a_val_folder_of_truncated_jpegs_gives_vals_layout_not_trains(tmp_path, 
     assert code == 2 and line.startswith("compare: error: {}/val: none of its 2 JPEG files can "
                                          "be used (".format(root)), err
     assert line.endswith("; " + VAL_LAYOUT), line
+
+
+def test_a_throughput_run_on_a_folder_whose_val_is_imagenets_flat_one_runs(tmp_path, capsys):
+    # ImageNet as extracted: train/<class>/ and a flat val/. A throughput run (no target) reads
+    # train/ alone, and its --plan passed; the run then refused the folder at prepare with time
+    # to accuracy's val/ layout, leaving a campaign folder without campaign.json behind
+    from tests.helpers import fake_python
+    _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
+    for jpeg in (tmp_path / "a" / "val").rglob("*.JPEG"):
+        shutil.move(str(jpeg), str(tmp_path / "a" / "val" / (jpeg.parent.name + jpeg.name)))
+    for sub in (tmp_path / "a" / "val").iterdir():
+        if sub.is_dir():
+            sub.rmdir()
+    args = ["run", "--frameworks", "caffe2", "--data", str(tmp_path / "a"), "--device", "cpu",
+            "--executor", "local", "--image-size", "32", "--batch-size", "4", "--steps", "2",
+            "--warmup", "1", "--results", str(tmp_path / "c"), "--python",
+            "caffe2={}".format(fake_python(tmp_path))]
+    code, out, err = main_exit(args, capsys)
+    assert code == 0, err
+    assert "time to accuracy evaluates on DIR/val" not in err
+    assert (tmp_path / "c" / "results" / "caffe2-fp32-w1-b4-s32-real-r0.json").is_file()
+    # with a target the same folder is refused, as before, and by --plan first
+    code, out, err = main_exit(args[:-2] + ["--results", str(tmp_path / "d"), "--target-accuracy",
+                                            "0.9", "--python", args[-1]], capsys)
+    assert code == 2 and "time to accuracy evaluates on DIR/val" in err.splitlines()[-1]
