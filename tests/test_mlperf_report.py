@@ -483,3 +483,23 @@ def test_initialisation_and_compilation_are_reported_beside_time_to_train(tmp_pa
     assert (c["init_s_median"], c["compile_s_median"]) == (12.0, 6.0)
     assert [x["init_s"] for x in c["run_records"]] == [10.0, 11.0, 12.0, 13.0, 14.0]
     assert [x["compile_s"] for x in c["run_records"]] == [4.0, 5.0, 6.0, 7.0, 8.0]
+
+
+def test_baseline_and_reference_for_accuracy_runs_alone_say_they_are_not_used(tmp_path, results,
+                                                                              capsys):
+    """`compare report TTA --baseline caffe2` said "no cell of the campaign ran it; choose from
+    none (no results yet)" of a campaign of caffe2 results, exit 2; `--reference NAME` was
+    dropped without a word. Both divide throughput cells: said unused, as --gpu-hour-price is."""
+    from tests.helpers import main_exit, save_campaign
+    root = save_campaign(tmp_path / "c", results)
+    code, out, err = main_exit(["report", str(root), "--baseline", "caffe2"], capsys)
+    assert code == 0, err
+    assert "no results yet" not in err and "## Time to accuracy (minutes to target)" in out
+    assert "compare: warning: --baseline caffe2: not used: it divides throughput cells "\
+           "(framework versus framework), and this campaign has time-to-accuracy runs alone" in err
+    code, out, err = main_exit(["report", str(root), "--reference", "a6000_tf_cnn_benchmarks"],
+                               capsys)
+    assert code == 0, err
+    assert "compare: warning: --reference a6000_tf_cnn_benchmarks: not used: published images/sec "\
+           "are held against throughput cells, and this campaign has time-to-accuracy runs " \
+           "alone" in err

@@ -120,6 +120,8 @@ def report(
     price = None if gpu_hour_price is None else DECLARED["gpu_hour_price"].parse(
         gpu_hour_price, "--gpu-hour-price", DECLARED["gpu_hour_price"])
     c = Campaign.open(campaign)
+    refs, base = _unused_for_accuracy(c, [r for r in dict.fromkeys(reference)], refs, baseline,
+                                      base)
     label = "--out" if out else "the report folder (no --out given)"  # name no flag not given
     check_writable_dir(out or c.root / "report", label)
     with user_path(out or c.root / "report", label):
@@ -130,6 +132,25 @@ def report(
         sys.stdout.write(text)
     for path in paths:
         _err("wrote {}".format(path))
+
+
+def _unused_for_accuracy(c, typed: List[str], refs: list, baseline: Optional[str], base):
+    """(references, baseline) for the report: both divide or match throughput cells, so for a
+    campaign of time-to-accuracy runs alone each is said unused, one warning line each, as
+    --gpu-hour-price is for a campaign without such runs (--baseline was refused as run by no
+    cell, "none (no results yet)", and --reference dropped without a word)."""
+    from ..reporting.accuracy import split
+    throughput, trained = split(c.results()[0])
+    if throughput or not trained:
+        return refs, base
+    alone = "and this campaign has time-to-accuracy runs alone"
+    if baseline is not None:
+        _err("warning: --baseline {}: not used: it divides throughput cells (framework versus "
+             "framework), {}".format(baseline, alone))
+    for r in typed:
+        _err("warning: --reference {}: not used: published images/sec are held against "
+             "throughput cells, {}".format(r, alone))
+    return [], None
 
 
 def diff(
