@@ -865,3 +865,17 @@ def test_a_writer_is_ended_when_compare_is_stopped_while_it_writes(tmp_path):
     pid = int(pid_file.read_text())
     alive = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True)
     assert alive.stdout.strip()[:1] in ("", "Z"), "the writer {} still runs".format(pid)
+
+
+def test_make_with_fewer_images_than_classes_says_how_many_classes_it_made(tmp_path, capsys):
+    # `compare data make DIR --images 500` (1000 classes by default) wrote 500 class folders of
+    # one image each and said only "in 500 classes"; --learnable says how it rounds, this did not
+    code, out, err = main_exit(["data", "make", str(tmp_path / "a"), "--images", "3", "--classes",
+                                "5", "--image-size", "40x30", "--workers", "1"], capsys)
+    assert code == 0, err
+    assert "note: --classes 5: 3 images fill 3 classes of one image each (labels 0..2); give " \
+           "--images 5 or more for 5 classes" in err
+    assert sorted(os.listdir(tmp_path / "a" / "train")) == ["n00000000", "n00000001", "n00000002"]
+    code, out, err = main_exit(["data", "make", str(tmp_path / "b"), "--images", "6", "--classes",
+                                "3", "--image-size", "40x30", "--workers", "1"], capsys)
+    assert code == 0 and "note:" not in err

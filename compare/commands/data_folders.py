@@ -83,6 +83,12 @@ def make(
     except OSError as exc:
         raise UserError("{}: cannot create the folder ({}); give a new or empty folder you can "
                         "write".format(dest, exc.strerror or exc)) from None
+    if learnable is None and spec.images < spec.classes:  # round-robin: the first classes get one
+        console.print("note: --classes {}: {} image{} fill {} class{} of one image each (labels "
+                      "0..{}); give --images {} or more for {} classes".format(
+                          spec.classes, spec.images, "" if spec.images == 1 else "s", spec.images,
+                          "" if spec.images == 1 else "es", spec.images - 1, spec.classes,
+                          spec.classes))
     total = _write(dest, spec, workers or os.cpu_count() or 1, images, console)
     if learnable is not None:
         from ..datasets import counted
