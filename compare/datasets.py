@@ -372,12 +372,13 @@ def held_out(root: str) -> Optional[str]:
     return val if os.path.isdir(train) and os.path.isdir(val) else None
 
 
-def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: None
-                     ) -> dataset.Prepared:
+def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: None,
+                     what: str = "--data") -> dataset.Prepared:
     """Check DIR/val like DIR (its own manifest in DIR/val/.compare; every framework reads it as
-    JPEGs, so no native format is written); a UserError when it names a class train/ lacks."""
+    JPEGs, so no native format is written); a UserError when it names a class train/ lacks.
+    what: the setting or command a message names the folder by (`compare data prepare`)."""
     try:
-        val = checked(open_held_out(train.root), console)
+        val = checked(open_held_out(train.root, what), console)
     except UserError as exc:  # none of val/'s files usable: val/'s layout, as open_held_out says
         raise _val_layout(exc) from None
     check_val_classes(val.root, val.manifest["class_names"], train.manifest["class_names"],
@@ -386,12 +387,12 @@ def checked_held_out(train: dataset.Prepared, console, log: Log = lambda text: N
     return val
 
 
-def open_held_out(root: str) -> Folder:
+def open_held_out(root: str, what: str = "--data") -> Folder:
     """open_folder(root/val) and check_sample, a UserError giving val/'s layout (the plan's check
-    and prepare's)."""
+    and prepare's, each naming the folder as its command does: `what`)."""
     try:
-        val = open_folder(os.path.join(root, "val"))
-        check_sample(val, "--data " + os.path.join(root, "val"))
+        val = open_folder(os.path.join(root, "val"), what)
+        check_sample(val, what + " " + os.path.join(root, "val"))
         return val
     except UserError as exc:
         raise _val_layout(exc) from None

@@ -192,8 +192,13 @@ def prepare(
             envs.check_python(fw, overrides[fw.name])
     prepared = datasets.checked(found, console)
     print(datasets.summary(prepared))
+    held_out_error = None
     if datasets.held_out(found.root):  # DIR/train and DIR/val: the held-out part too
-        print("held out: " + datasets.summary(datasets.checked_held_out(prepared, console)))
+        try:
+            print("held out: " + datasets.summary(datasets.checked_held_out(
+                prepared, console, what="compare data prepare")))
+        except UserError as exc:  # time to accuracy's alone: train/'s formats are written all
+            held_out_error = exc  # the same (a throughput run reads train/ alone), then said
     failed = formats.prepare_formats(prepared, fw_list, console.print, console,
                                       formats.LocalWriter(device, overrides, console.print))
     for fw in fw_list:
@@ -201,6 +206,8 @@ def prepare(
         state = "failed: " + failed[fw.name] if fw.name in failed else \
             "ready in " + (prepared.format_dir(fmt) if fmt else prepared.root)
         print("{:<8} {:<10} {}".format(fw.name, fmt or "folder", state))
+    if held_out_error is not None:
+        raise held_out_error
     raise typer.Exit(1 if failed else 0)
 
 
