@@ -503,3 +503,24 @@ def test_baseline_and_reference_for_accuracy_runs_alone_say_they_are_not_used(tm
     assert "compare: warning: --reference a6000_tf_cnn_benchmarks: not used: published images/sec "\
            "are held against throughput cells, and this campaign has time-to-accuracy runs " \
            "alone" in err
+
+
+def test_the_history_chart_joins_only_points_of_one_target(monkeypatch):
+    """History's chart of a time-to-accuracy cell drew one line through campaigns of target 0.3
+    and then 0.5 (0.08 then 0.16 min: a slowdown to the eye), where its table says 'not
+    comparable: settings differ: target 0.3 vs 0.5'; each target is now a line of its own."""
+    import pandas as pd
+
+    from compare.reporting import charts
+    drawn = []
+    monkeypatch.setattr(charts, "_png", lambda fig: drawn.append(fig) or b"png")
+    t = pd.DataFrame({"framework": ["mxnet"] * 4, "target": [0.3, 0.5, 0.5, 0.3],
+                      "minutes": [0.08, 0.16, 0.17, 0.09], "minutes_ci95": [None, 0.01, 0.01, None],
+                      "regression": [False] * 4, "date": ["2026-12-0{}".format(i) for i in range(1, 5)],
+                      "commit": ["0123456789"] * 4})
+    assert charts.tta_history(t, "Time to accuracy: x") is not None
+    lines = [sorted(float(y) for y in line.get_ydata()) for line in drawn[0].axes[0].get_lines()
+             if line.get_linestyle() not in ("None", "none", "")]  # not the error bars' caps
+    assert sorted(lines) == [[0.08, 0.09], [0.16, 0.17]], lines
+    assert sorted(x.get_text() for x in drawn[0].axes[0].get_legend().get_texts()) == [
+        "target 0.3", "target 0.5"]

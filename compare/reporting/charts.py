@@ -207,29 +207,40 @@ def history(h: pd.DataFrame, title: str) -> Optional[Chart]:
 
 def tta_history(t: pd.DataFrame, title: str) -> Optional[Chart]:
     """One time-to-accuracy cell over time (history.tta_history's rows): minutes to target with
-    its 95 % interval per campaign, regressions (slower) in red."""
+    its 95 % interval per campaign, regressions (slower) in red; campaigns of another target a
+    line of their own (minutes to another target are not the same figure: the table says 'not
+    comparable')."""
     return _over_time(t, "minutes", "minutes to target", title,
                       "Each point is one campaign (date, commit): minutes to target, the mean of its "
-                      "converged runs, with its 95 % interval; a red triangle marks a time slower "
-                      "than the one before beyond noise. Lower is better.")
+                      "converged runs, with its 95 % interval; a line joins the campaigns of one "
+                      "target; a red triangle marks a time slower than the one before beyond "
+                      "noise. Lower is better.", by="target")
 
 
 def _over_time(rows: pd.DataFrame, value: str, ylabel: str, title: str,
-               caption: str) -> Optional[Chart]:
+               caption: str, by: Optional[str] = None) -> Optional[Chart]:
     """rows[value] per campaign with rows[value + '_ci95'] as error bars, a red triangle where
-    `regression`; None with fewer than two points."""
+    `regression`; None with fewer than two points. by: a column whose values each get a line of
+    their own, in the legend, where there are several."""
     ok = rows[rows[value].notna()]
     if len(ok) < 2:
         return None
     plt = _plt()
     xs = list(range(len(ok)))
     fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(ok) + 3), 3.6))
-    ax.errorbar(xs, ok[value].astype(float), yerr=[v or 0.0 for v in ok[value + "_ci95"]],
-                fmt="o-", color=frameworks.color(ok.framework.iloc[0]), capsize=3)
+    groups = sorted(set(ok[by])) if by is not None and by in ok else [None]
+    styles = ["o-", "s--", "^:", "d-."]
+    for i, g in enumerate(groups):
+        mine = [j for j, v in enumerate(ok[by]) if v == g] if g is not None else xs
+        ax.errorbar([xs[j] for j in mine], [float(ok[value].iloc[j]) for j in mine],
+                    yerr=[ok[value + "_ci95"].iloc[j] or 0.0 for j in mine],
+                    fmt=styles[i % len(styles)], color=frameworks.color(ok.framework.iloc[0]),
+                    capsize=3, label=None if len(groups) < 2 else "{} {:g}".format(by, g))
     bad = [(x, y) for x, y, flag in zip(xs, ok[value], ok.regression) if flag]
     if bad:
         ax.plot([x for x, _ in bad], [y for _, y in bad], "v", color="#d93025", markersize=11,
                 label="regression")
+    if bad or len(groups) > 1:
         ax.legend(fontsize=8)
     ax.set_xticks(xs)
     ax.set_xticklabels(["{}\n{}".format(d[:10], c[:7]) for d, c in zip(ok.date, ok.commit)], fontsize=7)

@@ -270,8 +270,9 @@ def test_history_html_charts_minutes_to_target_as_it_charts_img_s(tmp_path, caps
                       "Time to accuracy: PyTorch (Caffe2) bf16 b256 64px ×1 (cuda)"]
     caption = page.split(titles[1])[2].split("<figcaption>")[1].split("</figcaption>")[0]
     assert caption == ("Each point is one campaign (date, commit): minutes to target, the mean of "
-                       "its converged runs, with its 95 % interval; a red triangle marks a time "
-                       "slower than the one before beyond noise. Lower is better.")
+                       "its converged runs, with its 95 % interval; a line joins the campaigns of "
+                       "one target; a red triangle marks a time slower than the one before beyond "
+                       "noise. Lower is better.")
 
 
 def test_a_campaign_without_a_result_yet_is_counted_and_named_beside_the_others(tmp_path, capsys):
