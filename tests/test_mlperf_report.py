@@ -524,3 +524,32 @@ def test_the_history_chart_joins_only_points_of_one_target(monkeypatch):
     assert sorted(lines) == [[0.08, 0.09], [0.16, 0.17]], lines
     assert sorted(x.get_text() for x in drawn[0].axes[0].get_legend().get_texts()) == [
         "target 0.3", "target 0.5"]
+
+
+def test_diff_and_history_of_other_max_epochs_or_eval_every_say_the_settings_differ(tmp_path,
+                                                                                     capsys):
+    """--max-epochs sets the learning-rate schedule (warm-up, then decay to its end) and
+    --eval-every when the target is seen; two campaigns of one target but another of either
+    were divided as the same measurement ('better'), where the plan already tells them apart."""
+    from tests.helpers import main_exit, save_campaign
+    minutes = [1.0, 1.2, 1.1, 0.9, 1.3]
+
+    def runs(scale, **fields):
+        import dataclasses
+        out = []
+        for i, m in enumerate(minutes):
+            r = _result("caffe2", 1, i, m * scale, 10000)
+            spec = dataclasses.replace(RunSpec.from_dict(r.spec), **fields)
+            out.append(dataclasses.replace(r, spec=spec.to_dict(), run_id=spec.run_id))
+        return out
+    a = save_campaign(tmp_path / "a", runs(1.0), created_at="2026-12-01T09:00:00+00:00")
+    b = save_campaign(tmp_path / "b", runs(0.5, max_epochs=3), created_at="2026-12-02T09:00:00+00:00")
+    c = save_campaign(tmp_path / "c", runs(0.5, eval_every=2), created_at="2026-12-03T09:00:00+00:00")
+    code, out, err = main_exit(["diff", str(a), str(b)], capsys)
+    assert code == 0, err
+    assert "not comparable: settings differ: max_epochs 8 vs 3 |" in out
+    assert "Cells: 0 better, 0 worse, 0 within noise, 1 not comparable." in out
+    code, out, err = main_exit(["diff", str(a), str(c)], capsys)
+    assert "not comparable: settings differ: eval_every 1 vs 2 |" in out
+    code, out, err = main_exit(["history", str(a), str(b)], capsys)
+    assert code == 0 and "not comparable: settings differ: max_epochs 8 vs 3 |" in out

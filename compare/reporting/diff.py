@@ -167,7 +167,9 @@ def records(d: pd.DataFrame) -> List[Dict]:
 
 # --- time to accuracy: minutes to target of B against A, over the seeds of each side ----------
 TTA_MATCH = ["framework", "model", "mode", "precision", "batch_size", "image_size", "nodes", "gpus"]
-TTA_SETTINGS = ["target", "data"]
+# what a time to target depends on beyond the cell: the target, the data, and the recipe's
+# schedule (--max-epochs: warm-up, then decay to its end) and how often it is looked for
+TTA_SETTINGS = ["target", "data", "max_epochs", "eval_every"]
 TTA_COLUMNS = TTA_MATCH + ["device_a", "device_b", "minutes_a", "minutes_a_ci95", "minutes_b",
                            "minutes_b_ci95", "converged_a", "runs_a", "converged_b", "runs_b",
                            "ratio", "ratio_ci95", "state", "comparable", "why"]
@@ -180,7 +182,9 @@ def tta_cells(results) -> Dict[tuple, Dict]:
     groups: Dict[tuple, List[Dict]] = {}
     for r in results:
         if accuracy.is_accuracy(r):
-            rec = dict(accuracy.record(r), data=(r.spec or {}).get("data"),
+            spec = r.spec or {}
+            rec = dict(accuracy.record(r), data=spec.get("data"),
+                       max_epochs=spec.get("max_epochs"), eval_every=spec.get("eval_every", 1),
                        framework_version=r.framework_version)
             groups.setdefault(tuple(rec[k] for k in TTA_MATCH), []).append(rec)
     out = {}
@@ -188,7 +192,8 @@ def tta_cells(results) -> Dict[tuple, Dict]:
         s, last = accuracy.summary(runs), runs[-1]
         missed = [x for x in runs if x["status"] != "ok"]
         out[key] = dict(zip(TTA_MATCH, key), device=last["device"], target=last["target"],
-                        data=last["data"], framework_version=next((
+                        data=last["data"], max_epochs=last["max_epochs"],
+                        eval_every=last["eval_every"], framework_version=next((
                             x["framework_version"] for x in reversed(runs)
                             if x["framework_version"]), None),
                         runs=len(runs), converged=s["converged"],
@@ -218,7 +223,8 @@ def tta_diff(a: Dict[tuple, Dict], b: Dict[tuple, Dict], names=("A", "B")) -> pd
     """One row per time-to-accuracy cell of A or B: minutes to target on each side and A ÷ B
     (B's speed over A's, as diff's img/s ratio: how many times faster B trains to the target)
     with its 95 % interval from the seeds' spread, and its state; else why not (a side without a
-    converged run, another target or data set, a side of one seed: no interval)."""
+    converged run, another target, data set, --max-epochs or --eval-every, a side of one seed: no
+    interval)."""
     rows = []
     for key in list(a) + [k for k in b if k not in a]:
         ca, cb = a.get(key), b.get(key)
