@@ -89,6 +89,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
     kind = device_of(study, [1], sized, where)
     given, batches, said = defaults.fill(sized, kind, study, _resumed_steps(study))
     device = device_of(study, given["gpus"], sized, where)
+    _gpu_only(study, device, fws, log)
     common = dict(COMMON, **(QUICK if study.quick else {}), windows=study.windows,
                   compile=study.compile)
     common.update({k: v for k, v in (("image_size", study.image_size), ("steps", given["steps"]),
@@ -254,6 +255,22 @@ def _unused_python(study: Study, log) -> None:
             log("warning: {} {}={}: not used: {} is not in this run's {} ({})".format(
                 study.label("python"), name, path, name, study.said("frameworks", "python"),
                 ", ".join(run)))
+
+
+def _gpu_only(study: Study, device: str, fws, log) -> None:
+    """An --option only a GPU reads (its declaration's `gpu` says what it does there), given to a
+    CPU run, is said once as planned, not ignored (or a cell recorded unsupported) unseen; a
+    resumed campaign's own are not said again."""
+    if device != "cpu" or study.sources.get("option") in (None, "default", "campaign"):
+        return
+    on = "{} cpu".format(study.label("device")) if study.device == "cpu" else "no GPU found"
+    for item in study.option:
+        scope, _, key = item.partition("=")[0].rpartition(".")
+        why = next((o.gpu for fw in fws if scope in ("", fw.name) for o in fw.options()
+                    if o.key == key and o.gpu), "")
+        if why:
+            log("warning: {} {}: has no effect on a CPU, and this run is on one ({}): {}".format(
+                study.label("option"), item, on, why))
 
 
 def _check_price(study: Study) -> None:
