@@ -127,7 +127,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
     _check_python(study, cls)
     _unused_python(study, log)
     pool, at_once = pool_for(cls, ctx, given["gpus"], _concurrency(study, device, machine),
-                             study.plan_gpus)  # the executor's own, or --plan-gpus N
+                             study.plan_gpus, len(cells))  # the executor's own, or --plan-gpus N
     return Plan(study, machine, device, matrix, cells, cls, why, ctx, pool, at_once, said)
 
 
