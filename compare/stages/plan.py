@@ -101,6 +101,8 @@ def make(study: Study, log=lambda text: None) -> Plan:
                 study.said("windows"), study.said("steps", "windows")))
         said["windows"] = "{0} ({1} timed steps: one window per step, not the default {2})".format(
             common["steps"], common["steps"], study.windows)
+        if _resumed_windows(study) != study.windows:  # what the harness times, recorded so
+            common["windows"] = common["steps"]
     if study.target_accuracy is not None:  # time to accuracy (docs/accuracy.md)
         _check_eval_every(study)
         common.update(target_accuracy=study.target_accuracy, max_epochs=study.max_epochs,
@@ -151,6 +153,14 @@ def _resumed_steps(study: Study) -> Optional[Tuple[int, int]]:
         return None
     steps, warmup = settings.get("steps"), settings.get("warmup_steps")
     return (steps, warmup) if all(type(v) is int and v >= 0 for v in (steps, warmup)) else None
+
+
+def _resumed_windows(study: Study) -> Optional[int]:
+    """The windows a resumed campaign's cells hold (campaign.json's settings): an earlier compare
+    recorded the default beside fewer timed steps (its harness timed one a step), and they stay."""
+    settings = study.campaign.get("settings") if study.resume else None
+    windows = settings.get("windows") if isinstance(settings, dict) else None
+    return windows if type(windows) is int else None
 
 
 def device_of(study: Study, gpus: List[int], machine: Dict[str, Any], where: str) -> str:
