@@ -199,7 +199,7 @@ def test_the_scheduler_asks_the_executor_for_its_pool(monkeypatch):
     assert (pool.units, at_once, pool.gpu) == ([str(i) for i in range(8)], 8, True)
 
 
-def test_fewer_cells_than_the_concurrency_take_the_cores_an_idle_slot_would_keep(monkeypatch):
+def test_fewer_cells_than_the_concurrency_take_the_cores_an_idle_slot_would_keep(monkeypatch, tmp_path):
     # --concurrency 2 with one cell pinned it to one core of two, the other idle all the sweep
     from compare import executors, frameworks
     from compare.stages import plan as planning
@@ -221,6 +221,9 @@ def test_fewer_cells_than_the_concurrency_take_the_cores_an_idle_slot_would_keep
     plan = planning.make(build(dict(frameworks="caffe2", gpus="1", precision="fp32", device="cpu",
                                     batch_size="4", executor="local", concurrency="2")))
     assert (len(plan.cells), plan.concurrency, plan.pool.slot(plan.pool.units).cores) == (1, 1, ())
+    assert planning.schedule(plan, plan.cells, tmp_path)[0].startswith(
+        "plan: 1 cell on {} core{}, up to 1 at once (--concurrency 2, for 1 cell); ".format(
+            len(resources.allowed_cores()), "s" * (len(resources.allowed_cores()) > 1)))
 
 
 def test_a_container_gets_its_slot_gpus_and_cores_and_the_compile_cache(tmp_path, monkeypatch):

@@ -357,8 +357,11 @@ def schedule(plan: Plan, todo, folder: Path, known=()) -> Tuple[str, Dict[str, f
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
                                                plan.machine, plan.executor.name, unbuilt,
                                                plan.study.timeout, known, plan.repeated)
-    text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
-        plan.study.concurrency or AUTO), notes, plan.repeated, _trains(plan.study))
+    from ..store import counted
+    asked, fewer = plan.study.concurrency, len(plan.cells) < (plan.study.concurrency or 0)
+    text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}{}".format(
+        asked or AUTO, ", for " * fewer + counted([s.run_id for s in plan.cells], plan.repeated)[0]
+        * fewer), notes, plan.repeated, _trains(plan.study))
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
     return text, {it.spec.run_id: it.end - it.start for it in items}, \
         serial / wall if wall else 1.0, unbuilt
