@@ -9,7 +9,7 @@
 #   bash bench/realdata_gpu.sh $OUT conns    # fp16 cells at CUDA_DEVICE_MAX_CONNECTIONS 8 and 32
 #   bash bench/realdata_gpu.sh $OUT jax8     # JAX synthetic and real, the job pinned to 8 cores
 #   GPUS=1,2 (default 1): the cells' GPU counts, batch per GPU (issue 38 on two GPUs)
-# carry: [".whl"], holding (Python 3.12, manylinux x86_64; what bench/pipes_gpu.sh carried):
+# carry: [".whl"] (bash bench/wheels.sh fills it), holding (Python 3.12, manylinux x86_64):
 #   nvidia_nvimgcodec_cu13-0.9.0.20  nvidia_nvjpeg-13.3.2.43  grain-0.2.18 (+ array_record 0.8.6,
 #   importlib_resources 7.1.0, portpicker 1.6.0)
 # What it does, each stage as far as its deadline allows (a stage that would not fit is skipped

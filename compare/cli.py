@@ -249,7 +249,8 @@ def _arguments(exc: UsageError) -> Optional[str]:
     more = "(`{} --help` says ".format(ctx.command_path)
     param = getattr(exc, "param", None)
     if isinstance(exc, MissingParameter) and param is not None:
-        name = max(param.opts, key=len) if param.param_type_name == "option" else param.name.upper()
+        name = max(param.opts, key=len) if param.param_type_name == "option" else (
+            param.metavar or param.name.upper())
         text = (getattr(param, "help", None) or "").strip().rstrip(".")
         if text[:1].isupper() and not text[1:2].isupper():  # "A folder" -> "a folder", not "DIR"
             text = text[0].lower() + text[1:]
@@ -307,6 +308,37 @@ def _usage_line(exc: UsageError) -> str:
     return "{} Choose from {}.".format(line, names)
 
 
+def _command():
+    """`app` as the command it runs, each value in its --help named as a reader gives it: typer
+    0.2x printed the code's types (`campaigns... <list[str]>`, `--images <int>`) and braces in the
+    usage line (`{campaign}`). An argument is its metavar (NAME, `NAME...` where it takes several;
+    `[NAME]` in the usage where it may be left out), an option without one click's TEXT,
+    INTEGER or FLOAT; an older typer (on click) printed them so already."""
+    command = typer.main.get_command(app)
+    todo = [command]
+    while todo:
+        cmd = todo.pop()
+        todo += list(getattr(cmd, "commands", {}).values())
+        for param in cmd.params:
+            if hasattr(param, "type_descriptor"):  # typer's own parameters (0.2x)
+                _plain_metavar(param)
+    return command
+
+
+def _plain_metavar(param) -> None:
+    """One parameter of _command(): its metavar, and what shows it."""
+    if param.param_type_name == "argument":
+        shown = param.metavar or param.name.upper() + ("..." if param.nargs != 1 else "")
+        usage = shown if param.required else "[{}]".format(shown)
+        param.metavar = shown
+        param._rich_display_name = lambda: shown  # the name column, the type column none
+        param._usage_display_name = lambda: usage
+        param.display_type_rich = lambda ctx: None
+    elif param.metavar is None and not getattr(param, "is_flag", False):
+        kind = param.type_descriptor.annotation
+        param.metavar = {int: "INTEGER", float: "FLOAT"}.get(kind, "TEXT")
+
+
 def _given_twice(argv: List[str]) -> List[str]:
     """A flag of one value given twice ('--frameworks caffe2 --frameworks jax'): click takes the
     last, where --option and --python gather every one; a warning that says so for each. A
@@ -349,7 +381,7 @@ def _main(argv: Optional[List[str]]) -> None:
     for line in _given_twice([a for a in argv if a != "--debug"]):
         _err("warning: " + line)
     try:  # --debug is read here, so it may follow the command too ("rerun with --debug")
-        code = app(args=["--debug"] * debug + [a for a in argv if a != "--debug"], prog_name="compare",
+        code = _command()(args=["--debug"] * debug + [a for a in argv if a != "--debug"], prog_name="compare",
                    standalone_mode=False)
     except UserError as exc:
         if debug:

@@ -146,9 +146,10 @@ PROBE = ("import sys; sys.stdout.write('python: %d.%d\\n' % tuple(sys.version_in
          "m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
 PROBE_TIMEOUT = 60  # seconds: an interpreter's start, its site-packages on a slow filesystem
 OLDEST_PYTHON = (3, 8)  # the backends' syntax and standard library (DESIGN.md)
+Answer = Tuple[Tuple[int, int], Optional[List[str]]]  # probe(): the version, the modules it lacks
 
 
-def probe(python: str, fw: Framework) -> Tuple[Tuple[int, int], Optional[List[str]]]:
+def probe(python: str, fw: Framework) -> Answer:
     """((major, minor), the modules of fw it lacks) of the interpreter at `python`, asked as a run
     would start it: PYTHONPATH none of the user's (a run's is the staged backends alone), from a
     folder of no modules (a run's own). The modules are None where one too old to look for them
@@ -161,27 +162,35 @@ def probe(python: str, fw: Framework) -> Tuple[Tuple[int, int], Optional[List[st
         raise EnvError("no answer within {} s".format(PROBE_TIMEOUT)) from None
     except OSError as exc:  # not an executable it can start (a script without its interpreter)
         raise EnvError("cannot be started: {}".format(exc.strerror or exc)) from None
+    return read_probe(done.returncode, done.stdout, done.stderr)
+
+
+def read_probe(returncode: int, stdout: str, stderr: str) -> Answer:
+    """probe()'s answer from what the PROBE run said, here or where it runs (a Slurm node)."""
     said = {}
-    for line in done.stdout.splitlines():
+    for line in stdout.splitlines():
         key, _, value = line.partition(": ")
         said[key] = value.split()
     version = tuple(int(v) for v in said.get("python", [""])[0].split(".") if v.isdigit())
     if len(version) == 2 and version < OLDEST_PYTHON:
         return version, None
-    if done.returncode != 0 or len(version) != 2 or "missing" not in said:
-        last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or [""])[-1]
-        raise EnvError("exit {}{}".format(done.returncode, ": " + one_line(last[-200:]) if last
+    if returncode != 0 or len(version) != 2 or "missing" not in said:
+        last = (stderr.strip().splitlines() or stdout.strip().splitlines() or [""])[-1]
+        raise EnvError("exit {}{}".format(returncode, ": " + one_line(last[-200:]) if last
                                           else ", nothing said"))
     return version, said["missing"]
 
 
-def check_python(fw: Framework, python: str, label: str = "--python", said: str = "--python") -> None:
+def check_python(fw: Framework, python: str, label: str = "--python", said: str = "--python",
+                 asked: Optional[Callable[[str, Framework], Answer]] = None,
+                 where: str = "") -> None:
     """UserError (one line) where the interpreter `python` given for fw (as `label` names the
     setting, `said` as the user would write it) is older than the backends need, lacks a module
     every run of fw imports, or does not answer as a python: each run of it, and its data writer,
-    would fail at once."""
+    would fail at once. `asked`: probe()'s answer where the runs are (a Slurm node, `where` says
+    which: "on Slurm node nodeA, "); probe() here by default."""
     try:
-        version, missing = probe(python, fw)
+        version, missing = (asked or probe)(python, fw)
     except EnvError as exc:
         problem = "did not say which modules it has, as a python asked with -c does ({}); give a " \
             "python that has {}".format(exc, ", ".join(fw.modules))
@@ -195,9 +204,9 @@ def check_python(fw: Framework, python: str, label: str = "--python", said: str 
                 ", ".join(missing), fw.name, ", ".join(fw.modules))
         else:
             return
-    raise UserError("{} {!r}: {} {}, or leave {} out of {} (compare then runs {} in its managed "
-                    "environment)".format(label, "{}={}".format(fw.name, python), python, problem,
-                                          fw.name, said, fw.name))
+    raise UserError("{} {!r}: {}{} {}, or leave {} out of {} (compare then runs {} in its managed "
+                    "environment)".format(label, "{}={}".format(fw.name, python), where, python,
+                                          problem, fw.name, said, fw.name))
 
 
 def resolve(fw: Framework, variant: str, overrides: Dict[str, str],

@@ -102,15 +102,23 @@ def reference_results(machine: Dict[str, Any]) -> Tuple[List[RunResult], List[st
 
 def earlier_results(folder: Path, machine: Dict[str, Any]) -> Tuple[List[RunResult], int]:
     """Results with cell times from campaigns in `folder` (or `folder` itself) recorded on a
-    machine the same as `machine` (machine_record.differences); and how many campaigns they came
-    from."""
+    machine the same as `machine` (machine_record.differences); and how many campaigns the
+    estimates take cell times from (those with a run that measured its cell: measured_cell)."""
     from .store import neighbours
     out, used = [], 0
     for _, results in neighbours(folder, machine):
         timed = [r for r in results if _cell_s(r) is not None]
-        used += bool(timed)
+        used += any(map(measured_cell, timed))  # a campaign of failures alone lends no cell time
         out += timed
     return out, used
+
+
+def measured_cell(r: RunResult) -> bool:
+    """Whether a run took a measure of its cell's time: one that ended by itself did (oom too);
+    one that failed or was killed did not (0.1 s for a bad interpreter, the timeout for a hung
+    one), and the estimates leave it out (its environment build still counts)."""
+    from .store import FAILED_RUN
+    return r.status not in FAILED_RUN
 
 
 def _cell_s(r: RunResult) -> Optional[float]:
@@ -218,12 +226,9 @@ class Estimates:
         self.by_hash: Dict[str, List[RunResult]] = {}
         self.by_fw: Dict[str, List[RunResult]] = {}
         self.by_kind: Dict[Tuple, List[RunResult]] = {}  # (framework or None, kind) -> results
-        from .store import FAILED_RUN
         builds = self._index(results)[1]  # an environment built before a run failed is a build
-        # a run that failed or was killed took no measure of its cell (0.1 s for a bad
-        # interpreter, the timeout for a hung one): one that ended by itself did (oom too)
-        results = [r for r in results if r.status not in FAILED_RUN]
-        references = [r for r in references if r.status not in FAILED_RUN]
+        results = [r for r in results if measured_cell(r)]
+        references = [r for r in references if measured_cell(r)]
         for r in results:
             self.by_hash.setdefault(r.spec_hash or "", []).append(r)
             self.by_fw.setdefault(r.spec.get("framework"), []).append(r)
@@ -354,6 +359,9 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     study repeats its cells (the notes count runs of cells: store.counted)."""
     from .store import counted
     results, campaigns = earlier_results(folder, machine)
+    used = [r for r in results if measured_cell(r)]  # the runs the estimates take their times from
+    left = "" if len(used) == len(results) else " ({} that failed or timed out left out)".format(
+        len(results) - len(used))
     references, measured = reference_results(machine)
     estimates = Estimates(results, executor, references)
     marks: Dict[str, str] = {}
@@ -370,10 +378,10 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
             marks[spec.run_id] += "+"
         return value
     items = plan(specs, pool, concurrency, seconds, known)
-    source = "cell times from {} earlier run{} in {} campaign{} under {}".format(
-        len(results), "" if len(results) == 1 else "s", campaigns, "" if campaigns == 1 else "s",
-        folder) if results else "no earlier run on a machine like this under {}: {}".format(
-        folder, "like cells measured on a machine of this kind (r), else {:.0f} s".format(DEFAULT_S)
+    source = "cell times from {} earlier run{} in {} campaign{} under {}{}".format(
+        len(used), "" if len(used) == 1 else "s", campaigns, "" if campaigns == 1 else "s",
+        folder, left) if used else "no earlier run on a machine like this under {}{}: {}".format(
+        folder, left, "like cells measured on a machine of this kind (r), else {:.0f} s".format(DEFAULT_S)
         if references else "every cell counts {:.0f} s".format(DEFAULT_S))
     notes = []
     if any(m.startswith("r") for m in marks.values()):

@@ -6,9 +6,10 @@ On GPUs the unit is a GPU: the pool is the GPUs `CUDA_VISIBLE_DEVICES` names (el
 nvidia-smi lists), less those another process computes on. Each GPU owns a block of cores: the
 cores of its own NUMA node (/sys/bus/pci/devices/<bus>/numa_node, /sys/devices/system/node) split
 between the GPUs of that node; where the machine does not say, the cores in node order split evenly.
-On a CPU the unit is a block of cores: `--concurrency N` splits them into N blocks, in node order.
-A cell is pinned to the cores of its units only while cells share the machine (concurrency > 1);
-one cell at a time keeps every core, as a serial sweep always did.
+On a CPU the unit is a block of cores: `--concurrency N` splits them into N blocks, in node order
+(into as many as the study has cells, where it has fewer: scheduler.pool_for). A cell is pinned
+to the cores of its units only while cells share the machine (concurrency > 1); one cell at a
+time keeps every core, as a serial sweep always did.
 """
 import os
 from dataclasses import dataclass, field

@@ -30,13 +30,22 @@ POLL_S = 0.5  # the calling thread wakes this often while it waits (signals are 
 
 
 def pool_for(executor: type, ctx: Any, gpus: Sequence[int], concurrency: Optional[int],
-             planned: Optional[int] = None) -> Tuple[Pool, int]:
+             planned: Optional[int] = None, cells: Optional[int] = None) -> Tuple[Pool, int]:
     """The pool a sweep places its cells on and how many run at once: the executor's own (this
     machine's GPUs or cores, a Slurm allocation's: Executor.pool), or the N GPUs of
-    `--plan-gpus N` (another machine's: its cores are not known here)."""
+    `--plan-gpus N` (another machine's: its cores are not known here). A study of fewer `cells`
+    than that runs them all at once: the cores are split between them (a slot no cell would take
+    keeps none), and one cell alone keeps every core, unpinned, as a serial sweep."""
+    if concurrency and cells:
+        concurrency = min(concurrency, cells)
     if planned:
-        return at_once(planned_gpus(planned), concurrency)
-    return executor.pool(ctx, max(gpus), concurrency)
+        pool, count = at_once(planned_gpus(planned), concurrency)
+    else:
+        pool, count = executor.pool(ctx, max(gpus), concurrency)
+    if cells and cells < count:  # auto: as many as the pool has units
+        count = cells
+        pool.pin = pool.pin and count > 1
+    return pool, count
 
 
 class Placer:

@@ -281,6 +281,43 @@ def test_help_names_what_a_repeated_option_takes_not_a_python_type(argv, line, c
     assert line in " ".join(out.split()) and "list[" not in out.split("Options:")[1]
 
 
+def test_history_help_names_its_campaigns_as_a_reader_gives_them(capsys, monkeypatch):
+    # typer printed "Usage: compare history [OPTIONS] {campaigns}..." and "campaigns...
+    # <list[str]>": the names and types of the code
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = main_exit(["history", "--help"], capsys)
+    assert code == 0
+    assert out.splitlines()[0] == "Usage: compare history [OPTIONS] CAMPAIGN..."
+    arguments = out.split("Arguments:")[1].split("Options:")[0]
+    assert " ".join(arguments.split()) == "CAMPAIGN... Campaign folders made by `compare run`, " \
+                                          "or one folder holding them. [required]"
+
+
+def _commands(command, path):
+    yield path
+    for name, sub in sorted(getattr(command, "commands", {}).items()):
+        yield from _commands(sub, path + [name])
+
+
+def test_no_help_shows_a_type_of_the_code_or_braces_for_a_value(capsys, monkeypatch):
+    # "<str>", "<int>", "<list[str]>" beside arguments and options, "{campaign}" in the usage
+    import re
+
+    import typer
+
+    from compare.cli import app
+    monkeypatch.setenv("COLUMNS", "200")
+    paths = list(_commands(typer.main.get_command(app), []))
+    assert ["data", "make"] in paths and ["list", "options"] in paths
+    for path in paths:
+        code, out, err = main_exit(path + ["--help"], capsys)
+        assert code == 0, err
+        usage = out.splitlines()[0]
+        assert usage.startswith("Usage: compare") and "{" not in usage, (path, usage)
+        typed = re.findall(r"<(?:str|int|float|bool|path|list\[[^\]]*\])>", out)
+        assert not typed, (path, typed)
+
+
 @pytest.mark.parametrize("argv,line", [
     # --option and --python gather each time they are given; these took the last, unsaid: a
     # `--frameworks caffe2 --frameworks jax` ran jax alone (a warning: scripts give defaults and

@@ -260,3 +260,25 @@ def test_a_resume_adding_a_network_or_a_batch_keeps_the_steps_the_campaign_resol
     assert {(s.steps, s.warmup_steps) for s in again.cells} == {(15, 5)} and len(again.cells) == 2
     assert again.defaults["steps"] == ("15 timed steps after 5 warm-up: the campaign's, as they "
                                        "resolved when it began (--resume holds them)")
+
+
+def test_fewer_timed_steps_than_the_default_windows_record_the_windows_timed(tmp_path, capsys):
+    # --steps 4 (windows left at 5): the harness times 4 windows of one step, and the spec and
+    # the result said windows 5
+    import json
+
+    from tests.helpers import fake_python, main_exit
+    argv = ["run", "--device", "cpu", "--executor", "local", "--frameworks", "caffe2", "--python",
+            "caffe2={}".format(fake_python(tmp_path)), "--batch-size", "4", "--image-size", "32",
+            "--steps", "4", "--warmup", "1", "--results", str(tmp_path / "c")]
+    code, _, err = main_exit(argv, capsys)
+    assert code == 0, err
+    (spec,) = [json.loads(p.read_text()) for p in (tmp_path / "c" / "specs").glob("*.json")]
+    (result,) = [json.loads(p.read_text()) for p in (tmp_path / "c" / "results").glob("*.json")]
+    assert (spec["windows"], result["spec"]["windows"], len(result["window_images_per_sec"])) == (
+        4, 4, 4)
+    settings = json.loads((tmp_path / "c" / "campaign.json").read_text())["settings"]
+    assert settings["windows"] == 4
+    code, out, err = main_exit(["run", "--results", str(tmp_path / "c"), "--resume", "--plan"],
+                               capsys)  # its cells, as they were made
+    assert code == 0, err

@@ -199,6 +199,33 @@ def test_the_scheduler_asks_the_executor_for_its_pool(monkeypatch):
     assert (pool.units, at_once, pool.gpu) == ([str(i) for i in range(8)], 8, True)
 
 
+def test_fewer_cells_than_the_concurrency_take_the_cores_an_idle_slot_would_keep(monkeypatch, tmp_path):
+    # --concurrency 2 with one cell pinned it to one core of two, the other idle all the sweep
+    from compare import executors, frameworks
+    from compare.stages import plan as planning
+    from compare.study import build
+    ctx, local = executors.Context([frameworks.get("caffe2")], "cpu"), executors.load("local")
+    monkeypatch.setattr(resources, "allowed_cores", lambda: list(range(6)))
+    monkeypatch.setattr(resources, "numa_nodes", lambda cores, sys_root=None: {0: list(cores)})
+    pool, at_once = scheduler.pool_for(local, ctx, [1], 2, cells=1)
+    (item,) = scheduler.plan([_spec(1)], pool, at_once, lambda s: 60.0)
+    assert (at_once, pool.pin, item.slot.cores, item.slot.cpus) == (1, False, (), 6)  # every core
+    pool, at_once = scheduler.pool_for(local, ctx, [1], 3, cells=2)  # 3 blocks of 2: one idle
+    items = scheduler.plan([_spec(1), _spec(1, "bf16")], pool, at_once, lambda s: 60.0)
+    assert [(resources.cpuset(it.slot.cores), it.start) for it in items] == [("0-2", 0), ("3-5", 0)]
+    pool, at_once = scheduler.pool_for(local, ctx, [1], 2, cells=5)  # more cells: as it was
+    assert (len(pool.units), at_once, pool.pin) == (2, 2, True)
+    pool, at_once = scheduler.pool_for(local, ctx, [1, 2], None, planned=8, cells=1)  # GPUs, auto
+    assert (at_once, pool.pin) == (1, False)
+    monkeypatch.undo()
+    plan = planning.make(build(dict(frameworks="caffe2", gpus="1", precision="fp32", device="cpu",
+                                    batch_size="4", executor="local", concurrency="2")))
+    assert (len(plan.cells), plan.concurrency, plan.pool.slot(plan.pool.units).cores) == (1, 1, ())
+    assert planning.schedule(plan, plan.cells, tmp_path)[0].startswith(
+        "plan: 1 cell on {} core{}, up to 1 at once (--concurrency 2, for 1 cell); ".format(
+            len(resources.allowed_cores()), "s" * (len(resources.allowed_cores()) > 1)))
+
+
 def test_a_container_gets_its_slot_gpus_and_cores_and_the_compile_cache(tmp_path, monkeypatch):
     pytest.importorskip("docker", reason="the docker package (host extra)")
     from compare.executors import docker as dx

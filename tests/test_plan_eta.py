@@ -285,3 +285,28 @@ def test_a_throughput_cell_is_not_estimated_from_runs_that_failed_or_were_killed
     # a cell that ends by itself without a figure (unsupported, out of memory) ends so again
     assert plan.Estimates([ran("unsupported", 2.0, 2000.0)], "local").of(spec) == (
         pytest.approx(2.0), "=")
+
+
+def test_the_plan_counts_only_the_earlier_runs_its_estimate_uses(tmp_path):
+    # "cell times from 3 earlier runs in 2 campaigns" where the estimate left out the two that
+    # failed or timed out (and so the campaign of only such)
+    from compare.store import FAILED_RUN
+    from tests.helpers import MACHINE, save_campaign
+    spec = RunSpec("jax", "jax", image_size=64, steps=10, warmup_steps=3)
+
+    def ran(status, precision, end):
+        cell = RunSpec("jax", "jax", image_size=64, steps=10, warmup_steps=3, precision=precision)
+        return RunResult(cell.run_id, status, cell.to_dict(), spec_hash=cell.spec_hash,
+                         reason="as asked", environment={"executor": "local"},
+                         phases={"cell_start": end - 40.0, "cell_end": end})
+    save_campaign(tmp_path / "a", [ran("unsupported", "fp32", 1000.0), ran("failed", "bf16", 2000.0)],
+                  MACHINE)  # unsupported: it ended by itself, so its time counts
+    save_campaign(tmp_path / "b", [ran("timeout", "fp32", 3000.0)], MACHINE)
+    assert set(FAILED_RUN) == {"failed", "timeout"}
+    _, _, source, _ = plan.schedule([spec], resources.single(), 1, tmp_path, MACHINE, "local")
+    assert source == "cell times from 1 earlier run in 1 campaign under {} (2 that failed or " \
+                     "timed out left out)".format(tmp_path)
+    (tmp_path / "a" / "results").rename(tmp_path / "gone")  # nothing but a timeout: none used
+    _, _, source, _ = plan.schedule([spec], resources.single(), 1, tmp_path, MACHINE, "local")
+    assert source.startswith("no earlier run on a machine like this under {} (1 that failed or "
+                             "timed out left out): ".format(tmp_path))

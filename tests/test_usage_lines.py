@@ -14,6 +14,8 @@ from tests.helpers import main_exit
                      "path (`compare check --help` says more)"),
     (["data", "make"], "compare data make needs DEST: new or empty folder to write "
                        "DIR/train/<class>/*.JPEG into (`compare data make --help` says more)"),
+    (["history"], "compare history needs CAMPAIGN...: campaign folders made by `compare run`, or "
+                  "one folder holding them (`compare history --help` says more)"),
 ])
 def test_a_missing_argument_is_named_with_its_help(argv, line, capsys):
     code, out, err = main_exit(argv, capsys)

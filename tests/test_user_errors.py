@@ -504,3 +504,44 @@ def test_a_python_for_a_framework_the_run_leaves_out_is_said(tmp_path, capsys):
                                   "run's frameworks (caffe2)".format(toml, python)
     code, _, err = main_exit(argv[:-1] + ["caffe2={}".format(python)], capsys)  # used: no word
     assert "not used" not in err
+
+
+def test_a_gpu_only_option_on_the_cpu_is_said_once_at_plan_time(tmp_path, capsys):
+    # --option cuda_connections=16 with --device cpu was planned without a word, then ignored
+    # (cuda_graphs=true: recorded unsupported) at run time: one warning, and the plan goes on
+    from tests.helpers import learnable_folder
+    data = learnable_folder(tmp_path / "jpegs", train_per_class=1, val_per_class=1)
+    argv = _cpu(tmp_path) + ["--data", str(data), "--option", "cuda_connections=16", "--option",
+                             "caffe2.cuda_graphs=true", "--option", "channels_last=false", "--plan"]
+    code, _, err = main_exit(argv, capsys)
+    assert code == 0, err
+    warned = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert warned == [
+        "warning: --option cuda_connections=16: has no effect on a CPU, and this run is on one "
+        "(--device cpu): it sets the hardware queues CUDA maps a GPU's streams onto",
+        "warning: --option caffe2.cuda_graphs=true: has no effect on a CPU, and this run is on one "
+        "(--device cpu): a CUDA graph needs a GPU (a CPU cell with it true is recorded "
+        "unsupported)"]
+    toml = tmp_path / "study.toml"
+    toml.write_text('option = ["cudnn_benchmark=false"]\n')
+    code, _, err = main_exit(_cpu(tmp_path) + ["--config", str(toml), "--plan"], capsys)
+    assert code == 0, err
+    assert err.splitlines()[0] == "warning: {}: option cudnn_benchmark=false: has no effect on a " \
+        "CPU, and this run is on one (--device cpu): cuDNN's autotuning of a GPU's " \
+        "convolutions".format(toml)
+    code, _, err = main_exit(_cpu(tmp_path) + ["--option", "channels_last=true", "--plan"], capsys)
+    assert (code, "warning" in err) == (0, False)  # a CPU option: no word
+    code, _, err = main_exit(_cpu(tmp_path) + ["--option", "cudnn_benchmark=false"], capsys)
+    assert code == 1  # the run says it too, as it plans (its one cell fails: failing_python)
+    assert err.splitlines()[0] == "warning: --option cudnn_benchmark=false: has no effect on a " \
+        "CPU, and this run is on one (--device cpu): cuDNN's autotuning of a GPU's convolutions"
+
+
+def test_every_option_that_only_a_gpu_reads_is_marked():
+    # the mark is the declaration's (Option.gpu), read by the plan: not a list of names there
+    from compare import frameworks as fws
+    marked = {o.key for fw in fws.FRAMEWORKS for o in fw.options() if o.gpu}
+    assert {"cuda_connections", "cuda_graphs", "cudnn_benchmark", "cudnn_benchmark_limit",
+            "inductor_tuning", "autotune_level", "latency_hiding", "allreduce_combine_mb",
+            "nvimgcodec_api", "switch_interval_ms", "feeder_priority", "cpu_decoders",
+            "cpu_share", "cpu_draft"} == marked

@@ -22,6 +22,7 @@ PIPELINES = (
                        gpu="decodes with nvJPEG on a CUDA device"),
     pipelines.dali_row("backends.caffe2_torch.dali:make"),
 )
+CUDNN_TUNING = "cuDNN's autotuning of a GPU's convolutions"  # cudnn_benchmark's and its limit's
 OPTIONS = (
     CHANNELS_LAST,
     Option("optimizer", "str", "SGD implementation: one fused kernel, per-tensor-list, or a loop",
@@ -29,15 +30,18 @@ OPTIONS = (
     Option("compile_mode", "str", "torch.compile mode, with --compile", default="default",
            choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")),
     Option("cuda_graphs", "bool", "capture the whole step as one CUDA graph (cuda, 1 GPU)",
-           default=False),
+           default=False, gpu="a CUDA graph needs a GPU (a CPU cell with it true is recorded "
+           "unsupported)"),
     Option("inductor_tuning", "str", "with --compile: time block sizes for inductor's own "
            "Triton kernels (the fused batch-norm/ReLU/add passes), not the convolutions: "
            "coordinate descent, max_autotune_pointwise, both, or off",
-           default="off", choices=("off", "coordinate", "pointwise", "both")),
+           default="off", choices=("off", "coordinate", "pointwise", "both"),
+           gpu="it tunes Triton kernels, which inductor writes for a GPU (C++ on a CPU)"),
     Option("cudnn_benchmark", "bool", "cuDNN times candidate algorithms for each convolution in "
-           "the first step and keeps the fastest (else its heuristics choose)", default=True),
+           "the first step and keeps the fastest (else its heuristics choose)", default=True,
+           gpu=CUDNN_TUNING),
     Option("cudnn_benchmark_limit", "int", "with cudnn_benchmark: how many candidates to time per "
-           "convolution (0: all)", default=10, minimum=0, maximum=1000),
+           "convolution (0: all)", default=10, minimum=0, maximum=1000, gpu=CUDNN_TUNING),
     pipelines.decode_option(PIPELINES),
     LOADER_WORKERS,
     pipelines.pipeline_option(PIPELINES),

@@ -29,6 +29,9 @@ class Option:
     minimum: Optional[float] = None
     maximum: Optional[float] = None  # numbers: the largest value that makes sense (bounds memory/time)
     default_text: str = ""  # how a None default is decided, e.g. "true on cuda, false on cpu"
+    # only a GPU reads it: what it does there, "cuDNN's autotuning of a GPU's convolutions"; the
+    # plan warns of it given to a CPU run (compare/stages/plan.py), where it has no effect
+    gpu: str = ""
 
     def parse(self, value: Any) -> Any:
         """A command-line string (or a value already typed, from a spec file) -> the typed value."""
@@ -115,6 +118,8 @@ COMMON_OPTIONS = (
 LOADER_WORKERS = Option("loader_workers", "int", "input-pipeline workers (decode processes or "
                         "threads) per local worker, with --data DIR", minimum=1, maximum=256,
                         default_text="cores / local workers")
+# the options of decode=hw alone: only a GPU reads them (their Option.gpu)
+HW_ONLY = "it tunes decode=hw, which decodes on a GPU's JPEG engines"
 # decode=hw (pipelines/nvdecode.py) runs in the training process, beside the step. nvImageCodec's
 # decode call lets go of the interpreter and takes it back once or twice per image (its header
 # parse and image set-up), so a batch of 256 asks for the GIL ~500 times while the training loop
@@ -122,24 +127,26 @@ LOADER_WORKERS = Option("loader_workers", "int", "input-pipeline workers (decode
 # (bench/feed_contention.py, BENCHMARKS.md "Where decode=hw's loss comes from").
 SWITCH_INTERVAL = Option("switch_interval_ms", "float", "with --data DIR and decode=hw: the training "
                          "process's interpreter switch interval (sys.setswitchinterval), in ms",
-                         minimum=0.05, maximum=100.0, default=0.5)
+                         minimum=0.05, maximum=100.0, default=0.5, gpu=HW_ONLY)
 NVIMGCODEC_API = Option("nvimgcodec_api", "str", "with --data DIR and decode=hw: call nvImageCodec "
                         "through its C API (c: the GIL let go twice a batch) or its Python binding "
-                        "(python: twice an image)", default="c", choices=("c", "python"))
+                        "(python: twice an image)", default="c", choices=("c", "python"),
+                        gpu=HW_ONLY)
 FEEDER_PRIORITY = Option("feeder_priority", "str", "with --data DIR and decode=hw: the CUDA stream "
                          "priority of the feeder's decode and resize against the training step's",
-                         default="high", choices=("high", "normal"))
+                         default="high", choices=("high", "normal"), gpu=HW_ONLY)
 # decode=hw's split (pipelines/splitdecode.py): CPU decoders beside the JPEG engines
 CPU_DECODERS = Option("cpu_decoders", "int", "with --data DIR and decode=hw: CPU decoder processes "
                       "(Pillow) that take a share of each batch beside the JPEG engines "
                       "(0: the engines alone)", minimum=0, maximum=256,
-                      default_text="cores per local worker - 2")
+                      default_text="cores per local worker - 2", gpu=HW_ONLY)
 CPU_SHARE = Option("cpu_share", "float", "with --data DIR and decode=hw: the share of each batch "
                    "the CPU decoders take", minimum=0.0, maximum=1.0,
-                   default_text="auto: in proportion to the measured rates")
+                   default_text="auto: in proportion to the measured rates", gpu=HW_ONLY)
 CPU_DRAFT = Option("cpu_draft", "bool", "with --data DIR and decode=hw: the CPU decoders may "
                    "decode at 1/2-1/8 scale where the crop keeps the image size (faster; its "
-                   "pixels then differ from the engines' full-scale decode)", default=False)
+                   "pixels then differ from the engines' full-scale decode)", default=False,
+                   gpu=HW_ONLY)
 # CUDA maps a process's streams onto CUDA_DEVICE_MAX_CONNECTIONS hardware queues (8 unless set);
 # nvImageCodec decodes on its own streams (128 in an H100 profile), so with 8 the step's stream
 # shares a queue with decode streams whose heads wait (on the JPEG engines, a copy), and its next
@@ -150,7 +157,8 @@ CUDA_CONNECTIONS = Option("cuda_connections", "int", "with --data DIR and decode
                           "a GPU: the hardware queues CUDA maps the process's streams onto "
                           "(CUDA_DEVICE_MAX_CONNECTIONS), which the step's stream shares with "
                           "the decode's", minimum=1, maximum=32, default=32,
-                          default_text="32, or CUDA_DEVICE_MAX_CONNECTIONS where it is set")
+                          default_text="32, or CUDA_DEVICE_MAX_CONNECTIONS where it is set",
+                          gpu="it sets the hardware queues CUDA maps a GPU's streams onto")
 # what a backend with decode=hw lists after its `pipeline` option
 HW_DECODE = (NVIMGCODEC_API, SWITCH_INTERVAL, FEEDER_PRIORITY, CPU_DECODERS, CPU_SHARE, CPU_DRAFT,
              CUDA_CONNECTIONS)

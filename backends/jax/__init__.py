@@ -21,6 +21,7 @@ PIPELINES = (
     pipelines.Pipeline("cpu", "backends.jax.data:cpu", "Pillow in the loader's workers"),
     pipelines.dali_row("backends.jax.dali:make"),
 )
+XLA_GPU = "it sets a flag of XLA:GPU, which a CPU run leaves out (flags.py)"
 OPTIONS = (
     Option("sync_bn", "bool", "batch-norm statistics over the global batch (an all-reduce in "
            "every BN layer) instead of per device as DDP and Horovod do", default=False),
@@ -36,12 +37,13 @@ OPTIONS = (
     Option("donate", "bool", "donate the train state's buffers to the step (updated in place)",
            default=True),
     Option("latency_hiding", "bool", "XLA's latency-hiding scheduler (may overlap the gradient "
-           "all-reduce with the backward pass)", default_text="true on cuda with several devices"),
+           "all-reduce with the backward pass)", default_text="true on cuda with several devices",
+           gpu=XLA_GPU),
     Option("allreduce_combine_mb", "int", "XLA combines all-reduces up to this size (MiB); "
            "smaller ones can start before the backward pass ends", minimum=0,
-           maximum=65536, default_text="XLA's own"),
+           maximum=65536, default_text="XLA's own", gpu=XLA_GPU),
     Option("autotune_level", "int", "XLA's GPU autotuning level, 0 (off) to 4", minimum=0, maximum=4,
-           default_text="XLA's own (4)"),
+           default_text="XLA's own (4)", gpu=XLA_GPU),
     Option("xla_flags", "str", "more XLA flags, appended to XLA_FLAGS as given (recorded)",
            default=""),
     LOADER_WORKERS,

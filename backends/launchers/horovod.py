@@ -9,8 +9,9 @@ for the device, else one process with MirroredStrategy), "horovod" (Horovod or a
 localhost:N --gloo|--mpi RANK_COMMAND`: the gloo controller where Horovod has it (no MPI needed),
 else MPI (NGC's images build Horovod with MPI). On GPUs a Horovod built without NCCL would
 average the gradients through host memory: `auto` then runs one process instead and says why
-(COMPARE_TF_FALLBACK, recorded in the result). If the processes end before rank 0 writes the
-result, this launcher writes a `failed` one, so the host always finds a result file.
+(COMPARE_TF_FALLBACK, recorded in the result). horovodrun waits for every worker: once one has
+exited, the others get COMPARE_EXIT_GRACE_S (watch.py). If the processes end before rank 0
+writes the result, this launcher writes a `failed` one, so the host always finds a result file.
 """
 import glob
 import importlib.util
@@ -24,8 +25,9 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .. import lifeline, options
+from ..contract.rules import EXIT_GRACE_S, exit_grace
 from ..protocol import RunSpec, Unsupported
-from . import launcher
+from . import launcher, watch
 
 BUILD_KEYS = ("gloo", "mpi", "nccl", "cuda")  # hvd.<key>_built(): controllers, GPU all-reduce
 FALLBACK_ENV = "COMPARE_TF_FALLBACK"  # why N workers run as one process (the trainer records it)
@@ -104,18 +106,20 @@ def _installed_build() -> Tuple[Optional[Dict[str, bool]], str]:
         return None, "horovod.tensorflow does not import in {}: {}".format(sys.prefix, exc)
 
 
-def _horovodrun(spec: RunSpec, cmd: Sequence[str]) -> int:
-    """Run horovodrun to its end; a failed result when it ends before rank 0 wrote one. Killed by
-    a signal, horovodrun is said to be, and this launcher exits as a shell says it (128 + N):
-    the host then looks for the kernel's word on a SIGKILL (its OOM killer's signal)."""
+def _horovodrun(spec: RunSpec, cmd: Sequence[str], grace: float = EXIT_GRACE_S) -> int:
+    """Run horovodrun to its end, its workers given `grace` once one has exited (watch.py:
+    horovodrun waits for every one); a failed result when it ends before rank 0 wrote one, saying
+    which worker ended first and whom this launcher ended. Killed by a signal, horovodrun is said
+    to be, and this launcher exits as a shell says it (128 + N): the host then looks for the
+    kernel's word on a SIGKILL (its OOM killer's signal)."""
     started = time.time()
-    code = launcher.run(cmd)
+    code, ended = watch.run(cmd, grace)
     result_path = launcher.files(cmd)[1]
     if not launcher.wrote_result(result_path, started):
         how = "was killed by {} (exit code {})".format(_signal_name(code - 128), code) \
             if 128 < code <= 128 + 64 else "exited {}".format(code)
         recorded = launcher.record(spec, result_path, RuntimeError(
-            "horovodrun {} before rank 0 wrote a result".format(how)))
+            "horovodrun {} before rank 0 wrote a result{}".format(how, ended)))
         return code if 128 < code <= 128 + 64 else recorded
     return code
 
@@ -142,9 +146,13 @@ def main(rank: Sequence[str]) -> int:
         return launcher.record(spec, launcher.files(rank)[1], exc)
     if controller is None:
         return launcher.run(rank, dict(os.environ, **{FALLBACK_ENV: why}))
+    try:
+        grace = exit_grace(os.environ, EXIT_GRACE_S)
+    except ValueError as exc:  # the grace the user asked for, not a default in its place
+        return launcher.record(spec, launcher.files(rank)[1], exc)
     cmd = horovod_command(spec, rank, controller)
     launcher.say(cmd)
-    return _horovodrun(spec, cmd)
+    return _horovodrun(spec, cmd, grace)
 
 
 if __name__ == "__main__":

@@ -199,7 +199,8 @@ def diff(
 
 
 def history(
-    campaigns: List[str] = typer.Argument(..., help="Campaign folders, or one folder holding them."),
+    campaigns: List[str] = typer.Argument(..., metavar="CAMPAIGN...", help="Campaign folders "
+                                          "made by `compare run`, or one folder holding them."),
     out: Optional[str] = typer.Option(None, metavar="DIR", help="Also write history.md, history.csv and "
                                        "history.html (a chart per cell) here (and "
                                        "history_time_to_accuracy.csv where there are "

@@ -107,23 +107,26 @@ def collect(spec: RunSpec, outcome: Outcome, result_file: Path, stderr_file: Pat
             started_at: str, timeout: float) -> RunResult:
     """Turn an ended run into its result: the executor's word where it has the last one, else the
     run's own file if it wrote one, else a failure saying how it ended; `unsupported` with its
-    reason where a rank other than 0 said so before the run failed or timed out.
+    reason where a rank other than 0 said so before the run failed, timed out or its executor ended
+    it (a Slurm job CANCELLED or OUT_OF_MEMORY: the end stays in the reason).
 
     A file is this attempt's only if it echoes the spec's nonce: one written late by a process
     left over from an earlier attempt is ignored, and the recorded result says so."""
     stderr_tail = tail(stderr_file)
-    if outcome.ended and outcome.ended[0] != "timeout":
-        return failure(spec, *outcome.ended, stderr_tail, started_at)
     # only rank 0 writes the result: another rank's out-of-memory, error or unsupported shows in
     # the shared stderr
     text = tail(stderr_file, OOM_SCAN_CHARS)
-    result = failure(spec, *outcome.ended, stderr_tail, started_at) if outcome.ended else \
-        _read(spec, outcome, result_file, text, stderr_tail, started_at, timeout)
-    if outcome.oom_killed and result.status == "failed":
-        return failure(spec, "oom", outcome.oom_killed, result.stderr_tail, started_at)
-    # a timeout too (compare's, or a Slurm job's time limit): the others waited for that rank in a
-    # collective that never completes, and run again the cell would end so again
-    ranked = unsupported_rank(text) if result.status in ("failed", "timeout") else None
+    if outcome.ended:  # the executor's word (a Slurm job's end state): the file is not read
+        result = failure(spec, *outcome.ended, stderr_tail, started_at)
+    else:
+        result = _read(spec, outcome, result_file, text, stderr_tail, started_at, timeout)
+        if outcome.oom_killed and result.status == "failed":
+            return failure(spec, "oom", outcome.oom_killed, result.stderr_tail, started_at)
+    # a timeout too (compare's, or a Slurm job's time limit), and any end the executor knows (a
+    # job CANCELLED or OUT_OF_MEMORY while the others waited for that rank in a collective that
+    # never completes): run again, the cell would end so again
+    ranked = unsupported_rank(text) if outcome.ended or result.status in ("failed", "timeout") \
+        else None
     if ranked:  # it ended first, as rank 0's Unsupported would have: the rest followed from it
         result.status, result.reason = "unsupported", "rank {}: {} (the run recorded otherwise: " \
             "{})".format(ranked[0], ranked[1], result.reason)

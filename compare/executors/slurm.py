@@ -155,7 +155,27 @@ class SlurmExecutor(Executor):
             record.update(machine_record.host_info())
             record["slurm"] = {"partitions": rows, "placement": placement}
             cls._machines[key] = record
+        cls._check_pythons(ctx, placement)
         return dict(cls._machines[key])
+
+    @classmethod
+    def _check_pythons(cls, ctx: Context, placement: List[str]) -> None:
+        """Each --python is a path on the nodes: asked there by one short job (srun), at plan
+        time, as the plan asks one on this host (envs.check_python): a UserError (one line) where
+        it lacks a module every run of its framework imports, or does not answer as a python."""
+        given = [fw for fw in ctx.frameworks if fw.name in ctx.overrides]
+        if not given:
+            return
+        ctx.log("asking the --python interpreter(s) on a Slurm compute node (srun)")
+        try:
+            node, answers = st.ask_pythons([(ctx.overrides[fw.name], fw.modules) for fw in given],
+                                           envs.PROBE, envs.PROBE_TIMEOUT, placement, PROBE_TIMEOUT)
+        except st.SlurmError as exc:
+            raise UserError("--python: could not ask the interpreter(s) on a Slurm compute node: "
+                            "{}{}".format(exc, _conf_hint())) from None
+        for fw, (code, said) in zip(given, answers):
+            envs.check_python(fw, ctx.overrides[fw.name], asked=lambda _p, _f, c=code, s=said: (
+                st.answered(c, s)), where="on Slurm node {}, ".format(node))
 
     def check_data(self, prepared: List[dataset.Prepared]) -> None:
         """Every --data folder and its prepared side must be readable on the compute nodes (a

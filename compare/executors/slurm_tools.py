@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from backends.contract.rules import EXIT_GRACE_ENV, EXIT_GRACE_S
 
-from .. import files
+from .. import envs, files
 
 # states after which a job does nothing more (anything else: it is queued, running or ending)
 ENDED = ("COMPLETED", "FAILED", "TIMEOUT", "CANCELLED", "OUT_OF_MEMORY", "NODE_FAIL", "BOOT_FAIL",
@@ -207,3 +207,47 @@ def read_exit_code(work: Path) -> Optional[int]:
         return int((work / EXIT_CODE_FILE).read_text().strip())
     except (OSError, ValueError):
         return None
+
+
+# run on a compute node as `bash -c PYTHON_CHECK check PROBE (PYTHON "MODULE ...")...`: each
+# interpreter asked with the probe (compare/envs.py) as a run starts it there (no PYTHONPATH, from
+# /), bounded by `timeout` (its words in no locale's quotes); what it said (stdout and stderr)
+# between "== " lines, with its exit code
+PYTHON_CHECK = ('code=$1; shift; echo "== node ${{SLURMD_NODENAME:-$(hostname)}}"; '
+                'while [ $# -gt 1 ]; do echo "== python"; '
+                '(cd / && env -u PYTHONPATH LC_ALL=C timeout {seconds} "$1" -c "$code" $2 2>&1); '
+                'echo "== exit $?"; shift 2; done')
+
+
+def ask_pythons(asked: Sequence[Tuple[str, Sequence[str]]], probe: str, seconds: float,
+                placement: Sequence[str], queued: float) -> Tuple[str, List[Tuple[int, str]]]:
+    """(the node, [(exit code, what it said)] of each (python, modules) in order): one one-task
+    job (srun) of PYTHON_CHECK, each python given `seconds`, the job `queued` to start and end;
+    SlurmError where it does not answer so."""
+    args = [probe]
+    for python, modules in asked:
+        args += [python, " ".join(modules)]
+    out = call(["srun", "--nodes=1", "--ntasks=1", "--job-name=compare-python-check", "--time=5"] +
+               list(placement) + ["bash", "-c", PYTHON_CHECK.format(seconds=math.ceil(seconds)),
+                                  "check"] + args, timeout=queued)
+    node, answers, said = "?", [], []  # type: Tuple[str, List[Tuple[int, str]], List[str]]
+    for line in out.splitlines():
+        if line.startswith("== node "):
+            node = line[len("== node "):]
+        elif line == "== python":
+            said = []
+        elif line.startswith("== exit ") and line[len("== exit "):].isdigit():
+            answers.append((int(line[len("== exit "):]), "\n".join(said)))
+        else:
+            said.append(line)
+    if len(answers) != len(asked):
+        raise SlurmError("the check of --python on a node was cut short: {}".format(
+            (out.strip().splitlines() or ["nothing said"])[-1]))
+    return node, answers
+
+
+def answered(code: int, said: str) -> envs.Answer:
+    """envs.probe()'s answer from an interpreter's exit code and words on a node (timeout: 124)."""
+    if code == 124:
+        raise envs.EnvError("no answer within {} s".format(envs.PROBE_TIMEOUT))
+    return envs.read_probe(code, said, "")

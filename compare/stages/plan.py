@@ -88,6 +88,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
     kind = device_of(study, [1], sized, where)
     given, batches, said = defaults.fill(sized, kind, study, _resumed_steps(study))
     device = device_of(study, given["gpus"], sized, where)
+    _gpu_only(study, device, fws, log)
     common = dict(COMMON, **(QUICK if study.quick else {}), windows=study.windows,
                   compile=study.compile)
     common.update({k: v for k, v in (("image_size", study.image_size), ("steps", given["steps"]),
@@ -99,6 +100,8 @@ def make(study: Study, log=lambda text: None) -> Plan:
                 study.said("windows"), study.said("steps", "windows")))
         said["windows"] = "{0} ({1} timed steps: one window per step, not the default {2})".format(
             common["steps"], common["steps"], study.windows)
+        if _resumed_windows(study) != study.windows:  # what the harness times, recorded so
+            common["windows"] = common["steps"]
     if study.target_accuracy is not None:  # time to accuracy (docs/accuracy.md)
         common.update(target_accuracy=study.target_accuracy, max_epochs=study.max_epochs,
                       eval_every=study.eval_every)
@@ -124,7 +127,7 @@ def make(study: Study, log=lambda text: None) -> Plan:
     _check_python(study, cls)
     _unused_python(study, log)
     pool, at_once = pool_for(cls, ctx, given["gpus"], _concurrency(study, device, machine),
-                             study.plan_gpus)  # the executor's own, or --plan-gpus N
+                             study.plan_gpus, len(cells))  # the executor's own, or --plan-gpus N
     return Plan(study, machine, device, matrix, cells, cls, why, ctx, pool, at_once, said)
 
 
@@ -148,6 +151,14 @@ def _resumed_steps(study: Study) -> Optional[Tuple[int, int]]:
         return None
     steps, warmup = settings.get("steps"), settings.get("warmup_steps")
     return (steps, warmup) if all(type(v) is int and v >= 0 for v in (steps, warmup)) else None
+
+
+def _resumed_windows(study: Study) -> Optional[int]:
+    """The windows a resumed campaign's cells hold (campaign.json's settings): an earlier compare
+    recorded the default beside fewer timed steps (its harness timed one a step), and they stay."""
+    settings = study.campaign.get("settings") if study.resume else None
+    windows = settings.get("windows") if isinstance(settings, dict) else None
+    return windows if type(windows) is int else None
 
 
 def device_of(study: Study, gpus: List[int], machine: Dict[str, Any], where: str) -> str:
@@ -254,6 +265,22 @@ def _unused_python(study: Study, log) -> None:
                 ", ".join(run)))
 
 
+def _gpu_only(study: Study, device: str, fws, log) -> None:
+    """An --option only a GPU reads (its declaration's `gpu` says what it does there), given to a
+    CPU run, is said once as planned, not ignored (or a cell recorded unsupported) unseen; a
+    resumed campaign's own are not said again."""
+    if device != "cpu" or study.sources.get("option") in (None, "default", "campaign"):
+        return
+    on = "{} cpu".format(study.label("device")) if study.device == "cpu" else "no GPU found"
+    for item in study.option:
+        scope, _, key = item.partition("=")[0].rpartition(".")
+        why = next((o.gpu for fw in fws if scope in ("", fw.name) for o in fw.options()
+                    if o.key == key and o.gpu), "")
+        if why:
+            log("warning: {} {}: has no effect on a CPU, and this run is on one ({}): {}".format(
+                study.label("option"), item, on, why))
+
+
 def _check_size(study: Study, given: Dict[str, Any], fws) -> None:
     """At most MAX_CELLS cells, counted before a single one is built (a mode other than default
     runs at one searched batch: Matrix.batches)."""
@@ -306,8 +333,11 @@ def schedule(plan: Plan, todo, folder: Path, known=()) -> Tuple[str, Dict[str, f
     items, marks, source, notes = eta.schedule(todo, plan.pool, plan.concurrency, folder,
                                                plan.machine, plan.executor.name, unbuilt,
                                                plan.study.timeout, known, plan.repeated)
-    text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}".format(
-        plan.study.concurrency or AUTO), notes, plan.repeated, _trains(plan.study))
+    from ..store import counted
+    asked, fewer = plan.study.concurrency, len(plan.cells) < (plan.study.concurrency or 0)
+    text = eta.render(items, marks, plan.pool, plan.concurrency, source, "--concurrency {}{}".format(
+        asked or AUTO, ", for " * fewer + counted([s.run_id for s in plan.cells], plan.repeated)[0]
+        * fewer), notes, plan.repeated, _trains(plan.study))
     wall, serial = max((it.end for it in items), default=0.0), sum(it.end - it.start for it in items)
     return text, {it.spec.run_id: it.end - it.start for it in items}, \
         serial / wall if wall else 1.0, unbuilt

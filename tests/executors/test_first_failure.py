@@ -225,3 +225,18 @@ def test_a_slurm_job_stopped_at_its_time_limit_after_a_rank_found_it_unsupported
 def test_a_timeout_after_a_worker_ran_out_of_memory_stays_an_oom_as_a_failed_run_does(tmp_path):
     oom = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
     assert _timed_out(tmp_path, Outcome(timed_out=True), oom)[0] == "oom"
+
+
+def test_a_slurm_job_that_ended_cancelled_or_out_of_memory_after_a_rank_found_it_unsupported_is_unsupported(
+        tmp_path, monkeypatch):
+    """Slurm's end state (scontrol show job, as recorded) had the last word: `failed` 'cancelled:
+    Slurm job 42 was cancelled', `oom` '… ran out of memory (OUT_OF_MEMORY)', and --resume ran the
+    cell again, to the same end. The rank's reason comes first; the job's end stays in the reason."""
+    from compare.executors import slurm_jobs, slurm_tools
+    for state, reason in (("CANCELLED", "cancelled: Slurm job 42 was cancelled"),
+                          ("OUT_OF_MEMORY", "Slurm job 42 ran out of memory (OUT_OF_MEMORY)")):
+        monkeypatch.setattr(slurm_tools, "job_info", lambda job_id, s=state: {
+            "JobName": "compare-" + TORCH.run_id, "JobState": s, "ExitCode": "0:15"})
+        outcome = slurm_jobs.Job("42", TORCH.run_id, tmp_path).wait(600)
+        assert _timed_out(tmp_path, outcome, "srun: error: nodeA: task 0: Terminated\n") == ("unsupported", "rank 1: {} (the run recorded otherwise: {})".format(
+            BF16, reason))

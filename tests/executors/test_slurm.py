@@ -398,3 +398,38 @@ def test_cells_in_one_allocation_run_side_by_side_as_job_steps(cluster, tmp_path
         jobs.add(slurm["job_id"])
     assert len(jobs) == 1  # one allocation, no job of their own
     assert not (campaign / "jobs").exists()
+
+
+@pytest.mark.slurm
+def test_a_python_missing_or_lacking_its_modules_on_the_nodes_is_one_line_before_any_job(
+        cluster, tmp_path):
+    """--python is a path on the nodes: one srun asks it there, as the plan asks it on this host.
+    Before: not asked; --plan said nothing, and each cell's job failed on its own, the reason the
+    harness's import error of every cell."""
+    bare, gone = tmp_path / "bare-python", tmp_path / "gone-python"
+    bare.write_text('#!/bin/sh\nexec {} -S "$@"\n'.format(sys.executable))  # no site-packages
+    gone.write_text("#!{}/venv/bin/python3\n".format(tmp_path))  # a venv's link to a python the
+    for path in (bare, gone):  # nodes lack: its interpreter is missing there
+        path.chmod(0o755)
+    leave = "or leave caffe2 out of --python (compare then runs caffe2 in its managed environment)"
+    for python, problem in (
+            (gone, "did not say which modules it has, as a python asked with -c does (exit 127: "
+                   "timeout: failed to run command '{}': No such file or directory); give a python "
+                   "that has torch".format(gone)),
+            (bare, "lacks torch (every caffe2 run imports torch); give a python that has them")):
+        for plan in (["--plan"], []):
+            campaign = tmp_path / "c"
+            proc = _slurm_run(campaign, ["--frameworks", "caffe2", "--python", "caffe2={}".format(
+                python)] + TINY + plan, code=2)
+            line = proc.stderr.splitlines()[-1]
+            node = line.split("on Slurm node ")[1].split(",")[0]
+            assert node in ("nodeA", "nodeB"), line
+            assert line == "compare: error: --python 'caffe2={0}': on Slurm node {1}, {0} {2}, " \
+                           "{3}".format(python, node, problem, leave)
+            assert not campaign.exists()
+    (tmp_path / "site" / "torch").mkdir(parents=True)  # a python that has torch: asked, and planned
+    (tmp_path / "site" / "torch" / "__init__.py").write_text("")
+    bare.write_text('#!/bin/sh\nPYTHONPATH={} exec {} -S "$@"\n'.format(tmp_path / "site", sys.executable))
+    proc = _slurm_run(tmp_path / "c", ["--frameworks", "caffe2", "--python", "caffe2={}".format(bare),
+                                       "--plan"] + TINY)
+    assert "asking the --python interpreter(s) on a Slurm compute node (srun)" in proc.stderr
