@@ -58,8 +58,12 @@ LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cel
           "model, precision, GPUs, nodes, device, executor, batch, mode, data, target accuracy; a run to "
           "a target: its folder and epochs too); r a "
           "like cell measured cold on a machine of this kind by compare's authors; ? the framework's or any "
-          "cell's: a guess. Each is scaled by the rule: fixed part + per-step part x steps x pixels "
-          "ratio")
+          "cell's: a guess.")
+# the rule each kind of cell is scaled by (scaled, trained); the legend names those in the plan
+RULES = {"throughput": "Throughput cells are scaled by the rule: fixed part + per-step part x steps "
+                       "x pixels ratio",
+         "accuracy": "Runs to a target accuracy are scaled by the rule: fixed part + training x "
+                     "epochs x images per epoch x pixels ratio (evaluations of val/ included)"}
 REFERENCES = Path(__file__).parent / "references" / "cell_times"
 
 
@@ -336,7 +340,13 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
             clock(wall), clock(serial), word, serial / wall)
     if pool.gpu:
         total += "; {} held {:.2f} GPU-hours".format(_machine(pool), len(pool.units) * wall / 3600)
-    return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"
+    return "\n".join(lines + [total] + list(notes) + [legend(items)]) + "\n"
+
+
+def legend(items: Sequence[Planned]) -> str:
+    """The marks, and the rule of each kind of cell the plan holds (RULES)."""
+    kinds = {_kind_of(it.spec.to_dict()) for it in items}
+    return " ".join([LEGEND.format(RECENT)] + ["{}.".format(RULES[k]) for k in RULES if k in kinds])
 
 
 def _machine(pool: Pool) -> str:

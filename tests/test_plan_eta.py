@@ -310,3 +310,21 @@ def test_the_plan_counts_only_the_earlier_runs_its_estimate_uses(tmp_path):
     _, _, source, _ = plan.schedule([spec], resources.single(), 1, tmp_path, MACHINE, "local")
     assert source.startswith("no earlier run on a machine like this under {} (1 that failed or "
                              "timed out left out): ".format(tmp_path))
+
+
+def test_the_legend_names_the_rule_of_the_cells_in_the_plan():
+    # a plan of one run to a target accuracy (--max-epochs 1) said "Each is scaled by the rule:
+    # fixed part + per-step part x steps x pixels ratio": a run measured in epochs is not
+    from compare.scheduler import Planned
+    pool = resources.single()
+    tta = RunSpec("caffe2", "caffe2_torch", data="/d", target_accuracy=0.5, max_epochs=1)
+    cell = RunSpec("caffe2", "caffe2_torch")
+
+    def legend(*specs):
+        items = [Planned(s, resources.Slot(), 0.0, 10.0) for s in specs]
+        return plan.render(items, {s.run_id: "?" for s in specs}, pool, 1, "no earlier run",
+                           "--concurrency auto").splitlines()[-1]
+    steps, epochs = "per-step part x steps x pixels", "x epochs x images per epoch x pixels"
+    assert epochs in legend(tta) and steps not in legend(tta)
+    assert steps in legend(cell) and epochs not in legend(cell)
+    assert steps in legend(tta, cell) and epochs in legend(tta, cell)
