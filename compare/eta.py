@@ -24,8 +24,7 @@ estimated from runs to a target only, those that ended by themselves (reached it
 epochs: not timed out, failed or interrupted), its training (the whole cell where the run has no
 timed marks) scaled by epochs x images per epoch x pixels (`trained`); with none of its framework
 before (nor like it), from a throughput cell of its framework, model, precision, workers, device and
-executor (measured here, else a reference; cells reading a folder first, for they time its
-decoding, which on a CPU is most of such a run), marked `t` (`from_throughput`): the cell's fixed part
+executor (measured here, else a reference), marked `t` (`from_throughput`): the cell's fixed part
 + its seconds per image (seconds per steady step / global batch) x pixels x (max_epochs x images
 of train/ + val/ every eval_every epochs at EVAL_SHARE of the cost): all its epochs trained.
 The legend under the plan names the rule of the kinds of cells it shows.
@@ -68,9 +67,7 @@ LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cel
           "cell's: a guess.")
 PER_IMAGE_LEGEND = ("t a run to a target accuracy with none of its framework's before: a throughput "
                     "cell's seconds per image (same framework, model, precision, workers, device, "
-                    "executor; measured here, else on a machine of this kind; on a folder's JPEGs, "
-                    "else synthetic, which leaves out decoding them: on a CPU, several times "
-                    "short) x --max-epochs x "
+                    "executor; measured here, else on a machine of this kind) x --max-epochs x "
                     "train/ images, + val/ every --eval-every epochs at a third of the cost, + its "
                     "fixed part: all --max-epochs trained (it may reach its target sooner).")
 # the rule each kind of cell is scaled by (scaled, trained); the legend names those in the plan
@@ -212,10 +209,8 @@ def _images(folder: Optional[str], part: str = "train") -> int:
 
 def per_image(r: RunResult) -> Optional[Tuple[float, float]]:
     """(fixed seconds, seconds per image trained) of a throughput cell with timed marks (parts):
-    its seconds per steady step over its global batch; None for a run to a target, no marks, or
-    a data-only cell (it trains nothing)."""
-    found = parts(r) if _kind_of(r.spec) == "throughput" and data_mode(r.spec) != "data-only" \
-        else None
+    its seconds per steady step over its global batch; None for a run to a target or no marks."""
+    found = parts(r) if _kind_of(r.spec) == "throughput" else None
     images = int(r.spec.get("batch_size") or 0) * int(r.spec.get("gpus") or 1) * int(
         r.spec.get("nodes") or 1)
     if found is None or found[1] is None or not images:
@@ -339,9 +334,6 @@ class Estimates:
                             ("?", self.by_kind.get((None, kind))), ("?", self.all)):
             if kind == "accuracy" and mark != "t":  # epochs of training: like runs that ended
                 found = [r for r in found or [] if _kind_of(r.spec) == kind and r.status in ENDED]
-            if mark == "t":  # cells reading a folder time its decoding too, which a run to a
-                # target does (on a CPU, most of its time): those first, synthetic ones else
-                found = [r for r in found or [] if data_mode(r.spec) == "real"] or found
             recent = sorted(found or [], key=lambda r: r.phases["cell_end"])[-RECENT:]
             rule = from_throughput if mark == "t" else trained if kind == "accuracy" else scaled
             pairs = [(r, v) for r, v in ((r, rule(r, spec)) for r in recent) if v is not None]

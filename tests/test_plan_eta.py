@@ -394,28 +394,3 @@ def test_the_readme_cpu_references_plan_a_recorded_run_to_a_target_by_seconds_pe
     assert (seconds, mark) == (pytest.approx(expected), "t") and seconds == pytest.approx(123, abs=1)
     took = ran.phases["cell_end"] - ran.phases["cell_start"]
     assert took == pytest.approx(464.6, abs=0.1) and abs(seconds - took) < abs(plan.DEFAULT_S - took)
-
-
-def test_a_throughput_cell_on_real_data_lends_its_seconds_per_image_before_a_synthetic_one(tmp_path):
-    # caffe2 to 0.5 on small4 at 64 px, planned t15 s from the references' synthetic 64 px cells,
-    # took 120 s: 4.8 images/s, its 2 cores decoding JPEGs (0.21 s an image against 0.013 trained
-    # synthetic). A throughput cell reading a folder times that decoding; a data-only one trains
-    # nothing, and lends nothing
-    data = _learnable(tmp_path / "small", 480, 200)
-    spec = RunSpec("caffe2", "caffe2_torch", data=data, target_accuracy=0.5, max_epochs=1,
-                   image_size=64)
-
-    def cell(took_per_step, **more):
-        s = RunSpec("caffe2", "caffe2_torch", image_size=64, steps=10, warmup_steps=1, **more)
-        return RunResult(s.run_id, "ok", s.to_dict(), spec_hash=s.spec_hash,
-                         environment={"executor": "local"},
-                         phases={"cell_start": 0.0, "timed_start": 5.0,
-                                 "timed_end": 5.0 + 10 * took_per_step,
-                                 "cell_end": 10.0 + 10 * took_per_step})
-    synthetic, real = cell(0.4), cell(6.4, data=data)
-    only = cell(0.1, data=data, data_only=True)
-    images = 480 + 200 * plan.EVAL_SHARE
-    for ran in ([synthetic, real], [real, synthetic], [real, synthetic, only]):
-        assert plan.Estimates(ran, "local").of(spec) == (pytest.approx(10.0 + 0.2 * images), "t")
-    assert plan.Estimates([synthetic, only], "local").of(spec) == (
-        pytest.approx(10.0 + 0.0125 * images), "t")
