@@ -22,7 +22,12 @@ fails in a tenth of a second, a hung run lasts its --timeout): it is left out, i
 build still counted. A run to a target accuracy times its epochs (run_start to run_stop), not --steps: it is
 estimated from runs to a target only, those that ended by themselves (reached it or ran out of
 epochs: not timed out, failed or interrupted), its training (the whole cell where the run has no
-timed marks) scaled by epochs x images per epoch x pixels (`trained`).
+timed marks) scaled by epochs x images per epoch x pixels (`trained`); with none of its framework
+before (nor like it), from a throughput cell of its framework, model, precision, workers, device and
+executor (measured here, else a reference), marked `t` (`from_throughput`): the cell's fixed part
++ its seconds per image (seconds per steady step / global batch) x pixels x (max_epochs x images
+of train/ + val/ every eval_every epochs at EVAL_SHARE of the cost): all its epochs trained.
+The legend under the plan names the rule of the kinds of cells it shows.
 An environment built during an earlier cell (its result's env_build_s) is not cell
 time: it is left out of `fixed`, and a framework whose environment is not built yet (to_build)
 adds a build of its own, once, to its first cell (marked `+`; the recorded builds' median, else a
@@ -52,14 +57,24 @@ from .scheduler import Planned, plan
 
 DEFAULT_S = 60.0  # a cell with no earlier result of any kind to go by
 ENV_BUILD_GUESS_S = 300.0  # an environment to build with none built before to go by
+EVAL_SHARE = 1 / 3  # an image evaluated (forward pass) against one trained (forward, backward)
 ENDED = ("ok", "not_converged")  # a run to a target that ended by itself (not killed, failed)
 RECENT = 3  # the last runs of a cell that make its estimate (caches warm up over time)
 LEGEND = ("= the same cell ran before (median of its last {} runs); ~ a like cell (same framework, "
           "model, precision, GPUs, nodes, device, executor, batch, mode, data, target accuracy; a run to "
           "a target: its folder and epochs too); r a "
           "like cell measured cold on a machine of this kind by compare's authors; ? the framework's or any "
-          "cell's: a guess. Each is scaled by the rule: fixed part + per-step part x steps x pixels "
-          "ratio")
+          "cell's: a guess.")
+PER_IMAGE_LEGEND = ("t a run to a target accuracy with none of its framework's before: a throughput "
+                    "cell's seconds per image (same framework, model, precision, workers, device, "
+                    "executor; measured here, else on a machine of this kind) x --max-epochs x "
+                    "train/ images, + val/ every --eval-every epochs at a third of the cost, + its "
+                    "fixed part: all --max-epochs trained (it may reach its target sooner).")
+# the rule each kind of cell is scaled by (scaled, trained); the legend names those in the plan
+RULES = {"throughput": "Throughput cells are scaled by the rule: fixed part + per-step part x steps "
+                       "x pixels ratio",
+         "accuracy": "Runs to a target accuracy are scaled by the rule: fixed part + training x "
+                     "epochs x images per epoch x pixels ratio (evaluations of val/ included)"}
 REFERENCES = Path(__file__).parent / "references" / "cell_times"
 
 
@@ -184,12 +199,38 @@ def trained(r: RunResult, spec: RunSpec) -> Optional[float]:
     return max(total - training, 0.0) + training * ahead / epochs * per_epoch * pixels
 
 
-def _images(folder: Optional[str]) -> int:
-    """The training images of a data folder (DIR/train's JPEG files; 0: none found)."""
+def _images(folder: Optional[str], part: str = "train") -> int:
+    """The training (or `part`'s) images of a data folder (DIR/train's JPEG files; 0: none found)."""
     if not folder or folder == "synthetic":
         return 0
     from .datasets import jpeg_count
-    return jpeg_count(os.path.join(folder, "train"))
+    return jpeg_count(os.path.join(folder, part))
+
+
+def per_image(r: RunResult) -> Optional[Tuple[float, float]]:
+    """(fixed seconds, seconds per image trained) of a throughput cell with timed marks (parts):
+    its seconds per steady step over its global batch; None for a run to a target or no marks."""
+    found = parts(r) if _kind_of(r.spec) == "throughput" else None
+    images = int(r.spec.get("batch_size") or 0) * int(r.spec.get("gpus") or 1) * int(
+        r.spec.get("nodes") or 1)
+    if found is None or found[1] is None or not images:
+        return None
+    return found[0], found[1] / images
+
+
+def from_throughput(r: RunResult, spec: RunSpec) -> Optional[float]:
+    """A run to a target accuracy from a throughput cell `r` of its framework, model, precision,
+    device and workers (`t`): the cell's fixed part + its seconds per image x pixels ratio x the
+    images the run handles at most: --max-epochs x train/, and val/ every --eval-every epochs
+    (an image evaluated costs EVAL_SHARE of one trained: a forward pass, no backward)."""
+    found, train = per_image(r), _images(spec.data)
+    if found is None or not train:
+        return None
+    fixed, each = found
+    pixels = (spec.image_size / float(r.spec.get("image_size") or spec.image_size)) ** 2
+    evaluations = max(spec.max_epochs // max(spec.eval_every, 1), 1)
+    images = spec.max_epochs * train + evaluations * _images(spec.data, "val") * EVAL_SHARE
+    return fixed + each * pixels * images
 
 
 def cached_compile(r: RunResult) -> float:
@@ -215,6 +256,8 @@ def _batch(spec: Dict[str, Any]):
 # times steps, on the same folder too
 LIKE = ("framework", "model", "precision", "gpus", "nodes", "device", "mode", "target_accuracy",
         "data_mode")
+# what a throughput cell shares with a run to a target whose seconds per image it lends (`t`)
+PER_IMAGE = ("framework", "model", "precision", "gpus", "nodes", "device", "mode")
 
 
 class Estimates:
@@ -237,6 +280,8 @@ class Estimates:
         # like key -> results, framework -> environment builds: recorded here, measured elsewhere
         self.by_like, self.builds = self._index(results)[0], builds
         self.references, self.reference_builds = self._index(references)
+        # per-image key -> throughput cells with timed marks: measured here, else elsewhere (`t`)
+        self.per_image = [self._per_image(found) for found in (results, references)]
         self.all, self.executor = list(results), executor
         self.first_steps = 0.0  # seconds of first steps in the estimates given so far
         self.cached = 0.0  # seconds of cold compiles left out of `=` estimates (cached_compile)
@@ -253,6 +298,18 @@ class Estimates:
                 builds.setdefault(r.spec.get("framework"), []).append(env_build_s(r))
         return like, builds
 
+    def _per_image(self, results: Sequence[RunResult]) -> Dict[Tuple, List[RunResult]]:
+        out: Dict[Tuple, List[RunResult]] = {}
+        for r in results:
+            if per_image(r) is not None:
+                out.setdefault(self._per_image_key(r.spec, (r.environment or {}).get("executor")),
+                               []).append(r)
+        return out
+
+    @staticmethod
+    def _per_image_key(spec: Dict[str, Any], executor: Optional[str]) -> Tuple:
+        return tuple(spec.get(k, DEFAULTS.get(k)) for k in PER_IMAGE) + (executor,)
+
     @staticmethod
     def _like(spec: Dict[str, Any], executor: Optional[str]) -> Tuple:
         # a run to a target trains epochs over its folder: like only on the same folder and epochs
@@ -264,17 +321,21 @@ class Estimates:
     def of(self, spec: RunSpec) -> Tuple[float, str]:
         """The cell's own time (no environment build) and its mark."""
         like, kind = self._like(spec.to_dict(), self.executor), _kind_of(spec.to_dict())
+        per_image_key = self._per_image_key(spec.to_dict(), self.executor)
         # a guess from cells of the same kind first: a run to a target accuracy trains for
-        # epochs, a throughput cell times a few steps
+        # epochs, a throughput cell times a few steps; a run to a target with none of its
+        # framework's before: the seconds per image of its throughput cells (t)
         for mark, found in (("=", self.by_hash.get(spec.spec_hash)), ("~", self.by_like.get(like)),
                             ("r", self.references.get(like)),
                             ("?", self.by_kind.get((spec.framework, kind))),
+                            ("t", self.per_image[0].get(per_image_key) if kind == "accuracy" else None),
+                            ("t", self.per_image[1].get(per_image_key) if kind == "accuracy" else None),
                             ("?", self.by_fw.get(spec.framework)),
                             ("?", self.by_kind.get((None, kind))), ("?", self.all)):
-            if kind == "accuracy":  # epochs of training: like runs that ended by themselves only
+            if kind == "accuracy" and mark != "t":  # epochs of training: like runs that ended
                 found = [r for r in found or [] if _kind_of(r.spec) == kind and r.status in ENDED]
             recent = sorted(found or [], key=lambda r: r.phases["cell_end"])[-RECENT:]
-            rule = trained if kind == "accuracy" else scaled
+            rule = from_throughput if mark == "t" else trained if kind == "accuracy" else scaled
             pairs = [(r, v) for r, v in ((r, rule(r, spec)) for r in recent) if v is not None]
             values = [v for _, v in pairs]
             if values and mark == "=":  # the same cell: what it compiled cold is cached now
@@ -336,7 +397,15 @@ def render(items: List[Planned], marks: Dict[str, str], pool: Pool, concurrency:
             clock(wall), clock(serial), word, serial / wall)
     if pool.gpu:
         total += "; {} held {:.2f} GPU-hours".format(_machine(pool), len(pool.units) * wall / 3600)
-    return "\n".join(lines + [total] + list(notes) + [LEGEND.format(RECENT)]) + "\n"
+    return "\n".join(lines + [total] + list(notes) + [legend(items, marks)]) + "\n"
+
+
+def legend(items: Sequence[Planned], marks: Optional[Dict[str, str]] = None) -> str:
+    """The marks (`t` where a cell has it), and the rule of each kind of cell the plan holds."""
+    kinds = {_kind_of(it.spec.to_dict()) for it in items}
+    per_image = any(m.startswith("t") for m in (marks or {}).values())
+    return " ".join([LEGEND.format(RECENT)] + [PER_IMAGE_LEGEND] * per_image
+                    + ["{}.".format(RULES[k]) for k in RULES if k in kinds])
 
 
 def _machine(pool: Pool) -> str:
