@@ -450,7 +450,9 @@ def schedule(specs: Sequence[RunSpec], pool: Pool, concurrency: int, folder: Pat
     source = "cell times from {} earlier run{} in {} campaign{} under {}{}".format(
         len(used), "" if len(used) == 1 else "s", campaigns, "" if campaigns == 1 else "s",
         folder, left) if used else "no earlier run on a machine like this under {}{}: {}".format(
-        folder, left, "like cells measured on a machine of this kind (r), else {:.0f} s".format(DEFAULT_S)
+        folder, left, "like cells measured on a machine of this kind (r){}, else {:.0f} s".format(
+            ", runs to a target from their throughput cells (t)" if any(
+                m.startswith("t") for m in marks.values()) else "", DEFAULT_S)
         if references else "every cell counts {:.0f} s".format(DEFAULT_S))
     notes = []
     if any(m.startswith("r") for m in marks.values()):

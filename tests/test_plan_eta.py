@@ -408,3 +408,22 @@ def test_a_run_to_a_target_planned_from_the_cpu_references_is_within_a_quarter_o
     seconds, mark = plan.Estimates([], "local", references=references).of(spec)
     took = ran.phases["cell_end"] - ran.phases["cell_start"]
     assert mark == "t" and abs(seconds - took) <= TOLERANCE * took, (seconds, took)
+
+
+def test_the_plans_source_line_names_t_where_a_run_to_a_target_took_it(tmp_path):
+    # with no earlier run, the header said "like cells measured on a machine of this kind (r),
+    # else 60 s" where the one cell planned was marked t
+    fixture = json.loads((Path(__file__).parent / "fixtures" / "eta" / "tta" /
+                          "caffe2_cpu_small4_64px.json").read_text())
+    ran = RunResult.from_dict(fixture["result"])
+    spec = RunSpec.from_dict(dict(ran.spec, data=_learnable(tmp_path / "small4", 480, 200)))
+    _, marks, source, _ = plan.schedule([spec], resources.single(), 1, tmp_path / "none",
+                                        fixture["machine"], "local")
+    assert marks == {spec.run_id: "t"}
+    assert source.endswith(": like cells measured on a machine of this kind (r), runs to a target "
+                           "from their throughput cells (t), else 60 s"), source
+    throughput = RunSpec.from_dict({k: v for k, v in ran.spec.items()
+                                    if k not in ("target_accuracy", "data")})
+    _, _, source, _ = plan.schedule([throughput], resources.single(), 1, tmp_path / "none",
+                                    fixture["machine"], "local")
+    assert source.endswith("this kind (r), else 60 s"), source
