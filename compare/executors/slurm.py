@@ -58,6 +58,13 @@ DATA_CHECK = ('for f; do test -r "$f" || { echo "${SLURMD_NODENAME:-$(hostname)}
               'exit 0; }; done; echo "${SLURMD_NODENAME:-$(hostname)} readable"')
 
 
+class Stopped(UserError):
+    """Ctrl-C before the first job (the machine record's srun may wait minutes for a node): one
+    line, exit 130 as a shell reports SIGINT."""
+
+    exit_code = 130
+
+
 class SlurmExecutor(Executor):
     name = "slurm"
     auto = False  # a cluster is asked for, never picked behind the user's back
@@ -148,6 +155,10 @@ class SlurmExecutor(Executor):
                               ["python3", "-c", Path(MACHINE_SCRIPT).read_text()],
                               timeout=PROBE_TIMEOUT)
                 record = json.loads(out.strip().splitlines()[-1])
+            except KeyboardInterrupt:  # typer would end it with 130 and no word; srun is ended
+                raise Stopped("interrupted (SIGINT) while taking the machine record on a Slurm "
+                              "compute node (srun): nothing was submitted or written; "
+                              "run the same command again") from None
             except (st.SlurmError, ValueError, IndexError) as exc:
                 raise UserError("{} slurm: the machine record could not be taken on a "
                                 "compute node: {}{}; check `srun -N1 python3 -V`".format(
