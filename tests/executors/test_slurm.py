@@ -464,3 +464,26 @@ def test_ctrl_c_while_the_machine_record_waits_for_a_node_is_one_line(tmp_path):
         "compare: error: interrupted (SIGINT) while taking the machine record on a Slurm compute node "
         "(srun): nothing was submitted or written; run the same command again")
     assert not (tmp_path / "c").exists()
+
+
+def test_a_job_that_asks_more_nodes_than_its_partition_has_fails_instead_of_waiting_forever(
+        tmp_path, monkeypatch):
+    """A user typed `compare run --executor slurm --nodes 3` on a partition of two nodes: the job
+    stayed PENDING (PartitionNodeLimit) and compare showed 'starting' until it was killed."""
+    from compare.executors import slurm_tools as st
+    from compare.executors.slurm_jobs import Job
+    cancelled = []
+    name = "compare-caffe2-fp32-n3xw1-b32-s32-r0"
+
+    def info(job_id):
+        state = "CANCELLED" if cancelled else "PENDING"
+        return {"JobName": name, "JobState": state, "Reason": "PartitionNodeLimit",
+                "NumNodes": "3-3", "Partition": "debug", "ExitCode": "0:0"}
+
+    monkeypatch.setattr(st, "job_info", info)
+    monkeypatch.setattr(st, "call", lambda cmd, **kw: cancelled.append(cmd) or "")
+    outcome = Job("7", "caffe2-fp32-n3xw1-b32-s32-r0", tmp_path).wait(60)
+    assert cancelled == [["scancel", "7"]]
+    assert outcome.ended == (
+        "failed", "Slurm cannot start job 7 (PartitionNodeLimit): it asks more nodes (3) than "
+        "partition debug has or allows; cancelled")
