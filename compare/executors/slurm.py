@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
@@ -161,8 +162,9 @@ class SlurmExecutor(Executor):
                               "run the same command again") from None
             except (st.SlurmError, ValueError, IndexError) as exc:
                 raise UserError("{} slurm: the machine record could not be taken on a "
-                                "compute node: {}{}; check `srun -N1 python3 -V`".format(
-                                    ctx.said, exc, _conf_hint())) from None  # as doctor says it
+                                "compute node: {}{}; check `{}`".format(
+                                    ctx.said, exc, _conf_hint(), " ".join(map(shlex.quote,  # as doctor
+                                        ["srun", "-N1"] + placement + ["python3", "-V"])))) from None
             record.update(machine_record.host_info())
             record["slurm"] = {"partitions": rows, "placement": placement}
             cls._machines[key] = record

@@ -487,3 +487,27 @@ def test_a_job_that_asks_more_nodes_than_its_partition_has_fails_instead_of_wait
     assert outcome.ended == (
         "failed", "Slurm cannot start job 7 (PartitionNodeLimit): it asks more nodes (3) than "
         "partition debug has or allows; cancelled")
+
+
+def test_a_machine_record_refused_for_a_placement_names_it_in_the_command_to_check(tmp_path):
+    """A user typed `--slurm-option constraint=zzz` and read 'Invalid feature specification …;
+    check `srun -N1 python3 -V`', a command that works: the check now carries the placement."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fakes = {"sbatch": "exit 0",
+             "sinfo": "echo 'debug*|up|2|2|10000|(null)|idle|nodeA,nodeB'",
+             "srun": "echo 'srun: error: Unable to allocate resources: Invalid feature "
+                     "specification' >&2; exit 1"}
+    for name, body in fakes.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body + "\n")
+        (bin_dir / name).chmod(0o755)
+    proc = run_compare(["run", "--executor", "slurm", "--frameworks", "caffe2", "--partition",
+                        "debug", "--slurm-option", "constraint=zzz", "--results",
+                        str(tmp_path / "c")] + TINY,
+                       env={"PATH": "{}:{}".format(bin_dir, os.environ["PATH"]),
+                            "SLURM_CONF": "/nonexistent/slurm.conf"}, code=2)
+    assert proc.stderr.splitlines()[-1] == (
+        "compare: error: --executor slurm: the machine record could not be taken on a compute "
+        "node: srun: error: Unable to allocate resources: Invalid feature specification "
+        "(SLURM_CONF=/nonexistent/slurm.conf: no such file); check `srun -N1 --partition=debug "
+        "--constraint=zzz python3 -V`")
