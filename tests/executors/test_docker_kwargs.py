@@ -301,3 +301,18 @@ def test_an_engine_that_accepts_but_never_answers_is_told_in_seconds(tmp_path, m
                                      "time)".format(path)
     assert time.monotonic() - start < images.PROBE_S + 5
     server.close()
+
+
+def test_images_list_says_a_named_image_is_missing_not_unbuilt(monkeypatch, capsys):
+    """`COMPARE_IMAGE_CAFFE2=compare/nope:1 compare images list --cpu` said 'not built', though
+    `compare images build` builds compare's own image, never the one named."""
+    from tests.helpers import main_exit
+    monkeypatch.setattr(images, "engine", lambda: (object(), None))
+    monkeypatch.setattr(images, "find", lambda c, name: None)
+    monkeypatch.setenv("COMPARE_IMAGE_CAFFE2", "compare/nope:1")
+    code, out, _ = main_exit(["images", "list", "--cpu"], capsys)
+    assert code == 0
+    lines = dict(line.split(None, 1) for line in out.splitlines())
+    assert lines["caffe2"] == "compare/nope:1 not on this Docker engine (named by " \
+                              "COMPARE_IMAGE_CAFFE2: pull or build it yourself)"
+    assert lines["jax"].endswith(" not built")
