@@ -183,6 +183,10 @@ class SlurmExecutor(Executor):
         try:
             node, answers = st.ask_pythons([(ctx.overrides[fw.name], fw.modules) for fw in given],
                                            envs.PROBE, envs.PROBE_TIMEOUT, placement, PROBE_TIMEOUT)
+        except KeyboardInterrupt:  # as the machine record's srun
+            raise Stopped("interrupted (SIGINT) while asking the --python interpreter(s) on a "
+                          "Slurm compute node (srun): nothing was submitted or written; run the "
+                          "same command again") from None
         except st.SlurmError as exc:
             raise UserError("--python: could not ask the interpreter(s) on a Slurm compute node: "
                             "{}{}".format(exc, _conf_hint())) from None

@@ -435,22 +435,32 @@ def test_a_python_missing_or_lacking_its_modules_on_the_nodes_is_one_line_before
     assert "asking the --python interpreter(s) on a Slurm compute node (srun)" in proc.stderr
 
 
-def test_ctrl_c_while_the_machine_record_waits_for_a_node_is_one_line(tmp_path):
+MACHINE = json.dumps({"cpu_model": "x", "cpu_count": 2, "memory_gb": 1.0, "gpus": []})
+
+
+@pytest.mark.parametrize("python,waits_in", [
+    (False, "taking the machine record on a Slurm compute node (srun)"),
+    (True, "asking the --python interpreter(s) on a Slurm compute node (srun)")])
+def test_ctrl_c_while_the_machine_record_waits_for_a_node_is_one_line(tmp_path, python, waits_in):
     """A user saw `compare run --executor slurm` exit 130 without a word when Ctrl-C came while
     the machine record's srun waited for a compute node (on a busy cluster: minutes)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     started = tmp_path / "srun-started"
+    wait = "touch {}; exec sleep 60".format(shlex.quote(str(started)))
+    srun = wait if not python else (  # the record answers; the python check waits
+        'case "$*" in *compare-machine*) echo {};; *) {};; esac'.format(shlex.quote(MACHINE), wait))
     fakes = {"sbatch": "exit 0",
              "sinfo": "echo 'debug*|up|2|2|10000|(null)|idle|nodeA,nodeB'",
-             "srun": "touch {}; exec sleep 60".format(shlex.quote(str(started)))}
+             "srun": srun}
     for name, body in fakes.items():
         (bin_dir / name).write_text("#!/bin/sh\n" + body + "\n")
         (bin_dir / name).chmod(0o755)
     env = dict(os.environ, PATH="{}:{}".format(bin_dir, os.environ["PATH"]))
     proc = subprocess.Popen(
         [sys.executable, "-m", "compare", "run", "--executor", "slurm", "--frameworks", "caffe2",
-         "--results", str(tmp_path / "c")] + TINY, cwd=str(ROOT), env=env, text=True,
+         "--results", str(tmp_path / "c")] + TINY + ["--python", "caffe2=/usr/bin/python3"] * python,
+        cwd=str(ROOT), env=env, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's Ctrl-C
     deadline = time.time() + 60
@@ -461,8 +471,8 @@ def test_ctrl_c_while_the_machine_record_waits_for_a_node_is_one_line(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert err.splitlines()[-1] == (
-        "compare: error: interrupted (SIGINT) while taking the machine record on a Slurm compute node "
-        "(srun): nothing was submitted or written; run the same command again")
+        "compare: error: interrupted (SIGINT) while " + waits_in + ": nothing was submitted or "
+        "written; run the same command again")
     assert not (tmp_path / "c").exists()
 
 
