@@ -99,6 +99,10 @@ def list_images(cpu: bool = typer.Option(False, "--cpu", help="The CPU twins (wh
     for fw in fws.FRAMEWORKS:
         name = images.wanted(fw, variant)
         img = images.find(c, name) if c else None
+        # a COMPARE_IMAGE_<FRAMEWORK> image is the user's: `compare images build` never builds it
+        missing = "not built" if name == images.image_name(fw, variant) else \
+            "not on this Docker engine (named by COMPARE_IMAGE_{}: pull or build it yourself)".format(
+                fw.name.upper())
         print("{:<8} {} {}".format(fw.name, name, "{} {:.0f} MB".format(
-            img.id[7:19], img.attrs["Size"] / 1e6) if img else "not built" if c else
+            img.id[7:19], img.attrs["Size"] / 1e6) if img else missing if c else
             "(no Docker engine answers)"))

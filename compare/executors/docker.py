@@ -248,8 +248,12 @@ class DockerExecutor(Executor):
         try:
             return self.client.images.get(name)
         except docker.errors.ImageNotFound:
-            if name != images.image_name(fw, self.variant):
-                raise  # the user named an image: never build something else in its place
+            if name != images.image_name(fw, self.variant):  # the user named an image: never
+                variable = "COMPARE_IMAGE_" + fw.name.upper()  # build another in its place
+                raise images.ImageError(
+                    "image {} ({}) is not on this Docker engine: pull or build it (docker images "
+                    "lists those there), or unset {} to run compare's own".format(
+                        name, variable, variable)) from None
         if fw.name in self._build_errors:
             raise images.ImageError(self._build_errors[fw.name])
         self.log("image {} is not built: building it now".format(name))

@@ -90,11 +90,16 @@ def wanted(fw: Framework, variant: str) -> str:
     return os.environ.get("COMPARE_IMAGE_" + fw.name.upper()) or image_name(fw, variant)
 
 
+PROBE_S = 10  # seconds an engine has to answer the ping: a hung one is told, not waited for
+REQUEST_S = 60  # then each request's (a container's start, an image's list)
+
+
 def client():
     """A Docker SDK client whose engine answered a ping; docker.errors.DockerException if not."""
     import docker
-    c = docker.from_env(timeout=60)
+    c = docker.from_env(timeout=PROBE_S)
     c.ping()
+    c.api.timeout = REQUEST_S
     return c
 
 

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import re
+import shlex
 import time
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Dict, List, Optional, Tuple
@@ -56,6 +57,13 @@ _PORT_OFFSETS = itertools.count(1)  # one per executor: no two steps running at 
 # run on a compute node with paths as arguments: "NODE readable", or "NODE unreadable PATH"
 DATA_CHECK = ('for f; do test -r "$f" || { echo "${SLURMD_NODENAME:-$(hostname)} unreadable $f"; '
               'exit 0; }; done; echo "${SLURMD_NODENAME:-$(hostname)} readable"')
+
+
+class Stopped(UserError):
+    """Ctrl-C before the first job (the machine record's srun may wait minutes for a node): one
+    line, exit 130 as a shell reports SIGINT."""
+
+    exit_code = 130
 
 
 class SlurmExecutor(Executor):
@@ -148,10 +156,15 @@ class SlurmExecutor(Executor):
                               ["python3", "-c", Path(MACHINE_SCRIPT).read_text()],
                               timeout=PROBE_TIMEOUT)
                 record = json.loads(out.strip().splitlines()[-1])
+            except KeyboardInterrupt:  # typer would end it with 130 and no word; srun is ended
+                raise Stopped("interrupted (SIGINT) while taking the machine record on a Slurm "
+                              "compute node (srun): nothing was submitted or written; "
+                              "run the same command again") from None
             except (st.SlurmError, ValueError, IndexError) as exc:
                 raise UserError("{} slurm: the machine record could not be taken on a "
-                                "compute node: {}{}; check `srun -N1 python3 -V`".format(
-                                    ctx.said, exc, _conf_hint())) from None  # as doctor says it
+                                "compute node: {}{}; check `{}`".format(
+                                    ctx.said, exc, _conf_hint(), " ".join(map(shlex.quote,  # as doctor
+                                        ["srun", "-N1"] + placement + ["python3", "-V"])))) from None
             record.update(machine_record.host_info())
             record["slurm"] = {"partitions": rows, "placement": placement}
             cls._machines[key] = record
@@ -170,6 +183,10 @@ class SlurmExecutor(Executor):
         try:
             node, answers = st.ask_pythons([(ctx.overrides[fw.name], fw.modules) for fw in given],
                                            envs.PROBE, envs.PROBE_TIMEOUT, placement, PROBE_TIMEOUT)
+        except KeyboardInterrupt:  # as the machine record's srun
+            raise Stopped("interrupted (SIGINT) while asking the --python interpreter(s) on a "
+                          "Slurm compute node (srun): nothing was submitted or written; run the "
+                          "same command again") from None
         except st.SlurmError as exc:
             raise UserError("--python: could not ask the interpreter(s) on a Slurm compute node: "
                             "{}{}".format(exc, _conf_hint())) from None

@@ -30,6 +30,11 @@ from .results import Outcome
 ENDS = {"TIMEOUT": ("timeout", "Slurm stopped job {job} at its time limit ({limit})"),
         "CANCELLED": ("failed", "cancelled: Slurm job {job} was cancelled"),
         "OUT_OF_MEMORY": ("oom", "Slurm job {job} ran out of memory (OUT_OF_MEMORY)")}
+# why a job stays PENDING that no wait ends (its request is past its partition's limits, which
+# Slurm queues without EnforcePartLimits): the job is cancelled and the cell failed, saying so
+NEVER_STARTS = {"PartitionNodeLimit": "it asks more nodes ({nodes}) than partition {partition} "
+                                      "has or allows",
+                "PartitionTimeLimit": "its time limit ({limit}) is above partition {partition}'s"}
 
 
 class Job(Handle):
@@ -40,6 +45,7 @@ class Job(Handle):
     def __init__(self, job_id: str, run_id: str, work: Path):
         self.job_id, self.run_id, self.work = job_id, run_id, work
         self.info: Optional[Dict[str, str]] = None  # its last `scontrol show job`
+        self.never: Optional[str] = None  # why Slurm could never start it (it was cancelled)
 
     def wait(self, timeout: float) -> Outcome:
         pause = 0.2
@@ -50,6 +56,13 @@ class Job(Handle):
                 break
             if st.state_of(info) in st.ENDED:
                 break
+            if self.never is None and st.state_of(info) == "PENDING" and \
+                    info.get("Reason") in NEVER_STARTS:
+                self.never = "Slurm cannot start job {} ({}): {}; cancelled".format(
+                    self.job_id, info["Reason"], NEVER_STARTS[info["Reason"]].format(
+                        nodes=info.get("NumNodes", "?").split("-")[0],
+                        partition=info.get("Partition", "?"), limit=info.get("TimeLimit", "?")))
+                st.call(["scancel", self.job_id])
             time.sleep(pause)
             pause = min(2.0, pause * 1.5)
         self.info = info
@@ -63,6 +76,8 @@ class Job(Handle):
     def _ended(self, rc: Optional[int]) -> Optional[Tuple[str, str]]:
         """(status, reason) where Slurm's end state says it; None: the run's own result says."""
         state, info = self.state, self.info or {}
+        if self.never:
+            return "failed", self.never
         if state in ENDS:
             status, reason = ENDS[state]
             return status, reason.format(job=self.job_id, limit=info.get("TimeLimit"))

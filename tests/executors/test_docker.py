@@ -88,7 +88,11 @@ def test_missing_image_and_crash_inside_are_recorded_and_the_sweep_goes_on(engin
     results = _results(campaign)
     missing = results["mxnet-fp32-w1-b4-s32-r0"]
     assert missing["status"] == "failed"
-    assert "compare/does-not-exist:0" in missing["reason"] and "No such image" in missing["reason"]
+    # not the engine's "image X: no such image: X: No such image: X"
+    assert missing["reason"] == (
+        "image compare/does-not-exist:0 (COMPARE_IMAGE_MXNET) is not on this Docker engine: pull "
+        "or build it (docker images lists those there), or unset COMPARE_IMAGE_MXNET to run "
+        "compare's own")
     crashed = results["caffe2-fp32-w1-b4-s32-r0"]
     assert crashed["status"] == "failed", crashed["reason"]
     assert "InjectedFailure: fail_at=setup on rank 0" in crashed["reason"] and "Traceback" in crashed["stderr_tail"]

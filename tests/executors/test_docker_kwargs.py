@@ -279,3 +279,40 @@ def test_a_containers_logs_are_saved_without_holding_them_in_memory(tmp_path):
     assert outcome.exit_code == 1
     assert (paths[0].stat().st_size, paths[1].stat().st_size) == (1 << 20, 64 << 20)
     assert peak < 16 << 20, "{:.0f} MiB held at once".format(peak / 2 ** 20)
+
+
+def test_an_engine_that_accepts_but_never_answers_is_told_in_seconds(tmp_path, monkeypatch):
+    """A user's DOCKER_HOST pointed at a hung engine: `compare doctor` sat silent for minutes
+    (the client's 60 s timeout, for its version request and again for its ping, on every probe)."""
+    import socket
+    import threading
+    import time
+    path = str(tmp_path / "hung.sock")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(path)
+    server.listen(8)
+    held = []
+    threading.Thread(target=lambda: [held.append(server.accept()) for _ in range(8)],
+                     daemon=True).start()
+    monkeypatch.setenv("DOCKER_HOST", "unix://" + path)
+    start = time.monotonic()
+    client, why = images.engine()
+    assert client is None and why == "no Docker engine answers (unix://{} did not answer in " \
+                                     "time)".format(path)
+    assert time.monotonic() - start < images.PROBE_S + 5
+    server.close()
+
+
+def test_images_list_says_a_named_image_is_missing_not_unbuilt(monkeypatch, capsys):
+    """`COMPARE_IMAGE_CAFFE2=compare/nope:1 compare images list --cpu` said 'not built', though
+    `compare images build` builds compare's own image, never the one named."""
+    from tests.helpers import main_exit
+    monkeypatch.setattr(images, "engine", lambda: (object(), None))
+    monkeypatch.setattr(images, "find", lambda c, name: None)
+    monkeypatch.setenv("COMPARE_IMAGE_CAFFE2", "compare/nope:1")
+    code, out, _ = main_exit(["images", "list", "--cpu"], capsys)
+    assert code == 0
+    lines = dict(line.split(None, 1) for line in out.splitlines())
+    assert lines["caffe2"] == "compare/nope:1 not on this Docker engine (named by " \
+                              "COMPARE_IMAGE_CAFFE2: pull or build it yourself)"
+    assert lines["jax"].endswith(" not built")

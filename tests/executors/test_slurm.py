@@ -433,3 +433,91 @@ def test_a_python_missing_or_lacking_its_modules_on_the_nodes_is_one_line_before
     proc = _slurm_run(tmp_path / "c", ["--frameworks", "caffe2", "--python", "caffe2={}".format(bare),
                                        "--plan"] + TINY)
     assert "asking the --python interpreter(s) on a Slurm compute node (srun)" in proc.stderr
+
+
+MACHINE = json.dumps({"cpu_model": "x", "cpu_count": 2, "memory_gb": 1.0, "gpus": []})
+
+
+@pytest.mark.parametrize("python,waits_in", [
+    (False, "taking the machine record on a Slurm compute node (srun)"),
+    (True, "asking the --python interpreter(s) on a Slurm compute node (srun)")])
+def test_ctrl_c_while_the_machine_record_waits_for_a_node_is_one_line(tmp_path, python, waits_in):
+    """A user saw `compare run --executor slurm` exit 130 without a word when Ctrl-C came while
+    the machine record's srun waited for a compute node (on a busy cluster: minutes)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    started = tmp_path / "srun-started"
+    wait = "touch {}; exec sleep 60".format(shlex.quote(str(started)))
+    srun = wait if not python else (  # the record answers; the python check waits
+        'case "$*" in *compare-machine*) echo {};; *) {};; esac'.format(shlex.quote(MACHINE), wait))
+    fakes = {"sbatch": "exit 0",
+             "sinfo": "echo 'debug*|up|2|2|10000|(null)|idle|nodeA,nodeB'",
+             "srun": srun}
+    for name, body in fakes.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body + "\n")
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ, PATH="{}:{}".format(bin_dir, os.environ["PATH"]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "compare", "run", "--executor", "slurm", "--frameworks", "caffe2",
+         "--results", str(tmp_path / "c")] + TINY + ["--python", "caffe2=/usr/bin/python3"] * python,
+        cwd=str(ROOT), env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as a terminal's Ctrl-C
+    deadline = time.time() + 60
+    while not started.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    assert started.exists(), proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.splitlines()[-1] == (
+        "compare: error: interrupted (SIGINT) while " + waits_in + ": nothing was submitted or "
+        "written; run the same command again")
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_job_that_asks_more_nodes_than_its_partition_has_fails_instead_of_waiting_forever(
+        tmp_path, monkeypatch):
+    """A user typed `compare run --executor slurm --nodes 3` on a partition of two nodes: the job
+    stayed PENDING (PartitionNodeLimit) and compare showed 'starting' until it was killed."""
+    from compare.executors import slurm_tools as st
+    from compare.executors.slurm_jobs import Job
+    cancelled = []
+    name = "compare-caffe2-fp32-n3xw1-b32-s32-r0"
+
+    def info(job_id):
+        state = "CANCELLED" if cancelled else "PENDING"
+        return {"JobName": name, "JobState": state, "Reason": "PartitionNodeLimit",
+                "NumNodes": "3-3", "Partition": "debug", "ExitCode": "0:0"}
+
+    monkeypatch.setattr(st, "job_info", info)
+    monkeypatch.setattr(st, "call", lambda cmd, **kw: cancelled.append(cmd) or "")
+    outcome = Job("7", "caffe2-fp32-n3xw1-b32-s32-r0", tmp_path).wait(60)
+    assert cancelled == [["scancel", "7"]]
+    assert outcome.ended == (
+        "failed", "Slurm cannot start job 7 (PartitionNodeLimit): it asks more nodes (3) than "
+        "partition debug has or allows; cancelled")
+
+
+def test_a_machine_record_refused_for_a_placement_names_it_in_the_command_to_check(tmp_path):
+    """A user typed `--slurm-option constraint=zzz` and read 'Invalid feature specification …;
+    check `srun -N1 python3 -V`', a command that works: the check now carries the placement."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fakes = {"sbatch": "exit 0",
+             "sinfo": "echo 'debug*|up|2|2|10000|(null)|idle|nodeA,nodeB'",
+             "srun": "echo 'srun: error: Unable to allocate resources: Invalid feature "
+                     "specification' >&2; exit 1"}
+    for name, body in fakes.items():
+        (bin_dir / name).write_text("#!/bin/sh\n" + body + "\n")
+        (bin_dir / name).chmod(0o755)
+    proc = run_compare(["run", "--executor", "slurm", "--frameworks", "caffe2", "--partition",
+                        "debug", "--slurm-option", "constraint=zzz", "--results",
+                        str(tmp_path / "c")] + TINY,
+                       env={"PATH": "{}:{}".format(bin_dir, os.environ["PATH"]),
+                            "SLURM_CONF": "/nonexistent/slurm.conf"}, code=2)
+    assert proc.stderr.splitlines()[-1] == (
+        "compare: error: --executor slurm: the machine record could not be taken on a compute "
+        "node: srun: error: Unable to allocate resources: Invalid feature specification "
+        "(SLURM_CONF=/nonexistent/slurm.conf: no such file); check `srun -N1 --partition=debug "
+        "--constraint=zzz python3 -V`")
