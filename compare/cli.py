@@ -308,6 +308,10 @@ def _usage_line(exc: UsageError) -> str:
     return "{} Choose from {}.".format(line, names)
 
 
+class _CtrlC(Exception):
+    """A Ctrl-C (KeyboardInterrupt) carried past typer, which turns one into a silent exit 130."""
+
+
 def _command():
     """`app` as the command it runs, each value in its --help named as a reader gives it: typer
     0.2x printed the code's types (`campaigns... <list[str]>`, `--images <int>`) and braces in the
@@ -315,6 +319,14 @@ def _command():
     `[NAME]` in the usage where it may be left out), an option without one click's TEXT,
     INTEGER or FLOAT; an older typer (on click) printed them so already."""
     command = typer.main.get_command(app)
+    invoke = command.invoke
+
+    def invoke_keeping_ctrl_c(ctx):
+        try:
+            return invoke(ctx)
+        except KeyboardInterrupt:  # typer would return a silent 130 for it: _main says it
+            raise _CtrlC() from None
+    command.invoke = invoke_keeping_ctrl_c
     todo = [command]
     while todo:
         cmd = todo.pop()
@@ -394,7 +406,7 @@ def _main(argv: Optional[List[str]]) -> None:
     except UsageError as exc:
         _err("error: {}".format(_option_usage(exc, [a for a in argv if a != "--debug"]) or _usage_line(exc)))
         sys.exit(BAD_INPUT)
-    except (typer.Abort, KeyboardInterrupt):
+    except (typer.Abort, KeyboardInterrupt, _CtrlC):
         _err("interrupted; results recorded so far are kept")
         sys.exit(130)
     except BrokenPipeError:

@@ -353,3 +353,18 @@ def test_flags_that_gather_may_be_given_again(tmp_path, capsys):
                               "--results", str(tmp_path / "c")], capsys)
     assert code == 0, err
     assert err.count("warning") == 1  # --results twice; --option gathers
+
+
+def test_ctrl_c_outside_a_stage_that_handles_it_is_one_line_not_a_silent_130(tmp_path, capsys,
+                                                                            monkeypatch):
+    # typer 0.2x turns a KeyboardInterrupt into a silent exit 130: Ctrl-C while the plan was
+    # made (a Slurm machine record, a --python probe, a large --data folder) said nothing
+    from compare.stages import plan
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(plan, "make", interrupted)
+    code, out, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor",
+                                "local", "--results", str(tmp_path / "c"), "--plan"], capsys)
+    assert (code, err.splitlines()[-1:]) == (130, ["compare: interrupted; results recorded so far "
+                                                   "are kept"])
