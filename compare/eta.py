@@ -412,6 +412,8 @@ def _machine(pool: Pool) -> str:
     if pool.gpu:
         return "{} GPU{}".format(len(pool.units), "s" if len(pool.units) > 1 else "")
     cores = sum(len(c) for c in pool.cores.values())
+    if not cores:  # resources.single(): jobs placed elsewhere (Slurm batch jobs), cores not known
+        return "nodes the scheduler picks"
     return "{} core{}".format(cores, "s" if cores > 1 else "")
 
 

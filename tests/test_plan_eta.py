@@ -427,3 +427,13 @@ def test_the_plans_source_line_names_t_where_a_run_to_a_target_took_it(tmp_path)
     _, _, source, _ = plan.schedule([throughput], resources.single(), 1, tmp_path / "none",
                                     fixture["machine"], "local")
     assert source.endswith("this kind (r), else 60 s"), source
+
+
+def test_a_plan_of_jobs_placed_elsewhere_names_no_count_of_cores():
+    # compare run --executor slurm (batch jobs, outside an allocation) printed "plan: 1 cell on
+    # 0 core": the pool of jobs Slurm places lists no cores
+    spec = RunSpec("caffe2", "caffe2_torch")
+    from compare.scheduler import Planned
+    text = plan.render([Planned(spec, resources.Slot(), 0.0, 10.0)], {spec.run_id: "?"},
+                       resources.single(), 1, "no earlier run", "--concurrency auto")
+    assert text.startswith("plan: 1 cell on nodes the scheduler picks, up to 1 at once"), text
