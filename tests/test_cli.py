@@ -368,3 +368,10 @@ def test_ctrl_c_outside_a_stage_that_handles_it_is_one_line_not_a_silent_130(tmp
                                 "local", "--results", str(tmp_path / "c"), "--plan"], capsys)
     assert (code, err.splitlines()[-1:]) == (130, ["compare: interrupted; results recorded so far "
                                                    "are kept"])
+
+
+def test_plan_says_which_executor_the_run_would_take(tmp_path, capsys):
+    # --plan never said which executor auto would take, though its estimate depends on it
+    code, out, err = main_exit(["run", "--frameworks", "caffe2", "--device", "cpu", "--executor",
+                                "local", "--results", str(tmp_path / "c"), "--plan"], capsys)
+    assert code == 0 and "executor: local (--executor local)" in err, err

@@ -385,6 +385,8 @@ def show(plan: Plan, campaign=None) -> int:
     source = Path(study.plan_from) if study.plan_from else Path(study.results).absolute().parent \
         if study.results else default_root().parent
     ran = {r.run_id for r in done}
+    # which executor the run would take (auto's choice shapes the estimate), as the run says it
+    sys.stderr.write("executor: {} ({})\n".format(plan.executor.name, plan.why))
     sys.stdout.write(schedule(plan, [s for s in plan.cells if s.run_id not in ran], source,
                               searched(done))[0])
     return 0
