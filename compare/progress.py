@@ -94,8 +94,10 @@ class SweepProgress:
     def start(self, spec: RunSpec) -> None:
         self.running[spec.run_id] = (spec, time.monotonic())
         unit = "GPU" if spec.device == "cuda" else "worker"
-        self.what = "{} {} x{} {}{} b{}{}".format(
-            spec.framework, spec.precision, spec.gpus, unit, "s" if spec.gpus > 1 else "",
+        nodes = getattr(spec, "nodes", 1) or 1  # "2 nodes x1 worker": a job of several nodes
+        self.what = "{} {} {}x{} {}{} b{}{}".format(
+            spec.framework, spec.precision, "{} nodes ".format(nodes) if nodes > 1 else "",
+            spec.gpus, unit, "s" if spec.gpus > 1 else "",
             "auto" if spec.batch_auto else spec.batch_size, "" if spec.mode == "default" else " " + spec.mode)
         self.progress.update(self.task, description=self.what + self.last)
 

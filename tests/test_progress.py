@@ -134,3 +134,15 @@ def test_a_failed_cells_line_keeps_the_end_of_its_reason_where_it_says_where_to_
     bar.done(RunResult(spec.run_id, "failed", spec.to_dict(), reason=long))
     line = out.getvalue().splitlines()[-1]
     assert line.endswith(" … " + long[-97:]) and len(line.split("  ", 1)[1].strip()) <= 240, line
+
+
+def test_a_cell_of_several_nodes_names_them_in_its_progress(tmp_path):
+    # a 2-node Slurm cell read "caffe2 fp32 x1 worker b32", as a 1-node one does
+    out = io.StringIO()
+    one, two = RunSpec("caffe2", "caffe2_torch", device="cpu"), RunSpec(
+        "caffe2", "caffe2_torch", device="cpu", nodes=2)
+    bar = SweepProgress(Console(file=out, width=200), 2, tmp_path, {})
+    bar.start(two)
+    assert bar.what == "caffe2 fp32 2 nodes x1 worker b32"
+    bar.start(one)
+    assert bar.what == "caffe2 fp32 x1 worker b32"
