@@ -17,6 +17,15 @@ def _make(path, capsys, *extra):
     return out
 
 
+def _flatten_val(root):
+    """val/ as ImageNet ships it: every JPEG in val/ itself, no class folders."""
+    for jpeg in (root / "val").rglob("*.JPEG"):
+        shutil.move(str(jpeg), str(root / "val" / (jpeg.parent.name + jpeg.name)))
+    for sub in (root / "val").iterdir():
+        if sub.is_dir():
+            sub.rmdir()
+
+
 def test_learnable_writes_train_and_val_in_the_imagenet_layout(tmp_path, capsys):
     out = _make(tmp_path / "a", capsys, "--classes", "3", "--images", "12")
     assert out.startswith("{}: 12 training and 3 validation JPEGs in 3 classes".format(tmp_path / "a"))
@@ -116,11 +125,7 @@ def test_a_flat_val_folder_is_told_val_layout_not_train_layout(tmp_path, capsys)
     # ImageNet's val/ comes flat; the hint was train/'s: "give an ImageNet-layout folder
     # (DIR/train/<class>/*.JPEG) or make one with: compare data make DIR"
     _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
-    for jpeg in (tmp_path / "a" / "val").rglob("*.JPEG"):
-        shutil.move(str(jpeg), str(tmp_path / "a" / "val" / (jpeg.parent.name + jpeg.name)))
-    for sub in (tmp_path / "a" / "val").iterdir():
-        if sub.is_dir():
-            sub.rmdir()
+    _flatten_val(tmp_path / "a")
     code, out, err = main_exit(["data", "prepare", str(tmp_path / "a"), "--frameworks", "caffe2"],
                                capsys)
     # the folder named as the command names it (it said "--data", a flag prepare has not), and
@@ -322,11 +327,7 @@ def test_a_throughput_run_on_a_folder_whose_val_is_imagenets_flat_one_runs(tmp_p
     # to accuracy's val/ layout, leaving a campaign folder without campaign.json behind
     from tests.helpers import fake_python
     _make(tmp_path / "a", capsys, "--classes", "2", "--images", "8")
-    for jpeg in (tmp_path / "a" / "val").rglob("*.JPEG"):
-        shutil.move(str(jpeg), str(tmp_path / "a" / "val" / (jpeg.parent.name + jpeg.name)))
-    for sub in (tmp_path / "a" / "val").iterdir():
-        if sub.is_dir():
-            sub.rmdir()
+    _flatten_val(tmp_path / "a")
     args = ["run", "--frameworks", "caffe2", "--data", str(tmp_path / "a"), "--device", "cpu",
             "--executor", "local", "--image-size", "32", "--batch-size", "4", "--steps", "2",
             "--warmup", "1", "--results", str(tmp_path / "c"), "--python",
