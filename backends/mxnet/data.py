@@ -80,6 +80,12 @@ def make_feed(spec: RunSpec, runtime: MXNetRuntime) -> Feed:
     per_worker, source = ds.loader_workers(spec, options.value(OPTIONS, spec.options,
                                                                "loader_workers"))
     threads = per_worker * len(contexts)  # one process, one iterator for all its contexts
+    images, batch = int(prepared.manifest.get("images") or 0), spec.batch_size * len(contexts)
+    if images < batch:  # ImageRecordIter: an MXNetError below 2, StopIteration at half a batch
+        raise ValueError("the folder's {} training images are fewer than this process's batch of "
+                         "{}, and MXNet's ImageRecordIter needs more images than the batch size; "
+                         "give a --batch-size of at most {} per worker, or more images".format(
+                             images, batch, max(images // len(contexts), 1)))
     mean = {"mean_" + c: 255.0 * m for c, m in zip("rgb", ds.MEAN)}
     std = {"std_" + c: 255.0 * s for c, s in zip("rgb", ds.STD)}
     iterator = mx.io.ImageRecordIter(

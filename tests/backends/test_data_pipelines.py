@@ -466,3 +466,21 @@ def test_jax_a_corrupt_jpeg_in_either_half_is_counted_replaced_and_listed(folder
     assert (out["errors"], out["failed"], out["finite"]) == (2, [1, 4], True)
     assert out["labels"] == [0, 0, 2, 3, 0, 5]  # the first good image's label in their place
     assert out["split"]["cpu_share_first"] == 0.5 and out["split"]["rule"] == "--option cpu_share=0.5"
+
+
+
+def test_mxnet_on_a_folder_smaller_than_one_batch_says_so(tmp_path):
+    # 16 JPEGs and a batch of 32 failed as "StopIteration: ", 8 as a multi-line MXNetError
+    # ("number of input images must be bigger than the batch size" among C++ frames)
+    small = tmp_path / "small"
+    run_compare(["data", "make", str(small), "--images", "8", "--classes", "2", "--image-size",
+                 "64x48", "--workers", "1"])
+    out = tmp_path / "c"
+    run_compare(["run", "--frameworks", "mxnet", "--executor", "local", "--device", "cpu", "--quick",
+                 "--results", str(out), "--data", str(small), "--batch-size", "32", "--image-size",
+                 "32", "--steps", "2", "--warmup", "1", "--windows", "1"], code=1)
+    result = json.loads((out / "results" / "mxnet-fp32-w1-b32-s32-real-r0.json").read_text())
+    assert (result["status"], result["reason"]) == (
+        "failed", "ValueError: the folder's 8 training images are fewer than this process's "
+        "batch of 32, and MXNet's ImageRecordIter needs more images than the batch size; give a "
+        "--batch-size of at most 8 per worker, or more images")
